@@ -1,0 +1,65 @@
+"""Which protocols exist, and how a stream's protocol is chosen.
+
+Content decides; ports only break ties and help when content is ambiguous. `--decode-as PORT=PROTO`
+overrides everything. A protocol module adds itself by being listed in `_SPECS` below.
+"""
+
+from __future__ import annotations
+
+from wirelog.decoders import tls
+from wirelog.decoders.base import ProtocolSpec, Sample
+
+_SPECS: tuple[ProtocolSpec, ...] = (tls.SPEC,)
+
+PORT_BONUS = 0.25  # added to the content score when the server port is one the protocol uses
+THRESHOLD = 0.5  # minimum score to claim a stream
+CERTAIN = 0.9  # a score this high decides at once, even while other detectors want more bytes
+SAMPLE_LIMIT = 512  # bytes per direction after which detection must decide
+
+
+def specs() -> tuple[ProtocolSpec, ...]:
+    """Every known protocol, in a fixed order (ties go to the earlier one)."""
+    return _SPECS
+
+
+def spec(name: str) -> ProtocolSpec:
+    """The protocol called `name`; raises KeyError with the known names otherwise."""
+    for s in _SPECS:
+        if s.name == name:
+            return s
+    raise KeyError(f"unknown protocol {name!r} (known: {', '.join(names())})")
+
+
+def names() -> list[str]:
+    return [s.name for s in _SPECS]
+
+
+def well_known_ports() -> frozenset[int]:
+    """Server ports of all protocols: used to infer the client side of SYN-less streams."""
+    return frozenset().union(*(s.ports for s in _SPECS))
+
+
+def detect(sample: Sample) -> ProtocolSpec | None | bool:
+    """The protocol of a stream from its first bytes.
+
+    Returns the chosen spec, None when no protocol claims the stream, or False when the decision
+    must wait for more bytes (never once `sample.closed` or both directions hold SAMPLE_LIMIT bytes).
+    """
+    must_decide = sample.closed or (
+        len(sample.c2s) >= SAMPLE_LIMIT or len(sample.s2c) >= SAMPLE_LIMIT
+    )
+    best: ProtocolSpec | None = None
+    best_score = 0.0
+    undecided = False
+    for s in _SPECS:
+        score = s.detect(sample)
+        if score is None:
+            undecided = True
+            continue
+        if score > 0 and sample.server_port in s.ports:
+            score += PORT_BONUS
+        if score > best_score:
+            best, best_score = s, score
+    if undecided and not must_decide and best_score < CERTAIN:
+        return False
+    return best if best_score >= THRESHOLD else None

@@ -1,0 +1,191 @@
+"""The records every layer speaks.
+
+Imports flow one way (cli → engine → pcap/decoders/export → model), so this module imports nothing
+from wirelog. Timestamps are integer nanoseconds since the Unix epoch (None when unknown, e.g. raw
+dumps); frame numbers are 1-based like Wireshark's; offsets are byte positions in one direction of a
+reassembled stream, counted from the first byte after the SYN (or the first byte seen when mid-stream).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Direction(str, Enum):
+    """Direction of bytes inside a stream, relative to the (possibly inferred) client."""
+
+    C2S = "c2s"
+    S2C = "s2c"
+
+    @property
+    def other(self) -> Direction:
+        return Direction.S2C if self is Direction.C2S else Direction.C2S
+
+
+class Severity(str, Enum):
+    """How bad a finding is; ordered so that `rank` compares them."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+
+
+@dataclass(slots=True)
+class StreamInfo:
+    """One TCP connection (or one raw dump) and what the reassembler saw of it.
+
+    `stream` is 0-based per capture in order of first packet, like tshark's `tcp.stream`, except that
+    a new SYN on a closed 4-tuple opens a new stream (flagged `port_reuse`).
+    """
+
+    capture: str
+    stream: int
+    client: str
+    server: str
+    client_port: int
+    server_port: int
+    client_by: str = "syn"  # how the client side was chosen: syn | port | first | raw
+    first_ts: int | None = None
+    last_ts: int | None = None
+    first_frame: int | None = None
+    last_frame: int | None = None
+    packets_c2s: int = 0
+    packets_s2c: int = 0
+    bytes_c2s: int = 0
+    bytes_s2c: int = 0
+    gaps: int = 0
+    gap_bytes: int = 0
+    retransmissions: int = 0
+    out_of_order: int = 0
+    conflicts: int = 0
+    handshake: bool = False
+    midstream: bool = False
+    fin_c2s: bool = False
+    fin_s2c: bool = False
+    reset: bool = False
+    port_reuse: bool = False
+    protocol: str | None = None
+
+    @property
+    def flags(self) -> list[str]:
+        """Short labels for the table view, in a fixed order."""
+        names = ("handshake", "midstream", "fin_c2s", "fin_s2c", "reset", "port_reuse")
+        return [n for n in names if getattr(self, n)]
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Contiguous, in-order bytes of one direction of a stream, as carried by one frame."""
+
+    stream: int
+    direction: Direction
+    offset: int
+    data: bytes
+    frame: int | None = None
+    ts: int | None = None
+
+
+@dataclass(slots=True)
+class Gap:
+    """Bytes of one direction that the capture does not have; the consumer must resynchronise.
+
+    `frame`/`ts` are those of the packet that revealed the gap (the next data or the ACK beyond it).
+    """
+
+    stream: int
+    direction: Direction
+    offset: int
+    length: int
+    frame: int | None = None
+    ts: int | None = None
+
+
+@dataclass(slots=True)
+class Message:
+    """Anything a decoder decoded: a frame, a request, a response, a log event.
+
+    `fields` holds protocol fields (flat, JSON-compatible values only: str, int, float, bool, None,
+    lists and dicts of those; bytes must be rendered as hex by the decoder). Their names must not
+    collide with the common columns in `COMMON_MESSAGE_KEYS`. Log events put the decoded document
+    in `event` and their delivery state in `acked` (True/False; None when the protocol cannot say).
+    """
+
+    protocol: str
+    kind: str
+    direction: Direction | None
+    offset: int | None
+    length: int
+    frame: int | None = None
+    ts: int | None = None
+    version: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    event: Any = None
+    acked: bool | None = None
+    stream: int | None = None
+    capture: str = ""
+    client: str | None = None
+    server: str | None = None
+
+    record = "message"
+
+
+@dataclass(slots=True)
+class Finding:
+    """A problem or notable fact, with a stable dotted `code` (e.g. `tcp.gap`, `cql.crc32-mismatch`).
+
+    `message` is one human sentence; `fields` carries machine-readable details (stored/computed CRC,
+    the frame of the first copy of conflicting bytes, ...).
+    """
+
+    code: str
+    severity: Severity
+    message: str
+    protocol: str
+    direction: Direction | None = None
+    offset: int | None = None
+    frame: int | None = None
+    ts: int | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    stream: int | None = None
+    capture: str = ""
+    client: str | None = None
+    server: str | None = None
+
+    record = "finding"
+
+
+Record = Message | Finding
+
+COMMON_MESSAGE_KEYS = frozenset(
+    {
+        "record", "capture", "stream", "client", "server", "direction", "frame", "offset", "ts",
+        "protocol", "kind", "version", "length", "event", "acked", "code", "severity", "message",
+    }
+)  # fmt: skip
+
+
+@dataclass(slots=True)
+class CaptureInfo:
+    """What one input (capture file, stdin or raw dump set) held, for summaries."""
+
+    capture: str
+    format: str = ""  # pcap | pcapng | raw
+    compression: str | None = None
+    packets: int = 0
+    tcp_packets: int = 0
+    non_tcp_packets: int = 0
+    bytes: int = 0
+    first_ts: int | None = None
+    last_ts: int | None = None
+    link_types: list[int] = field(default_factory=list)
+    truncated: bool = False
+    error: str | None = None
