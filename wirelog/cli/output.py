@@ -1,0 +1,29 @@
+"""Where command output goes: stdout, or a file written under a temporary name and renamed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import IO
+
+
+@contextlib.contextmanager
+def open_output(path: str | None) -> Iterator[IO[bytes]]:
+    """A binary stream for `path` ('-' or None = stdout); a file appears only when complete."""
+    if path in (None, "-"):
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".wirelog-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,108 @@
+"""`wirelog streams`: the TCP streams of captures, or the raw bytes of one direction."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from wirelog.cli.common import Session, error, exit_code, input_options, parse_decode_as
+from wirelog.engine.local import Options
+from wirelog.export.json import dumps_line, rfc3339, stream_dict
+from wirelog.model import Chunk, Direction, Gap, StreamInfo
+
+
+@click.command()
+@input_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per stream (NDJSON).")
+@click.option(
+    "--dump", "dump", type=int, metavar="ID", help="Write the reassembled bytes of stream ID to stdout."
+)
+@click.option(
+    "--direction",
+    type=click.Choice(["c2s", "s2c"]),
+    default="c2s",
+    show_default=True,
+    help="With --dump: which direction.",
+)
+@click.pass_context
+def streams(ctx, captures, raw, decode_as, overlap, as_json, dump, direction):
+    """List the TCP streams in CAPTURE... (files, globs, - for stdin)."""
+    opts = Options(
+        decode=False, chunks=dump is not None, decode_as=parse_decode_as(decode_as), overlap=overlap
+    )
+    session = Session(captures, raw, opts)
+    if dump is not None:
+        if len(session.paths) + (1 if raw else 0) > 1:
+            raise click.UsageError("--dump takes exactly one capture")
+        ctx.exit(_dump(session, dump, Direction(direction)))
+    found: list[StreamInfo] = [i for i in session.items() if isinstance(i, StreamInfo)]
+    found.sort(key=lambda i: (i.capture, i.stream))
+    if as_json:
+        out = sys.stdout.buffer
+        for info in found:
+            out.write(dumps_line(stream_dict(info)))
+        out.flush()
+    else:
+        _table(found, len({i.capture for i in found}) > 1)
+    ctx.exit(exit_code(session))
+
+
+def _dump(session: Session, stream: int, direction: Direction) -> int:
+    """Follow TCP Stream (raw): the bytes in order; gaps are reported on stderr, not filled."""
+    out = sys.stdout.buffer
+    seen = False
+    for item in session.items():
+        if isinstance(item, Chunk | Gap) and item.stream == stream and item.direction is direction:
+            if isinstance(item, Chunk):
+                out.write(item.data)
+            else:
+                error(
+                    f"stream {stream} {direction.value}: {item.length} bytes missing at offset {item.offset}"
+                )
+        elif isinstance(item, StreamInfo) and item.stream == stream:
+            seen = True
+    out.flush()
+    if not seen:
+        error(f"no stream {stream} in the input")
+        return 1
+    return exit_code(session)
+
+
+def _table(found: list[StreamInfo], show_capture: bool) -> None:
+    console = Console()
+    table = Table(box=None, header_style="bold")
+    if show_capture:
+        table.add_column("capture")
+    for name, justify in (
+        ("id", "right"),
+        ("client", "left"),
+        ("server", "left"),
+        ("first", "left"),
+        ("last", "left"),
+        ("pkts c→s", "right"),
+        ("pkts s→c", "right"),
+        ("bytes c→s", "right"),
+        ("bytes s→c", "right"),
+        ("gaps", "right"),
+        ("flags", "left"),
+    ):
+        table.add_column(name, justify=justify)
+    for i in found:
+        row = [
+            str(i.stream),
+            i.client,
+            i.server,
+            rfc3339(i.first_ts) or "",
+            rfc3339(i.last_ts) or "",
+            str(i.packets_c2s),
+            str(i.packets_s2c),
+            str(i.bytes_c2s),
+            str(i.bytes_s2c),
+            f"{i.gaps} ({i.gap_bytes} B)" if i.gaps else "0",
+            ",".join(i.flags),
+        ]
+        table.add_row(*([i.capture] if show_capture else []), *row)
+    console.print(table)

@@ -1,0 +1,251 @@
+"""The in-process pipeline: captures → segments → reassembly → per-stream decoders → records.
+
+`run()` yields, in a deterministic order, the records of every input: `Message` and `Finding` as
+they are produced, a `StreamInfo` when a stream ends, and a `CaptureInfo` when an input is done.
+Consumers (CLI commands, writers, the Spark data source) pick the types they need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from wirelog.pcap.formats import iter_segments
+
+from wirelog.decoders import registry
+from wirelog.decoders.base import Decoder, Limits, ProtocolSpec, Sample, StreamContext
+from wirelog.model import CaptureInfo, Chunk, Direction, Finding, Gap, Message, Severity, StreamInfo
+from wirelog.pcap.errors import CaptureError
+from wirelog.pcap.raw import iter_raw_chunks, pair_dumps
+from wirelog.pcap.reassembly import Reassembler
+
+Item = Message | Finding | StreamInfo | CaptureInfo | Chunk | Gap
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Everything that changes what the pipeline produces."""
+
+    decode: bool = True  # False: reassembly only (the `streams` command)
+    chunks: bool = False  # also yield the reassembled Chunk/Gap items (`streams --dump`)
+    decode_as: dict[int, str] = field(default_factory=dict)  # server or client port → protocol
+    overlap: str = "first"
+    show_secrets: bool = False
+    limits: Limits = field(default_factory=Limits)
+
+
+def run(inputs: Iterable[str], raw: Iterable[str] = (), options: Options | None = None) -> Iterator[Item]:
+    """Process capture files (and raw dumps as one extra input); see the module docstring.
+
+    An unusable input yields a CaptureInfo with `error` set (and no records) instead of raising, so
+    one bad file never stops the others.
+    """
+    opts = options or Options()
+    for path in inputs:
+        yield from _run_capture(path, opts)
+    raw = list(raw)
+    if raw:
+        yield from _run_raw(raw, opts)
+
+
+def _run_capture(path: str, opts: Options) -> Iterator[Item]:
+    info = CaptureInfo(capture=path)
+    reasm = Reassembler(path, registry.well_known_ports() | frozenset(opts.decode_as), opts.overlap)
+    pipe = _StreamPipeline(path, opts, reasm.stream_info)
+    findings: list[Finding] = []
+    out = reasm.out
+    segment = reasm.segment
+    try:
+        for seg in iter_segments(path, info, findings):
+            if findings:
+                yield from pipe.stamp_capture(findings)
+            segment(*seg)
+            if out:
+                yield from pipe.handle(out)
+    except CaptureError as e:
+        info.error = str(e)
+    reasm.finish()
+    yield from pipe.stamp_capture(findings)
+    yield from pipe.handle(out)
+    yield info
+
+
+def _run_raw(paths: list[str], opts: Options) -> Iterator[Item]:
+    capture = "raw"
+    info = CaptureInfo(capture=capture, format="raw")
+    streams = pair_dumps(paths, capture, registry.well_known_ports() | frozenset(opts.decode_as))
+    pipe = _StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get)
+    for stream in streams:
+        try:
+            for chunk in iter_raw_chunks(stream):
+                yield from pipe.handle([chunk])
+        except CaptureError as e:
+            info.error = str(e)
+        info.bytes += stream.info.bytes_c2s + stream.info.bytes_s2c
+        yield from pipe.handle([stream.info])
+    yield info
+
+
+class _StreamState:
+    """Detection buffer, then decoder, of one stream."""
+
+    __slots__ = ("info", "decoder", "spec", "held", "sample", "dead")
+
+    def __init__(self, info: StreamInfo) -> None:
+        self.info = info
+        self.decoder: Decoder | None = None
+        self.spec: ProtocolSpec | None = None
+        self.held: list[Chunk | Gap] = []
+        self.sample = {Direction.C2S: bytearray(), Direction.S2C: bytearray()}
+        self.dead = False  # decided: nothing to decode (unknown protocol or decoder failure)
+
+
+class _StreamPipeline:
+    """Routes reassembler output to per-stream detection and decoders; stamps records."""
+
+    def __init__(self, capture: str, opts: Options, lookup: Callable[[int], StreamInfo | None]) -> None:
+        self.capture = capture
+        self.opts = opts
+        self._lookup = lookup  # StreamInfo of a live stream, by id
+        self._states: dict[int, _StreamState] = {}
+        self._shared: dict[str, dict] = {}
+
+    def stamp_capture(self, findings: list[Finding]) -> Iterator[Finding]:
+        for f in findings:
+            f.capture = self.capture
+            yield f
+        findings.clear()
+
+    def handle(self, items: list) -> Iterator[Item]:
+        """Consume (and clear) a batch of reassembler output."""
+        batch = items[:]
+        items.clear()
+        for item in batch:
+            if isinstance(item, Chunk | Gap):
+                if self.opts.chunks:
+                    yield item
+                if self.opts.decode:
+                    yield from self._data(item)
+            elif isinstance(item, StreamInfo):
+                yield from self._end(item)
+            else:
+                yield self._stamp(item, self._info(item.stream))
+
+    def _info(self, stream: int | None) -> StreamInfo | None:
+        if stream is None:
+            return None
+        st = self._states.get(stream)
+        return st.info if st is not None else self._lookup(stream)
+
+    def _data(self, item: Chunk | Gap) -> Iterator[Item]:
+        st = self._states.get(item.stream)
+        if st is None:
+            st = self._states[item.stream] = _StreamState(self._lookup(item.stream))
+        if st.dead:
+            return
+        if st.decoder is None:
+            st.held.append(item)
+            if isinstance(item, Chunk):
+                sample = st.sample[item.direction]
+                if len(sample) < registry.SAMPLE_LIMIT:
+                    sample += item.data[: registry.SAMPLE_LIMIT - len(sample)]
+            yield from self._decide(st, closed=False)
+            return
+        yield from self._call(st, item)
+
+    def _decide(self, st: _StreamState, closed: bool) -> Iterator[Item]:
+        info = st.info
+        forced = self.opts.decode_as.get(info.server_port) or self.opts.decode_as.get(info.client_port)
+        if forced:
+            spec: ProtocolSpec | bool | None = registry.spec(forced)
+        else:
+            sample = Sample(
+                bytes(st.sample[Direction.C2S]),
+                bytes(st.sample[Direction.S2C]),
+                info.client_port,
+                info.server_port,
+                closed,
+            )
+            spec = registry.detect(sample)
+        if spec is False:
+            return
+        held, st.held = st.held, []
+        if spec is None:
+            st.dead = True
+            info.protocol = "unknown"
+            first = next((c for c in held if isinstance(c, Chunk)), None)
+            if first is not None:
+                preview = bytes(st.sample[first.direction][:16]).hex(" ")
+                yield self._stamp(
+                    Finding(
+                        "stream.unknown-protocol",
+                        Severity.INFO,
+                        f"no known protocol recognised; first {first.direction.value} bytes: {preview}",
+                        "stream",
+                        first.direction,
+                        first.offset,
+                        first.frame,
+                        first.ts,
+                    ),
+                    info,
+                )
+            return
+        st.spec = spec
+        info.protocol = spec.name
+        ctx = StreamContext(
+            stream=info.stream,
+            client=info.client,
+            server=info.server,
+            client_port=info.client_port,
+            server_port=info.server_port,
+            show_secrets=self.opts.show_secrets,
+            limits=self.opts.limits,
+            shared=self._shared.setdefault(spec.name, {}),
+        )
+        st.decoder = spec.decoder(ctx)
+        for item in held:
+            yield from self._call(st, item)
+
+    def _call(self, st: _StreamState, item: Chunk | Gap | None) -> Iterator[Item]:
+        """Run one decoder step; a decoder bug ends decoding of that stream, never the run."""
+        try:
+            if item is None:
+                records = st.decoder.close()
+            elif isinstance(item, Chunk):
+                records = st.decoder.feed(item)
+            else:
+                records = st.decoder.gap(item)
+        except Exception as e:
+            st.dead = True
+            records = [
+                Finding(
+                    "decoder.internal-error",
+                    Severity.ERROR,
+                    f"the {st.spec.name} decoder failed ({type(e).__name__}: {e}); "
+                    "the rest of this stream is not decoded",
+                    st.spec.name,
+                    getattr(item, "direction", None),
+                    getattr(item, "offset", None),
+                    getattr(item, "frame", None),
+                    getattr(item, "ts", None),
+                )
+            ]
+        for rec in records:
+            yield self._stamp(rec, st.info)
+
+    def _end(self, info: StreamInfo) -> Iterator[Item]:
+        st = self._states.pop(info.stream, None)
+        if st is not None and self.opts.decode:
+            if st.decoder is None and not st.dead:
+                yield from self._decide(st, closed=True)
+            if st.decoder is not None and not st.dead:
+                yield from self._call(st, None)
+        yield info
+
+    def _stamp(self, rec: Message | Finding, info: StreamInfo | None) -> Message | Finding:
+        rec.capture = self.capture
+        if info is not None:
+            rec.stream = info.stream
+            rec.client = info.client
+            rec.server = info.server
+        return rec

@@ -1,0 +1,1 @@
+"""Writers: turn records into NDJSON, Parquet or Hercules binary. No decoding here."""
