@@ -1,0 +1,67 @@
+"""Throughput of `wirelog streams --json` (read + full TCP reassembly) against tshark.
+
+Generates a ~200k-packet capture (and one twice as large, to show memory stays flat), then runs
+    wirelog streams --json FILE            (our reader + reassembler)
+    tshark -r FILE -T fields -e tcp.stream (tshark's reader + TCP analysis, the peer)
+on the same file, each several times (median), and prints packets/s, the ratio and peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from gen_capture import generate  # noqa: E402
+
+
+def timed(cmd: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one command, output discarded."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    return wall, usage.ru_maxrss
+
+
+def measure(cmd: list[str], runs: int) -> tuple[float, int]:
+    results = [timed(cmd) for _ in range(runs)]
+    return statistics.median(r[0] for r in results), max(r[1] for r in results)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--packets", type=int, default=200_000)
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    wirelog = [sys.executable, "-m", "wirelog.cli", "streams", "--json"]
+    tshark = shutil.which("tshark")
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "bench.pcap"
+        double = Path(tmp) / "bench2.pcap"
+        n = generate(str(base), args.packets)
+        n2 = generate(str(double), args.packets * 2, connections=800, seed=2)
+        print(f"capture: {n} packets, {base.stat().st_size / 1e6:.1f} MB (Ethernet/IPv4/TCP, 400 connections)")
+        ours, rss = measure([*wirelog, str(base)], args.runs)
+        ours2, rss2 = measure([*wirelog, str(double)], 1)
+        print(f"wirelog streams --json : {ours:6.2f} s  {n / ours:10,.0f} pkt/s  peak RSS {rss / 1024:6.1f} MiB")
+        print(f"  twice the capture    : {ours2:6.2f} s  {n2 / ours2:10,.0f} pkt/s  peak RSS {rss2 / 1024:6.1f} MiB")
+        if tshark:
+            theirs, trss = measure([tshark, "-r", str(base), "-T", "fields", "-e", "tcp.stream"], args.runs)
+            print(f"tshark -T fields       : {theirs:6.2f} s  {n / theirs:10,.0f} pkt/s  peak RSS {trss / 1024:6.1f} MiB")
+            print(f"ratio (wirelog / tshark throughput): {theirs / ours:.2f}x")
+        else:
+            print("tshark not installed: no reference run")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""`python -m wirelog.cli`."""
+
+from wirelog.cli.main import main
+
+main()
