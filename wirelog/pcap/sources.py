@@ -1,0 +1,170 @@
+"""Where capture bytes come from: file names and globs, stdin, and transparent decompression.
+
+Compression is recognised by the first bytes of the input (never by its name), so `capture.pcap`
+that is really gzip, or a zstd stream on stdin, both work. Everything reads forward only: stdin pipes
+cannot seek, so the few magic bytes we look at are read once and replayed in front of the rest.
+"""
+
+from __future__ import annotations
+
+import bz2
+import glob
+import gzip
+import io
+import lzma
+import os
+import sys
+import zlib
+from collections.abc import Callable, Iterable
+from typing import BinaryIO
+
+import lz4.frame
+import zstandard
+
+from wirelog.pcap.errors import CaptureError
+
+STDIN = "-"
+
+_MAGIC_LEN = 6
+
+
+def _zstd(stream: BinaryIO) -> BinaryIO:
+    return zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True)
+
+
+def _lz4(stream: BinaryIO) -> BinaryIO:
+    return lz4.frame.LZ4FrameFile(stream, mode="rb")
+
+
+# (magic prefix, name, opener). The openers accept a binary stream and read it forward only.
+_COMPRESSIONS: tuple[tuple[bytes, str, Callable[[BinaryIO], BinaryIO]], ...] = (
+    (b"\x1f\x8b", "gzip", lambda s: gzip.GzipFile(fileobj=s, mode="rb")),
+    (b"\x28\xb5\x2f\xfd", "zstd", _zstd),
+    (b"\x04\x22\x4d\x18", "lz4", _lz4),
+    (b"BZh", "bzip2", lambda s: bz2.BZ2File(s, mode="rb")),
+    (b"\xfd7zXZ\x00", "xz", lambda s: lzma.LZMAFile(s, mode="rb")),  # noqa: SIM115
+)
+
+# What reading a damaged compressed stream may raise (gzip: BadGzipFile is an OSError, EOFError for a
+# missing end marker; lz4: RuntimeError). Readers turn these into a truncation finding.
+READ_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    EOFError,
+    zlib.error,
+    lzma.LZMAError,
+    zstandard.ZstdError,
+    RuntimeError,
+    ValueError,
+)
+
+
+def expand_inputs(patterns: Iterable[str]) -> list[str]:
+    """File names for the command line's inputs: globs expanded (sorted), `-` kept for stdin.
+
+    Raises CaptureError for a name that does not exist or a glob that matches nothing, so a typo
+    is reported before any work starts.
+    """
+    paths: list[str] = []
+    for pattern in patterns:
+        if pattern == STDIN:
+            paths.append(pattern)
+        elif glob.has_magic(pattern):
+            matches = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+            if not matches:
+                raise CaptureError(f"{pattern}: no file matches this pattern")
+            paths.extend(matches)
+        elif os.path.isdir(pattern):
+            raise CaptureError(f"{pattern}: is a directory, not a capture file")
+        elif not os.path.exists(pattern):
+            raise CaptureError(f"{pattern}: no such file")
+        else:
+            paths.append(pattern)
+    return paths
+
+
+class _Replay(io.RawIOBase):
+    """A forward-only stream that first returns `head` (bytes already read), then the rest of `tail`.
+
+    Closing it closes `tail` only when we opened it (never stdin).
+    """
+
+    def __init__(self, head: bytes, tail: BinaryIO, owns_tail: bool) -> None:
+        super().__init__()
+        self._head = head
+        self._tail = tail
+        self._owns_tail = owns_tail
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._tail.readinto(b)
+
+    def close(self) -> None:
+        if self._owns_tail:
+            self._tail.close()
+        super().close()
+
+
+class _Decompressed(io.RawIOBase):
+    """A decompressing reader whose close() also closes the compressed source.
+
+    (GzipFile, BZ2File and LZ4FrameFile leave a file object they were given open.)
+    """
+
+    def __init__(self, inner: BinaryIO, source: BinaryIO) -> None:
+        super().__init__()
+        self._inner = inner
+        self._source = source
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        return self._inner.readinto(b)
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._source.close()
+            super().close()
+
+
+def _read_head(stream: BinaryIO, n: int) -> bytes:
+    """Up to `n` bytes, looping because a pipe may deliver fewer than asked."""
+    parts = []
+    while n > 0:
+        part = stream.read(n)
+        if not part:
+            break
+        parts.append(part)
+        n -= len(part)
+    return b"".join(parts)
+
+
+def open_input(path: str) -> tuple[BinaryIO, str | None]:
+    """Open `path` (`-` = stdin) and undo its compression, if any.
+
+    Returns (binary stream, compression name or None). The stream reads forward only; the caller
+    closes it. Raises CaptureError when the input cannot be opened or its compressed header is bad.
+    """
+    try:
+        raw: BinaryIO = sys.stdin.buffer if path == STDIN else open(path, "rb")  # noqa: SIM115
+    except OSError as e:
+        raise CaptureError(f"{path}: cannot open: {e.strerror or e}") from e
+    try:
+        head = _read_head(raw, _MAGIC_LEN)
+    except OSError as e:
+        raw.close()
+        raise CaptureError(f"{path}: cannot read: {e.strerror or e}") from e
+    stream = io.BufferedReader(_Replay(head, raw, owns_tail=path != STDIN), buffer_size=1 << 16)
+    for magic, name, opener in _COMPRESSIONS:
+        if head.startswith(magic):
+            return _Decompressed(opener(stream), stream), name
+    return stream, None
