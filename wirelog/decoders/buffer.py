@@ -94,7 +94,10 @@ class StreamBuffer:
         self._trim_marks()
 
     def origin(self, offset: int | None = None) -> tuple[int | None, int | None]:
-        """(frame, ts) of the chunk that carried stream `offset` (default: the read position)."""
+        """(frame, ts) of the chunk that carried stream `offset` (default: the read position).
+
+        Valid for offsets at or after the read position: marks of consumed bytes are dropped.
+        """
         off = self.offset if offset is None else offset
         i = bisect_right(self._marks_off, off) - 1
         if i < 0:

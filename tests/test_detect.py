@@ -1,0 +1,69 @@
+"""Protocol detection and the TLS reporter."""
+
+from __future__ import annotations
+
+import struct
+
+from wirelog.decoders import registry, tls
+from wirelog.decoders.base import Sample, StreamContext
+from wirelog.model import Chunk, Direction, Finding, Message
+
+
+def client_hello(sni: str) -> bytes:
+    name = sni.encode()
+    sni_ext = struct.pack(">HHHBH", 0, len(name) + 5, len(name) + 3, 0, len(name)) + name
+    alpn = b"\x00\x10\x00\x05\x00\x03\x02h2"
+    versions = b"\x00\x2b\x00\x03\x02\x03\x04"
+    exts = sni_ext + alpn + versions
+    body = (
+        b"\x03\x03"
+        + bytes(32)
+        + b"\x00"
+        + b"\x00\x02\x13\x01"
+        + b"\x01\x00"
+        + struct.pack(">H", len(exts))
+        + exts
+    )
+    hs = b"\x01" + len(body).to_bytes(3, "big") + body
+    return b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs
+
+
+def sample(c2s: bytes = b"", s2c: bytes = b"", port: int = 5044, closed: bool = False) -> Sample:
+    return Sample(c2s, s2c, 40000, port, closed)
+
+
+def test_tls_client_hello_is_tls_on_any_port():
+    hello = client_hello("logs.example.com")
+    for port in (5044, 9042, 31337):
+        assert registry.detect(sample(hello, port=port)).name == "tls"
+
+
+def test_undecidable_bytes_wait_then_give_up():
+    assert registry.detect(sample(b"\x16\x03")) is False  # too short to tell: wait
+    assert registry.detect(sample(b"\x16\x03", closed=True)) is None
+
+
+def test_garbage_is_unknown():
+    assert registry.detect(sample(b"\x00\xff" * 300, closed=True)) is None
+
+
+def test_tls_decoder_reports_sni_and_one_finding():
+    hello = client_hello("logs.example.com")
+    dec = tls.TlsDecoder(StreamContext(0, "c", "s", 1, 443))
+    records = []
+    for i in range(0, len(hello), 7):  # split across many chunks
+        records += dec.feed(Chunk(0, Direction.C2S, i, hello[i : i + 7], i + 1, 0))
+    msgs = [r for r in records if isinstance(r, Message)]
+    assert [m.kind for m in msgs] == ["client_hello"]
+    assert msgs[0].fields["sni"] == "logs.example.com"
+    assert msgs[0].fields["alpn"] == ["h2"]
+    assert msgs[0].fields["supported_versions"] == ["TLS 1.3"]
+    assert msgs[0].offset == 0 and msgs[0].frame == 1 and msgs[0].length == len(hello)
+    assert [f.code for f in records if isinstance(f, Finding)] == ["tls.encrypted"]
+
+
+def test_tls_decoder_never_raises_on_garbage():
+    dec = tls.TlsDecoder(StreamContext(0, "c", "s", 1, 443))
+    out = dec.feed(Chunk(0, Direction.C2S, 0, b"\x16\x03\x01\x00\x05\x01\x00\x00\xff\xff" + b"\x99" * 40))
+    codes = [r.code for r in out if isinstance(r, Finding)]
+    assert "tls.bad-record" in codes
