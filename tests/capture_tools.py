@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -32,8 +33,9 @@ def tcpdump(path: Path, port: int) -> Iterator[None]:
     exe = shutil.which("tcpdump")
     if exe is None:
         raise RuntimeError("tcpdump not installed")
+    keep_root = ["-Z", "root"] if os.geteuid() == 0 else []  # else it drops to a user that can't write tmp
     proc = subprocess.Popen(
-        [exe, "-i", "lo", "-U", "-n", "-s", "0", "-w", str(path), f"tcp port {port}"],
+        [exe, "-i", "lo", "-U", "-n", "-s", "0", *keep_root, "-w", str(path), f"tcp port {port}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -41,9 +43,10 @@ def tcpdump(path: Path, port: int) -> Iterator[None]:
     if b"listening" not in line:
         proc.kill()
         raise RuntimeError(f"tcpdump did not start: {line.decode(errors='replace').strip()}")
+    time.sleep(0.5)  # "listening" comes slightly before the kernel delivers packets to it
     try:
         yield
     finally:
-        time.sleep(0.3)  # let the last packets reach the file
+        time.sleep(0.5)  # let the last packets reach the file
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=10)

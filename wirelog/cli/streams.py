@@ -73,6 +73,8 @@ def _dump(session: Session, stream: int, direction: Direction) -> int:
 
 def _table(found: list[StreamInfo], show_capture: bool) -> None:
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=400)  # a pipe or file gets whole lines, not a wrapped table
     table = Table(box=None, header_style="bold")
     if show_capture:
         table.add_column("capture")

@@ -6,10 +6,10 @@ overrides everything. A protocol module adds itself by being listed in `_SPECS` 
 
 from __future__ import annotations
 
-from wirelog.decoders import cql, tls
+from wirelog.decoders import cql, lumberjack, tls
 from wirelog.decoders.base import ProtocolSpec, Sample
 
-_SPECS: tuple[ProtocolSpec, ...] = (tls.SPEC, cql.SPEC)
+_SPECS: tuple[ProtocolSpec, ...] = (tls.SPEC, cql.SPEC, lumberjack.SPEC)
 
 PORT_BONUS = 0.25  # added to the content score when the server port is one the protocol uses
 THRESHOLD = 0.5  # minimum score to claim a stream
@@ -34,9 +34,14 @@ def names() -> list[str]:
     return [s.name for s in _SPECS]
 
 
+# Server ports of log pipelines besides the decoders' own: syslog/Logstash inputs, Elasticsearch,
+# HTTP proxies in front of gateways. Used only to tell client from server when no SYN was seen.
+PIPELINE_PORTS = frozenset({5000, 5140, 6514, 8080, 8443, 9200, 9300})
+
+
 def well_known_ports() -> frozenset[int]:
-    """Server ports of all protocols: used to infer the client side of SYN-less streams."""
-    return frozenset().union(*(s.ports for s in _SPECS))
+    """Server ports used to infer the client side of SYN-less streams (documented in docs/records.md)."""
+    return PIPELINE_PORTS.union(*(s.ports for s in _SPECS))
 
 
 def detect(sample: Sample) -> ProtocolSpec | None | bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from wirelog.pcap.formats import iter_segments
+from wirelog.pcap.segments import iter_segments
 
 from wirelog.decoders import registry
 from wirelog.decoders.base import Decoder, Limits, ProtocolSpec, Sample, StreamContext

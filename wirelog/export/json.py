@@ -49,8 +49,9 @@ def record_dict(rec: Message | Finding) -> dict[str, Any]:
         d["code"] = rec.code
         d["severity"] = rec.severity.value
         d["message"] = rec.message
+    reserved = COMMON_MESSAGE_KEYS if isinstance(rec, Message) else d
     for key, value in rec.fields.items():
-        d[f"{rec.protocol}_{key}" if key in COMMON_MESSAGE_KEYS else key] = value
+        d[f"{rec.protocol}_{key}" if key in reserved else key] = value
     if isinstance(rec, Message):
         d["event"] = rec.event
         d["acked"] = rec.acked

@@ -205,12 +205,19 @@ class Reassembler:
         return half.syn_seen and half.base != (seq + 1) % MOD and half.next_off > 0
 
     def _open(self, frame, ts, src, sport, dst, dport, flags, old) -> tuple[_Conn, _Half, _Half]:
-        """Create a connection, deciding which side is the client (SYN, then port, then first)."""
+        """Create a connection, deciding which side is the client.
+
+        The SYN sender; else the side talking to a well-known server port (`server_ports`, then any
+        port below 1024 against one above); else the first sender.
+        """
         if flags & SYN:
             src_is_client = not flags & ACK
             by = "syn"
         elif (dport in self.server_ports) != (sport in self.server_ports):
             src_is_client = dport in self.server_ports
+            by = "port"
+        elif (dport < 1024) != (sport < 1024):  # a system port against an ephemeral one
+            src_is_client = dport < 1024
             by = "port"
         else:
             src_is_client = True
