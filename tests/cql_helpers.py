@@ -77,3 +77,34 @@ def pcap_connections(path: Path, server_port: int = 9042) -> list[list[Event]]:
         if payload:
             conns[key].append((d, payload, i, int(pkt.time * 1_000_000) * 1000))
     return [conns[k] for k in sorted(conns)]
+
+
+def driver_envelope(msg: object, stream: int, version: int, compressor: object = None) -> bytes:
+    """An envelope encoded by the real cassandra-driver (requests only)."""
+    from cassandra.protocol import ProtocolHandler
+
+    return ProtocolHandler.encode_message(msg, stream, version, compressor, False)
+
+
+def driver_frames(envelope: bytes, lz4: bool) -> bytes:
+    """The driver's own v5 segment encoding of an envelope (CRC or LZ4 frames)."""
+    import io
+
+    from cassandra.connection import segment_codec_lz4, segment_codec_no_compression
+
+    out = io.BytesIO()
+    (segment_codec_lz4 if lz4 else segment_codec_no_compression).encode(out, envelope)
+    return out.getvalue()
+
+
+def s_string(s: str) -> bytes:
+    b = s.encode()
+    return len(b).to_bytes(2, "big") + b
+
+
+def s_bytes(b: bytes | None) -> bytes:
+    return b"\xff\xff\xff\xff" if b is None else len(b).to_bytes(4, "big") + b
+
+
+def s_int(n: int) -> bytes:
+    return n.to_bytes(4, "big", signed=True)
