@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gen_capture import generate  # noqa: E402
+from gen_capture import generate
 
 
 def timed(cmd: list[str]) -> tuple[float, int]:
@@ -50,14 +50,22 @@ def main() -> None:
         double = Path(tmp) / "bench2.pcap"
         n = generate(str(base), args.packets)
         n2 = generate(str(double), args.packets * 2, connections=800, seed=2)
-        print(f"capture: {n} packets, {base.stat().st_size / 1e6:.1f} MB (Ethernet/IPv4/TCP, 400 connections)")
+        print(
+            f"capture: {n} packets, {base.stat().st_size / 1e6:.1f} MB (Ethernet/IPv4/TCP, 400 connections)"
+        )
         ours, rss = measure([*wirelog, str(base)], args.runs)
         ours2, rss2 = measure([*wirelog, str(double)], 1)
-        print(f"wirelog streams --json : {ours:6.2f} s  {n / ours:10,.0f} pkt/s  peak RSS {rss / 1024:6.1f} MiB")
-        print(f"  twice the capture    : {ours2:6.2f} s  {n2 / ours2:10,.0f} pkt/s  peak RSS {rss2 / 1024:6.1f} MiB")
+        print(
+            f"wirelog streams --json : {ours:6.2f} s  {n / ours:10,.0f} pkt/s  peak RSS {rss / 1024:6.1f} MiB"
+        )
+        print(
+            f"  twice the capture    : {ours2:6.2f} s  {n2 / ours2:10,.0f} pkt/s  peak RSS {rss2 / 1024:6.1f} MiB"
+        )
         if tshark:
             theirs, trss = measure([tshark, "-r", str(base), "-T", "fields", "-e", "tcp.stream"], args.runs)
-            print(f"tshark -T fields       : {theirs:6.2f} s  {n / theirs:10,.0f} pkt/s  peak RSS {trss / 1024:6.1f} MiB")
+            print(
+                f"tshark -T fields       : {theirs:6.2f} s  {n / theirs:10,.0f} pkt/s  peak RSS {trss / 1024:6.1f} MiB"
+            )
             print(f"ratio (wirelog / tshark throughput): {theirs / ours:.2f}x")
         else:
             print("tshark not installed: no reference run")

@@ -16,8 +16,12 @@ ETH = b"\x00\x00\x00\x00\x00\x02" + b"\x00\x00\x00\x00\x00\x01" + b"\x08\x00"
 SYN, ACK, FIN, PSH = 0x02, 0x10, 0x01, 0x08
 
 
-def _packet(src: int, dst: int, sport: int, dport: int, seq: int, ack: int, flags: int, payload: bytes) -> bytes:
-    tcp = struct.pack(">HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags, 65535, 0, 0)
+def _packet(
+    src: int, dst: int, sport: int, dport: int, seq: int, ack: int, flags: int, payload: bytes
+) -> bytes:
+    tcp = struct.pack(
+        ">HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags, 65535, 0, 0
+    )
     total = 20 + len(tcp) + len(payload)
     ip = struct.pack(">BBHHHBBHII", 0x45, 0, total, 0, 0x4000, 64, 6, 0, src, dst)
     return ETH + ip + tcp + payload
@@ -67,10 +71,14 @@ def generate(path: str, packets: int, connections: int = 400, seed: int = 1) -> 
             size = rng.randrange(100, 601)
             start = rng.randrange(0, len(blob) - size)
             if rng.random() < 0.8:
-                frame = _packet(client, server, cport, sport, cseq, sseq, PSH | ACK, blob[start : start + size])
+                frame = _packet(
+                    client, server, cport, sport, cseq, sseq, PSH | ACK, blob[start : start + size]
+                )
                 c[2] = cseq + size
             else:
-                frame = _packet(server, client, sport, cport, sseq, cseq, PSH | ACK, blob[start : start + size])
+                frame = _packet(
+                    server, client, sport, cport, sseq, cseq, PSH | ACK, blob[start : start + size]
+                )
                 c[3] = sseq + size
             c[4] = sent + 1
             if held:

@@ -75,7 +75,11 @@ def test_suricata_rst_then_port_reuse(name, c2s_len):
     rows = streams_json(str(path))
     assert len(rows) == 2
     first, second = rows
-    assert first["reset"] and second["port_reuse"] and second["client"].endswith(":" + first["client"].split(":")[1])
+    assert (
+        first["reset"]
+        and second["port_reuse"]
+        and second["client"].endswith(":" + first["client"].split(":")[1])
+    )
     assert (second["bytes_c2s"], second["bytes_s2c"], second["gaps"]) == (c2s_len, 79, 0)
     request = follow(path, 1, "c2s")
     response = follow(path, 1, "s2c")
@@ -158,7 +162,7 @@ def test_raw_dumps_tcpflow_pair(tmp_path):
     assert len(rows) == 1
     assert (rows[0]["client"], rows[0]["server"]) == ("10.0.0.1:41000", "10.0.0.2:5044")
     assert (rows[0]["bytes_c2s"], rows[0]["bytes_s2c"]) == (12, 12)
-    code, out, _ = run_cli("streams", "--raw", str(s2c), "--raw", str(c2s), "--dump", "0", "--direction", "s2c")
+    _, out, _ = run_cli("streams", "--raw", str(s2c), "--raw", str(c2s), "--dump", "0", "--direction", "s2c")
     assert out == b"server reply"
 
 

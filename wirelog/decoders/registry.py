@@ -44,7 +44,7 @@ def well_known_ports() -> frozenset[int]:
     return PIPELINE_PORTS.union(*(s.ports for s in _SPECS))
 
 
-def detect(sample: Sample) -> ProtocolSpec | None | bool:
+def detect(sample: Sample) -> ProtocolSpec | bool | None:
     """The protocol of a stream from its first bytes.
 
     Returns the chosen spec, None when no protocol claims the stream, or False when the decision

@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from wirelog.pcap.segments import iter_segments
-
 from wirelog.decoders import registry
 from wirelog.decoders.base import Decoder, Limits, ProtocolSpec, Sample, StreamContext
 from wirelog.model import CaptureInfo, Chunk, Direction, Finding, Gap, Message, Severity, StreamInfo
 from wirelog.pcap.errors import CaptureError
 from wirelog.pcap.raw import iter_raw_chunks, pair_dumps
 from wirelog.pcap.reassembly import Reassembler
+from wirelog.pcap.segments import iter_segments
 
 Item = Message | Finding | StreamInfo | CaptureInfo | Chunk | Gap
 
