@@ -1,0 +1,22 @@
+"""Log Courier (driskell/log-courier): HELO/VERS handshake, JDAT and streamed EVNT payloads, ACKN.
+
+Facts and citations: ../shared/reference/courier.md. Modules: `framing` (headers and length rules),
+`handshake` (HELO/VERS layouts), `payload` (capped inflate, event framing, JSON), `delivery` (ACKN
+bookkeeping), `resend` (nonces across connections), `fingerprint`, `detect`, `decoder`.
+"""
+
+from __future__ import annotations
+
+from wirelog.decoders.base import ProtocolSpec
+from wirelog.decoders.courier.decoder import CourierDecoder
+from wirelog.decoders.courier.detect import detect
+
+SPEC = ProtocolSpec(
+    name="courier",
+    detect=detect,
+    decoder=CourierDecoder,
+    ports=frozenset(),
+    description="Log Courier (HELO/VERS, JDAT, streamed EVNT, ACKN, PING/PONG)",
+)
+
+__all__ = ["SPEC", "CourierDecoder"]
