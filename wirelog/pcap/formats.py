@@ -222,6 +222,7 @@ def _pcapng_records(inp: _Input, buf: bytes, info: CaptureInfo, sink: FindingSin
     frame = 0
     order = _BOMS[buf[8:12]]
     head = struct.Struct(order + "II").unpack_from
+    u32 = struct.Struct(order + "I").unpack_from
     epb = struct.Struct(order + "IIIII").unpack_from
     ifaces: list[_Interface] = []
     linktypes: set[int] = set()
@@ -236,6 +237,7 @@ def _pcapng_records(inp: _Input, buf: bytes, info: CaptureInfo, sink: FindingSin
                     _corrupt(info, sink, frame, "bad byte-order magic")
                     return
                 head = struct.Struct(order + "II").unpack_from
+                u32 = struct.Struct(order + "I").unpack_from
                 epb = struct.Struct(order + "IIIII").unpack_from
                 blen = head(buf, pos)[1]
                 ifaces = []
@@ -245,7 +247,7 @@ def _pcapng_records(inp: _Input, buf: bytes, info: CaptureInfo, sink: FindingSin
             if pos + blen > n:
                 need = blen
                 break
-            if head(buf, pos + blen - 4)[0] != blen:
+            if u32(buf, pos + blen - 4)[0] != blen:
                 _corrupt(info, sink, frame, "block lengths at its start and end differ")
                 return
             if btype in (_EPB, _OPB) and blen >= 32:
@@ -263,7 +265,7 @@ def _pcapng_records(inp: _Input, buf: bytes, info: CaptureInfo, sink: FindingSin
                     yield frame, None, None, buf, start, end, orig
             elif btype == _SPB and blen >= 16:  # no timestamp, interface 0, caplen implied
                 frame += 1
-                orig = head(buf, pos + 8)[0]
+                orig = u32(buf, pos + 8)[0]
                 start = pos + 12
                 incl = min(orig, blen - 16)
                 if ifaces:
