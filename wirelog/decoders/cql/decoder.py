@@ -204,9 +204,13 @@ class CqlDecoder:
             if len(head) >= framing.header_size(lz4) and framing.parse_header(head, lz4).crc_ok:
                 side.mode = LZ4 if lz4 else CRC
                 return True
-        if len(head) >= env.HEADER and env.plausible(env.parse(head), side.response, self._max):
+        envelope = env.parse(head)
+        problem = env.problem(envelope, side.response, self._max)
+        if problem is None:
             side.mode = ENVELOPE
             return True
+        if envelope.version in env.VERSIONS and envelope.response == side.response:
+            self._report_header(side, problem)  # an envelope header, but not a sane one
         self._start_search(side, buf.offset)
         return True
 
@@ -321,10 +325,7 @@ class CqlDecoder:
         head = env.parse(buf.peek(env.HEADER))
         problem = env.problem(head, side.response, self._max)
         if problem is not None:
-            code, sentence = problem
-            self._finding_here(
-                side, code, Severity.ERROR, f"bad envelope header: {sentence}", header=buf.peek(9).hex()
-            )
+            self._report_header(side, problem)
             self._start_search(side, buf.offset)
             side.skipped = 1
             buf.skip(1)
@@ -337,6 +338,11 @@ class CqlDecoder:
         body, _ = self._inflate(head, data[env.HEADER :], side, offset, frame, ts)
         self._message(side, head, body, offset, frame, ts, {})
         return True
+
+    def _report_header(self, side: _Side, problem: tuple[str, str]) -> None:
+        code, sentence = problem
+        header = side.buf.peek(env.HEADER).hex()
+        self._finding_here(side, code, Severity.ERROR, f"bad envelope header: {sentence}", header=header)
 
     def _inflate(
         self,
