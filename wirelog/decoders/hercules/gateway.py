@@ -1,0 +1,338 @@
+"""Hercules Gate traffic: HTTP requests carrying event batches, paired with the Gate's answers.
+
+A request is held until its response arrives (HTTP/1.1 answers in order, also when pipelined), so
+the `request` record carries the status and its events carry `acked` (True for 2xx, False for a
+rejection, None when the capture has no answer). A 4xx/5xx answer to a batch is a finding naming the
+events it rejected. `Content-Encoding: lz4` bodies are raw LZ4 blocks whose size comes from
+`Original-Content-Length`, checked against the Gate's range and our inflate cap before inflating.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import lz4.block
+
+from wirelog.decoders.base import StreamContext
+from wirelog.decoders.buffer import StreamBuffer
+from wirelog.decoders.hercules.codec import EventParser, Problem, decode_batch
+from wirelog.decoders.hercules.http import HttpMessage, HttpProblem, HttpReader
+from wirelog.decoders.hercules.records import PROTOCOL, Reporter, event_message
+from wirelog.model import Direction, Finding, Gap, Message, Record, Severity
+
+SEND_PATHS = frozenset({"/stream/send", "/stream/sendAsync"})
+MAX_ORIGINAL_LENGTH = 100 * 1024 * 1024  # SendRequestProcessor's accepted range for the header
+GATE_MAX_CONTENT = 8 * 1024 * 1024  # http.server.maxContentLength default
+REDACTED = "<redacted>"
+MAX_NAMED = 100  # rejected events named by UUID in one finding
+MAX_TEXT = 512  # response body text kept
+
+
+@dataclass(slots=True)
+class _Pending:
+    request: Message
+    events: list[Message] = field(default_factory=list)
+
+
+def _api_key(msg: HttpMessage) -> tuple[str | None, str | None]:
+    """(key, header it came in), as AuthUtil reads it: Authorization first, then apiKey."""
+    auth = msg.header("Authorization")
+    if auth:
+        scheme, _, rest = auth.partition(" ")
+        kind, _, key = rest.strip().partition(" ")
+        if scheme == "Hercules" and kind in ("apiKey", "masterApiKey") and key:
+            return key.strip(), "Authorization"
+    for name in ("apiKey", "masterApiKey"):
+        key = msg.header(name)
+        if key is not None:
+            return key, name
+    return None, None
+
+
+class Gateway:
+    """Both directions of one Gate connection."""
+
+    def __init__(self, ctx: StreamContext, parser: EventParser, reporter: Reporter) -> None:
+        self.ctx = ctx
+        self.parser = parser
+        self.reporter = reporter
+        self.requests = HttpReader(False, ctx.limits.max_frame)
+        self.responses = HttpReader(True, ctx.limits.max_frame)
+        self.pending: deque[_Pending] = deque()
+        self.held_events = 0
+
+    def feed(self, direction: Direction, buf: StreamBuffer) -> list[Record]:
+        reader = self.requests if direction is Direction.C2S else self.responses
+        msgs, probs = reader.feed(buf)
+        out: list[Record] = [self._framing(direction, p) for p in probs]
+        for msg in msgs:
+            if direction is Direction.C2S:
+                out += self._request(msg, buf)
+            else:
+                out += self._response(msg)
+        reader.commit(buf)
+        return out
+
+    def gap(self, direction: Direction, buf: StreamBuffer, gap: Gap) -> list[Record]:
+        """Missing bytes: a request they cut short still takes its place in the response order."""
+        reader = self.requests if direction is Direction.C2S else self.responses
+        cut = reader.lost(buf, gap.offset + gap.length)
+        if cut is None or direction is Direction.S2C:
+            return []
+        start, frame, ts = cut
+        fields = {"method": None, "path": None, "incomplete": True}
+        req = Message(PROTOCOL, "request", direction, start, gap.offset - start, frame, ts, None, fields)
+        self.pending.append(_Pending(req))
+        return [
+            Finding(
+                "hercules.request-lost",
+                Severity.ERROR,
+                f"{gap.length} bytes missing inside the request at offset {start}: its events are lost",
+                PROTOCOL,
+                direction,
+                start,
+                gap.frame,
+                gap.ts,
+                {"missing": gap.length},
+            )
+        ]
+
+    def close(self, bufs: dict[Direction, StreamBuffer]) -> list[Record]:
+        out: list[Record] = []
+        last = self.responses.close(bufs[Direction.S2C])
+        if last is not None:
+            out += self._response(last)
+        while self.pending:
+            p = self.pending.popleft()
+            req = p.request
+            out.append(req)
+            out += p.events
+            out.append(
+                Finding(
+                    "hercules.no-response",
+                    Severity.INFO,
+                    f"no Gate response in the capture for {req.fields['method']} {req.fields['path']}; "
+                    f"delivery of its {len(p.events)} event(s) is unknown",
+                    PROTOCOL,
+                    Direction.C2S,
+                    req.offset,
+                    req.frame,
+                    req.ts,
+                    {"events": len(p.events)},
+                )
+            )
+        return out
+
+    def _framing(self, direction: Direction, p: HttpProblem) -> Finding:
+        code = "hercules.http-malformed" if p.fatal else "hercules.body-too-large"
+        message = p.message + ("; looking for the next message" if p.fatal else "")
+        return Finding(
+            code, Severity.ERROR, message, PROTOCOL, direction, p.offset, p.frame, p.ts, dict(p.fields)
+        )
+
+    def _request(self, msg: HttpMessage, buf: StreamBuffer) -> list[Record]:
+        method, target, version = msg.start
+        url = urlsplit(target)
+        query = parse_qs(url.query)
+        fields: dict[str, Any] = {"method": method, "path": url.path, "http_version": version}
+        if "stream" in query:
+            fields["stream_name"] = query["stream"][0]
+        key, header = _api_key(msg)
+        if key is not None:
+            fields["api_key"] = key if self.ctx.show_secrets else REDACTED
+            fields["api_key_header"] = header
+        for name in ("Content-Type", "Content-Encoding", "Original-Content-Length"):
+            value = msg.header(name)
+            if value is not None:
+                fields[name.lower().replace("-", "_")] = value
+        fields["content_length"] = msg.declared
+        fields["chunked"] = msg.chunked
+        req = Message(
+            PROTOCOL, "request", Direction.C2S, msg.offset, msg.length, msg.frame, msg.ts, version, fields
+        )
+        entry = _Pending(req)
+        out: list[Record] = []
+        if method == "POST" and url.path in SEND_PATHS:
+            out += self._batch(msg, buf, entry)
+        self.pending.append(entry)
+        self.held_events += len(entry.events)
+        out += self._release_overflow()
+        return out
+
+    def _finding(self, msg: HttpMessage, code: str, severity: Severity, text: str, **extra: Any) -> Finding:
+        return Finding(code, severity, text, PROTOCOL, Direction.C2S, msg.offset, msg.frame, msg.ts, extra)
+
+    def _body(self, msg: HttpMessage) -> tuple[bytes | None, list[Finding]]:
+        """The decoded batch body, or None (with findings saying why)."""
+        if msg.body is None:
+            return None, []
+        notes = []
+        if msg.chunked:
+            notes.append(
+                self._finding(
+                    msg,
+                    "hercules.no-content-length",
+                    Severity.WARNING,
+                    "chunked request without Content-Length: the Gate answers 411",
+                )
+            )
+        encoding = (msg.header("Content-Encoding") or "identity").strip().lower()
+        if encoding == "identity":
+            return msg.body, notes
+        if encoding != "lz4":
+            notes.append(
+                self._finding(
+                    msg,
+                    "hercules.content-encoding",
+                    Severity.ERROR,
+                    f"Content-Encoding {encoding!r} is not lz4: the Gate answers 415; body not decoded",
+                    content_encoding=encoding,
+                )
+            )
+            return None, notes
+        ocl = (msg.header("Original-Content-Length") or "").strip()
+        cap = min(MAX_ORIGINAL_LENGTH, self.ctx.limits.max_inflated)
+        if not ocl.isdigit() or int(ocl) > cap:
+            notes.append(
+                self._finding(
+                    msg,
+                    "hercules.original-length",
+                    Severity.ERROR,
+                    f"lz4 body with Original-Content-Length {ocl[:40]!r}, not an integer in [0, {cap}]: "
+                    "the Gate answers 400; body not decoded",
+                    original_content_length=ocl[:40],
+                )
+            )
+            return None, notes
+        size = int(ocl)
+        try:
+            body = lz4.block.decompress(msg.body, uncompressed_size=size) if size else b""
+        except lz4.block.LZ4BlockError as exc:
+            notes.append(
+                self._finding(
+                    msg,
+                    "hercules.lz4-error",
+                    Severity.ERROR,
+                    f"lz4 body does not inflate to {size} bytes ({exc}): the Gate answers 400",
+                )
+            )
+            return None, notes
+        if len(body) != size:
+            notes.append(
+                self._finding(
+                    msg,
+                    "hercules.original-length",
+                    Severity.WARNING,
+                    f"lz4 body inflates to {len(body)} bytes, Original-Content-Length says {size}",
+                    original_content_length=size,
+                    inflated=len(body),
+                )
+            )
+        return body, notes
+
+    def _batch(self, msg: HttpMessage, buf: StreamBuffer, entry: _Pending) -> list[Record]:
+        body, out = self._body(msg)
+        fields = entry.request.fields
+        if body is None:
+            return list(out)
+        fields["body_length"] = len(body)
+        batch = decode_batch(body, self.parser)
+        fields["count"] = batch.count
+        fields["events"] = len(batch.events)
+        # Positions in the stream exist only for a plain Content-Length body; otherwise events and
+        # findings sit at the request, with their place inside the decoded body in `body_offset`.
+        base = msg.body_offset if msg.header("Content-Encoding") is None else None
+        extra = {"request_offset": msg.offset}
+        if "stream_name" in fields:
+            extra["stream_name"] = fields["stream_name"]
+        for i, dec in enumerate(batch.events):
+            offset = msg.offset if base is None else base + dec.offset
+            origin = (msg.frame, msg.ts) if base is None else buf.origin(offset)
+            info = {**extra, "batch_index": i, "body_offset": dec.offset}
+            entry.events.append(event_message(dec, Direction.C2S, offset, origin, info))
+        for p in batch.problems:
+            f = self._problem(p, msg, base, buf)
+            if f is not None:
+                out.append(f)
+        return out
+
+    def _problem(self, p: Problem, msg: HttpMessage, base: int | None, buf: StreamBuffer) -> Finding | None:
+        if base is None:
+            return self.reporter.finding(
+                p, Direction.C2S, msg.offset, (msg.frame, msg.ts), {"body_offset": p.offset}
+            )
+        return self.reporter.finding(p, Direction.C2S, base + p.offset, buf.origin(base + p.offset))
+
+    def _release_overflow(self) -> list[Record]:
+        out: list[Record] = []
+        while self.held_events > self.ctx.limits.max_pending_events and len(self.pending) > 1:
+            p = self.pending.popleft()
+            self.held_events -= len(p.events)
+            out.append(p.request)
+            out += p.events
+        return out
+
+    def _response(self, msg: HttpMessage) -> list[Record]:
+        version, status_text, reason = msg.start
+        status = int(status_text)
+        text = (msg.body or b"")[:MAX_TEXT].decode("utf-8", "replace")
+        fields: dict[str, Any] = {
+            "status": status,
+            "reason": reason,
+            "body": text,
+            "content_length": msg.declared,
+        }
+        resp = Message(
+            PROTOCOL, "response", Direction.S2C, msg.offset, msg.length, msg.frame, msg.ts, version, fields
+        )
+        if status < 200:
+            return [resp]
+        if not self.pending:
+            fields["unpaired"] = True
+            return [resp]
+        p = self.pending.popleft()
+        self.held_events -= len(p.events)
+        req = p.request
+        req.fields.update(status=status, reason=reason, response_offset=msg.offset, response_frame=msg.frame)
+        fields["request_offset"] = req.offset
+        acked = status < 300
+        for ev in p.events:
+            ev.acked = acked
+        out: list[Record] = [req, *p.events, resp]
+        if status >= 400 and req.fields["path"] in SEND_PATHS:
+            out.append(self._rejected(req, p.events, msg, status, reason, text))
+        return out
+
+    def _rejected(
+        self, req: Message, events: list[Message], msg: HttpMessage, status: int, reason: str, text: str
+    ) -> Finding:
+        uuids = [ev.fields["uuid"] for ev in events]
+        count = req.fields.get("count")
+        answer = f"{status} {reason}".strip() + (f" ({text.strip()})" if text.strip() else "")
+        message = (
+            f"Gate answered {answer} to {req.fields['path']}"
+            f"{' for stream ' + req.fields['stream_name'] if 'stream_name' in req.fields else ''}: "
+            f"{len(events)} decoded event(s) of a batch of {count} rejected"
+        )
+        if status == 400 and count is not None and len(events) < count:
+            message += "; events before the failure may already be in Kafka"
+        return Finding(
+            "hercules.request-rejected",
+            Severity.ERROR,
+            message,
+            PROTOCOL,
+            Direction.S2C,
+            msg.offset,
+            msg.frame,
+            msg.ts,
+            {
+                "status": status,
+                "request_offset": req.offset,
+                "request_frame": req.frame,
+                "events": len(events),
+                "uuids": uuids[:MAX_NAMED],
+            },
+        )
