@@ -112,7 +112,8 @@ class _Replay(io.RawIOBase):
 
 
 class _Decompressed(io.RawIOBase):
-    """A decompressing reader whose close() also closes the compressed source.
+    """A decompressing reader that returns what it has decoded so far, and whose close() also closes
+    the compressed source.
 
     (GzipFile, BZ2File and LZ4FrameFile leave a file object they were given open.)
     """
@@ -126,7 +127,11 @@ class _Decompressed(io.RawIOBase):
         return True
 
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
-        return self._inner.readinto(b)
+        # read1: one step of decompression, so bytes decoded before a damaged spot are not lost
+        # with the exception that reports it.
+        data = self._inner.read1(len(b))
+        b[: len(data)] = data
+        return len(data)
 
     def close(self) -> None:
         try:
