@@ -12,6 +12,8 @@ protocol `fields` and the `event` document mapped type by type, with tag names e
 
 from __future__ import annotations
 
+import hashlib
+import re
 import struct
 import uuid as uuidlib
 from datetime import datetime
@@ -123,3 +125,171 @@ def _vector(out: bytearray, vec: Vector) -> None:
     elif elem != Type.NULL:
         for x in items:
             _value(out, elem, x)
+
+
+# --- the mapping of wirelog messages to events (docs/hercules.md) ---
+
+NAMESPACE = uuidlib.UUID("6f1d0e2a-4c57-5e6b-9a51-77697265c06f")  # wirelog's uuid5 namespace
+_MIN_LONG, _MAX_LONG = -(2**63), 2**63 - 1
+_ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?")
+_SHORTENED = 200  # bytes of an over-long escaped name kept before its hash
+_COMMON = ("protocol", "kind", "capture", "stream", "client", "server", "direction", "offset", "length", "frame", "ts", "version", "acked")  # fmt: skip
+
+
+def iso_ticks(text: str) -> int | None:
+    """An ISO 8601 time (as Beats write @timestamp) in 100-ns Unix ticks; None if it is not one."""
+    m = _ISO.fullmatch(text.strip())
+    if m is None:
+        return None
+    try:
+        when = datetime.fromisoformat(m.group(1) + ("+00:00" if m.group(3) in (None, "Z") else m.group(3)))
+    except ValueError:
+        return None
+    frac = (m.group(2) or "")[:7].ljust(7, "0")
+    return int(when.timestamp()) * TICKS_PER_SECOND + int(frac)
+
+
+def event_ticks(rec: Message) -> int:
+    """The event time: a Hercules event's own, the document's @timestamp, else the capture time."""
+    if rec.protocol == "hercules" and isinstance(rec.fields.get("timestamp"), int):
+        return rec.fields["timestamp"]
+    if isinstance(rec.event, dict) and isinstance(rec.event.get("@timestamp"), str):
+        ticks = iso_ticks(rec.event["@timestamp"])
+        if ticks is not None:
+            return ticks
+    return rec.ts // 100 if rec.ts is not None else 0
+
+
+class Mapper:
+    """Maps JSON-compatible values to Hercules values; reports each renamed key once."""
+
+    def __init__(self) -> None:
+        self._reported: set[str] = set()
+        self.findings: list[Finding] = []
+
+    def value(self, x: Any) -> Variant:
+        if x is None:
+            return Variant(Type.NULL, None)
+        if isinstance(x, bool):
+            return Variant(Type.FLAG, x)
+        if isinstance(x, int):
+            if _MIN_LONG <= x <= _MAX_LONG:
+                return Variant(Type.LONG, x)
+            return Variant(Type.CONTAINER, ((BIGINT_TAG, Variant(Type.STRING, str(x))),))
+        if isinstance(x, float):
+            return Variant(Type.DOUBLE, x)
+        if isinstance(x, str):
+            return Variant(Type.STRING, x.encode("utf-8", "surrogatepass"))
+        if isinstance(x, dict):
+            return Variant(Type.CONTAINER, self.container(x))
+        if isinstance(x, list | tuple):
+            return Variant(Type.VECTOR, self.vector(x))
+        return Variant(Type.STRING, str(x))
+
+    def container(self, doc: dict[Any, Any]) -> tuple[tuple[Key, Variant], ...]:
+        items = list(doc.items())
+        if len(items) > MAX_TAGS:
+            self._report(
+                "hercules.export-too-many-tags",
+                Severity.ERROR,
+                f"an object of {len(items)} keys was cut to {MAX_TAGS} tags",
+                f"#{len(items)}",
+            )
+            items = items[:MAX_TAGS]
+        return tuple((self.name(str(k)), self.value(v)) for k, v in items)
+
+    def vector(self, items: list[Any] | tuple[Any, ...]) -> Vector:
+        values = [self.value(x) for x in items]
+        types = {v.type for v in values}
+        if len(types) == 1 and not types & {Type.VECTOR, Type.NULL}:
+            return Vector(values[0].type, tuple(v.value for v in values))
+        # Empty, mixed, or arrays of arrays/nulls (which .NET readers cannot read): wrap each item.
+        return Vector(Type.CONTAINER, tuple(((ITEM_TAG, v),) for v in values))
+
+    def name(self, key: str) -> str:
+        name = escape_name(key)
+        if len(name) > MAX_KEY_BYTES:
+            digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+            name = f"{name[:_SHORTENED]}_xh{digest}"
+            self._report(
+                "hercules.export-key-truncated",
+                Severity.WARNING,
+                f"key of {len(key)} characters is too long for a tag name; written as {name!r} (not reversible)",
+                key,
+            )
+        elif name != key:
+            self._report(
+                "hercules.export-key-renamed",
+                Severity.INFO,
+                f"key {key!r} is outside the tag-name rules; written as {name!r} (reversible)",
+                key,
+                name=name,
+            )
+        return name
+
+    def _report(self, code: str, severity: Severity, message: str, key: str, **fields: Any) -> None:
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        self.findings.append(Finding(code, severity, message, "hercules", fields={"key": key, **fields}))
+
+
+def map_record(rec: Message, mapper: Mapper, uuid: bytes) -> Event:
+    """The Hercules event for one message (see docs/hercules.md)."""
+    common = []
+    for name in _COMMON:
+        v = getattr(rec, name)
+        if v is not None:
+            common.append((name, mapper.value(v.value if name == "direction" else v)))
+    tags: list[tuple[Key, Variant]] = [("wirelog", Variant(Type.CONTAINER, tuple(common)))]
+    if rec.fields:
+        tags.append(("fields", Variant(Type.CONTAINER, mapper.container(rec.fields))))
+    if rec.event is not None:
+        tags.append(("event", mapper.value(rec.event)))
+    return Event(VERSION, event_ticks(rec), uuid, tuple(tags))
+
+
+class HerculesWriter:
+    """Streams messages as concatenated Hercules events (the form of a Kafka dump).
+
+    Deterministic: the UUID is a uuid5 of capture, stream, direction, offset, protocol and kind, plus
+    a counter for consecutive messages sharing them (several events of one frame), so a re-run gives
+    identical bytes and a consumer can deduplicate.
+    """
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._out = stream
+        self._mapper = Mapper()
+        self._last: str | None = None
+        self._repeat = 0
+
+    def write(self, record: Message) -> list[Finding]:
+        """Write one event; returns the findings this record raised for the first time."""
+        key = "\0".join(
+            str(x)
+            for x in (
+                record.capture,
+                record.stream,
+                record.direction and record.direction.value,
+                record.offset,
+            )
+        )
+        key += f"\0{record.protocol}\0{record.kind}"
+        self._repeat = self._repeat + 1 if key == self._last else 0
+        self._last = key
+        uuid = uuidlib.uuid5(NAMESPACE, f"{key}\0{self._repeat}").bytes
+        self._out.write(encode_event(map_record(record, self._mapper, uuid)))
+        new, self._mapper.findings = self._mapper.findings, []
+        for f in new:  # where the key was first seen
+            f.capture, f.stream, f.direction, f.offset = (
+                record.capture,
+                record.stream,
+                record.direction,
+                record.offset,
+            )
+            f.frame, f.ts, f.client, f.server = record.frame, record.ts, record.client, record.server
+        return new
+
+    def close(self) -> None:
+        """Flush; the caller owns (and closes) the stream."""
+        self._out.flush()

@@ -36,6 +36,7 @@ class RawEvents:
         self.wait_end = 0  # do not re-parse before the buffer reaches this stream offset
         self.lost_at: int | None = None  # set while resynchronising: where the bad bytes began
         self.lost_origin: tuple[int | None, int | None] = (None, None)
+        self.cut_at: int | None = None  # where the data ended inside an event (already reported)
 
     def gap(self, buf: StreamBuffer, resume: int) -> None:
         """Bytes are missing before `resume`: event boundaries are lost until resync."""
@@ -73,6 +74,7 @@ class RawEvents:
                     break
                 out.append(self._cut(base + pos, buf, len(data) - pos, exc.path))
                 self._lose(base + pos, buf)
+                self.cut_at = base + pos
                 pos += 1
                 continue
             except Corrupt as exc:
@@ -192,7 +194,7 @@ class RawEvents:
 
     def _end(self, offset: int) -> list[Record]:
         out: list[Record] = []
-        if self.lost_at is not None and offset > self.lost_at:
+        if self.lost_at is not None and offset > self.lost_at and self.lost_at != self.cut_at:
             out.append(
                 self._finding(
                     "hercules.resync",
