@@ -6,10 +6,10 @@ overrides everything. A protocol module adds itself by being listed in `_SPECS` 
 
 from __future__ import annotations
 
-from wirelog.decoders import cql, courier, lumberjack, tls
+from wirelog.decoders import cql, courier, hercules, lumberjack, tls
 from wirelog.decoders.base import ProtocolSpec, Sample
 
-_SPECS: tuple[ProtocolSpec, ...] = (tls.SPEC, cql.SPEC, lumberjack.SPEC, courier.SPEC)
+_SPECS: tuple[ProtocolSpec, ...] = (tls.SPEC, cql.SPEC, lumberjack.SPEC, courier.SPEC, hercules.SPEC)
 
 PORT_BONUS = 0.25  # added to the content score when the server port is one the protocol uses
 THRESHOLD = 0.5  # minimum score to claim a stream
