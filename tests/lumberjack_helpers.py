@@ -7,6 +7,7 @@ clients (pylogbeat, npm lumberjack-client/-protocol) can talk to it over loopbac
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import shutil
@@ -17,9 +18,11 @@ import subprocess
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from capture_tools import tcpdump
 
 from wirelog.decoders.base import Limits, StreamContext
 from wirelog.decoders.lumberjack import LumberjackDecoder
@@ -321,6 +324,20 @@ def _read_events(reader: _Reader | _BytesReader, head: bytes) -> list[tuple[int,
 
 
 # peers ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def capture(path: Path, port: int) -> Iterator[None]:
+    """tcpdump on lo around the block, then wait until the file stops growing (a loaded machine
+    can leave the last packets in the kernel buffer when tcpdump is interrupted too early)."""
+    with tcpdump(path, port):
+        yield
+        size, stable_since, deadline = -1, time.monotonic(), time.monotonic() + 5
+        while time.monotonic() < deadline and time.monotonic() - stable_since < 0.6:
+            time.sleep(0.1)
+            now = path.stat().st_size if path.exists() else 0
+            if now != size:
+                size, stable_since = now, time.monotonic()
 
 
 def node_peer(package: str) -> Path | None:
