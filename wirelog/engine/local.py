@@ -49,8 +49,13 @@ def run(inputs: Iterable[str], raw: Iterable[str] = (), options: Options | None 
 
 def _run_capture(path: str, opts: Options) -> Iterator[Item]:
     info = CaptureInfo(capture=path)
-    reasm = Reassembler(path, registry.well_known_ports() | frozenset(opts.decode_as), opts.overlap)
-    pipe = _StreamPipeline(path, opts, reasm.stream_info)
+    reasm = Reassembler(
+        path,
+        registry.well_known_ports() | frozenset(opts.decode_as),
+        opts.overlap,
+        emit_data=opts.decode or opts.chunks,
+    )
+    pipe = _StreamPipeline(path, opts, reasm.stream_info, reasm.mute)
     findings: list[Finding] = []
     out = reasm.out
     segment = reasm.segment
@@ -73,7 +78,7 @@ def _run_raw(paths: list[str], opts: Options) -> Iterator[Item]:
     capture = "raw"
     info = CaptureInfo(capture=capture, format="raw")
     streams = pair_dumps(paths, capture, registry.well_known_ports() | frozenset(opts.decode_as))
-    pipe = _StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get)
+    pipe = _StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get, lambda _: None)
     for stream in streams:
         try:
             for chunk in iter_raw_chunks(stream):
@@ -102,10 +107,17 @@ class _StreamState:
 class _StreamPipeline:
     """Routes reassembler output to per-stream detection and decoders; stamps records."""
 
-    def __init__(self, capture: str, opts: Options, lookup: Callable[[int], StreamInfo | None]) -> None:
+    def __init__(
+        self,
+        capture: str,
+        opts: Options,
+        lookup: Callable[[int], StreamInfo | None],
+        mute: Callable[[int], None],
+    ) -> None:
         self.capture = capture
         self.opts = opts
         self._lookup = lookup  # StreamInfo of a live stream, by id
+        self._mute = mute  # tell the source a stream's bytes are no longer wanted
         self._states: dict[int, _StreamState] = {}
         self._shared: dict[str, dict] = {}
 
@@ -172,6 +184,8 @@ class _StreamPipeline:
         if spec is None:
             st.dead = True
             info.protocol = "unknown"
+            if not self.opts.chunks:
+                self._mute(info.stream)
             first = next((c for c in held if isinstance(c, Chunk)), None)
             if first is not None:
                 preview = bytes(st.sample[first.direction][:16]).hex(" ")

@@ -38,11 +38,12 @@ class _Half:
 
     __slots__ = (
         "direction", "base", "next_off", "pending", "pending_bytes", "history", "history_bytes",
-        "ack_raw", "ack_first", "fin_off", "syn_seen", "packets",
+        "ack_raw", "ack_first", "fin_off", "syn_seen", "is_c2s",
     )  # fmt: skip
 
     def __init__(self, direction: Direction) -> None:
         self.direction = direction
+        self.is_c2s = direction is Direction.C2S
         self.base: int | None = None  # raw sequence number of stream offset 0
         self.next_off = 0
         self.pending: list[list] = []  # sorted [off, data, frame, ts], never overlapping
@@ -53,7 +54,6 @@ class _Half:
         self.ack_first: int | None = None  # first such ACK (for data never captured at all)
         self.fin_off: int | None = None
         self.syn_seen = False
-        self.packets = 0
 
     def offset(self, seq: int) -> int:
         """Unwrap a raw sequence number to the stream offset nearest to the delivery point."""
@@ -67,13 +67,13 @@ class _Half:
 
 
 class _Conn:
-    __slots__ = ("info", "halves", "closed", "last_ts", "client_key")
+    __slots__ = ("info", "halves", "closed", "client_key", "emit")
 
-    def __init__(self, info: StreamInfo, client_key: tuple) -> None:
+    def __init__(self, info: StreamInfo, client_key: tuple, emit: bool) -> None:
         self.info = info
+        self.emit = emit  # produce Chunk objects (False once nobody wants this stream's bytes)
         self.halves = {Direction.C2S: _Half(Direction.C2S), Direction.S2C: _Half(Direction.S2C)}
         self.closed = False
-        self.last_ts = 0
         self.client_key = client_key
 
 
@@ -96,17 +96,19 @@ class Reassembler:
         overlap: str = "first",
         *,
         max_pending: int = 4 * 1024 * 1024,
-        history: int = 64 * 1024,
+        history: int = 32 * 1024,
         idle_timeout: float = 600.0,
         close_grace: float = 5.0,
         max_connections: int = 50_000,
         sweep_every: int = 8192,
+        emit_data: bool = True,
     ) -> None:
         if overlap not in POLICIES:
             raise ValueError(f"overlap policy must be one of {POLICIES}, not {overlap!r}")
         self.capture = capture
         self.server_ports = server_ports
         self.last_wins = overlap == "last"
+        self.emit_data = emit_data  # False: only account (stream summaries), no Chunk objects
         self.out: list = []
         self._max_pending = max_pending
         self._history = history
@@ -124,6 +126,12 @@ class Reassembler:
         """The StreamInfo of a live (not yet finished) stream."""
         conn = self._live.get(stream)
         return None if conn is None else conn.info
+
+    def mute(self, stream: int) -> None:
+        """Stop producing Chunks for a live stream (its protocol is unknown); gaps still come."""
+        conn = self._live.get(stream)
+        if conn is not None:
+            conn.emit = False
 
     # ------------------------------------------------------------------ per packet
 
@@ -149,29 +157,27 @@ class Reassembler:
             entry = self._open(frame, ts, src, sport, dst, dport, flags, entry)
         conn, half, peer = entry
         info = conn.info
-        conn.last_ts = ts
         info.last_ts = ts
         info.last_frame = frame
-        half.packets += 1
-        if half.direction is Direction.C2S:
+        if half.is_c2s:
             info.packets_c2s += 1
         else:
             info.packets_s2c += 1
 
         if flags & SYN:
-            if not half.syn_seen:
-                half.syn_seen = True
-                if half.base is None or not half.next_off:
-                    half.base = (seq + 1) % MOD
-                if flags & ACK:
-                    info.handshake = True
-            seq = (seq + 1) % MOD  # data on a SYN starts after it
+            seq = self._syn(half, info, seq, flags)
         elif half.base is None:
             half.base = seq
             info.midstream = True
 
         if flags & ACK:
-            self._on_ack(conn, peer, ack, frame, ts)
+            last = peer.ack_raw
+            if last is None or (ack - last) % MOD < HALF:
+                if last is None:
+                    peer.ack_first = ack
+                peer.ack_raw = ack
+                if peer.pending:
+                    self._acked(conn, peer, frame, ts)
 
         if payload:
             off = half.offset(seq)
@@ -181,9 +187,30 @@ class Reassembler:
                     self._gap(conn, half, half.next_off, missing, frame, ts)
             else:
                 self._insert(conn, half, off, payload, frame, ts)
+        if flags & (FIN | RST):
+            self._fin_rst(conn, half, peer, seq, flags, len(payload) + missing)
+
+        self._until_sweep -= 1
+        if not self._until_sweep:
+            self._sweep()
+
+    @staticmethod
+    def _syn(half: _Half, info: StreamInfo, seq: int, flags: int) -> int:
+        """Take the ISN from a SYN; returns the sequence number of the first data byte."""
+        if not half.syn_seen:
+            half.syn_seen = True
+            if half.base is None or not half.next_off:
+                half.base = (seq + 1) % MOD
+            if flags & ACK:
+                info.handshake = True
+        return (seq + 1) % MOD
+
+    @staticmethod
+    def _fin_rst(conn: _Conn, half: _Half, peer: _Half, seq: int, flags: int, length: int) -> None:
+        info = conn.info
         if flags & FIN and half.fin_off is None:
-            half.fin_off = half.offset(seq) + len(payload) + missing
-            if half.direction is Direction.C2S:
+            half.fin_off = half.offset(seq) + length
+            if half.is_c2s:
                 info.fin_c2s = True
             else:
                 info.fin_s2c = True
@@ -192,10 +219,6 @@ class Reassembler:
         if flags & RST:
             info.reset = True
             conn.closed = True
-
-        self._until_sweep -= 1
-        if not self._until_sweep:
-            self._sweep()
 
     def _reopens(self, entry: tuple[_Conn, _Half, _Half], flags: int, seq: int) -> bool:
         """A SYN on a known 4-tuple: a new connection unless it repeats the one we have."""
@@ -238,7 +261,7 @@ class Reassembler:
             port_reuse=old is not None,
         )
         self._next_id += 1
-        conn = _Conn(info, (c_ip, c_port, s_ip, s_port))
+        conn = _Conn(info, (c_ip, c_port, s_ip, s_port), self.emit_data)
         c2s, s2c = conn.halves[Direction.C2S], conn.halves[Direction.S2C]
         self._conns[(c_ip, c_port, s_ip, s_port)] = (conn, c2s, s2c)
         self._conns[(s_ip, s_port, c_ip, c_port)] = (conn, s2c, c2s)
@@ -267,9 +290,10 @@ class Reassembler:
 
     def _deliver(self, conn: _Conn, half: _Half, off: int, data: bytes, frame, ts) -> None:
         n = len(data)
-        self.out.append(Chunk(conn.info.stream, half.direction, off, data, frame, ts))
+        if conn.emit:
+            self.out.append(Chunk(conn.info.stream, half.direction, off, data, frame, ts))
         half.next_off = off + n
-        if half.direction is Direction.C2S:
+        if half.is_c2s:
             conn.info.bytes_c2s += n
         else:
             conn.info.bytes_s2c += n
@@ -409,16 +433,11 @@ class Reassembler:
             )
         )
 
-    def _on_ack(self, conn: _Conn, half: _Half, ack: int, frame, ts) -> None:
-        """The peer acknowledged bytes of `half`: release held bytes, detect gaps the peer skipped."""
-        if half.ack_raw is None:
-            half.ack_raw = half.ack_first = ack
-        elif (ack - half.ack_raw) % MOD < HALF:
-            half.ack_raw = ack
+    def _acked(self, conn: _Conn, half: _Half, frame, ts) -> None:
+        """The peer acknowledged more of `half`: release held bytes, detect gaps it skipped."""
+        self._release(conn, half)
         if half.pending:
-            self._release(conn, half)
-            if half.pending:
-                self._maybe_gap(conn, half, frame, ts)
+            self._maybe_gap(conn, half, frame, ts)
 
     def _maybe_gap(self, conn: _Conn, half: _Half, frame, ts) -> None:
         """Declare the hole before the first pending segment once the peer acknowledged past it."""
@@ -501,7 +520,7 @@ class Reassembler:
         self._until_sweep = self._sweep_every
         now = self._now
         for conn in list(self._live.values()):
-            idle = now - conn.last_ts
+            idle = now - conn.info.last_ts
             if idle > self._idle_ns or (conn.closed and idle > self._grace_ns):
                 self._finish(conn)
 
