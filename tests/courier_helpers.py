@@ -85,9 +85,8 @@ class Conversation:
         return out
 
     def close(self) -> list[Record]:
-        out = self.decoder.close()
-        self.records += out
-        return out
+        """The decoder's final records (not added to `records`, so `records + close()` is everything)."""
+        return self.decoder.close()
 
 
 def context(stream: int = 0, shared: dict | None = None, **limits: int) -> StreamContext:

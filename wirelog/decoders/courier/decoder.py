@@ -145,6 +145,10 @@ class CourierDecoder:
                     return
                 continue
             if len(buf) < HEADER:
+                if len(buf) >= 3 and framing.looks_like_tls(buf.peek(3)):  # e.g. a 7-byte TLS alert
+                    out.append(self._tls(d, side, buf.peek(HEADER)))
+                    side.mode = Mode.DEAD
+                    continue
                 return
             head = buf.peek(HEADER)
             mtype, length = framing.parse_header(head)
@@ -206,7 +210,7 @@ class CourierDecoder:
 
     def _tls(self, d: Direction, side: Side, head: bytes) -> Record:
         at = self._at(side)
-        bogus = struct.unpack_from(">I", head, 4)[0]
+        bogus = struct.unpack_from(">I", head, 4)[0] if len(head) >= HEADER else None
         if d is Direction.C2S:
             msg = (
                 "the client speaks TLS (transport tls, the default) but this looks like a plain tcp "
