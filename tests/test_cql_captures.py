@@ -141,7 +141,7 @@ def test_ndpi_v4_and_unframed_v5_handshake() -> None:
     assert msgs[5]["options"]["DRIVER_NAME"] == "DataStax Python Driver"
     assert "COMPRESSION" not in msgs[5]["options"]
     assert sorted(cql_findings(records)) == ["cql.unanswered-request"] * 2  # no READY in the capture
-    internode = {r["stream"] for r in records if r.get("server", "").endswith(":7000")}
+    internode = {r["stream"] for r in records if (r.get("server") or "").endswith(":7000")}
     assert internode and not internode & {r["stream"] for r in msgs}
 
 
