@@ -47,7 +47,7 @@ class RawEvents:
         self.wait_end = 0
 
     def feed(self, buf: StreamBuffer, final: bool = False) -> list[Record]:
-        if not len(buf) or (buf.end < self.wait_end and not final):
+        if not final and (not len(buf) or buf.end < self.wait_end):
             return []
         data = buf.peek(len(buf))
         base = buf.offset
