@@ -538,3 +538,13 @@ def test_ruby_client_nonce_with_ff_byte():
     conv.c(enc.payload(b"\xff" * 16, events(1)))
     conn = messages(conv.records + conv.close(), "connection")[0].fields
     assert conn["nonce_with_ff"] is True
+
+
+def test_docs_table_lists_exactly_the_emitted_codes():
+    from pathlib import Path
+
+    from wirelog.decoders.courier.findings import CODES
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "protocols" / "courier.md").read_text()
+    table = {line.split("`")[1] for line in doc.splitlines() if line.startswith("| `courier.")}
+    assert table == set(CODES)

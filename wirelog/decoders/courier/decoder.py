@@ -220,7 +220,7 @@ class CourierDecoder:
             )
         else:
             msg = "the server answers with TLS: the client uses transport tcp against a tls server"
-        return finding("courier.tls-mismatch", msg, d, at, bogus_length=bogus, record=head[:5].hex())
+        return finding("courier.tls-mismatch", msg, d, at, bogus_length=bogus, tls_header=head[:5].hex())
 
     def _truncated(self, d: Direction, side: Side) -> Record:
         at = self._at(side)
@@ -257,7 +257,7 @@ class CourierDecoder:
                 f"unknown message type {mtype!r} ({len(body)}-byte body skipped): "
                 "a Ruby server answers ????, a Go server closes the connection"
             )
-            out.append(finding(verdict.problem, detail, d, at, type=fields["type"], length=len(body)))
+            out.append(finding(verdict.problem, detail, d, at, type=fields["type"], body_length=len(body)))
         ok = self._allowed(d, mtype, at, out)
         if ok:
             self._order_checks(d, side, mtype, at, out)
@@ -330,7 +330,7 @@ class CourierDecoder:
         side.version = hs.version
         if hs.length not in handshake.KNOWN_LENGTHS:
             msg = f"{mtype.decode()} body of {hs.length} bytes matches no known layout; read zero-padded"
-            out.append(finding("courier.handshake-layout", msg, d, at, length=hs.length))
+            out.append(finding("courier.handshake-layout", msg, d, at, body_length=hs.length))
         if mtype == b"HELO":
             self._fp.helo = self._fp.helo or hs
             return
@@ -495,7 +495,6 @@ class CourierDecoder:
                 "sequence": ev.index + 1,
                 "payload": kind,
                 "ack_frame": None,
-                "ack_ts": None,
             }
             if err is not None:
                 bad.append((ev.index, err))

@@ -196,7 +196,7 @@ class Delivery:
         if target > p.acked:
             p.acked = target
             p.ack_frames.append(at[1])
-            out += self._release(p, target, True, {"ack_frame": at[1], "ack_ts": at[2]})
+            out += self._release(p, target, True, {"ack_frame": at[1]})
         return out
 
     def _release(self, p: Payload, upto: int, acked: bool | None, extra: dict[str, object]) -> list[Record]:
@@ -243,7 +243,7 @@ class Delivery:
             if self._held <= self._max_pending:
                 break
             upto = min(len(p.events), p.released + self._held - self._max_pending)
-            out += self._release(p, upto, None, {"ack_frame": None, "ack_ts": None})
+            out += self._release(p, upto, None, {})
             if not self._overflowed:
                 self._overflowed = True
                 msg = f"over {self._max_pending} events wait for an ACKN; the oldest go out with acked=null"
