@@ -15,7 +15,7 @@ file still holds before anything is allocated for them.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from wirelog.model import CaptureInfo, Severity
@@ -85,7 +85,7 @@ def open_records(stream: BinaryIO, name: str, info: CaptureInfo, sink: FindingSi
     magic = buf[:4]
     if magic in _PCAP_MAGICS:
         info.format = "pcap"
-        return _pcap_records(inp, buf, name, info, sink)
+        return _open_pcap(inp, buf, name, info, sink)
     if magic == _PCAPNG_SHB:
         if buf[8:12] not in _BOMS:
             raise CaptureError(f"{name}: damaged pcapng section header (bad byte-order magic)")
@@ -117,14 +117,26 @@ def _truncated(inp: _Input, info: CaptureInfo, sink: FindingSink, frame: int, ha
     )
 
 
-def _pcap_records(
-    inp: _Input, buf: bytes, name: str, info: CaptureInfo, sink: FindingSink
-) -> Iterator[Record]:
+def _refill(
+    inp: _Input, buf: bytes, pos: int, need: int, info: CaptureInfo, sink: FindingSink, frame: int
+) -> bytes | None:
+    """The unread tail of `buf` followed by more input (at least `need` bytes in all when the input
+    has them), or None at the end of the input, after reporting a record `frame` cut in the middle.
+    """
+    more = inp.read(max(READ_SIZE, need - (len(buf) - pos)))
+    if not more:
+        if pos < len(buf) or inp.error:
+            _truncated(inp, info, sink, frame, len(buf) - pos, need)
+        return None
+    return buf[pos:] + more
+
+
+def _open_pcap(inp: _Input, buf: bytes, name: str, info: CaptureInfo, sink: FindingSink) -> Iterator[Record]:
     if len(buf) < 24:
         raise CaptureError(f"{name}: truncated pcap file header ({len(buf)} of 24 bytes)")
     order, mul = _PCAP_MAGICS[buf[:4]]
     snaplen, linktype = struct.unpack_from(order + "II", buf, 16)
-    linktype &= 0x03FFFFFF  # the upper bits may carry FCS information
+    linktype &= 0xFFFF  # the upper 16 bits may carry FCS information
     info.link_types = [linktype]
     limit = min(MAX_BLOCK, max(snaplen, MIN_RECORD_LIMIT))
     return _pcap_loop(inp, buf, info, sink, struct.Struct(order + "IIII").unpack_from, mul, linktype, limit)
@@ -135,7 +147,7 @@ def _pcap_loop(
     buf: bytes,
     info: CaptureInfo,
     sink: FindingSink,
-    unpack,
+    unpack: Callable[[bytes, int], tuple[int, int, int, int]],
     mul: int,
     linktype: int,
     limit: int,
@@ -156,22 +168,11 @@ def _pcap_loop(
             yield frame, sec * 1_000_000_000 + frac * mul, linktype, buf, start, end, orig
             pos = end
         if need > limit + 16:
-            _stop(
-                info,
-                sink,
-                "pcap.corrupt",
-                Severity.ERROR,
-                f"record {frame + 1} claims {need - 16} captured bytes (limit {limit}); the file is damaged "
-                f"here, reading stopped after {frame} packets",
-                frame + 1,
-            )
+            _corrupt(info, sink, frame, f"a record of {need - 16} captured bytes, the limit is {limit}")
             return
-        more = inp.read(max(READ_SIZE, need - (n - pos)))
-        if not more:
-            if pos < n or inp.error:
-                _truncated(inp, info, sink, frame + 1, n - pos, need)
+        buf = _refill(inp, buf, pos, need, info, sink, frame + 1)
+        if buf is None:
             return
-        buf = buf[pos:] + more
         pos = 0
 
 
@@ -281,17 +282,14 @@ def _pcapng_records(inp: _Input, buf: bytes, info: CaptureInfo, sink: FindingSin
                     linktypes.add(iface.linktype)
                     info.link_types = sorted(linktypes)
             pos += blen
-        more = inp.read(max(READ_SIZE, need - (n - pos)))
-        if not more:
-            if pos < n or inp.error:
-                _truncated(inp, info, sink, frame + 1, n - pos, need)
+        buf = _refill(inp, buf, pos, need, info, sink, frame + 1)
+        if buf is None:
             return
-        buf = buf[pos:] + more
         pos = 0
 
 
 def _corrupt(info: CaptureInfo, sink: FindingSink, frame: int, what: str) -> None:
-    msg = f"damaged pcapng block after packet {frame} ({what}); reading stopped after {frame} packets"
+    msg = f"capture damaged after packet {frame} ({what}); reading stopped there"
     _stop(info, sink, "pcap.corrupt", Severity.ERROR, msg, frame + 1)
 
 
