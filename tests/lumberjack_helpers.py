@@ -172,6 +172,7 @@ class LumberjackServer:
     `close_after` seconds of silence). `keepalive`: seconds between ACK 0s sent while a batch
     waits `ack_delay` seconds (go-lumber/Logstash keep-alive). `partial_every`: also ACK every k
     events (old Ruby Logstash, or a sliding-window v1 client). `tls`: an SSLContext to wrap with.
+    `port` 0 picks a free port.
     """
 
     def __init__(
@@ -182,11 +183,12 @@ class LumberjackServer:
         partial_every: int | None = None,
         close_after: float = 1.0,
         tls: ssl.SSLContext | None = None,
+        port: int = 0,
     ) -> None:
         self.ack, self.keepalive, self.ack_delay = ack, keepalive, ack_delay
         self.partial_every, self.close_after, self.tls = partial_every, close_after, tls
         self.connections: list[Received] = []
-        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._sock = socket.create_server(("127.0.0.1", port))
         self.port = self._sock.getsockname()[1]
         self._threads: list[threading.Thread] = []
         self._stop = False
