@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import lz4.block
 from hypothesis import strategies as st
 
 from wirelog.decoders.base import StreamContext
@@ -124,7 +125,7 @@ def codes(records: list[Record]) -> list[str]:
 
 
 class _Gate(http.server.BaseHTTPRequestHandler):
-    """Answers like the Gate: 200 for a known stream, 404 for `missing`, 400 for `bad`."""
+    """Answers like the Gate: 200 for a known stream, 404 for `missing`, 400 for `bad`; inflates lz4."""
 
     protocol_version = "HTTP/1.1"
     bodies: list[bytes]
@@ -138,6 +139,8 @@ class _Gate(http.server.BaseHTTPRequestHandler):
             self.rfile.readline()
         else:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.headers.get("Content-Encoding") == "lz4":
+            body = lz4.block.decompress(body, uncompressed_size=int(self.headers["Original-Content-Length"]))
         self.server.bodies.append(body)  # type: ignore[attr-defined]
         stream = self.path.partition("stream=")[2]
         status, text = {"bad": (400, b"Invalid event data"), "missing": (404, b"Cannot find stream")}.get(

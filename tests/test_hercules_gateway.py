@@ -1,0 +1,239 @@
+"""Hercules Gate HTTP traffic: framing, lz4, pairing, rejections, secrets, gaps, loopback capture."""
+
+from __future__ import annotations
+
+import http.client
+import struct
+
+import lz4.block
+import pytest
+from hercules_helpers import EVENTS, README_EVENT, codes, decode_stream, gate, messages
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from wirelog.decoders.base import Limits, StreamContext
+from wirelog.decoders.hercules import HerculesDecoder
+from wirelog.export.hercules import encode_batch
+from wirelog.model import Chunk, Direction, Gap
+
+EV = bytes.fromhex(README_EVENT)
+BODY = struct.pack(">i", 2) + EV + EV
+
+
+def post(body: bytes, stream: str = "logs_app", path: str = "/stream/send", headers: str = "") -> bytes:
+    head = (
+        f"POST {path}?stream={stream} HTTP/1.1\r\nHost: gate\r\n"
+        "Authorization: Hercules apiKey 0123-secret\r\nContent-Type: application/octet-stream\r\n"
+        f"{headers}Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def lz4_post(body: bytes, ocl: str | None = None, **kw) -> bytes:
+    packed = lz4.block.compress(body, store_size=False)
+    extra = f"Content-Encoding: lz4\r\nOriginal-Content-Length: {len(body) if ocl is None else ocl}\r\n"
+    return post(packed, headers=extra, **kw)
+
+
+def answer(status: int = 200, text: bytes = b"") -> bytes:
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}[status]
+    return f"HTTP/1.1 {status} {reason}\r\nContent-Length: {len(text)}\r\n\r\n".encode() + text
+
+
+def test_send_with_content_length_paired_with_200():
+    req = post(BODY)
+    recs = decode_stream(req, answer(200))
+    assert [getattr(r, "kind", None) or r.code for r in recs] == ["request", "event", "event", "response"]
+    r = recs[0]
+    assert r.fields["method"] == "POST" and r.fields["path"] == "/stream/send"
+    assert r.fields["stream_name"] == "logs_app"
+    assert r.fields["api_key"] == "<redacted>" and r.fields["api_key_header"] == "Authorization"
+    assert (r.fields["count"], r.fields["events"], r.fields["status"]) == (2, 2, 200)
+    assert (r.offset, r.length) == (0, len(req))
+    body_at = len(req) - len(BODY)
+    assert [e.offset for e in recs[1:3]] == [body_at + 4, body_at + 69]
+    assert all(e.acked is True for e in recs[1:3])
+    assert recs[1].fields["stream_name"] == "logs_app" and recs[1].fields["batch_index"] == 0
+    assert recs[3].fields["request_offset"] == 0
+
+
+def test_secrets_shown_on_request_and_legacy_header():
+    req = post(BODY).replace(b"Authorization: Hercules apiKey 0123-secret", b"apiKey: legacy-key")
+    recs = decode_stream(req, answer(), show_secrets=True)
+    assert recs[0].fields["api_key"] == "legacy-key" and recs[0].fields["api_key_header"] == "apiKey"
+    hidden = decode_stream(req, answer())
+    assert "legacy-key" not in repr(hidden)
+
+
+def test_pipelined_requests_pair_in_order_and_name_rejected_events():
+    c2s = post(BODY, "a") + post(BODY, "bad") + lz4_post(BODY, stream="c", path="/stream/sendAsync")
+    s2c = answer(200) + answer(400, b"Invalid event data") + answer(200)
+    recs = decode_stream(c2s, s2c, step=37)
+    reqs = messages(recs, "request")
+    assert [(r.fields["stream_name"], r.fields["status"]) for r in reqs] == [
+        ("a", 200),
+        ("bad", 400),
+        ("c", 200),
+    ]
+    assert [e.acked for e in messages(recs, "event")] == [True, True, False, False, True, True]
+    rejected = [r for r in recs if getattr(r, "code", "") == "hercules.request-rejected"]
+    assert len(rejected) == 1
+    f = rejected[0]
+    assert f.fields["status"] == 400 and f.fields["events"] == 2
+    assert f.fields["uuids"] == ["11203800-63fd-11e8-83e2-3a587d902000"] * 2
+    assert f.fields["request_offset"] == reqs[1].offset
+    assert "Invalid event data" in f.message and "stream bad" in f.message
+    assert reqs[2].fields["content_encoding"] == "lz4" and reqs[2].fields["body_length"] == len(BODY)
+
+
+def test_chunked_request_body():
+    chunks = BODY[:10], BODY[10:100], BODY[100:]
+    body = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+    head = b"POST /stream/send?stream=s HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    recs = decode_stream(head + body + post(BODY), answer() + answer(), step=11)
+    reqs = messages(recs, "request")
+    assert [r.fields["chunked"] for r in reqs] == [True, False]
+    assert reqs[0].length == len(head + body) and reqs[0].fields["events"] == 2
+    assert len(messages(recs, "event")) == 4
+    assert codes(recs) == ["hercules.no-content-length"]
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "code"),
+    [
+        (lz4_post(BODY, ocl="x"), "hercules.original-length"),
+        (lz4_post(BODY, ocl=str(200 * 1024 * 1024)), "hercules.original-length"),
+        (
+            post(b"\x00garbage", headers="Content-Encoding: lz4\r\nOriginal-Content-Length: 100\r\n"),
+            "hercules.lz4-error",
+        ),
+        (post(BODY, headers="Content-Encoding: gzip\r\n"), "hercules.content-encoding"),
+        (post(struct.pack(">i", 3) + EV), "hercules.count-mismatch"),
+        (post(b"\x00\x00"), "hercules.batch-malformed"),
+    ],
+)
+def test_body_problems(request_bytes: bytes, code: str):
+    recs = decode_stream(request_bytes, answer(400))
+    assert code in codes(recs)
+    assert "hercules.request-rejected" in codes(recs)
+
+
+def test_lz4_declared_size_larger_than_inflated():
+    packed = lz4.block.compress(BODY, store_size=False)
+    req = post(packed, headers=f"Content-Encoding: lz4\r\nOriginal-Content-Length: {len(BODY) + 10}\r\n")
+    recs = decode_stream(req, answer())
+    assert codes(recs) == ["hercules.original-length"]
+    assert len(messages(recs, "event")) == 2
+
+
+def test_no_response_leaves_delivery_unknown():
+    recs = decode_stream(post(BODY))
+    assert [getattr(r, "kind", None) or r.code for r in recs] == [
+        "request",
+        "event",
+        "event",
+        "hercules.no-response",
+    ]
+    assert all(e.acked is None for e in messages(recs, "event"))
+
+
+def test_malformed_request_then_resync():
+    recs = decode_stream(b"POST /x HTTP/1.1\r\nbad header line\r\n\r\n" + post(BODY), answer(404) + answer())
+    assert codes(recs)[0] == "hercules.http-malformed"
+    reqs = messages(recs, "request")
+    assert len(reqs) == 1 and reqs[0].fields["events"] == 2
+
+
+def test_body_over_the_limit_is_skipped_not_buffered():
+    dec = HerculesDecoder(StreamContext(0, "c", "s", 1, 6306, limits=Limits(max_frame=100)))
+    req = post(BODY) + post(b"\x00\x00\x00\x00")
+    out = dec.feed(Chunk(0, Direction.C2S, 0, req)) + dec.feed(Chunk(0, Direction.S2C, 0, answer() * 2))
+    out += dec.close()
+    assert codes(out) == ["hercules.body-too-large"]
+    assert [r.fields.get("count") for r in messages(out, "request")] == [None, 0]
+
+
+def test_gap_inside_a_request_keeps_pairing_aligned():
+    first, second = post(BODY, "a"), post(BODY, "b")
+    dec = HerculesDecoder(StreamContext(0, "c", "s", 1, 6306))
+    out = dec.feed(Chunk(0, Direction.C2S, 0, first[:100], frame=1))
+    out += dec.gap(Gap(0, Direction.C2S, 100, 50, frame=3))
+    out += dec.feed(Chunk(0, Direction.C2S, 150, first[150:] + second, frame=4))
+    out += dec.feed(Chunk(0, Direction.S2C, 0, answer(500, b"kafka") + answer(200), frame=5))
+    out += dec.close()
+    assert codes(out)[0] == "hercules.request-lost"
+    reqs = messages(out, "request")
+    assert [r.fields.get("incomplete", False) for r in reqs] == [True, False]
+    assert reqs[0].fields["status"] == 500 and reqs[1].fields["status"] == 200
+    assert reqs[1].fields["stream_name"] == "b"
+    assert [e.acked for e in messages(out, "event")] == [True, True]
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(EVENTS, max_size=3), st.integers(1, 97), st.booleans())
+def test_chunking_invariance(events, step, packed):
+    body = encode_batch(events)
+    req = lz4_post(body) if packed else post(body)
+    whole = decode_stream(req, answer())
+    split = decode_stream(req, answer(), step=step)
+    assert [(getattr(r, "kind", None), r.offset, getattr(r, "event", None)) for r in split] == [
+        (getattr(r, "kind", None), r.offset, getattr(r, "event", None)) for r in whole
+    ]
+    assert messages(whole, "request")[0].fields["events"] == len(events)
+
+
+# --- a real client and server over loopback, captured with tcpdump ---
+
+
+def _session(port: int) -> list[bytes]:
+    """Keep-alive session: plain, lz4, chunked, a rejected batch; returns the bodies sent."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    sent = []
+    batches = [struct.pack(">i", n) + EV * n for n in (1, 3, 2, 1)]
+    for i, body in enumerate(batches):
+        headers = {"Authorization": "Hercules apiKey loop-key", "Content-Type": "application/octet-stream"}
+        stream = "bad" if i == 3 else f"s{i}"
+        payload: bytes | list[bytes] = body
+        if i == 1:
+            payload = lz4.block.compress(body, store_size=False)
+            headers |= {"Content-Encoding": "lz4", "Original-Content-Length": str(len(body))}
+        if i == 2:
+            conn.request("POST", f"/stream/sendAsync?stream={stream}", iter([body[:50], body[50:]]), headers,
+                         encode_chunked=True)  # fmt: skip
+        else:
+            conn.request("POST", f"/stream/send?stream={stream}", payload, headers)
+        resp = conn.getresponse()
+        resp.read()
+        sent.append(body)
+    conn.close()
+    return sent
+
+
+def test_loopback_gate_session_captured(tmp_path):
+    from capture_tools import tcpdump
+
+    from wirelog.engine.local import run
+    from wirelog.model import Message
+
+    pcap = tmp_path / "gate.pcap"
+    with gate() as server:
+        port = server.server_address[1]
+        try:
+            with tcpdump(pcap, port):
+                sent = _session(port)
+        except RuntimeError as exc:
+            pytest.skip(str(exc))
+        assert server.bodies == sent
+    recs = [r for r in run([str(pcap)]) if isinstance(r, Message)]
+    reqs = [r for r in recs if r.kind == "request"]
+    assert [r.protocol for r in reqs] == ["hercules"] * 4
+    assert [(r.fields["stream_name"], r.fields["status"], r.fields["events"]) for r in reqs] == [
+        ("s0", 200, 1), ("s1", 200, 3), ("s2", 200, 2), ("bad", 400, 1),
+    ]  # fmt: skip
+    assert [r.fields.get("content_encoding") for r in reqs] == [None, "lz4", None, None]
+    assert reqs[2].fields["chunked"] is True
+    events = [r for r in recs if r.kind == "event"]
+    assert [e.acked for e in events] == [True] * 6 + [False]
+    assert all(e.event == {"host": "localhost", "timestamp": 1_527_679_920_000_000} for e in events)
+    assert all(e.frame is not None and e.stream == reqs[0].stream for e in events)
+    assert "loop-key" not in repr(recs)
