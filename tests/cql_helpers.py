@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import socket
+import struct
+import threading
 from collections.abc import Iterable
 from pathlib import Path
+
+import lz4.block
+from cassandra.connection import segment_codec_lz4, segment_codec_no_compression
 
 from wirelog.decoders.base import StreamContext
 from wirelog.decoders.cql import CqlDecoder
@@ -108,3 +115,162 @@ def s_bytes(b: bytes | None) -> bytes:
 
 def s_int(n: int) -> bytes:
     return n.to_bytes(4, "big", signed=True)
+
+
+# ---- a scripted CQL server for the real driver (loopback tests) ----------------------------------
+
+
+def _rows(values: list[bytes]) -> bytes:
+    body = struct.pack(">iii", 2, 1, 1) + s_string("ks") + s_string("t") + s_string("v") + b"\x00\x03"
+    body += struct.pack(">i", len(values)) + b"".join(struct.pack(">i", len(v)) + v for v in values)
+    return body
+
+
+class Responder:
+    """Answers OPTIONS, STARTUP (READY or AUTHENTICATE), AUTH_RESPONSE, QUERY, PREPARE, EXECUTE."""
+
+    def __init__(self, auth: bool = False, big: int = 300_000) -> None:
+        self.auth = auth
+        self.big = big
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.crc_errors: list[str] = []
+        self.requests: list[tuple[int, int, bytes]] = []  # (version, opcode, body)
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
+
+    def _conn(self, conn: socket.socket) -> None:
+        rf = conn.makefile("rb")
+        codec = None
+        pending = bytearray()
+        try:
+            while True:
+                if codec is None:
+                    head = rf.read(9)
+                    if len(head) < 9:
+                        return
+                    body = rf.read(struct.unpack(">I", head[5:])[0])
+                    envs = [head + body]
+                else:
+                    envs = self._read_frames(rf, codec, pending)
+                    if envs is None:
+                        return
+                for envelope in envs:
+                    out, switch = self._answer(envelope)
+                    if codec is None:
+                        conn.sendall(out)
+                    else:
+                        conn.sendall(self._frame(codec, out))
+                    if switch is not None:
+                        codec = switch
+        except (OSError, ValueError):
+            return
+        finally:
+            conn.close()
+
+    def _read_frames(self, rf, codec, pending: bytearray) -> list[bytes] | None:
+        hl = codec.header_length_with_crc
+        while True:
+            raw = rf.read(hl)
+            if len(raw) < hl:
+                return None
+            buf = io.BytesIO(raw)
+            try:
+                header = codec.decode_header(buf)
+            except Exception as exc:  # the driver's CrcException
+                self.crc_errors.append(str(exc))
+                return None
+            rest = rf.read(header.payload_length + 4)
+            try:
+                seg = codec.decode(io.BytesIO(rest), header)
+            except Exception as exc:
+                self.crc_errors.append(str(exc))
+                return None
+            pending += seg.payload
+            envs = []
+            while len(pending) >= 9:
+                total = 9 + struct.unpack(">I", pending[5:9])[0]
+                if len(pending) < total:
+                    break
+                envs.append(bytes(pending[:total]))
+                del pending[:total]
+            if envs:
+                return envs
+
+    @staticmethod
+    def _frame(codec, envelope: bytes) -> bytes:
+        out = io.BytesIO()
+        if len(envelope) <= 131071:
+            codec.encode(out, envelope)
+        else:  # Cassandra's Flusher: 131060-byte chunks, all not self-contained
+            for i in range(0, len(envelope), 131060):
+                codec._encode_segment(out, envelope[i : i + 131060], False)
+        return out.getvalue()
+
+    def _answer(self, envelope: bytes):
+        version, flags, stream, opcode, _ = struct.unpack(">BBhBI", envelope[:9])
+        body = envelope[9:]
+        if flags & 0x01 and version < 5:  # v4 LZ4 body from the driver
+            n = struct.unpack(">I", body[:4])[0]
+            body = lz4.block.decompress(body[4:], uncompressed_size=n)
+        self.requests.append((version, opcode, body))
+
+        def reply(op: int, payload: bytes) -> bytes:
+            return struct.pack(">BBhBI", version | 0x80, 0, stream, op, len(payload)) + payload
+
+        switch = None
+        if opcode == 0x05:
+            sup = {
+                "CQL_VERSION": ["3.4.7"],
+                "COMPRESSION": ["lz4", "snappy"],
+                "PROTOCOL_VERSIONS": ["3/v3", "4/v4", "5/v5"],
+            }
+            payload = struct.pack(">H", len(sup)) + b"".join(
+                s_string(k) + struct.pack(">H", len(v)) + b"".join(s_string(x) for x in v)
+                for k, v in sup.items()
+            )
+            return reply(0x06, payload), None
+        if opcode == 0x01:
+            wants_lz4 = b"lz4" in body
+            if version >= 5:
+                switch = segment_codec_lz4 if wants_lz4 else segment_codec_no_compression
+            if self.auth:
+                return reply(0x03, s_string("org.apache.cassandra.auth.PasswordAuthenticator")), switch
+            return reply(0x02, b""), switch
+        if opcode == 0x0F:
+            return reply(0x10, b"\xff\xff\xff\xff"), None
+        if opcode == 0x07:
+            n = struct.unpack(">i", body[:4])[0]
+            text = body[4 : 4 + n]
+            if b"big" in text:
+                return reply(0x08, _rows([b"x" * self.big])), None
+            return reply(0x08, _rows([text])), None
+        if opcode == 0x09:
+            pid = b"\x01\x02\x03\x04"
+            meta = (
+                struct.pack(">iii", 1, 1, 1)
+                + b"\x00\x00"
+                + s_string("ks")
+                + s_string("t")
+                + s_string("k")
+                + b"\x00\x09"
+            )
+            res = struct.pack(">ii", 1, 1) + s_string("ks") + s_string("t") + s_string("v") + b"\x00\x03"
+            mid = struct.pack(">H", 2) + b"\xaa\xbb" if version >= 5 else b""
+            return reply(0x08, struct.pack(">i", 4) + struct.pack(">H", 4) + pid + mid + meta + res), None
+        if opcode == 0x0A:
+            return reply(0x08, _rows([b"executed"])), None
+        return reply(0x00, struct.pack(">i", 0x000A) + s_string("unsupported")), None
