@@ -548,3 +548,34 @@ def test_docs_table_lists_exactly_the_emitted_codes():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "protocols" / "courier.md").read_text()
     table = {line.split("`")[1] for line in doc.splitlines() if line.startswith("| `courier.")}
     assert table == set(CODES)
+
+
+def test_resync_over_many_implausible_headers_is_linear():
+    junk = b"\x00" * 8 + b"ACKN\xff\xff\xff\xff" * 100_000  # 800 KB of headers that fail their length rule
+    conv = handshaken()
+    conv.c(junk + enc.ping())
+    (f,) = findings(conv.records, "courier.desync")
+    assert f.fields["skipped"] == len(junk)
+    assert messages(conv.records, "ping")
+
+
+def test_evnt_streaming_past_the_frame_cap():
+    conv = conversation(max_frame=4096, split=1000)  # the EVNT arrives in 1000-byte segments
+    conv.c(GO_HELO)
+    conv.s(GO_VERS_EVNT)
+    stored = zlib.compress(enc.event_block([b'{"m":"' + b"x" * 20_000 + b'"}']), 0)
+    conv.c(enc.evnt(N1, stored) + enc.ping())
+    recs = conv.records + conv.close()
+    assert "courier.length-over-limit" in codes(recs)
+    assert "courier.desync" in codes(recs)
+    assert messages(recs, "ping")
+
+
+def test_gap_while_resynchronising_reports_both_losses():
+    conv = handshaken()
+    conv.c(b"\x01\x02\x03\x04garbage!")
+    conv.gap(C2S, 100)
+    conv.c(enc.ping())
+    recs = conv.records + conv.close()
+    assert codes(recs) == ["courier.desync"]  # the gap fell on the PING's boundary: silent
+    assert findings(recs, "courier.desync")[0].fields["skipped"] == 12

@@ -101,7 +101,12 @@ class CourierDecoder:
         if gap.direction is Direction.S2C:
             self._acks_lost = True
         if side.evnt is not None:
-            out += self._end_evnt(gap.direction, side, "the capture lost bytes inside it")
+            out += self._end_evnt(
+                gap.direction, side, ("courier.truncated", "the capture lost bytes inside it")
+            )
+        if side.mode is Mode.RESYNC:  # an earlier loss still open: report it before this one
+            out += self._report_lost(gap.direction, side, len(side.buf))
+            side.buf.skip(len(side.buf))
         dropped = len(side.buf)
         side.buf.reset(gap.offset + gap.length)
         if side.mode is not Mode.DEAD:
@@ -116,7 +121,9 @@ class CourierDecoder:
         out: list[Record] = []
         for d, side in self._sides.items():
             if side.evnt is not None:
-                out += self._end_evnt(d, side, "the stream ended before its zlib stream did")
+                out += self._end_evnt(
+                    d, side, ("courier.truncated", "the stream ended before its zlib stream did")
+                )
             elif side.mode is Mode.RESYNC:
                 left = len(side.buf)
                 side.buf.skip(left)
@@ -190,8 +197,8 @@ class CourierDecoder:
         pos, drop = framing.find_header(side.buf.peek(len(side.buf)), self._max_frame)
         side.buf.skip(drop)
         if pos is None:
-            assert side.lost is not None
-            side.lost.skipped += drop
+            if side.lost is not None:
+                side.lost.skipped += drop
             return False
         out += self._report_lost(d, side, pos)
         side.mode = Mode.FRAME
@@ -397,14 +404,13 @@ class CourierDecoder:
             out += self._end_evnt(d, side, None)
             return True
         if EVNT_HEAD + inf.consumed > self._max_frame:
-            msg = f"EVNT still streaming after {self._max_frame} bytes (the frame cap)"
-            st.findings.append(finding("courier.length-over-limit", msg, d, st.at, consumed=inf.consumed))
-            out += self._end_evnt(d, side, "it exceeds the frame cap")
+            why = f"it is still streaming after {self._max_frame} bytes (the frame cap)"
+            out += self._end_evnt(d, side, ("courier.length-over-limit", why))
             return True
         return False
 
-    def _end_evnt(self, d: Direction, side: Side, cut: str | None) -> list[Record]:
-        """Emit a finished (or `cut`) EVNT; when its end is unknown, hunt for the next header."""
+    def _end_evnt(self, d: Direction, side: Side, cut: tuple[str, str] | None) -> list[Record]:
+        """Emit a finished EVNT, or one `cut` = (code, why) short; when its end is unknown, resync."""
         st = side.evnt
         assert st is not None
         side.evnt = None
@@ -413,12 +419,12 @@ class CourierDecoder:
         msg = Message(PROTOCOL, "evnt", d, st.at[0], length, st.at[1], st.at[2], side.version, st.fields)
         extra: list[Record] = list(st.findings)
         if cut is not None and not inf.done:
-            text = f"EVNT cut short: {cut} ({inf.consumed} compressed bytes read, stream not finished)"
-            extra.append(finding("courier.truncated", text, d, st.at, consumed=inf.consumed))
+            text = f"EVNT cut short: {cut[1]} ({inf.consumed} compressed bytes read, stream not finished)"
+            extra.append(finding(cut[0], text, d, st.at, consumed=inf.consumed))
         side.buf.skip(min(length, len(side.buf)))
         if not inf.eof:
             side.mode = Mode.RESYNC
-            why = cut or ("its zlib stream failed" if inf.error else "it exceeds the inflate cap")
+            why = cut[1] if cut else ("its zlib stream failed" if inf.error else "it exceeds the inflate cap")
             side.lost = Lost(st.at, "courier.desync", f"EVNT end unknown because {why}")
         side.messages += 1
         self._kinds["evnt"] += 1
@@ -474,7 +480,7 @@ class CourierDecoder:
         self._fp.zlib_levels.add(inf.level() or "unknown")
         self._fp.go_tail |= inf.go_tail()
         limit = self._ctx.limits.max_pending_events
-        digests = tuple(hash(e.data) for e in cut.events) if len(events) <= limit else None
+        digests = resend.digest([e.data for e in cut.events]) if len(events) <= limit else None
         p.count = len(events)
         out += resend.check(
             self._ctx.shared, hexnonce, self._ctx.stream, p, digests, self._fp.unseeded_possible()

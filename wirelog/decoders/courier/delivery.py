@@ -32,6 +32,7 @@ class Payload:
     events: list[Message] = field(default_factory=list)
     released: int = 0  # events[:released] have been emitted
     resend: bool = False
+    serial: int = 0  # position among this connection's payloads
     over_count: bool = False
     closed: bool = False
 
@@ -82,7 +83,7 @@ class Delivery:
 
     def __init__(self, max_pending: int) -> None:
         self.payloads: dict[str, Payload] = {}
-        self._order: list[Payload] = []  # incomplete payloads in send order
+        self._order: dict[int, Payload] = {}  # incomplete payloads in send order, by serial
         self._runs: dict[str, AckRun] = {}
         self._held = 0
         self._max_pending = max_pending
@@ -99,9 +100,9 @@ class Delivery:
         old = self.payloads.get(nonce)
         if old is not None:
             out += self._finish(old, rest=False, superseded=True)
-        p = Payload(nonce, kind, at, resend=old is not None)
+        p = Payload(nonce, kind, at, resend=old is not None, serial=len(self.history))
         self.payloads[nonce] = p
-        self._order.append(p)
+        self._order[p.serial] = p
         self.history.append(p)
         run = self._runs.get(nonce)
         if run is not None:
@@ -150,8 +151,8 @@ class Delivery:
             return out
         if seq == p.seen_seq or p.closed:
             return out
-        if self._order and self._order[0] is not p and p in self._order:
-            first = self._order[0]
+        first = next(iter(self._order.values()), p)
+        if first is not p and p.serial in self._order:
             msg = (
                 f"ACKN advances payload {nonce} while the earlier payload {first.nonce} is not fully "
                 "acknowledged (both servers acknowledge in order)"
@@ -216,11 +217,11 @@ class Delivery:
         if p.closed:
             return []
         p.closed = True
-        if p in self._order:
-            self._order.remove(p)
+        self._order.pop(p.serial, None)
         count = p.count if p.count is not None else len(p.events)
         extra: dict[str, object] = {"resent": True} if superseded else {}
         out = self._release(p, len(p.events), rest, extra)
+        p.events = []  # emitted: keep only the counts
         offset, frame, ts = p.at
         fields = {
             "nonce": p.nonce,
@@ -239,7 +240,7 @@ class Delivery:
     def _bound(self) -> list[Record]:
         """Emit the oldest held events with acked=None when more than `max_pending` wait."""
         out: list[Record] = []
-        for p in list(self._order):
+        for p in list(self._order.values()):
             if self._held <= self._max_pending:
                 break
             upto = min(len(p.events), p.released + self._held - self._max_pending)
@@ -257,7 +258,7 @@ class Delivery:
         out: list[Record] = []
         for nonce, run in self._runs.items():
             out += run.flush(nonce)
-        for p in list(self._order):
+        for p in list(self._order.values()):
             count = p.count if p.count is not None else len(p.events)
             missing = count - p.acked
             if missing > 0:

@@ -138,15 +138,17 @@ def find_header(data: bytes, max_frame: int) -> tuple[int | None, int]:
     four letters alone occur inside event text. When a candidate is too short to judge, the
     search stops there so the caller waits for more bytes.
     """
+    nxt = {t: data.find(t) for t in TYPES}  # next hit per type: each type's scan moves forward only
     start = 0
     while True:
-        hits = [i for t in TYPES if (i := data.find(t, start)) >= 0]
+        hits = [(i, t) for t, i in nxt.items() if i >= 0]
         if not hits:
             return None, max(start, len(data) - 3)
-        i = min(hits)
-        need = HEADER + NONCE + 1 if data[i : i + 4] in (b"JDAT", b"EVNT") else HEADER
+        i, t = min(hits)
+        need = HEADER + NONCE + 1 if t in (b"JDAT", b"EVNT") else HEADER
         if len(data) - i < need:
             return None, i
         if plausible(data[i : i + HEADER], max_frame) and (need == HEADER or data[i + need - 1] == 0x78):
             return i, i
         start = i + 1
+        nxt[t] = data.find(t, start)

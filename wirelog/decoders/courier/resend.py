@@ -8,6 +8,7 @@ unseeded Go 2.0–2.6.3 clients, whose nonce sequence repeats on every run.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 from wirelog.decoders.courier.delivery import At, Payload
@@ -21,13 +22,13 @@ SHARED_KEY = "nonces"
 class Sighting:
     stream: int
     payload: Payload
-    digests: tuple[int, ...] | None  # per-event content hashes; None when too many to keep
+    digests: bytes | None  # 8-byte content hash per event; None when too many to keep
     first_stream: int
     first_frame: int | None
 
 
 def check(
-    shared: dict, nonce: str, stream: int, p: Payload, digests: tuple[int, ...] | None, unseeded: bool
+    shared: dict, nonce: str, stream: int, p: Payload, digests: bytes | None, unseeded: bool
 ) -> list[Record]:
     """Record this sending of `nonce` and judge it against the previous one in the capture."""
     seen: dict[str, Sighting] = shared.setdefault(SHARED_KEY, {})
@@ -65,9 +66,14 @@ def check(
     return [finding("courier.nonce-reused", msg, Direction.C2S, at, severity, **fields)]
 
 
-def _is_suffix(new: tuple[int, ...] | None, old: tuple[int, ...] | None, n: int, m: int) -> bool:
+def digest(events: list[bytes]) -> bytes:
+    """8 bytes per event (a process-local hash: only compared within one run)."""
+    return array("q", [hash(e) for e in events]).tobytes()
+
+
+def _is_suffix(new: bytes | None, old: bytes | None, n: int, m: int) -> bool:
     if n > m:
         return False
     if new is None or old is None:
         return True  # too large to compare: judge by counts alone
-    return new == old[m - n :]
+    return new == old[len(old) - len(new) :]
