@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 
 import click
 
 from wirelog.decoders import registry
+from wirelog.engine.filters import RecordFilter
 from wirelog.engine.local import Item, Options, run
 from wirelog.model import CaptureInfo
 from wirelog.pcap.errors import CaptureError
@@ -58,10 +60,64 @@ def input_options(f: Callable) -> Callable:
                 show_default=True,
                 help="Which copy wins when TCP bytes are sent twice with different content.",
             ),
+            click.option("--show-secrets", is_flag=True, help="Keep credentials (SASL tokens, API keys)."),
+            click.option(
+                "--protocol", "protocols", multiple=True, metavar="NAME", help="Only these protocols."
+            ),
+            click.option(
+                "--stream", "streams", multiple=True, type=int, metavar="ID", help="Only these streams."
+            ),
+            click.option(
+                "--kind", "kinds", multiple=True, metavar="KIND", help="Only messages of these kinds."
+            ),
+            click.option("--events", is_flag=True, help="Only log events (messages carrying a document)."),
+            click.option(
+                "--since", metavar="TIME", help="Only records at or after TIME (RFC 3339 or epoch s)."
+            ),
+            click.option("--until", metavar="TIME", help="Only records before TIME (RFC 3339 or epoch s)."),
         ]
     ):
         f = deco(f)
     return f
+
+
+def parse_time(value: str | None, name: str) -> int | None:
+    """RFC 3339 / ISO 8601 (UTC if no zone) or epoch seconds → ns since the epoch."""
+    if value is None:
+        return None
+    try:
+        return int(float(value) * 1_000_000_000)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is neither RFC 3339 nor epoch seconds", param_hint=name
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    delta = when - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def build_options(params: dict, **overrides) -> Options:
+    """Engine options from the shared command-line parameters."""
+    keep = RecordFilter(
+        protocols=frozenset(params["protocols"]),
+        streams=frozenset(params["streams"]),
+        kinds=frozenset(params["kinds"]),
+        events=params["events"],
+        since=parse_time(params["since"], "--since"),
+        until=parse_time(params["until"], "--until"),
+    )
+    return Options(
+        decode_as=parse_decode_as(params["decode_as"]),
+        overlap=params["overlap"],
+        show_secrets=params["show_secrets"],
+        keep=keep,
+        **overrides,
+    )
 
 
 def expand(captures: tuple[str, ...]) -> tuple[list[str], int]:
@@ -80,16 +136,18 @@ def expand(captures: tuple[str, ...]) -> tuple[list[str], int]:
 class Session:
     """One command run over its inputs: yields pipeline items, prints input errors, keeps the tally."""
 
-    def __init__(self, captures: tuple[str, ...], raw: tuple[str, ...], options: Options) -> None:
-        if not captures and not raw:
+    def __init__(self, params: dict, **overrides) -> None:
+        if not params["captures"] and not params["raw"]:
             raise click.UsageError("give at least one CAPTURE (or - for stdin) or --raw FILE")
-        self.paths, self.failed = expand(captures)
-        self.raw = list(raw)
-        self.options = options
+        self.options = build_options(params, **overrides)
+        self.paths, self.failed = expand(params["captures"])
+        self.raw = list(params["raw"])
         self.captures: list[CaptureInfo] = []
 
-    def items(self) -> Iterator[Item]:
-        for item in run(self.paths, self.raw, self.options):
+    def items(self, paths: list[str] | None = None, raw: bool = True) -> Iterator[Item]:
+        """Pipeline items of `paths` (default: all inputs) and of the raw dumps when `raw`."""
+        todo = self.paths if paths is None else paths
+        for item in run(todo, self.raw if raw else (), self.options):
             if isinstance(item, CaptureInfo):
                 self.captures.append(item)
                 if item.error:

@@ -1,32 +1,98 @@
-"""`wirelog convert`: every decoded record of the inputs, as NDJSON."""
+"""`wirelog convert`: every decoded record of the inputs as NDJSON, Parquet or Hercules events."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
 import click
 
-from wirelog.cli.common import Session, exit_code, input_options, parse_decode_as
+from wirelog.cli.common import Session, error, exit_code, input_options
 from wirelog.cli.output import open_output
-from wirelog.engine.local import Options
+from wirelog.export.hercules import HerculesWriter
 from wirelog.export.json import JsonWriter
+from wirelog.export.parquet import ParquetWriter
 from wirelog.model import Finding, Message
 
+SUFFIX = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}
 
-@click.command()
+EXAMPLES = """
+\b
+Examples:
+  wirelog convert beats.pcap --to json | jq 'select(.record=="finding")'
+  wirelog convert cql.pcapng.gz --to parquet -o cql.parquet
+  wirelog convert 'captures/*.pcap' --to parquet -o out/      # one file per capture
+  tcpdump -w - port 5044 | wirelog convert - --events --to json
+  wirelog convert beats.pcap --to hercules -o events.bin
+"""
+
+
+@click.command(epilog=EXAMPLES)
 @input_options
 @click.option(
-    "--to", "fmt", type=click.Choice(["json"]), default="json", show_default=True, help="Output format."
+    "--to", "fmt", type=click.Choice(["json", "parquet", "hercules"]), default="json", show_default=True
 )
-@click.option("-o", "--output", default="-", show_default=True, help="Output file, - for stdout.")
-@click.option("--show-secrets", is_flag=True, help="Keep credentials (SASL tokens, API keys) in the output.")
+@click.option(
+    "-o",
+    "--output",
+    default="-",
+    show_default=True,
+    help="Output file, - for stdout, or a directory (one file per input).",
+)
 @click.pass_context
-def convert(ctx, captures, raw, decode_as, overlap, fmt, output, show_secrets):
-    """Decode CAPTURE... and write every message and finding."""
-    opts = Options(decode_as=parse_decode_as(decode_as), overlap=overlap, show_secrets=show_secrets)
-    session = Session(captures, raw, opts)
-    with open_output(output) as out:
-        writer = JsonWriter(out)
-        for item in session.items():
-            if isinstance(item, Message | Finding):
-                writer.write(item)
-        writer.close()
+def convert(ctx, fmt, output, **params):
+    """Decode CAPTURE... and write every message and finding.
+
+    JSON: one record per line (docs/records.md). Parquet: one schema for all protocols, findings as
+    rows with record='finding' (docs/schema.md). Hercules: messages as Hercules events (docs/hercules.md).
+    """
+    session = Session(params)
+    is_dir = output.endswith(os.sep) or os.path.isdir(output)
+    if fmt == "parquet" and output == "-":
+        raise click.UsageError("Parquet needs a file or directory: -o FILE.parquet or -o DIR/")
+    if is_dir:
+        os.makedirs(output, exist_ok=True)
+        for path in session.paths:
+            _write(
+                fmt,
+                os.path.join(output, Path(path).name.split(".")[0] + SUFFIX[fmt]),
+                session.items([path], False),
+            )
+        if session.raw:
+            _write(fmt, os.path.join(output, "raw" + SUFFIX[fmt]), session.items([]))
+    else:
+        _write(fmt, output, session.items())
     ctx.exit(exit_code(session))
+
+
+def _write(fmt: str, output: str, items: Iterable) -> None:
+    records = (i for i in items if isinstance(i, Message | Finding))
+    if fmt == "parquet":
+        writer = ParquetWriter(output)
+        try:
+            for rec in records:
+                writer.write(rec)
+        except BaseException:
+            writer.abort()
+            raise
+        writer.close()
+        return
+    with open_output(output) as out:
+        if fmt == "json":
+            writer = JsonWriter(out)
+            for rec in records:
+                writer.write(rec)
+            writer.close()
+        else:
+            _write_hercules(out, records)
+
+
+def _write_hercules(out, records: Iterable[Message | Finding]) -> None:
+    """Messages become events; mapping notes (renamed keys, ...) are reported once on stderr."""
+    writer = HerculesWriter(out)
+    for rec in records:
+        if isinstance(rec, Message):
+            for note in writer.write(rec):
+                error(f"hercules: {note.message}")
+    out.flush()

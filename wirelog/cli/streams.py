@@ -8,13 +8,20 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from wirelog.cli.common import Session, error, exit_code, input_options, parse_decode_as
-from wirelog.engine.local import Options
+from wirelog.cli.common import Session, error, exit_code, input_options
 from wirelog.export.json import dumps_line, rfc3339, stream_dict
 from wirelog.model import Chunk, Direction, Gap, StreamInfo
 
+EXAMPLES = """
+\b
+Examples:
+  wirelog streams capture.pcap
+  wirelog streams 'captures/*.pcapng' --json | jq 'select(.gaps > 0)'
+  wirelog streams capture.pcap --dump 3 --direction s2c > reply.bin
+"""
 
-@click.command()
+
+@click.command(epilog=EXAMPLES)
 @input_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per stream (NDJSON).")
 @click.option(
@@ -28,14 +35,11 @@ from wirelog.model import Chunk, Direction, Gap, StreamInfo
     help="With --dump: which direction.",
 )
 @click.pass_context
-def streams(ctx, captures, raw, decode_as, overlap, as_json, dump, direction):
+def streams(ctx, as_json, dump, direction, **params):
     """List the TCP streams in CAPTURE... (files, globs, - for stdin)."""
-    opts = Options(
-        decode=False, chunks=dump is not None, decode_as=parse_decode_as(decode_as), overlap=overlap
-    )
-    session = Session(captures, raw, opts)
+    session = Session(params, decode=False, chunks=dump is not None)
     if dump is not None:
-        if len(session.paths) + (1 if raw else 0) > 1:
+        if len(session.paths) + (1 if session.raw else 0) > 1:
             raise click.UsageError("--dump takes exactly one capture")
         ctx.exit(_dump(session, dump, Direction(direction)))
     found: list[StreamInfo] = [i for i in session.items() if isinstance(i, StreamInfo)]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from wirelog.decoders import registry
 from wirelog.decoders.base import Decoder, Limits, ProtocolSpec, Sample, StreamContext
+from wirelog.engine.filters import RecordFilter
 from wirelog.model import CaptureInfo, Chunk, Direction, Finding, Gap, Message, Severity, StreamInfo
 from wirelog.pcap.errors import CaptureError
 from wirelog.pcap.raw import iter_raw_chunks, pair_dumps
@@ -31,6 +32,7 @@ class Options:
     overlap: str = "first"
     show_secrets: bool = False
     limits: Limits = field(default_factory=Limits)
+    keep: RecordFilter = field(default_factory=RecordFilter)  # records not accepted are not yielded
 
 
 def run(inputs: Iterable[str], raw: Iterable[str] = (), options: Options | None = None) -> Iterator[Item]:
@@ -118,13 +120,13 @@ class _StreamPipeline:
         self.opts = opts
         self._lookup = lookup  # StreamInfo of a live stream, by id
         self._mute = mute  # tell the source a stream's bytes are no longer wanted
+        self._filtering = opts.keep.active
         self._states: dict[int, _StreamState] = {}
         self._shared: dict[str, dict] = {}
 
-    def stamp_capture(self, findings: list[Finding]) -> Iterator[Finding]:
+    def stamp_capture(self, findings: list[Finding]) -> Iterator[Message | Finding]:
         for f in findings:
-            f.capture = self.capture
-            yield f
+            yield from self._emit(f, None)
         findings.clear()
 
     def handle(self, items: list) -> Iterator[Item]:
@@ -140,7 +142,7 @@ class _StreamPipeline:
             elif isinstance(item, StreamInfo):
                 yield from self._end(item)
             else:
-                yield self._stamp(item, self._info(item.stream))
+                yield from self._emit(item, self._info(item.stream))
 
     def _info(self, stream: int | None) -> StreamInfo | None:
         if stream is None:
@@ -189,7 +191,7 @@ class _StreamPipeline:
             first = next((c for c in held if isinstance(c, Chunk)), None)
             if first is not None:
                 preview = bytes(st.sample[first.direction][:16]).hex(" ")
-                yield self._stamp(
+                yield from self._emit(
                     Finding(
                         "stream.unknown-protocol",
                         Severity.INFO,
@@ -244,7 +246,7 @@ class _StreamPipeline:
                 )
             ]
         for rec in records:
-            yield self._stamp(rec, st.info)
+            yield from self._emit(rec, st.info)
 
     def _end(self, info: StreamInfo) -> Iterator[Item]:
         st = self._states.pop(info.stream, None)
@@ -255,10 +257,13 @@ class _StreamPipeline:
                 yield from self._call(st, None)
         yield info
 
-    def _stamp(self, rec: Message | Finding, info: StreamInfo | None) -> Message | Finding:
+    def _emit(self, rec: Message | Finding, info: StreamInfo | None) -> Iterator[Message | Finding]:
+        """Stamp a record with its capture and stream, and yield it if the filter keeps it."""
         rec.capture = self.capture
         if info is not None:
             rec.stream = info.stream
             rec.client = info.client
             rec.server = info.server
-        return rec
+        if self._filtering and not self.opts.keep.accepts(rec, info.protocol if info else None):
+            return
+        yield rec

@@ -1,0 +1,151 @@
+"""Parquet: one documented schema (docs/schema.md) for every protocol, messages and findings alike.
+
+Typed common columns come first so SQL engines can filter without parsing; protocol fields and the
+event document are JSON text (DuckDB `json_extract`, Spark `from_json`). Findings are rows with
+`record = 'finding'` in the same file: one file answers "what happened and what went wrong" with
+one query. Rows are written in row groups as they come (memory stays flat), compressed with zstd,
+into a temporary file that is renamed only when complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from wirelog.export.json import dumps_line
+from wirelog.model import Finding, Message
+
+SCHEMA = pa.schema(
+    [
+        pa.field("record", pa.string(), nullable=False),
+        pa.field("capture", pa.string(), nullable=False),
+        pa.field("stream", pa.int64()),
+        pa.field("client", pa.string()),
+        pa.field("server", pa.string()),
+        pa.field("direction", pa.string()),
+        pa.field("frame", pa.int64()),
+        pa.field("offset", pa.int64()),
+        pa.field("ts", pa.timestamp("ns", tz="UTC")),
+        pa.field("protocol", pa.string(), nullable=False),
+        pa.field("kind", pa.string()),
+        pa.field("version", pa.string()),
+        pa.field("length", pa.int64()),
+        pa.field("seq", pa.int64()),
+        pa.field("acked", pa.bool_()),
+        pa.field("message", pa.string()),
+        pa.field("code", pa.string()),
+        pa.field("severity", pa.string()),
+        pa.field("event", pa.string()),
+        pa.field("fields", pa.string()),
+    ]
+)
+COLUMNS = SCHEMA.names
+ROW_GROUP = 65_536
+_INT64 = 1 << 63
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    return dumps_line(value)[:-1].decode()
+
+
+def _seq(fields: dict[str, Any]) -> int | None:
+    seq = fields.get("seq")
+    return seq if type(seq) is int and -_INT64 <= seq < _INT64 else None
+
+
+def row(rec: Message | Finding) -> tuple:
+    """The values of one record in COLUMNS order."""
+    direction = rec.direction.value if rec.direction is not None else None
+    common = (
+        rec.record,
+        rec.capture,
+        rec.stream,
+        rec.client,
+        rec.server,
+        direction,
+        rec.frame,
+        rec.offset,
+        rec.ts,
+    )
+    fields = _json(rec.fields) if rec.fields else None
+    if isinstance(rec, Message):
+        event = rec.event
+        text = event.get("message") if isinstance(event, dict) else None
+        return (
+            *common,
+            rec.protocol,
+            rec.kind,
+            rec.version,
+            rec.length,
+            _seq(rec.fields),
+            rec.acked,
+            text if isinstance(text, str) else None,
+            None,
+            None,
+            _json(event),
+            fields,
+        )
+    return (
+        *common,
+        rec.protocol,
+        None,
+        None,
+        None,
+        None,
+        None,
+        rec.message,
+        rec.code,
+        rec.severity.value,
+        None,
+        fields,
+    )
+
+
+def batch(rows: list[tuple]) -> pa.RecordBatch:
+    """A record batch of rows (tuples in COLUMNS order) with exactly SCHEMA."""
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in COLUMNS]
+    arrays = [pa.array(col, type=f.type) for col, f in zip(columns, SCHEMA, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+
+
+class ParquetWriter:
+    """Streams records into a Parquet file; `close()` publishes it, `abort()` leaves nothing."""
+
+    def __init__(self, path: str, row_group: int = ROW_GROUP) -> None:
+        self.path = path
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, self._tmp = tempfile.mkstemp(prefix=".wirelog-", suffix=".parquet", dir=directory)
+        os.close(fd)
+        self._writer = pq.ParquetWriter(self._tmp, SCHEMA, compression="zstd")
+        self._rows: list[tuple] = []
+        self._row_group = row_group
+        self.count = 0
+
+    def write(self, rec: Message | Finding) -> None:
+        self._rows.append(row(rec))
+        self.count += 1
+        if len(self._rows) >= self._row_group:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._rows:
+            self._writer.write_batch(batch(self._rows), row_group_size=self._row_group)
+            self._rows = []
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+        os.replace(self._tmp, self.path)
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self._tmp)
