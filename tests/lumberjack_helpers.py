@@ -325,6 +325,45 @@ def _read_events(reader: _Reader | _BytesReader, head: bytes) -> list[tuple[int,
     raise OSError(f"unexpected frame {head!r}")
 
 
+# crafted captures --------------------------------------------------------------------------------
+
+
+def write_capture(
+    path: Path, turns: Iterable[tuple[Direction, bytes]], port: int = 5044, drop: int | None = None
+) -> Path:
+    """A pcap of one TCP connection (handshake, `turns` as segments, FIN) built with scapy.
+
+    `drop`: index of a turn whose segment is left out of the file, making a capture gap.
+    """
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    cli, srv = ("10.1.0.5", 41000), ("10.1.0.9", port)
+    seq = {C2S: 1000, S2C: 5000}
+    ends = {C2S: (cli, srv), S2C: (srv, cli)}
+
+    def pkt(d: Direction, flags: str, payload: bytes = b"") -> object:
+        (sa, sp), (da, dp) = ends[d]
+        p = Ether() / IP(src=sa, dst=da) / TCP(sport=sp, dport=dp, flags=flags, seq=seq[d], ack=seq[d.other])
+        return p / payload if payload else p
+
+    packets = [pkt(C2S, "S")]
+    seq[C2S] += 1
+    packets.append(pkt(S2C, "SA"))
+    seq[S2C] += 1
+    packets.append(pkt(C2S, "A"))
+    for i, (d, data) in enumerate(turns):
+        if i != drop:
+            packets.append(pkt(d, "PA", data))
+        seq[d] += len(data)
+    packets += [pkt(C2S, "FA"), pkt(S2C, "FA")]
+    for i, p in enumerate(packets):
+        p.time = 1_795_240_000 + i / 100
+    wrpcap(str(path), packets)
+    return path
+
+
 # peers ---------------------------------------------------------------------------------------------
 
 

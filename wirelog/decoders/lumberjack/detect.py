@@ -28,7 +28,13 @@ def detect(sample: Sample) -> float | None:
         if not ok:
             return 0.2
         return 0.95 if acks or not s2c else 0.6
-    if len(c2s) < 2 and not sample.closed and (c2s[:1] in (b"1", b"2") or not c2s):
+    server_speaks_other = len(s2c) >= 2 and not (s2c[0] in VERSIONS and s2c[1] == 0x41)
+    if (
+        len(c2s) < 2
+        and not sample.closed
+        and (c2s[:1] in (b"1", b"2") or not c2s)
+        and not server_speaks_other
+    ):
         return 0.6 if acks else None
     if acks and not c2s:
         return 0.6
