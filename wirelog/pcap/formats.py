@@ -177,7 +177,8 @@ def _pcap_loop(
 
 
 class _Interface:
-    """A pcapng interface: link type and how to turn its timestamp units into ns."""
+    """A pcapng interface: link type and how to turn its timestamp units into ns:
+    ns = (units * mul >> shift) // div + offset_ns."""
 
     __slots__ = ("linktype", "mul", "offset_ns", "shift", "snaplen", "div")
 
@@ -196,9 +197,6 @@ class _Interface:
             self.mul, self.div, self.shift = 10 ** (9 - n), 1, 0
         else:
             self.mul, self.div, self.shift = 1, 10 ** (n - 9), 0
-
-    def ts(self, units: int) -> int:
-        return ((units * self.mul) >> self.shift) // self.div + self.offset_ns
 
 
 def _parse_idb(buf: bytes, pos: int, blen: int, order: str) -> _Interface:
@@ -226,6 +224,7 @@ def _pcapng_records(inp: _Input, buf: bytes, info: CaptureInfo, sink: FindingSin
     u32 = struct.Struct(order + "I").unpack_from
     epb = struct.Struct(order + "IIIII").unpack_from
     ifaces: list[_Interface] = []
+    clocks: list[tuple[int, int, int, int, int]] = []  # per interface, unpacked for the hot loop
     linktypes: set[int] = set()
     while True:
         n = len(buf)
@@ -242,6 +241,7 @@ def _pcapng_records(inp: _Input, buf: bytes, info: CaptureInfo, sink: FindingSin
                 epb = struct.Struct(order + "IIIII").unpack_from
                 blen = head(buf, pos)[1]
                 ifaces = []
+                clocks = []
             if blen < 12 or blen & 3 or blen > MAX_BLOCK:
                 _corrupt(info, sink, frame, f"block length {blen}")
                 return
@@ -259,8 +259,16 @@ def _pcapng_records(inp: _Input, buf: bytes, info: CaptureInfo, sink: FindingSin
                 start = pos + 28
                 end = start + min(incl, blen - 32)
                 if iface_id < len(ifaces):
-                    iface = ifaces[iface_id]
-                    yield frame, iface.ts(hi << 32 | lo), iface.linktype, buf, start, end, orig
+                    lt, mul, shift, div, offset_ns = clocks[iface_id]
+                    yield (
+                        frame,
+                        ((hi << 32 | lo) * mul >> shift) // div + offset_ns,
+                        lt,
+                        buf,
+                        start,
+                        end,
+                        orig,
+                    )
                 else:
                     _bad_interface(sink, frame, iface_id)
                     yield frame, None, None, buf, start, end, orig
@@ -278,6 +286,7 @@ def _pcapng_records(inp: _Input, buf: bytes, info: CaptureInfo, sink: FindingSin
             elif btype == _IDB and blen >= 20:
                 iface = _parse_idb(buf, pos, blen, order)
                 ifaces.append(iface)
+                clocks.append((iface.linktype, iface.mul, iface.shift, iface.div, iface.offset_ns))
                 if iface.linktype not in linktypes:
                     linktypes.add(iface.linktype)
                     info.link_types = sorted(linktypes)
