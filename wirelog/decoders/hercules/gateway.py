@@ -271,8 +271,23 @@ class Gateway:
         while self.held_events > self.ctx.limits.max_pending_events and len(self.pending) > 1:
             p = self.pending.popleft()
             self.held_events -= len(p.events)
-            out.append(p.request)
+            req = p.request
+            out.append(req)
             out += p.events
+            out.append(
+                Finding(
+                    "hercules.pending-overflow",
+                    Severity.INFO,
+                    f"more than {self.ctx.limits.max_pending_events} events wait for Gate answers: the request "
+                    f"at offset {req.offset} is emitted before its answer (acked unknown)",
+                    PROTOCOL,
+                    Direction.C2S,
+                    req.offset,
+                    req.frame,
+                    req.ts,
+                    {"events": len(p.events)},
+                )
+            )
         return out
 
     def _response(self, msg: HttpMessage) -> list[Record]:
