@@ -137,7 +137,7 @@ def safe_value(t: CqlType, data: bytes | str | None) -> Any:
 
 def _query_parameters(r: Reader, ctx: BodyContext, f: dict[str, Any], prep: Prepared | None) -> None:
     f["consistency"] = r.consistency()
-    flags = r.int() if ctx.version >= 5 else r.byte()
+    flags = r.int() if ctx.version >= 5 else r.byte()  # [byte] in v3/v4, [int] from v5
     f["query_flags"] = flags
     if flags & 0x01:
         values, names = _values(r, bool(flags & 0x40))
@@ -146,6 +146,11 @@ def _query_parameters(r: Reader, ctx: BodyContext, f: dict[str, Any], prep: Prep
         f["page_size"] = r.int()
     if flags & 0x08:
         f["paging_state"] = hexed(r.bytes())
+    _flagged_tail(r, ctx, f, flags)
+
+
+def _flagged_tail(r: Reader, ctx: BodyContext, f: dict[str, Any], flags: int) -> None:
+    """The optional fields QUERY/EXECUTE parameters and BATCH share, in flag order."""
     if flags & 0x10:
         f["serial_consistency"] = r.consistency()
     if flags & 0x20:
@@ -224,14 +229,7 @@ def _batch(r: Reader, ctx: BodyContext, out: Body) -> None:
     f["consistency"] = r.consistency()
     flags = r.int() if ctx.version >= 5 else r.byte()
     f["batch_flags"] = flags
-    if flags & 0x10:
-        f["serial_consistency"] = r.consistency()
-    if flags & 0x20:
-        f["timestamp"] = r.long()
-    if flags & 0x80 and _modern(ctx.version):
-        f["keyspace"] = r.string()
-    if flags & 0x100 and _modern(ctx.version):
-        f["now_in_seconds"] = r.int()
+    _flagged_tail(r, ctx, f, flags)
 
 
 def _register(r: Reader, ctx: BodyContext, out: Body) -> None:
