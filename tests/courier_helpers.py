@@ -150,3 +150,40 @@ def decode_segments(segments: Sequence[Segment], ctx: StreamContext | None = Non
         out += dec.feed(Chunk(ctx.stream, seg.direction, offsets[seg.direction], seg.data, seg.frame, seg.ts))
         offsets[seg.direction] += len(seg.data)
     return out + dec.close()
+
+
+def tcp_capture(
+    exchange: Sequence[tuple[Direction, bytes, float]],
+    sport: int = 40000,
+    dport: int = 12345,
+    t0: float = 1_800_000_000.0,
+    mss: int = 1400,
+) -> list[tuple[int, bytes]]:
+    """Ethernet/IPv4/TCP packets (ts_ns, frame) of one connection: handshake, `exchange`, FINs.
+
+    `exchange` holds (direction, bytes, seconds after t0); bytes longer than `mss` go out in
+    several segments. For pcap_helpers.write_pcap.
+    """
+    from pcap_helpers import tcp_frame
+
+    client = {"src": "10.1.0.1", "dst": "10.1.0.2", "sport": sport, "dport": dport}
+    server = {"src": "10.1.0.2", "dst": "10.1.0.1", "sport": dport, "dport": sport}
+    seq = {C2S: 1000, S2C: 5000}
+    ends = {C2S: client, S2C: server}
+    ns = lambda s: int((t0 + s) * 1_000_000_000)  # noqa: E731
+    out = [
+        (ns(0), tcp_frame(seq[C2S] - 1, flags="S", **client)),
+        (ns(0), tcp_frame(seq[S2C] - 1, flags="SA", ack=seq[C2S], **server)),
+        (ns(0), tcp_frame(seq[C2S], flags="A", ack=seq[S2C], **client)),
+    ]
+    last = 0.0
+    for d, data, t in exchange:
+        for i in range(0, len(data), mss):
+            part = data[i : i + mss]
+            out.append((ns(t), tcp_frame(seq[d], part, "PA", ack=seq[d.other], **ends[d])))
+            seq[d] += len(part)
+        last = t
+    out.append((ns(last + 0.5), tcp_frame(seq[C2S], flags="FA", ack=seq[S2C], **client)))
+    out.append((ns(last + 0.5), tcp_frame(seq[S2C], flags="FA", ack=seq[C2S] + 1, **server)))
+    out.append((ns(last + 0.5), tcp_frame(seq[C2S] + 1, flags="A", ack=seq[S2C] + 1, **client)))
+    return out
