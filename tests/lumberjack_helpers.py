@@ -22,8 +22,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from capture_tools import tcpdump
-
 from wirelog.decoders.base import Limits, StreamContext
 from wirelog.decoders.lumberjack import LumberjackDecoder
 from wirelog.model import Chunk, Direction, Finding, Gap, Message, Record
@@ -371,6 +369,8 @@ def write_capture(
 def capture(path: Path, port: int) -> Iterator[None]:
     """tcpdump on lo around the block, then wait until the file stops growing (a loaded machine
     can leave the last packets in the kernel buffer when tcpdump is interrupted too early)."""
+    from capture_tools import tcpdump  # imports the CLI: only the capture tests need it
+
     with tcpdump(path, port):
         yield
         size, stable_since, deadline = -1, time.monotonic(), time.monotonic() + 5

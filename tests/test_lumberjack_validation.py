@@ -353,12 +353,36 @@ def test_resend_on_later_connection():
     assert messages(second, "window")[0].fields["resends"] == 2
 
 
-def test_records_in_order_window_compressed_events_then_ack():
-    out = run([(C2S, window(2) + cframe(js(1, 2))), (S2C, ack(2))])
-    assert [(r.kind if hasattr(r, "kind") else r.code) for r in out if not hasattr(r, "code")] == [
-        "window",
-        "compressed",
-        "event",
-        "event",
-        "ack",
-    ]
+def test_records_in_order_and_connection_summary():
+    out = run([(C2S, window(2) + cframe(js(1, 2)) + window(1) + js(1)), (S2C, ack(0) + ack(2))])
+    kinds = [r.kind for r in messages(out)]
+    # the keep-alive goes out at once; window 1 is held until its ACK, window 2 until the end
+    assert kinds == ["ack", "window", "compressed", "event", "event", "ack", "window", "event", "connection"]
+    (summary,) = messages(out, "connection")
+    assert summary.version == "2"
+    assert summary.fields == {
+        "windows": 2,
+        "events": 3,
+        "acked_events": 2,
+        "unacked_events": 1,
+        "unknown_events": 0,
+        "acks": 1,
+        "keepalives": 1,
+        "seq_profile": "per-window",
+        "server_kind": None,
+        "acks_lost": False,
+    }
+
+
+def test_server_gap_leaves_ack_state_unknown():
+    chunks = [(C2S, window(2) + js(1, 2)), (S2C, ack(0)), Gap(0, S2C, 6, 6), (C2S, window(1) + js(1))]
+    out = feed_chunks(chunks)
+    assert [e.acked for e in events(out)] == [None, None, None]
+    assert findings(out, "unacked")[0].fields["s2c_gap"] is True
+    assert messages(out, "connection")[0].fields["unknown_events"] == 3
+
+
+def test_ack_after_client_gap_is_explained():
+    chunks = [(C2S, window(1) + js(1)), (S2C, ack(1)), Gap(0, C2S, 6 + len(js(1)), 30), (S2C, ack(1))]
+    (f,) = findings(feed_chunks(chunks), "ack-unexpected")
+    assert f.severity is Severity.INFO and "capture gap" in f.message

@@ -66,6 +66,8 @@ class LumberjackDecoder:
         self._once: set[str] = set()
         self._delivery = Delivery(ctx)
         self._seq = SequenceChecker()
+        self._acks = 0
+        self._keepalives = 0
 
     # decoder interface -------------------------------------------------------------------------
 
@@ -101,7 +103,25 @@ class LumberjackDecoder:
                 out.append(self._truncated(d, buf))
             buf.skip(len(buf))
         out += self._delivery.close()
+        out.append(self._summary())
         return out
+
+    def _summary(self) -> Message:
+        """One `connection` record: what the connection carried and what the decoder learned."""
+        delivery = self._delivery
+        stats = delivery.stats
+        unacked = stats["events"] - stats["acked_events"]
+        fields: dict[str, object] = {
+            **stats,
+            "unacked_events": 0 if delivery.acks_lost else unacked,
+            "unknown_events": unacked if delivery.acks_lost else 0,
+            "acks": self._acks,
+            "keepalives": self._keepalives,
+            "seq_profile": self._seq.profile,
+            "server_kind": delivery.server_kind,
+            "acks_lost": delivery.acks_lost,
+        }
+        return Message(PROTOCOL, "connection", None, None, 0, None, None, self._version, fields)
 
     # framing -----------------------------------------------------------------------------------
 
@@ -409,6 +429,10 @@ class LumberjackDecoder:
             else:
                 out += self._check_version(f, pos)
         record = self._message("ack", pos, 6, f.version, {"value": f.value})
+        if f.value:
+            self._acks += 1
+        else:
+            self._keepalives += 1
         return out + self._delivery.ack(f.value, record, pos)
 
     # helpers -----------------------------------------------------------------------------------

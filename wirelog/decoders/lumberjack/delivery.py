@@ -77,6 +77,8 @@ class Delivery:
         self._keepalives: list[float | None] = []
         self._first_keepalive: Pos | None = None
         self._s2c_gap = False
+        self._c2s_gap = False
+        self.stats = {"windows": 0, "events": 0, "acked_events": 0}  # for the connection summary
 
     # client side -------------------------------------------------------------------------------
 
@@ -186,6 +188,7 @@ class Delivery:
         self._check_resend(w, record, key, seq, pos, out)
         w.events.append(record)
         w.seqs.append(seq)
+        self.stats["events"] += 1
         if w.emitted:
             out.append(record)
             return out
@@ -197,6 +200,7 @@ class Delivery:
 
     def gap(self, client_side: bool) -> None:
         if client_side:
+            self._c2s_gap = True
             if self._current is not None:
                 self._current.gap = True
         else:
@@ -214,11 +218,12 @@ class Delivery:
         else:
             target = next((w for w in self._outstanding if w.acked_n < len(w.events)), None)
             if target is None:
+                lost = " (its window may be in a client→server capture gap)" if self._c2s_gap else ""
                 out.append(
                     finding(
                         "ack-unexpected",
-                        Severity.WARNING,
-                        f"ACK {value} while no event is waiting for an acknowledgement",
+                        Severity.INFO if self._c2s_gap else Severity.WARNING,
+                        f"ACK {value} while no event is waiting for an acknowledgement{lost}",
                         pos,
                         value=value,
                     )
@@ -280,6 +285,7 @@ class Delivery:
                 )
             )
         fields["acked_events"] = new - done
+        self.stats["acked_events"] += new - done
         if not w.emitted:
             for ev in w.events[done:new]:
                 ev.acked = True
@@ -314,8 +320,16 @@ class Delivery:
 
     # emission ----------------------------------------------------------------------------------
 
+    @property
+    def acks_lost(self) -> bool:
+        return self._s2c_gap
+
     def close(self) -> list[Record]:
-        """Stream end: every held event goes out; unacknowledged windows become one finding."""
+        """Stream end: every held event goes out; unacknowledged windows become one finding.
+
+        Events never acknowledged are `acked: false`, or `acked: null` when server→client bytes are
+        missing from the capture (their ACK may be in the gap).
+        """
         out: list[Record] = []
         unacked = [w for w in self._outstanding if w.acked_n < len(w.events)]
         if unacked:
@@ -339,7 +353,7 @@ class Delivery:
             w.closed = True
             self._outstanding.remove(w)
             if not w.emitted:
-                out += self._emit(w, final=True)
+                out += self._emit(w, final=not self._s2c_gap)
         return out
 
     def _keepalive_summary(self) -> Finding:
@@ -358,6 +372,7 @@ class Delivery:
 
     def _new_window(self, count: int | None, record: Message, pos: Pos) -> list[Record]:
         self._windows += 1
+        self.stats["windows"] += 1
         w = Window(self._windows, count, record, pos)
         self._current = w
         self._outstanding.append(w)
