@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import struct
 import subprocess
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -337,3 +339,59 @@ def test_every_truncation_keeps_what_came_before(tmp_path, cut, pcapng):
     assert info.truncated == ("pcap.truncated" in codes(findings))
     if cut == len(data):
         assert len(segs) == 6 and not info.truncated
+
+
+def _sample_pcapng() -> bytes:
+    return (
+        shb()
+        + idb(1, tsresol=9)
+        + idb(113, tsresol=0x80 | 20)
+        + epb(0, 5, tcp_frame(1, b"one"))
+        + spb(tcp_frame(2, b"two"))
+        + opb(1, 7, tcp_frame(3, b"three", link="sll"))
+        + shb(">")
+        + idb(101, order=">")
+        + epb(0, 9, tcp_frame(4, b"four", link="raw"), order=">")
+    )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    flips=st.lists(st.tuples(st.integers(min_value=0, max_value=10_000), st.integers(0, 255)), max_size=6),
+    pcapng=st.booleans(),
+)
+def test_mutated_captures_never_raise_anything_but_capture_error(tmp_path, flips, pcapng):
+    data = bytearray(_sample_pcapng() if pcapng else pcap_bytes(frames(4)))
+    for pos, value in flips:
+        data[pos % len(data)] = value
+    path = tmp_path / "m.cap"
+    path.write_bytes(bytes(data))
+    try:
+        segs, info, _ = read_all(path)
+    except CaptureError as e:
+        assert "\n" not in str(e)
+        return
+    assert info.packets >= len(segs) and info.tcp_packets + info.non_tcp_packets == info.packets
+
+
+def test_sample_pcapng_reads_fully(tmp_path):
+    path = tmp_path / "s.pcapng"
+    path.write_bytes(_sample_pcapng())
+    segs, info, findings = read_all(path)
+    assert [s[9] for s in segs] == [b"one", b"two", b"three", b"four"] and findings == []
+    assert info.link_types == [1, 101, 113]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    units=st.integers(min_value=0, max_value=2**64 - 1),
+    resol=st.one_of(st.integers(0, 19), st.integers(0x80, 0x80 + 63)),
+    offset=st.integers(-(2**40), 2**40),
+)
+def test_pcapng_timestamp_conversion_is_exact(tmp_path, units, resol, offset):
+    path = tmp_path / "r.pcapng"
+    path.write_bytes(shb() + idb(1, tsresol=resol, tsoffset=offset) + epb(0, units, tcp_frame(1, b"t")))
+    segs, _, _ = read_all(path)
+    base = 2 if resol & 0x80 else 10
+    expected = Fraction(units) / base ** (resol & 0x7F) * 10**9
+    assert segs[0][1] == math.floor(expected) + offset * 10**9
