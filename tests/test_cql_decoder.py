@@ -449,3 +449,25 @@ def test_uuid_tracing_prefix_on_response() -> None:
     tid = uuid.uuid4()
     recs = run([(S2C, resp(4, 1, 0x08, tid.bytes + s_int(1), flags=0x02))])
     assert messages(recs)[0].fields["tracing_id"] == str(tid)
+
+
+def test_v5_startup_refused_by_v4_server_stays_unframed() -> None:
+    refusal = resp(4, 1, 0x00, s_int(0x000A) + s_string("Invalid or unsupported protocol version (5)"))
+    recs = run(
+        [
+            (C2S, driver_envelope(StartupMessage("3.4.7", {}), 1, 5)),
+            (S2C, refusal),
+            (C2S, driver_envelope(OptionsMessage(), 2, 5)),  # a late unframed request on the dying connection
+        ]
+    )
+    assert [m.kind for m in messages(recs)] == ["startup", "error", "options"]
+    assert messages(recs, "error")[0].fields["error_name"] == "protocol_error"
+    assert codes(recs) == ["cql.unanswered-request"]
+
+
+def test_dse_downgrade_options_then_error() -> None:
+    options = env.encode(0x42, False, 0, 0, 0x05, b"")
+    refusal = resp(4, 0, 0x00, s_int(0x000A) + s_string("Beta version of the protocol used (66/v66)"))
+    recs = run([(C2S, options), (S2C, refusal)])
+    assert [(m.kind, m.version) for m in messages(recs)] == [("options", "dse-v2"), ("error", "v4")]
+    assert codes(recs) == []

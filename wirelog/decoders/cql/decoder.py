@@ -662,7 +662,8 @@ class CqlDecoder:
                 frame,
                 ts,
             )
-        if self._version is not None and head.version != self._version:
+        if self._version is not None and head.version != self._version and head.opcode != 0x00:
+            # (servers answer version errors in their own version: that is negotiation, not a change)
             self._finding(
                 side,
                 "version-changed",
@@ -743,7 +744,12 @@ class CqlDecoder:
             and self._framing_after_startup is not None
             and head.stream == self._startup_stream
         ):
-            side.mode = self._framing_after_startup
+            if head.version in env.FRAMED_VERSIONS:
+                side.mode = self._framing_after_startup
+            else:  # a server without v5 refused the STARTUP (driver downgrade): nobody frames
+                client = self._sides[Direction.C2S]
+                if client.mode in (CRC, LZ4):
+                    client.mode = ENVELOPE
             self._framing_after_startup = None
 
 
