@@ -391,7 +391,7 @@ def test_sample_pcapng_reads_fully(tmp_path):
 def test_pcapng_timestamp_conversion_is_exact(tmp_path, units, resol, offset):
     path = tmp_path / "r.pcapng"
     path.write_bytes(shb() + idb(1, tsresol=resol, tsoffset=offset) + epb(0, units, tcp_frame(1, b"t")))
-    segs, _, _ = read_all(path)
+    segs, info, _ = read_all(path)
     base = 2 if resol & 0x80 else 10
     expected = Fraction(units) / base ** (resol & 0x7F) * 10**9
-    assert segs[0][1] == math.floor(expected) + offset * 10**9
+    assert segs[0][1] == info.first_ts == math.floor(expected) + offset * 10**9

@@ -17,8 +17,8 @@ from wirelog.pcap.formats import open_records
 from wirelog.pcap.packet import PacketParser, Segment
 from wirelog.pcap.sources import open_input
 
-_NEVER = -(1 << 64)
-_ALWAYS = 1 << 64
+_NEVER = -(1 << 128)  # beyond any pcapng timestamp (64-bit units, 64-bit offset)
+_ALWAYS = 1 << 128
 
 # From byte 16 of an Ethernet frame: IPv4 total length, fragment field, protocol, addresses.
 _ETH_IPV4 = struct.Struct("!H2xH1xB2x4s4s").unpack_from
