@@ -288,3 +288,32 @@ def test_cli_convert_json(name, events):
     conn = [r for r in courier if r["kind"] == "connection"]
     assert len(conn) == 1 and conn[0]["unacked_events"] == 0
     assert conn[0]["server"].endswith(f":{PORTS[name]}")
+
+
+@pytest.mark.parametrize(
+    ("name", "first_fin", "fin_time"),
+    [(RUBY, S2C, 15.02), (GO, C2S, 28.998), (LEGACY, C2S, 2.028)],
+)
+def test_tcp_facts(name, first_fin, fin_time):
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import rdpcap
+
+    segments(name)  # skip when absent
+    pkts = rdpcap(str(PEERS / name))
+    assert all(p[Ether].src == p[Ether].dst == "00:00:00:00:00:00" for p in pkts)
+    assert all(p[IP].src == p[IP].dst == "127.0.0.1" for p in pkts)
+    ports = {frozenset((p[TCP].sport, p[TCP].dport)) for p in pkts}
+    assert len(ports) == 1 and PORTS[name] in next(iter(ports))  # one connection
+    syn = [p for p in pkts if p[TCP].flags.S]
+    assert [bool(p[TCP].flags.A) for p in syn] == [False, True]  # one full handshake
+    fins = [p for p in pkts if p[TCP].flags.F]
+    assert len(fins) == 2  # FIN in both directions
+    first = C2S if fins[0][TCP].dport == PORTS[name] else S2C
+    assert first is first_fin
+    assert float(fins[0].time - pkts[0].time) == pytest.approx(fin_time, abs=0.01)
+
+
+def test_legacy_go_nonce_has_no_ff():
+    nonce = messages(decoded(LEGACY), "jdat")[0].fields["nonce"]
+    assert "ff" not in [nonce[i : i + 2] for i in range(0, 32, 2)]
