@@ -135,6 +135,8 @@ def test_timestamps():
     assert ev.timestamp == 0x003700CFC0164000
     assert map_record(message({"x": 1}), Mapper(), bytes(16)).timestamp == 17_000_000_001_234_567
     assert map_record(message(None, ts=None), Mapper(), bytes(16)).timestamp == 0
+    data, _ = export(message({"x": 1}), message(None, ts=None, offset=99, kind="connection"))
+    assert [r.fields["timestamp"] for r in decode_event_stream(data)] == [17_000_000_001_234_567] * 2
     (herc,) = decode_event_stream(bytes.fromhex(README_EVENT))
     assert map_record(herc, Mapper(), bytes(16)).timestamp == 15_276_799_200_000_000
 

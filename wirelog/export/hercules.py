@@ -149,7 +149,7 @@ def iso_ticks(text: str) -> int | None:
     return int(when.timestamp()) * TICKS_PER_SECOND + int(frac)
 
 
-def event_ticks(rec: Message) -> int:
+def event_ticks(rec: Message) -> int | None:
     """The event time: a Hercules event's own, the document's @timestamp, else the capture time."""
     if rec.protocol == "hercules" and isinstance(rec.fields.get("timestamp"), int):
         return rec.fields["timestamp"]
@@ -157,7 +157,7 @@ def event_ticks(rec: Message) -> int:
         ticks = iso_ticks(rec.event["@timestamp"])
         if ticks is not None:
             return ticks
-    return rec.ts // 100 if rec.ts is not None else 0
+    return rec.ts // 100 if rec.ts is not None else None
 
 
 class Mapper:
@@ -234,8 +234,8 @@ class Mapper:
         self.findings.append(Finding(code, severity, message, "hercules", fields={"key": key, **fields}))
 
 
-def map_record(rec: Message, mapper: Mapper, uuid: bytes) -> Event:
-    """The Hercules event for one message (see docs/hercules.md)."""
+def map_record(rec: Message, mapper: Mapper, uuid: bytes, default_ticks: int = 0) -> Event:
+    """The Hercules event for one message (see docs/hercules.md); `default_ticks` when it has no time."""
     common = []
     for name in _COMMON:
         v = getattr(rec, name)
@@ -246,7 +246,8 @@ def map_record(rec: Message, mapper: Mapper, uuid: bytes) -> Event:
         tags.append(("fields", Variant(Type.CONTAINER, mapper.container(rec.fields))))
     if rec.event is not None:
         tags.append(("event", mapper.value(rec.event)))
-    return Event(VERSION, event_ticks(rec), uuid, tuple(tags))
+    ticks = event_ticks(rec)
+    return Event(VERSION, default_ticks if ticks is None else ticks, uuid, tuple(tags))
 
 
 class HerculesWriter:
@@ -262,6 +263,7 @@ class HerculesWriter:
         self._mapper = Mapper()
         self._last: str | None = None
         self._repeat = 0
+        self._ticks = 0  # time of the latest timed record, for records without one
 
     def write(self, record: Message) -> list[Finding]:
         """Write one event; returns the findings this record raised for the first time."""
@@ -278,7 +280,9 @@ class HerculesWriter:
         self._repeat = self._repeat + 1 if key == self._last else 0
         self._last = key
         uuid = uuidlib.uuid5(NAMESPACE, f"{key}\0{self._repeat}").bytes
-        self._out.write(encode_event(map_record(record, self._mapper, uuid)))
+        event = map_record(record, self._mapper, uuid, self._ticks)
+        self._ticks = event.timestamp
+        self._out.write(encode_event(event))
         new, self._mapper.findings = self._mapper.findings, []
         for f in new:  # where the key was first seen
             f.capture, f.stream, f.direction, f.offset = (
