@@ -42,7 +42,6 @@ class Handshake:
     flags: int  # byte 0, the only byte anyone reads
     version: str | None
     client_id: str | None
-    reserved_zero: bool
 
     @property
     def evnt(self) -> bool:
@@ -64,12 +63,12 @@ def parse(body: bytes) -> Handshake:
     n = len(body)
     if n == 8:
         flags, major, minor, patch = body[0], body[1], body[2], body[3]
-        return Handshake(8, flags, f"{major}.{minor}.{patch}", _client(body[4:8]), True)
+        return Handshake(8, flags, f"{major}.{minor}.{patch}", _client(body[4:8]))
     padded = body[:32].ljust(32, b"\0")
     major, minor, patch = struct.unpack_from(">III", padded, 4)
     version = f"{major}.{minor}.{patch}" if n >= 16 else None
     client = _client(padded[16:20]) if n >= 20 else None
-    return Handshake(n, padded[0], version, client, not any(padded[20:]))
+    return Handshake(n, padded[0], version, client)
 
 
 def _client(raw: bytes) -> str:
