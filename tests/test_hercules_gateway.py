@@ -237,3 +237,13 @@ def test_loopback_gate_session_captured(tmp_path):
     assert all(e.event == {"host": "localhost", "timestamp": 1_527_679_920_000_000} for e in events)
     assert all(e.frame is not None and e.stream == reqs[0].stream for e in events)
     assert "loop-key" not in repr(recs)
+
+
+def test_pending_overflow_emits_early_with_unknown_delivery():
+    dec = HerculesDecoder(StreamContext(0, "c", "s", 1, 6306, limits=Limits(max_pending_events=4)))
+    out = dec.feed(Chunk(0, Direction.C2S, 0, post(BODY, "a") + post(BODY, "b") + post(BODY, "c")))
+    assert codes(out) == ["hercules.pending-overflow"]
+    assert [r.kind for r in messages(out)] == ["request", "event", "event"]
+    assert messages(out)[0].fields["stream_name"] == "a" and messages(out)[1].acked is None
+    out = dec.feed(Chunk(0, Direction.S2C, 0, answer(200) + answer(200)))
+    assert [r.fields["stream_name"] for r in messages(out, "request")] == ["b", "c"]
