@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import click
+from rich.console import Console
 
 from wirelog.decoders import registry
 from wirelog.engine.filters import RecordFilter
@@ -13,6 +14,12 @@ from wirelog.engine.local import Item, Options, run
 from wirelog.model import CaptureInfo
 from wirelog.pcap.errors import CaptureError
 from wirelog.pcap.sources import expand_inputs
+
+
+def make_console() -> Console:
+    """Rich console for stdout; a pipe or file gets whole lines instead of a table wrapped at 80."""
+    console = Console()
+    return console if console.is_terminal else Console(width=400)
 
 
 def error(message: str) -> None:

@@ -1,17 +1,76 @@
-"""Entry point: `wirelog COMMAND ...`."""
+"""Entry point: `wirelog COMMAND ...`; turns anything unexpected into one line (or a traceback with --debug)."""
 
 from __future__ import annotations
+
+import sys
+from importlib import metadata
 
 import click
 
 from wirelog import __version__
 from wirelog.cli.convert import convert
+from wirelog.cli.inspect import inspect
 from wirelog.cli.streams import streams
+from wirelog.cli.validate import validate
+
+LIBRARIES = (
+    "click",
+    "rich",
+    "pyarrow",
+    "lz4",
+    "crcmod",
+    "cramjam",
+    "zstandard",
+    "orjson",
+    "scapy",
+    "pyspark",
+)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="wirelog")
-def cli() -> None:
+def version_text() -> str:
+    """wirelog's version and those of the libraries that decide its behaviour and speed."""
+    lines = [f"wirelog {__version__} (Python {sys.version.split()[0]})"]
+    for name in LIBRARIES:
+        try:
+            lines.append(f"  {name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            lines.append(f"  {name} not installed")
+    try:
+        from crcmod import _crcfunext  # noqa: F401 - present only when the C extension was built
+
+        lines.append("  crcmod C extension: yes")
+    except ImportError:
+        lines.append("  crcmod C extension: no (pure Python fallback, slower)")
+    return "\n".join(lines)
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_text())
+        ctx.exit()
+
+
+EXAMPLES = """
+\b
+Examples:
+  wirelog inspect capture.pcap                 what is in here, what is wrong
+  wirelog validate capture.pcap --fail-on warning
+  wirelog convert capture.pcap --to parquet -o events.parquet
+  tcpdump -w - port 5044 | wirelog convert - --to json | jq .
+"""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXAMPLES)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show versions.",
+)
+@click.option("--debug", is_flag=True, help="Show a Python traceback for unexpected errors.")
+def cli(debug: bool) -> None:
     """Forensics and conversion for log wire protocols in packet captures.
 
     Lumberjack v1/v2 (Beats, logstash-forwarder), Log Courier, Cassandra CQL v3-v5 and Vostok Hercules:
@@ -19,10 +78,28 @@ def cli() -> None:
     """
 
 
-cli.add_command(streams)
+cli.add_command(inspect)
+cli.add_command(validate)
 cli.add_command(convert)
+cli.add_command(streams)
 
 
-def main() -> None:
-    """Console-script entry point (click turns a closed stdout pipe into a quiet exit)."""
-    cli()
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        cli.main(args, prog_name="wirelog", standalone_mode=True)
+    except OSError as e:
+        if "--debug" in args:
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        click.echo(f"wirelog: {where}{e.strerror or e}", err=True)
+        sys.exit(2)
+    except Exception as e:
+        if "--debug" in args:
+            raise
+        click.echo(
+            f"wirelog: internal error: {type(e).__name__}: {e} (run with --debug for the traceback and report it)",
+            err=True,
+        )
+        sys.exit(3)

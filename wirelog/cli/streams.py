@@ -5,10 +5,9 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from wirelog.cli.common import Session, error, exit_code, input_options
+from wirelog.cli.common import Session, error, exit_code, input_options, make_console
 from wirelog.export.json import dumps_line, rfc3339, stream_dict
 from wirelog.model import Chunk, Direction, Gap, StreamInfo
 
@@ -76,9 +75,7 @@ def _dump(session: Session, stream: int, direction: Direction) -> int:
 
 
 def _table(found: list[StreamInfo], show_capture: bool) -> None:
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=400)  # a pipe or file gets whole lines, not a wrapped table
+    console = make_console()
     table = Table(box=None, header_style="bold")
     if show_capture:
         table.add_column("capture")

@@ -1,0 +1,245 @@
+"""`wirelog inspect`: the answer on one screen, then drill-down by stream or frame."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from wirelog.cli.common import Session, exit_code, input_options, make_console
+from wirelog.cli.progress import progress
+from wirelog.cli.summary import Summary
+from wirelog.export.json import dumps_line, record_dict, rfc3339
+from wirelog.model import Chunk, Finding, Message
+
+EXAMPLES = """
+\b
+Examples:
+  wirelog inspect capture.pcap
+  wirelog inspect capture.pcap --json | jq '.findings[] | select(.severity=="error")'
+  wirelog inspect capture.pcap --stream 2          every message of stream 2
+  wirelog inspect capture.pcap --frame 1234        what frame 1234 carries, with a hex dump
+"""
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+HEX_CONTEXT = 256  # bytes of a frame's payload shown around the highlighted records
+
+
+@click.command(epilog=EXAMPLES)
+@input_options
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+@click.option(
+    "--frame", "frame", type=int, metavar="N", help="Show what frame N carries, as a tree plus hex."
+)
+@click.pass_context
+def inspect(ctx, as_json, frame, **params):
+    """Summarise CAPTURE...: streams, protocols, messages, events, findings."""
+    console = make_console()
+    if frame is not None:
+        session = Session(params, chunks=True)
+        _show_frame(console, session, frame)
+    elif params["streams"] and not as_json:
+        session = Session(params)
+        _show_streams(console, session)
+    else:
+        session = Session(params)
+        summary = Summary()
+        with progress(console) as tick:
+            for item in session.items():
+                summary.add(item)
+                tick(item)
+        result = summary.result()
+        if as_json:
+            sys.stdout.buffer.write(dumps_line(result))
+            sys.stdout.buffer.flush()
+        else:
+            _render(console, result)
+    ctx.exit(exit_code(session))
+
+
+def _render(console: Console, r: dict[str, Any]) -> None:
+    caps = Table(title="Captures", title_justify="left", header_style="bold")
+    for col in (
+        "capture",
+        "format",
+        "packets",
+        "tcp",
+        "non-tcp",
+        "first",
+        "last",
+        "span s",
+        "link types",
+        "notes",
+    ):
+        caps.add_column(col)
+    for c in r["captures"]:
+        notes = ", ".join(
+            x for x in (c["compression"], "truncated" if c["truncated"] else "", c["error"] or "") if x
+        )
+        span = f"{c['span_s']:.3f}" if c["span_s"] is not None else ""
+        caps.add_row(
+            c["capture"], c["format"], str(c["packets"]), str(c["tcp_packets"]), str(c["non_tcp_packets"]),
+            c["first_ts"] or "", c["last_ts"] or "", span, ",".join(map(str, c["link_types"])), notes,
+        )  # fmt: skip
+    console.print(caps)
+
+    streams = Table(title="Streams", title_justify="left", header_style="bold")
+    for col in ("id", "protocol", "ver", "client", "server", "msgs", "events", "acked", "unacked", "bytes c→s",
+                "bytes s→c", "gaps", "findings", "flags"):  # fmt: skip
+        streams.add_column(
+            col, justify="right" if col not in ("protocol", "client", "server", "flags") else "left"
+        )
+    multi = len(r["captures"]) > 1
+    for s in r["streams"]:
+        ident = f"{Path(s['capture']).name}:{s['stream']}" if multi else str(s["stream"])
+        unacked = Text(str(s["unacked"]), style="bold red" if s["unacked"] else "")
+        streams.add_row(
+            ident, s["protocol"] or "", s["version"] or "", s["client"], s["server"], str(s["messages"]),
+            str(s["events"]), str(s["acked"]), unacked, str(s["bytes_c2s"]), str(s["bytes_s2c"]),
+            str(s["gaps"]), str(s["findings"]), ",".join(s["flags"]),
+        )  # fmt: skip
+    console.print(streams)
+    t = r["totals"]
+    sev = ", ".join(f"{n} {k}" for k, n in t["findings"].items()) or "none"
+    console.print(
+        f"[bold]{t['streams']}[/] streams, [bold]{t['messages']}[/] messages, [bold]{t['events']}[/] events "
+        f"([green]{t['acked']} acked[/], [red]{t['unacked']} unacked[/]); findings: {sev}"
+    )
+    if r["findings"]:
+        table = Table(title="Findings", title_justify="left", header_style="bold")
+        for col in ("severity", "code", "count", "first frames", "example"):
+            table.add_column(col)
+        for f in r["findings"]:
+            table.add_row(
+                Text(f["severity"], style=SEVERITY_STYLE[f["severity"]]),
+                f["code"],
+                str(f["count"]),
+                ", ".join(map(str, f["first_frames"])),
+                f["example"],
+            )
+        console.print(table)
+    for name, h in r["protocols"].items():
+        console.print(Panel(_highlights(h), title=name, title_align="left", expand=False))
+
+
+def _highlights(h: dict[str, Any]) -> Group:
+    lines = []
+    for key, value in h.items():
+        if key == "slowest":
+            lines.append(Text(f"{key}:"))
+            for p in value:
+                lines.append(
+                    Text(
+                        f"  {p['latency_ms']:.3f} ms  stream {p['stream']} id {p['cql_stream']}  {p['request']} (frame "
+                        f"{p['request_frame']}) → {p['response']} (frame {p['response_frame']})"
+                    )
+                )
+        elif isinstance(value, dict):
+            text = ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
+            lines.append(Text(f"{key}: {text}"))
+        elif value is not None:
+            lines.append(Text(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}"))
+    return Group(*lines)
+
+
+def _key_fields(rec: Message | Finding) -> str:
+    if isinstance(rec, Finding):
+        return f"{rec.code}: {rec.message}"
+    parts = [f"{k}={v}" for k, v in rec.fields.items() if not isinstance(v, dict | list)][:6]
+    if rec.event is not None:
+        parts.append(f"acked={rec.acked}")
+    return " ".join(parts)
+
+
+def _show_streams(console: Console, session: Session) -> None:
+    table = Table(header_style="bold")
+    for col in ("stream", "frame", "time", "dir", "offset", "kind", "details"):
+        table.add_column(col)
+    for item in session.items():
+        if isinstance(item, Message | Finding):
+            kind = (
+                item.kind
+                if isinstance(item, Message)
+                else Text(item.severity.value, SEVERITY_STYLE[item.severity.value])
+            )
+            table.add_row(
+                str(item.stream), str(item.frame or ""), rfc3339(item.ts) or "",
+                item.direction.value if item.direction else "", str(item.offset if item.offset is not None else ""),
+                kind, _key_fields(item),
+            )  # fmt: skip
+    console.print(table)
+
+
+def _show_frame(console: Console, session: Session, frame: int) -> None:
+    records: list[Message | Finding] = []
+    chunks: list[Chunk] = []
+    for item in session.items():
+        if isinstance(item, Chunk) and item.frame == frame:
+            chunks.append(item)
+        elif isinstance(item, Message | Finding) and item.frame == frame:
+            records.append(item)
+    if not records and not chunks:
+        console.print(f"frame {frame}: no TCP payload and no records")
+        return
+    for rec in records:
+        d = record_dict(rec)
+        label = (
+            f"{d['protocol']} {d.get('kind') or d.get('code')}  stream {d['stream']} {d['direction'] or ''}"
+        )
+        tree = Tree(
+            Text(label, style="bold" if isinstance(rec, Message) else SEVERITY_STYLE[rec.severity.value])
+        )
+        _tree(tree, {k: v for k, v in d.items() if k not in ("record", "capture")})
+        console.print(tree)
+    for chunk in chunks:
+        console.print(
+            _hexdump(
+                chunk, [r for r in records if r.stream == chunk.stream and r.direction is chunk.direction]
+            )
+        )
+
+
+def _tree(node: Tree, value: Any) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, dict | list) and v:
+                _tree(node.add(str(k)), v)
+            else:
+                node.add(f"{k}: {v!r}" if isinstance(v, str) else f"{k}: {v}")
+    else:
+        for i, v in enumerate(value):
+            if isinstance(v, dict | list) and v:
+                _tree(node.add(f"[{i}]"), v)
+            else:
+                node.add(f"[{i}] {v}")
+
+
+def _hexdump(chunk: Chunk, records: list[Message | Finding]) -> Text:
+    """The frame's payload, 16 bytes a line, offsets in stream terms; record bytes highlighted."""
+    marks: set[int] = set()
+    for r in records:
+        if r.offset is None:
+            continue
+        length = r.length if isinstance(r, Message) and r.length else 1
+        marks.update(range(r.offset, r.offset + length))
+    out = Text(
+        f"stream {chunk.stream} {chunk.direction.value} bytes {chunk.offset}..{chunk.offset + len(chunk.data)}\n"
+    )
+    data = chunk.data[:HEX_CONTEXT]
+    for line in range(0, len(data), 16):
+        row = data[line : line + 16]
+        out.append(f"{chunk.offset + line:10d}  ")
+        for i, b in enumerate(row):
+            out.append(f"{b:02x} ", style="reverse" if chunk.offset + line + i in marks else "")
+        out.append("   " * (16 - len(row)) + " ")
+        out.append("".join(chr(b) if 32 <= b < 127 else "." for b in row) + "\n")
+    if len(chunk.data) > HEX_CONTEXT:
+        out.append(f"... {len(chunk.data) - HEX_CONTEXT} more bytes\n")
+    return out

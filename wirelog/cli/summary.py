@@ -1,0 +1,327 @@
+"""The facts `wirelog inspect` shows, computed in one pass with bounded memory.
+
+A `Summary` is fed every pipeline item and ends as one JSON-ready dict (`inspect --json` prints it
+as is; the rich view renders it). It keeps counters and small top-N lists, never the records.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from wirelog.export.json import rfc3339
+from wirelog.model import CaptureInfo, Finding, Message, Severity, StreamInfo
+
+FIRST_FRAMES = 5  # frame numbers kept per finding code
+TOP = 5  # slowest request/response pairs kept
+
+
+@dataclass
+class _StreamTally:
+    messages: int = 0
+    events: int = 0
+    acked: int = 0
+    unacked: int = 0
+    findings: int = 0
+    version: str | None = None
+
+
+@dataclass
+class _CodeTally:
+    severity: str
+    protocol: str
+    example: str
+    count: int = 0
+    frames: list[int] = field(default_factory=list)
+
+
+def _percentile(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+class Summary:
+    """Accumulates a run's items; `result()` gives the dict."""
+
+    def __init__(self) -> None:
+        self.captures: list[CaptureInfo] = []
+        self.streams: list[StreamInfo] = []
+        self._tally: dict[tuple[str, int], _StreamTally] = defaultdict(_StreamTally)
+        self._codes: dict[str, _CodeTally] = {}
+        self._severities: Counter[str] = Counter()
+        self._kinds: dict[str, Counter[str]] = defaultdict(Counter)
+        self._lumberjack = _LumberjackHighlights()
+        self._cql = _CqlHighlights()
+        self._courier = _CourierHighlights()
+        self._hercules = _HerculesHighlights()
+
+    def add(self, item: Any) -> None:
+        if isinstance(item, Message):
+            self._message(item)
+        elif isinstance(item, Finding):
+            self._finding(item)
+        elif isinstance(item, StreamInfo):
+            self.streams.append(item)
+        elif isinstance(item, CaptureInfo):
+            self.captures.append(item)
+
+    def _message(self, m: Message) -> None:
+        self._kinds[m.protocol][m.kind] += 1
+        if m.stream is not None:
+            t = self._tally[(m.capture, m.stream)]
+            t.messages += 1
+            t.version = t.version or m.version
+            if m.event is not None:
+                t.events += 1
+                if m.acked is True:
+                    t.acked += 1
+                elif m.acked is False:
+                    t.unacked += 1
+        highlights = {
+            "lumberjack": self._lumberjack,
+            "cql": self._cql,
+            "courier": self._courier,
+            "hercules": self._hercules,
+        }.get(m.protocol)
+        if highlights is not None:
+            highlights.add(m)
+
+    def _finding(self, f: Finding) -> None:
+        self._severities[f.severity.value] += 1
+        if f.stream is not None:
+            self._tally[(f.capture, f.stream)].findings += 1
+        tally = self._codes.get(f.code)
+        if tally is None:
+            tally = self._codes[f.code] = _CodeTally(f.severity.value, f.protocol, f.message)
+        tally.count += 1
+        if f.frame is not None and len(tally.frames) < FIRST_FRAMES:
+            tally.frames.append(f.frame)
+        if f.protocol == "cql":
+            self._cql.finding(f)
+
+    def result(self) -> dict[str, Any]:
+        streams = []
+        for s in sorted(self.streams, key=lambda s: (s.capture, s.stream)):
+            t = self._tally.get((s.capture, s.stream), _StreamTally())
+            streams.append(
+                {
+                    "capture": s.capture,
+                    "stream": s.stream,
+                    "protocol": s.protocol,
+                    "version": t.version,
+                    "client": s.client,
+                    "server": s.server,
+                    "messages": t.messages,
+                    "events": t.events,
+                    "acked": t.acked,
+                    "unacked": t.unacked,
+                    "bytes_c2s": s.bytes_c2s,
+                    "bytes_s2c": s.bytes_s2c,
+                    "gaps": s.gaps,
+                    "findings": t.findings,
+                    "flags": s.flags,
+                }
+            )
+        order = {Severity.ERROR.value: 0, Severity.WARNING.value: 1, Severity.INFO.value: 2}
+        findings = [
+            {
+                "code": code,
+                "severity": t.severity,
+                "protocol": t.protocol,
+                "count": t.count,
+                "first_frames": t.frames,
+                "example": t.example,
+            }
+            for code, t in sorted(
+                self._codes.items(), key=lambda kv: (order[kv[1].severity], -kv[1].count, kv[0])
+            )
+        ]
+        highlights: dict[str, Any] = {}
+        for name, h in (
+            ("lumberjack", self._lumberjack),
+            ("cql", self._cql),
+            ("courier", self._courier),
+            ("hercules", self._hercules),
+        ):
+            if self._kinds.get(name):
+                highlights[name] = {"kinds": dict(sorted(self._kinds[name].items())), **h.result()}
+        for name, kinds in sorted(self._kinds.items()):
+            highlights.setdefault(name, {"kinds": dict(sorted(kinds.items()))})
+        return {
+            "captures": [_capture_dict(c) for c in self.captures],
+            "streams": streams,
+            "totals": {
+                "streams": len(streams),
+                "messages": sum(s["messages"] for s in streams),
+                "events": sum(s["events"] for s in streams),
+                "acked": sum(s["acked"] for s in streams),
+                "unacked": sum(s["unacked"] for s in streams),
+                "findings": dict(sorted(self._severities.items())),
+            },
+            "findings": findings,
+            "protocols": highlights,
+        }
+
+
+def _capture_dict(c: CaptureInfo) -> dict[str, Any]:
+    span = (c.last_ts - c.first_ts) / 1e9 if c.first_ts is not None and c.last_ts is not None else None
+    return {
+        "capture": c.capture,
+        "format": c.format,
+        "compression": c.compression,
+        "packets": c.packets,
+        "tcp_packets": c.tcp_packets,
+        "non_tcp_packets": c.non_tcp_packets,
+        "bytes": c.bytes,
+        "first_ts": rfc3339(c.first_ts),
+        "last_ts": rfc3339(c.last_ts),
+        "span_s": span,
+        "link_types": c.link_types,
+        "truncated": c.truncated,
+        "error": c.error,
+    }
+
+
+class _LumberjackHighlights:
+    """Windows, server kind, keep-alives and window→ack latency."""
+
+    def __init__(self) -> None:
+        self.windows = 0
+        self.server_kinds: Counter[str] = Counter()
+        self.keepalives = 0
+        self.keepalive_max_ms: float | None = None
+        self._window_ts: dict[tuple[str, int | None, Any], int] = {}
+        self.latencies_ms: list[float] = []
+
+    def add(self, m: Message) -> None:
+        f = m.fields
+        key = (m.capture, m.stream, f.get("window"))
+        if m.kind == "window":
+            self.windows += 1
+            if m.ts is not None and len(self._window_ts) < 100_000:
+                self._window_ts[key] = m.ts
+        elif m.kind == "ack":
+            interval = f.get("interval_ms")
+            if f.get("keepalive") or (f.get("acked_events") == 0 and interval is not None):
+                self.keepalives += 1
+                if isinstance(interval, int | float):
+                    self.keepalive_max_ms = max(self.keepalive_max_ms or 0.0, float(interval))
+            elif m.ts is not None and key in self._window_ts and len(self.latencies_ms) < 1_000_000:
+                self.latencies_ms.append((m.ts - self._window_ts[key]) / 1e6)
+        elif m.kind == "connection" and f.get("server_kind"):
+            self.server_kinds[str(f["server_kind"])] += 1
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "windows": self.windows,
+            "server_kinds": dict(self.server_kinds),
+            "keepalives": self.keepalives,
+            "keepalive_max_interval_ms": self.keepalive_max_ms,
+            "ack_latency_ms_p50": _percentile(self.latencies_ms, 50),
+            "ack_latency_ms_p99": _percentile(self.latencies_ms, 99),
+        }
+
+
+class _CqlHighlights:
+    """Statements by kind, the slowest request/response pairs, v5 frame CRC verdicts."""
+
+    STATEMENTS = ("query", "prepare", "execute", "batch")
+
+    def __init__(self) -> None:
+        self.statements: Counter[str] = Counter()
+        self.slowest: list[tuple[int, int, dict[str, Any]]] = []  # min-heap of (latency, tiebreak, pair)
+        self._n = 0
+        self.framed = Counter()
+        self.crc_failures: Counter[str] = Counter()
+
+    def add(self, m: Message) -> None:
+        f = m.fields
+        if m.kind in self.STATEMENTS:
+            self.statements[m.kind] += 1
+        if f.get("framing"):
+            self.framed[str(f["framing"])] += 1
+        latency = f.get("latency_ns")
+        if isinstance(latency, int):
+            self._n += 1
+            pair = {
+                "capture": m.capture,
+                "stream": m.stream,
+                "cql_stream": f.get("stream_id"),
+                "request": f.get("request_opcode"),
+                "request_frame": f.get("request_frame"),
+                "response": m.kind,
+                "response_frame": m.frame,
+                "latency_ms": latency / 1e6,
+            }
+            item = (latency, -self._n, pair)
+            if len(self.slowest) < TOP:
+                heapq.heappush(self.slowest, item)
+            else:
+                heapq.heappushpop(self.slowest, item)
+
+    def finding(self, f: Finding) -> None:
+        if f.code in ("cql.crc24-mismatch", "cql.crc32-mismatch"):
+            self.crc_failures[f.code.split(".")[1]] += 1
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "statements": dict(self.statements),
+            "slowest": [p for _, _, p in sorted(self.slowest, reverse=True)],
+            "framed_envelopes": dict(self.framed),
+            "crc_failures": dict(self.crc_failures),
+            "crc_verdict": (
+                "no v5 frames"
+                if not self.framed and not self.crc_failures
+                else ("all CRCs valid" if not self.crc_failures else "CRC failures")
+            ),
+        }
+
+
+class _CourierHighlights:
+    """Payloads, their delivery and resends."""
+
+    def __init__(self) -> None:
+        self.payloads = 0
+        self.complete = 0
+        self.incomplete = 0
+        self.resends = 0
+
+    def add(self, m: Message) -> None:
+        if m.kind in ("jdat", "evnt"):
+            self.payloads += 1
+        elif m.kind == "delivery":
+            if m.fields.get("complete"):
+                self.complete += 1
+            else:
+                self.incomplete += 1
+            if m.fields.get("resend"):
+                self.resends += 1
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "payloads": self.payloads,
+            "complete_payloads": self.complete,
+            "incomplete_payloads": self.incomplete,
+            "resends": self.resends,
+        }
+
+
+class _HerculesHighlights:
+    """Which streams were posted to and what the gateway answered."""
+
+    def __init__(self) -> None:
+        self.streams: Counter[str] = Counter()
+        self.statuses: Counter[str] = Counter()
+
+    def add(self, m: Message) -> None:
+        if m.kind == "request":
+            self.streams[str(m.fields.get("stream_name"))] += 1
+        elif m.kind == "response":
+            self.statuses[str(m.fields.get("status"))] += 1
+
+    def result(self) -> dict[str, Any]:
+        return {"gate_streams": dict(self.streams), "gate_statuses": dict(self.statuses)}
