@@ -19,8 +19,8 @@ $(VENV)/.installed-test: $(BIN)/python pyproject.toml
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(BIN)/wirelog streams $(DEMO)
-	$(BIN)/wirelog convert $(DEMO) --to json | head -n 20
+	$(BIN)/wirelog inspect $(DEMO)
+	$(BIN)/wirelog convert $(DEMO) --events --to json | head -n 3
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
