@@ -3,6 +3,7 @@ type and depth, a decoder driver, and a tiny Gate (HTTP server) for loopback ses
 
 from __future__ import annotations
 
+import http.client
 import http.server
 import threading
 from collections.abc import Iterator
@@ -168,3 +169,44 @@ def gate() -> Iterator[http.server.ThreadingHTTPServer]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def gate_session(port: int) -> list[bytes]:
+    """A keep-alive session: plain, lz4, chunked (sendAsync), and a batch the Gate rejects (400).
+
+    Returns the (uncompressed) bodies sent.
+    """
+    event = bytes.fromhex(README_EVENT)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    sent = []
+    for i, n in enumerate((1, 3, 2, 1)):
+        body = n.to_bytes(4, "big") + event * n
+        headers = {"Authorization": "Hercules apiKey loop-key", "Content-Type": "application/octet-stream"}
+        stream = "bad" if i == 3 else f"s{i}"
+        if i == 1:
+            headers |= {"Content-Encoding": "lz4", "Original-Content-Length": str(len(body))}
+            conn.request(
+                "POST", f"/stream/send?stream={stream}", lz4.block.compress(body, store_size=False), headers
+            )
+        elif i == 2:
+            chunks = iter([body[:50], body[50:]])
+            conn.request("POST", f"/stream/sendAsync?stream={stream}", chunks, headers, encode_chunked=True)
+        else:
+            conn.request("POST", f"/stream/send?stream={stream}", body, headers)
+        conn.getresponse().read()
+        sent.append(body)
+    conn.close()
+    return sent
+
+
+def record_gate_session(pcap: Path) -> tuple[list[bytes], list[bytes]]:
+    """Run `gate_session` against `gate()` under tcpdump into `pcap`: (bodies sent, bodies received).
+
+    Raises RuntimeError when tcpdump is missing or cannot capture. tests/data/hercules/gate-session.pcap
+    was made by this function.
+    """
+    from capture_tools import tcpdump
+
+    with gate() as server, tcpdump(pcap, server.server_address[1]):
+        sent = gate_session(server.server_address[1])
+    return sent, server.bodies

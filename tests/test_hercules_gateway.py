@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import http.client
 import struct
+from pathlib import Path
 
 import lz4.block
 import pytest
-from hercules_helpers import EVENTS, README_EVENT, codes, decode_stream, gate, messages
+from hercules_helpers import EVENTS, README_EVENT, codes, decode_stream, messages, record_gate_session
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wirelog.decoders.base import Limits, StreamContext
 from wirelog.decoders.hercules import HerculesDecoder
+from wirelog.engine.local import run
 from wirelog.export.hercules import encode_batch
-from wirelog.model import Chunk, Direction, Gap
+from wirelog.model import Chunk, Direction, Gap, Message
 
 EV = bytes.fromhex(README_EVENT)
 BODY = struct.pack(">i", 2) + EV + EV
@@ -182,48 +183,13 @@ def test_chunking_invariance(events, step, packed):
     assert messages(whole, "request")[0].fields["events"] == len(events)
 
 
-# --- a real client and server over loopback, captured with tcpdump ---
+# --- a real client (http.client) and server (http.server) over loopback, captured with tcpdump ---
+
+FIXTURE = Path(__file__).resolve().parent / "data" / "hercules" / "gate-session.pcap"
 
 
-def _session(port: int) -> list[bytes]:
-    """Keep-alive session: plain, lz4, chunked, a rejected batch; returns the bodies sent."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    sent = []
-    batches = [struct.pack(">i", n) + EV * n for n in (1, 3, 2, 1)]
-    for i, body in enumerate(batches):
-        headers = {"Authorization": "Hercules apiKey loop-key", "Content-Type": "application/octet-stream"}
-        stream = "bad" if i == 3 else f"s{i}"
-        payload: bytes | list[bytes] = body
-        if i == 1:
-            payload = lz4.block.compress(body, store_size=False)
-            headers |= {"Content-Encoding": "lz4", "Original-Content-Length": str(len(body))}
-        if i == 2:
-            conn.request("POST", f"/stream/sendAsync?stream={stream}", iter([body[:50], body[50:]]), headers,
-                         encode_chunked=True)  # fmt: skip
-        else:
-            conn.request("POST", f"/stream/send?stream={stream}", payload, headers)
-        resp = conn.getresponse()
-        resp.read()
-        sent.append(body)
-    conn.close()
-    return sent
-
-
-def test_loopback_gate_session_captured(tmp_path):
-    from capture_tools import tcpdump
-
-    from wirelog.engine.local import run
-    from wirelog.model import Message
-
-    pcap = tmp_path / "gate.pcap"
-    with gate() as server:
-        port = server.server_address[1]
-        try:
-            with tcpdump(pcap, port):
-                sent = _session(port)
-        except RuntimeError as exc:
-            pytest.skip(str(exc))
-        assert server.bodies == sent
+def check_session(pcap: Path) -> None:
+    """What the recorded session (hercules_helpers.gate_session) must decode to."""
     recs = [r for r in run([str(pcap)]) if isinstance(r, Message)]
     reqs = [r for r in recs if r.kind == "request"]
     assert [r.protocol for r in reqs] == ["hercules"] * 4
@@ -231,12 +197,26 @@ def test_loopback_gate_session_captured(tmp_path):
         ("s0", 200, 1), ("s1", 200, 3), ("s2", 200, 2), ("bad", 400, 1),
     ]  # fmt: skip
     assert [r.fields.get("content_encoding") for r in reqs] == [None, "lz4", None, None]
-    assert reqs[2].fields["chunked"] is True
+    assert reqs[2].fields["chunked"] is True and reqs[2].fields["path"] == "/stream/sendAsync"
     events = [r for r in recs if r.kind == "event"]
     assert [e.acked for e in events] == [True] * 6 + [False]
     assert all(e.event == {"host": "localhost", "timestamp": 1_527_679_920_000_000} for e in events)
     assert all(e.frame is not None and e.stream == reqs[0].stream for e in events)
     assert "loop-key" not in repr(recs)
+
+
+def test_recorded_gate_session():
+    check_session(FIXTURE)
+
+
+def test_live_gate_session(tmp_path):
+    pcap = tmp_path / "gate.pcap"
+    try:
+        sent, received = record_gate_session(pcap)
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    assert received == sent
+    check_session(pcap)
 
 
 def test_pending_overflow_emits_early_with_unknown_delivery():
