@@ -280,7 +280,7 @@ class CourierDecoder:
             inf = Inflater(self._ctx.limits.max_inflated)
             inf.feed(body[NONCE:])
             trailing = len(body) - NONCE - inf.consumed if inf.eof else 0
-            p = self._open(d, side, body[:NONCE], kind, at, ok, out)
+            p = self._open(d, body[:NONCE], kind, at, ok, out)
             out += self._payload(d, kind, body[:NONCE], inf, at, fields, trailing, p)
         elif ok:
             self._control(mtype, at, out)
@@ -370,7 +370,7 @@ class CourierDecoder:
     # -- payloads -------------------------------------------------------------------------------
 
     def _open(
-        self, d: Direction, side: Side, nonce: bytes, kind: str, at: At, ok: bool, out: list[Record]
+        self, d: Direction, nonce: bytes, kind: str, at: At, ok: bool, out: list[Record]
     ) -> Payload | None:
         if not ok:
             return None
@@ -388,7 +388,7 @@ class CourierDecoder:
         ok = self._allowed(d, b"EVNT", at, found)
         if ok:
             self._order_checks(d, side, b"EVNT", at, found)
-        p = self._open(d, side, nonce, "evnt", at, ok, found)
+        p = self._open(d, nonce, "evnt", at, ok, found)
         inf = Inflater(self._ctx.limits.max_inflated)
         side.evnt = Streaming(at, nonce, inf, p, {"type": "EVNT"}, found)
 
@@ -428,7 +428,8 @@ class CourierDecoder:
             side.lost = Lost(st.at, "courier.desync", f"EVNT end unknown because {why}")
         side.messages += 1
         self._kinds["evnt"] += 1
-        return [msg, *extra, *self._payload(d, "evnt", st.nonce, inf, st.at, st.fields, 0, st.payload)]
+        payload = self._payload(d, "evnt", st.nonce, inf, st.at, st.fields, 0, st.payload, cut is None)
+        return [msg, *extra, *payload]
 
     def _payload(
         self,
@@ -440,8 +441,10 @@ class CourierDecoder:
         fields: dict[str, object],
         trailing: int,
         p: Payload | None,
+        whole: bool = True,
     ) -> list[Record]:
-        """Findings and events of one JDAT/EVNT body; events go to delivery (held until acked)."""
+        """Findings and events of one JDAT/EVNT body (`whole`: all its bytes arrived); events go to
+        delivery, held until acknowledged."""
         out: list[Record] = []
         hexnonce = nonce.hex()
         data = inf.output
@@ -460,7 +463,7 @@ class CourierDecoder:
             cap = self._ctx.limits.max_inflated
             msg = f"{kind} {hexnonce} inflates beyond the {cap}-byte inflate cap; later events dropped"
             out.append(finding("courier.inflate-limit", msg, d, at, cap=self._ctx.limits.max_inflated))
-        elif not inf.eof:
+        elif not inf.eof and whole:
             msg = f"{kind} {hexnonce}: the zlib stream is truncated (no end after {inf.consumed} bytes)"
             out.append(finding("courier.decompress-failed", msg, d, at))
         if trailing:
