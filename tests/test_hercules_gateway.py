@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import struct
+import subprocess
 from pathlib import Path
 
 import lz4.block
@@ -227,3 +229,25 @@ def test_pending_overflow_emits_early_with_unknown_delivery():
     assert messages(out)[0].fields["stream_name"] == "a" and messages(out)[1].acked is None
     out = dec.feed(Chunk(0, Direction.S2C, 0, answer(200) + answer(200)))
     assert [r.fields["stream_name"] for r in messages(out, "request")] == ["b", "c"]
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+def test_recorded_session_agrees_with_tshark():
+    out = subprocess.run(
+        ["tshark", "-r", str(FIXTURE), "-Y", "http", "-T", "fields", "-e", "frame.number",
+         "-e", "http.request.uri", "-e", "http.response.code"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    rows = [line.split("\t") for line in out.splitlines()]
+    recs = [r for r in run([str(FIXTURE)]) if isinstance(r, Message)]
+    uris = [f"{r.fields['path']}?stream={r.fields['stream_name']}" for r in recs if r.kind == "request"]
+    assert uris == [uri for _, uri, _ in rows if uri]
+    # tshark names a message by its last segment, wirelog by its first
+    responses = [(r.frame, r.fields["status"]) for r in recs if r.kind == "response"]
+    tshark_responses = [(int(frame), int(code)) for frame, _, code in rows if code]
+    assert [s for _, s in responses] == [s for _, s in tshark_responses] == [200, 200, 200, 400]
+    assert all(a <= b < a + 3 for (a, _), (b, _) in zip(responses, tshark_responses, strict=True))
+    requests = [r for r in recs if r.kind == "request"]
+    assert all(
+        r.frame <= int(frame) for r, (frame, uri, _) in zip(requests, [x for x in rows if x[1]], strict=True)
+    )
