@@ -53,17 +53,30 @@ def convert(ctx, fmt, output, **params):
         raise click.UsageError("Parquet needs a file or directory: -o FILE.parquet or -o DIR/")
     if is_dir:
         os.makedirs(output, exist_ok=True)
+        used: set[str] = set()
         for path in session.paths:
-            _write(
-                fmt,
-                os.path.join(output, Path(path).name.split(".")[0] + SUFFIX[fmt]),
-                session.items([path], False),
-            )
+            _write(fmt, os.path.join(output, _output_name(path, fmt, used)), session.items([path], False))
         if session.raw:
             _write(fmt, os.path.join(output, "raw" + SUFFIX[fmt]), session.items([]))
     else:
         _write(fmt, output, session.items())
     ctx.exit(exit_code(session))
+
+
+CAPTURE_SUFFIXES = (".gz", ".zst", ".lz4", ".bz2", ".xz", ".pcapng", ".pcap", ".cap")
+
+
+def _output_name(path: str, fmt: str, used: set[str]) -> str:
+    """`dir/x.pcap.gz` → `x.parquet`; a name already taken in this run gets `-2`, `-3`, ..."""
+    stem = "stdin" if path == "-" else Path(path).name
+    for suffix in CAPTURE_SUFFIXES:
+        stem = stem.removesuffix(suffix)
+    name, n = stem + SUFFIX[fmt], 1
+    while name in used:
+        n += 1
+        name = f"{stem}-{n}{SUFFIX[fmt]}"
+    used.add(name)
+    return name
 
 
 def _write(fmt: str, output: str, items: Iterable) -> None:

@@ -1,0 +1,226 @@
+"""inspect, validate, convert --to parquet/hercules, --version, errors: end to end on real captures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.capture_tools import ndjson, run_cli
+from tests.conftest import REPO, shared_capture
+from tests.pcap_helpers import tcp_frame, write_pcap
+from wirelog.cli import convert as convert_module
+from wirelog.cli.main import main
+
+EXAMPLE = REPO / "examples" / "lumberjack-pylogbeat.pcap"
+
+
+def inspect_json(*args: str) -> dict:
+    code, out, err = run_cli("inspect", "--json", *args)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_inspect_summary_of_the_example():
+    r = inspect_json(str(EXAMPLE))
+    (cap,) = r["captures"]
+    assert (
+        cap["packets"] == cap["tcp_packets"] > 0 and cap["non_tcp_packets"] == 0 and cap["link_types"] == [1]
+    )
+    (s,) = r["streams"]
+    assert s["protocol"] == "lumberjack" and s["server"].endswith(":5044")
+    assert (s["events"], s["acked"], s["unacked"]) == (9, 9, 0)
+    assert r["totals"]["events"] == 9
+    lj = r["protocols"]["lumberjack"]
+    assert lj["windows"] == 3 and lj["kinds"]["event"] == 9
+    assert lj["ack_latency_ms_p50"] is not None
+
+
+def test_inspect_cql_highlights():
+    r = inspect_json(str(shared_capture("public/cql-packetbeat/cassandra_compressed.pcap")))
+    cql = r["protocols"]["cql"]
+    assert cql["statements"] == {"query": 17}
+    assert cql["crc_verdict"] == "no v5 frames"
+    assert len(cql["slowest"]) == 5
+    latencies = [p["latency_ms"] for p in cql["slowest"]]
+    assert latencies == sorted(latencies, reverse=True) and latencies[0] > 0
+
+
+def test_inspect_courier_highlights_across_captures():
+    paths = sorted(str(p) for p in shared_capture("peers").glob("*.pcap"))
+    r = inspect_json(*paths)
+    assert len(r["captures"]) == 3 and r["totals"]["streams"] == 3
+    co = r["protocols"]["courier"]
+    assert co["payloads"] == co["complete_payloads"] == 5 and co["resends"] == 0
+    assert r["totals"]["events"] == r["totals"]["acked"] == 11
+
+
+def test_inspect_findings_grouped_by_code(tmp_path):
+    s = {"src": "10.0.0.2", "dst": "10.0.0.1", "sport": 8000, "dport": 40000}
+    frames = [
+        tcp_frame(1, b"hello", dport=8000),
+        tcp_frame(20, b"world", dport=8000),  # 14 bytes missing
+        tcp_frame(1, b"", flags="A", ack=25, **s),
+    ]
+    path = write_pcap(tmp_path / "gap.pcap", frames)
+    r = inspect_json(str(path))
+    (gap,) = [f for f in r["findings"] if f["code"] == "tcp.gap"]
+    assert (gap["count"], gap["first_frames"], gap["severity"]) == (1, [3], "warning")
+    assert r["streams"][0]["gaps"] == 1
+
+
+def test_inspect_stream_and_frame_drill_down():
+    code, out, _ = run_cli("inspect", str(EXAMPLE), "--stream", "0")
+    text = out.decode()
+    assert code == 0 and text.count(" event ") >= 9 and "window" in text
+    frame = next(r["frame"] for r in ndjson(run_cli("convert", str(EXAMPLE), "--kind", "window")[1]))
+    code, out, _ = run_cli("inspect", str(EXAMPLE), "--frame", str(frame))
+    text = out.decode()
+    assert code == 0 and "lumberjack window" in text
+    assert "32 57" in text  # the hex dump shows the '2W' window frame header
+
+
+def test_filters_select_records():
+    events = ndjson(run_cli("convert", str(EXAMPLE), "--events")[1])
+    assert len(events) == 9 and all(r["kind"] == "event" and r["event"] for r in events)
+    windows = ndjson(run_cli("convert", str(EXAMPLE), "--kind", "window", "--kind", "ack")[1])
+    assert {r["kind"] for r in windows} == {"window", "ack"}
+    assert ndjson(run_cli("convert", str(EXAMPLE), "--protocol", "cql")[1]) == []
+    first_ts = events[0]["ts"]
+    later = ndjson(run_cli("convert", str(EXAMPLE), "--events", "--since", events[-1]["ts"])[1])
+    assert 0 < len(later) < 9 and all(r["ts"] >= events[-1]["ts"] for r in later)
+    assert ndjson(run_cli("convert", str(EXAMPLE), "--events", "--until", first_ts)[1]) == []
+    code, _, err = run_cli("convert", str(EXAMPLE), "--since", "yesterday")
+    assert code == 2 and "--since" in err
+
+
+def test_validate_exit_status(tmp_path):
+    code, out, _ = run_cli("validate", str(EXAMPLE))
+    assert code == 0 and b"lumberjack.server-kind" in out  # info findings are printed, not failing
+    assert run_cli("validate", str(EXAMPLE), "--fail-on", "info")[0] == 1
+    garbage = write_pcap(tmp_path / "bad.pcap", [tcp_frame(1, b'{"json": "to a beats port"}\n', dport=5044)])
+    code, out, _ = run_cli("validate", str(garbage), "--json")
+    rows = ndjson(out)
+    assert code == 1 and all(r["record"] == "finding" for r in rows)
+    assert any(r["severity"] == "error" for r in rows)
+    text = tmp_path / "x.txt"
+    text.write_text("not a capture")
+    assert run_cli("validate", str(text))[0] == 2
+
+
+def test_parquet_matches_json_row_for_row(tmp_path):
+    path = shared_capture("public/cql-packetbeat/cassandra_mixed_frame.pcap")
+    out = tmp_path / "mixed.parquet"
+    code, _, err = run_cli("convert", str(path), "--to", "parquet", "-o", str(out))
+    assert code == 0, err
+    table = pq.read_table(out)
+    rows = table.to_pylist()
+    records = ndjson(run_cli("convert", str(path), "--to", "json")[1])
+    assert len(rows) == len(records) > 30
+    for row, rec in zip(rows, records, strict=True):
+        assert (row["record"], row["stream"], row["frame"], row["offset"], row["protocol"]) == (
+            rec["record"], rec["stream"], rec["frame"], rec["offset"], rec["protocol"],
+        )  # fmt: skip
+        assert row["kind"] == rec.get("kind") and row["code"] == rec.get("code")
+        assert row["ts"].isoformat().replace("+00:00", "") == rec["ts"][:26].rstrip("Z")
+        if row["fields"] is not None:
+            fields = json.loads(row["fields"])
+            assert all(rec.get(k, rec.get(f"cql_{k}")) == v for k, v in fields.items())
+    assert str(table.schema.field("ts").type) == "timestamp[ns, tz=UTC]"
+    assert pq.ParquetFile(out).metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_parquet_opens_in_duckdb(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    out = tmp_path / "ex.parquet"
+    assert run_cli("convert", str(EXAMPLE), "--to", "parquet", "-o", str(out))[0] == 0
+    con = duckdb.connect()
+    n, acked = con.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE acked) FROM '{out}' WHERE kind = 'event'"
+    ).fetchone()
+    assert (n, acked) == (9, 9)
+    (host,) = con.execute(f"SELECT DISTINCT json_extract_string(event, '$.message') IS NOT NULL FROM '{out}' "
+                          "WHERE kind = 'event'").fetchone()  # fmt: skip
+    assert host is True
+
+
+def test_outputs_are_deterministic(tmp_path):
+    for fmt in ("json", "hercules", "parquet"):
+        a, b = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
+        for out in (a, b):
+            code, _, err = run_cli("convert", str(EXAMPLE), "--to", fmt, "-o", str(out))
+            assert code == 0, err
+        if fmt == "parquet":
+            assert pq.read_table(a).equals(pq.read_table(b))
+        else:
+            assert a.read_bytes() == b.read_bytes() and a.stat().st_size > 0
+
+
+def test_output_directory_gets_one_file_per_input(tmp_path):
+    paths = sorted(str(p) for p in shared_capture("peers").glob("*.pcap"))
+    outdir = tmp_path / "out"
+    code, _, err = run_cli("convert", *paths, "--to", "parquet", "-o", str(outdir) + "/")
+    assert code == 0, err
+    names = sorted(p.name for p in outdir.iterdir())
+    assert names == sorted(Path(p).name.removesuffix(".pcap") + ".parquet" for p in paths)
+
+
+def test_interrupted_parquet_write_leaves_nothing(tmp_path, monkeypatch):
+    out = tmp_path / "half.parquet"
+    calls = {"n": 0}
+    real = convert_module.ParquetWriter.write
+
+    def boom(self, rec):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        real(self, rec)
+
+    monkeypatch.setattr(convert_module.ParquetWriter, "write", boom)
+    code, _, _ = run_cli("convert", str(EXAMPLE), "--to", "parquet", "-o", str(out))  # click: "Aborted!"
+    assert code != 0 and calls["n"] == 5
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_version_lists_libraries():
+    code, out, _ = run_cli("--version")
+    text = out.decode()
+    assert code == 0 and text.startswith("wirelog ") and "pyarrow" in text and "crcmod C extension" in text
+
+
+def test_unexpected_error_is_one_line_unless_debug(monkeypatch, capsys):
+    def explode(*a, **k):
+        raise ValueError("kaboom")
+
+    monkeypatch.setattr(convert_module, "JsonWriter", explode)
+    with pytest.raises(SystemExit) as e:
+        main(["convert", str(EXAMPLE)])
+    assert e.value.code == 3
+    err = capsys.readouterr().err
+    assert "internal error: ValueError: kaboom" in err and "Traceback" not in err
+    with pytest.raises(ValueError):
+        main(["--debug", "convert", str(EXAMPLE)])
+
+
+def test_real_subprocess_pipeline_from_stdin():
+    """The installed console script reading stdin, like `tcpdump -w - | wirelog convert -`."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "wirelog.cli", "convert", "-", "--events"],
+        input=EXAMPLE.read_bytes(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(ndjson(proc.stdout)) == 9
+
+
+def test_bad_inputs_never_traceback(tmp_path):
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes(b"")
+    for args in (["inspect", str(empty)], ["convert", str(tmp_path / "missing.pcap")], ["streams"]):
+        proc = subprocess.run([sys.executable, "-m", "wirelog.cli", *args], capture_output=True, timeout=60)
+        assert proc.returncode == 2 and b"Traceback" not in proc.stderr and proc.stderr.strip()
