@@ -395,3 +395,59 @@ def test_pcapng_timestamp_conversion_is_exact(tmp_path, units, resol, offset):
     base = 2 if resol & 0x80 else 10
     expected = Fraction(units) / base ** (resol & 0x7F) * 10**9
     assert segs[0][1] == info.first_ts == math.floor(expected) + offset * 10**9
+
+
+def test_pcapng_journal_and_custom_blocks_are_numbered_like_wireshark(tmp_path):
+    """tshark 4.0.17 gives Systemd Journal Export (9) and custom blocks a frame number; DSB, ISB,
+    NRB and unknown blocks get none."""
+
+    def block(btype: int, body: bytes) -> bytes:
+        body += b"\0" * (-len(body) % 4)
+        return struct.pack("<II", btype, len(body) + 12) + body + struct.pack("<I", len(body) + 12)
+
+    journal = block(9, b"__REALTIME_TIMESTAMP=1700000000000000\nMESSAGE=hi\n")
+    custom = block(0x0BAD, struct.pack("<I", 32473) + b"abcd")
+    custom_nocopy = block(0x40000BAD, struct.pack("<I", 32473) + b"efgh")
+    dsb = block(10, struct.pack("<II", 0x544C534B, 4) + b"abcd")
+    isb = block(5, struct.pack("<III", 0, 0, 0))
+    unknown = block(0x1234, b"zzzz")
+    path = tmp_path / "j.pcapng"
+    path.write_bytes(
+        shb()
+        + idb(1)
+        + epb(0, 1, tcp_frame(1, b"a"))
+        + journal
+        + epb(0, 2, tcp_frame(2, b"b"))
+        + dsb
+        + custom
+        + isb
+        + unknown
+        + custom_nocopy
+        + epb(0, 3, tcp_frame(3, b"c"))
+    )
+    segs, info, findings = read_all(path)
+    assert [(s[0], s[9]) for s in segs] == [(1, b"a"), (3, b"b"), (6, b"c")]
+    assert (info.packets, info.non_tcp_packets) == (6, 3) and findings == []
+    if shutil.which("tshark"):
+        out = subprocess.run(
+            ["tshark", "-r", str(path), "-T", "fields", "-e", "frame.number", "-e", "tcp.seq_raw"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert [line.split("\t") for line in out.splitlines()] == [
+            ["1", "1"], ["2", ""], ["3", "2"], ["4", ""], ["5", ""], ["6", "3"]
+        ]  # fmt: skip
+
+
+@pytest.mark.parametrize("pcapng", [False, True])
+def test_length_within_cap_but_beyond_the_file_is_a_truncation(tmp_path, pcapng):
+    if pcapng:
+        data = shb() + idb(1) + epb(0, 0, tcp_frame(1, b"ok")) + struct.pack("<II", 6, 200 << 20) + b"\0" * 40
+    else:
+        data = pcap_bytes([tcp_frame(1, b"ok")], snaplen=256 << 20) + struct.pack("<IIII", 0, 0, 200 << 20, 0)
+    path = tmp_path / "l.cap"
+    path.write_bytes(data + b"\0" * 40)
+    segs, info, findings = read_all(path)
+    assert [s[9] for s in segs] == [b"ok"]
+    assert codes(findings) == ["pcap.truncated"] and info.truncated

@@ -4,7 +4,9 @@ A record is a plain tuple `(frame, ts_ns, linktype, buf, off, end, wirelen)`: th
 bytes are `buf[off:end]` (no copy is made here; `buf` is the current read block), `wirelen` is its
 length on the wire, `frame` its 1-based number (Wireshark's: every packet record counts). `ts_ns` is
 None for a pcapng Simple Packet Block, which carries no timestamp. `linktype` is None when a pcapng
-packet names an interface that was never described (already reported as a finding).
+packet names an interface that was never described (already reported as a finding), and for the
+pcapng records that are not packets but that Wireshark (4.0) numbers as frames all the same —
+Systemd Journal Export and custom blocks — so that our frame numbers stay Wireshark's.
 
 The input is read in large blocks and records are cut out of each block with `struct.unpack_from`;
 a record that straddles two blocks is carried over. That works the same on stdin pipes and on
@@ -40,6 +42,7 @@ _PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 _BOMS = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
 
 _SHB, _IDB, _OPB, _SPB, _EPB = 0x0A0D0D0A, 1, 2, 3, 6
+_FRAME_RECORDS = frozenset({9, 0x00000BAD, 0x40000BAD})  # journal export, custom (copyable or not)
 _OPT_TSRESOL, _OPT_TSOFFSET = 9, 14
 
 
@@ -283,6 +286,9 @@ def _pcapng_records(inp: _Input, buf: bytes, info: CaptureInfo, sink: FindingSin
                 else:
                     _bad_interface(sink, frame, 0)
                     yield frame, None, None, buf, start, start + incl, orig
+            elif btype in _FRAME_RECORDS:
+                frame += 1
+                yield frame, None, None, buf, pos + 8, pos + blen - 4, blen - 12
             elif btype == _IDB and blen >= 20:
                 iface = _parse_idb(buf, pos, blen, order)
                 ifaces.append(iface)
