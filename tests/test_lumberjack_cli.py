@@ -65,3 +65,12 @@ def test_capture_gap_loses_only_the_missing_window(tmp_path):
     assert [e["event"]["message"] for e in events] == ["w0a", "w0b", "w2a", "w2b"]
     assert all(e["acked"] for e in events)
     assert any(r["record"] == "finding" and "gap" in r.get("code", "") for r in rows)
+
+
+def test_events_only_gives_the_log_lines():
+    rows = convert(str(SAMPLE), "--events")
+    assert [r["kind"] for r in rows] == ["event"] * 9
+    lines = [r["event"]["message"] for r in rows]
+    assert lines[6] == "2026-11-21T06:00:05.004Z INFO payment for order 81723 captured"
+    assert lines[8] == '10.0.4.22 - - [21/Nov/2026:06:00:07 +0000] "DELETE /api/cart/81723 HTTP/1.1" 204 0'
+    assert all(r["acked"] is True for r in rows)
