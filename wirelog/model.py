@@ -9,11 +9,11 @@ reassembled stream, counted from the first byte after the SYN (or the first byte
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class Direction(str, Enum):
+class Direction(StrEnum):
     """Direction of bytes inside a stream, relative to the (possibly inferred) client."""
 
     C2S = "c2s"
@@ -24,7 +24,7 @@ class Direction(str, Enum):
         return Direction.S2C if self is Direction.C2S else Direction.C2S
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     """How bad a finding is; ordered so that `rank` compares them."""
 
     INFO = "info"
