@@ -580,3 +580,10 @@ def test_gap_while_resynchronising_reports_both_losses():
     recs = conv.records + conv.close()
     assert codes(recs) == ["courier.desync"]  # the gap fell on the PING's boundary: silent
     assert findings(recs, "courier.desync")[0].fields["skipped"] == 12
+
+
+def test_go_helo_with_a_nonce_go_cannot_make():
+    conv = handshaken()
+    conv.c(enc.payload(b"\xff" + N1[1:], events(1), "go"), enc.payload(b"\xff" * 16, events(1), "go"))
+    (f,) = findings(conv.records, "courier.fingerprint-mismatch")
+    assert f.severity is Severity.INFO and f.fields["nonce"].startswith("ff")

@@ -85,6 +85,7 @@ class CourierDecoder:
         self._unknown_sent = 0
         self._wrong: set[bytes] = set()
         self._acks_lost = False
+        self._ff_seen = False  # fingerprint-mismatch reported
 
     # -- the Decoder interface ------------------------------------------------------------------
 
@@ -378,6 +379,18 @@ class CourierDecoder:
             msg = "EVNT without a VERS advertising it (flag 0x01): the server cannot read streamed payloads"
             out.append(finding("courier.evnt-not-negotiated", msg, d, at))
         self._fp.see_nonce(nonce)
+        if (
+            b"\xff" in nonce
+            and self._fp.helo is not None
+            and self._fp.client()[0] == "go"
+            and not self._ff_seen
+        ):
+            self._ff_seen = True
+            msg = (
+                f"nonce {nonce.hex()} contains 0xFF, which Go's Intn(255) never produces, yet the HELO "
+                "announces a Go client: another implementation (or a replay) speaks as Log Courier"
+            )
+            out.append(finding("courier.fingerprint-mismatch", msg, d, at, nonce=nonce.hex()))
         out += self._delivery.open(nonce.hex(), kind, at)
         return self._delivery.payloads[nonce.hex()]
 

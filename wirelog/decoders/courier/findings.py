@@ -42,6 +42,7 @@ CODES: dict[str, Severity] = {
     "courier.truncated": Severity.WARNING,
     "courier.unacked-at-close": Severity.WARNING,
     "courier.pending-overflow": Severity.WARNING,
+    "courier.fingerprint-mismatch": Severity.INFO,
 }
 
 
