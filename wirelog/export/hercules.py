@@ -21,11 +21,16 @@ from typing import Any, BinaryIO
 
 from wirelog.decoders.hercules.types import (
     BIGINT_TAG,
+    FIXED,
+    FIXED_STRUCTS,
+    HEAD,
+    I32,
     ITEM_TAG,
     MAX_KEY_BYTES,
     MAX_LENGTH,
     MAX_TAGS,
     TICKS_PER_SECOND,
+    U16,
     VERSION,
     Event,
     Key,
@@ -36,12 +41,6 @@ from wirelog.decoders.hercules.types import (
 )
 from wirelog.model import Finding, Message, Severity
 
-_HEAD = struct.Struct(">Bq16s")
-_U16 = struct.Struct(">H")
-_I32 = struct.Struct(">i")
-_FIXED = {Type.SHORT: "h", Type.INTEGER: "i", Type.LONG: "q", Type.FLOAT: "f", Type.DOUBLE: "d"}
-_STRUCTS = {t: struct.Struct(">" + f) for t, f in _FIXED.items()}
-
 
 class EncodeError(ValueError):
     """The value cannot be written as a valid Hercules event."""
@@ -51,7 +50,7 @@ def encode_event(ev: Event) -> bytes:
     """The wire bytes of one event."""
     out = bytearray()
     try:
-        out += _HEAD.pack(ev.version, ev.timestamp, bytes(ev.uuid))
+        out += HEAD.pack(ev.version, ev.timestamp, bytes(ev.uuid))
     except struct.error as exc:
         raise EncodeError(f"bad event header: {exc}") from None
     if len(ev.uuid) != 16:
@@ -62,13 +61,13 @@ def encode_event(ev: Event) -> bytes:
 
 def encode_batch(events: list[Event]) -> bytes:
     """A gateway request body: `Count:i32` then the events."""
-    return _I32.pack(len(events)) + b"".join(encode_event(ev) for ev in events)
+    return I32.pack(len(events)) + b"".join(encode_event(ev) for ev in events)
 
 
 def _container(out: bytearray, tags: tuple[tuple[Key, Variant], ...]) -> None:
     if len(tags) > MAX_TAGS:
         raise EncodeError(f"container of {len(tags)} tags (at most {MAX_TAGS})")
-    out += _U16.pack(len(tags))
+    out += U16.pack(len(tags))
     for key, var in tags:
         raw = key.encode() if isinstance(key, str) else key
         if len(raw) > MAX_KEY_BYTES:
@@ -87,8 +86,8 @@ def _value(out: bytearray, t: Type, v: Any) -> None:
             raw = v.encode() if isinstance(v, str) else v
             _length(out, len(raw))
             out += raw
-        elif t in _STRUCTS:
-            out += v if isinstance(v, bytes) else _STRUCTS[t].pack(v)
+        elif t in FIXED_STRUCTS:
+            out += v if isinstance(v, bytes) else FIXED_STRUCTS[t].pack(v)
         elif t in (Type.BYTE, Type.FLAG):
             out.append(int(v) & 0xFF if t == Type.BYTE else int(v))
         elif t == Type.UUID:
@@ -109,7 +108,7 @@ def _value(out: bytearray, t: Type, v: Any) -> None:
 def _length(out: bytearray, n: int) -> None:
     if n > MAX_LENGTH:
         raise EncodeError(f"length {n} does not fit a signed 32-bit length")
-    out += _I32.pack(n)
+    out += I32.pack(n)
 
 
 def _vector(out: bytearray, vec: Vector) -> None:
@@ -120,8 +119,8 @@ def _vector(out: bytearray, vec: Vector) -> None:
         out += bytes(items)
     elif elem == Type.FLAG:
         out += bytes(int(x) for x in items)
-    elif elem in _FIXED and not any(isinstance(x, bytes) for x in items):
-        out += struct.pack(f">{len(items)}{_FIXED[elem]}", *items)
+    elif elem in FIXED and not any(isinstance(x, bytes) for x in items):
+        out += struct.pack(f">{len(items)}{FIXED[elem][0]}", *items)
     elif elem != Type.NULL:
         for x in items:
             _value(out, elem, x)

@@ -15,13 +15,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wirelog.decoders.hercules.types import (
+    FIXED,
+    FIXED_STRUCTS,
     GATE_MAX_EVENT,
+    HEAD,
+    I32,
     MAX_DEPTH,
     MAX_DOTNET_TAGS,
     MIN_EVENT,
     TAG_NAME,
     TICKS_PER_SECOND,
     TYPE_CODES,
+    U16,
     VERSION,
     Event,
     Type,
@@ -30,13 +35,7 @@ from wirelog.decoders.hercules.types import (
 )
 from wirelog.model import Severity
 
-_U16 = struct.Struct(">H")
-_I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_HEAD = struct.Struct(">Bq16s")
-# struct format letter and size of the fixed-size numeric types
-_FIXED = {Type.SHORT: ("h", 2), Type.INTEGER: ("i", 4), Type.LONG: ("q", 8), Type.FLOAT: ("f", 4), Type.DOUBLE: ("d", 8)}  # fmt: skip
-_STRUCTS = {t: struct.Struct(">" + f) for t, (f, _) in _FIXED.items()}
 # bytes the smallest element of each vector element type takes (Null takes none)
 _MIN_ELEM = {Type.CONTAINER: 2, Type.BYTE: 1, Type.FLAG: 1, Type.STRING: 4, Type.UUID: 16, Type.NULL: 0, Type.VECTOR: 5}  # fmt: skip
 MAX_NULLS = 1 << 20  # Vector<Null> costs no bytes per element: cap what we materialise
@@ -126,7 +125,7 @@ class _Reader:
 
     def _length(self, pos: int, what: str) -> int:
         self._need(pos, 4, what)
-        (n,) = _I32.unpack_from(self.data, pos)
+        (n,) = I32.unpack_from(self.data, pos)
         if n < 0:
             raise Corrupt(
                 "hercules.negative-length", f"{what} has negative length {n}", pos, _hpath(self.path)
@@ -139,7 +138,7 @@ class _Reader:
     def event(self, pos: int, max_event: int) -> tuple[Event, int]:
         self.limit = pos + max_event
         self._need(pos, MIN_EVENT, "event header")
-        version, ticks, uuid = _HEAD.unpack_from(self.data, pos)
+        version, ticks, uuid = HEAD.unpack_from(self.data, pos)
         tags, stop = self.container(pos + 25, 1)
         return Event(version, ticks, uuid, tags), stop
 
@@ -150,7 +149,7 @@ class _Reader:
             )
         data = self.data
         p = self._need(pos, 2, "container count")
-        (count,) = _U16.unpack_from(data, pos)
+        (count,) = U16.unpack_from(data, pos)
         if count > MAX_DOTNET_TAGS:
             self._problem(
                 "hercules.dotnet-tag-count",
@@ -216,12 +215,12 @@ class _Reader:
         if t == Type.STRING:
             n = self._length(pos, "string")
             return Variant(Type.STRING, self._string(pos + 4, n)), pos + 4 + n
-        if t in _STRUCTS:
+        if t in FIXED_STRUCTS:
             typ = Type(t)
-            p = self._need(pos, _FIXED[typ][1], typ.name.lower())
-            v = _STRUCTS[typ].unpack_from(data, pos)[0]
+            p = self._need(pos, FIXED[typ][1], typ.name.lower())
+            v = FIXED_STRUCTS[typ].unpack_from(data, pos)[0]
             if v != v:
-                v = _nan(data[pos:p], v, _STRUCTS[typ])
+                v = _nan(data[pos:p], v, FIXED_STRUCTS[typ])
             return Variant(typ, v), p
         if t == Type.BYTE:
             p = self._need(pos, 1, "byte")
@@ -288,13 +287,13 @@ class _Reader:
         elem = Type(t)
         n = self._length(pos + 1, "vector")
         p = pos + 5
-        if elem in _FIXED:
-            letter, size = _FIXED[elem]
+        if elem in FIXED:
+            letter, size = FIXED[elem]
             stop = self._need(p, n * size, "vector")
             items = struct.unpack_from(f">{n}{letter}", data, p)
             if elem in (Type.FLOAT, Type.DOUBLE) and any(x != x for x in items):
                 items = tuple(
-                    _nan(data[p + i * size : p + (i + 1) * size], x, _STRUCTS[elem]) if x != x else x
+                    _nan(data[p + i * size : p + (i + 1) * size], x, FIXED_STRUCTS[elem]) if x != x else x
                     for i, x in enumerate(items)
                 )
             return Vector(elem, items), stop
@@ -414,7 +413,7 @@ def decode_batch(body: bytes, parser: EventParser) -> Batch:
     if len(body) < 4:
         msg = f"batch of {len(body)} bytes has no 4-byte event count (the Gate answers 400)"
         return Batch(None, [], [Problem("hercules.batch-malformed", Severity.ERROR, msg, 0)])
-    (count,) = _I32.unpack_from(body, 0)
+    (count,) = I32.unpack_from(body, 0)
     if count < 0:
         msg = f"negative event count {count}"
         return Batch(

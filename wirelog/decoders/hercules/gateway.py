@@ -108,22 +108,11 @@ class Gateway:
         while self.pending:
             p = self.pending.popleft()
             req = p.request
-            out.append(req)
-            out += p.events
-            out.append(
-                Finding(
-                    "hercules.no-response",
-                    Severity.INFO,
-                    f"no Gate response in the capture for {req.fields['method']} {req.fields['path']}; "
-                    f"delivery of its {len(p.events)} event(s) is unknown",
-                    PROTOCOL,
-                    Direction.C2S,
-                    req.offset,
-                    req.frame,
-                    req.ts,
-                    {"events": len(p.events)},
-                )
+            text = (
+                f"no Gate response in the capture for {req.fields['method']} {req.fields['path']}; "
+                f"delivery of its {len(p.events)} event(s) is unknown"
             )
+            out += self._unanswered(p, "hercules.no-response", text)
         return out
 
     def _framing(self, direction: Direction, p: HttpProblem) -> Finding:
@@ -271,24 +260,29 @@ class Gateway:
         while self.held_events > self.ctx.limits.max_pending_events and len(self.pending) > 1:
             p = self.pending.popleft()
             self.held_events -= len(p.events)
-            req = p.request
-            out.append(req)
-            out += p.events
-            out.append(
-                Finding(
-                    "hercules.pending-overflow",
-                    Severity.INFO,
-                    f"more than {self.ctx.limits.max_pending_events} events wait for Gate answers: the request "
-                    f"at offset {req.offset} is emitted before its answer (acked unknown)",
-                    PROTOCOL,
-                    Direction.C2S,
-                    req.offset,
-                    req.frame,
-                    req.ts,
-                    {"events": len(p.events)},
-                )
+            text = (
+                f"more than {self.ctx.limits.max_pending_events} events wait for Gate answers: the request "
+                f"at offset {p.request.offset} is emitted before its answer (acked unknown)"
             )
+            out += self._unanswered(p, "hercules.pending-overflow", text)
         return out
+
+    @staticmethod
+    def _unanswered(p: _Pending, code: str, text: str) -> list[Record]:
+        """A request and its events emitted without an answer (acked stays None), and why."""
+        req = p.request
+        note = Finding(
+            code,
+            Severity.INFO,
+            text,
+            PROTOCOL,
+            Direction.C2S,
+            req.offset,
+            req.frame,
+            req.ts,
+            {"events": len(p.events)},
+        )
+        return [req, *p.events, note]
 
     def _response(self, msg: HttpMessage) -> list[Record]:
         version, status_text, reason = msg.start

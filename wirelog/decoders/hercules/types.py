@@ -22,6 +22,7 @@ Keys are str, or bytes when they are not valid UTF-8. A `Vector` holds bare elem
 from __future__ import annotations
 
 import re
+import struct
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -45,6 +46,14 @@ class Type(IntEnum):
 
 
 TYPE_CODES = frozenset(int(t) for t in Type)
+
+# Wire layout (all big-endian): the event header, container counts, string/vector lengths, and the
+# struct letter and size of the fixed-size numeric types.
+HEAD = struct.Struct(">Bq16s")
+U16 = struct.Struct(">H")
+I32 = struct.Struct(">i")
+FIXED = {Type.SHORT: ("h", 2), Type.INTEGER: ("i", 4), Type.LONG: ("q", 8), Type.FLOAT: ("f", 4), Type.DOUBLE: ("d", 8)}  # fmt: skip
+FIXED_STRUCTS = {t: struct.Struct(">" + letter) for t, (letter, _) in FIXED.items()}
 
 VERSION = 1
 MAX_KEY_BYTES = 255  # u8 key length
