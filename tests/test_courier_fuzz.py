@@ -112,3 +112,35 @@ def test_detect_is_total(c2s, s2c, closed):
     assert score is None or 0.0 <= score <= 1.0
     if closed:
         assert score is not None
+
+
+@SETTINGS
+@given(
+    st.lists(st.integers(0, 6), min_size=1, max_size=4),
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 9)), max_size=20),
+)
+def test_delivery_follows_the_ack_rules(sizes, acks):
+    """Each event is emitted once; payload k's acked events are the first min(max sequence, count),
+    each credited to the first ACKN whose sequence covered it (reference/courier.md §3)."""
+    from courier_helpers import conversation, messages
+
+    nonces = [bytes([k + 1]) * 16 for k in range(len(sizes))]
+    conv = conversation()
+    conv.c(GO_HELO)
+    conv.s(RUBY_VERS)
+    for k, n in enumerate(sizes):
+        conv.c(enc.payload(nonces[k], [enc.event_json({"k": k, "i": i}) for i in range(n)]))
+    expect: dict[tuple[int, int], int] = {}
+    for k, seq in acks:
+        conv.s(enc.ackn(bytes([k + 1]) * 16, seq))
+        if k < len(sizes):
+            for i in range(min(seq, sizes[k])):
+                expect.setdefault((k, i), conv.frame)
+    evs = messages(conv.records + conv.close(), "event")
+    assert sorted((e.event["k"], e.event["i"]) for e in evs) == [
+        (k, i) for k, n in enumerate(sizes) for i in range(n)
+    ]
+    for e in evs:
+        key = (e.event["k"], e.event["i"])
+        assert e.acked is (key in expect)
+        assert e.fields["ack_frame"] == expect.get(key)
