@@ -390,6 +390,7 @@ def test_tls_client_to_plain_server_is_explained():
     assert f.direction is C2S and f.fields["bogus_length"] == 2264989696
     assert "2264989696" in f.message and "packet too large" in f.message
     conv.c(b"more TLS bytes")
+    conv.s(bytes.fromhex("160303007a02000076"))  # a ServerHello: both sides TLS, nothing more to say
     assert len(findings(conv.records + conv.close())) == 1
 
 

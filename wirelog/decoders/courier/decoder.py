@@ -154,8 +154,7 @@ class CourierDecoder:
                 continue
             if len(buf) < HEADER:
                 if len(buf) >= 3 and framing.looks_like_tls(buf.peek(3)):  # e.g. a 7-byte TLS alert
-                    out.append(self._tls(d, side, buf.peek(HEADER)))
-                    side.mode = Mode.DEAD
+                    out += self._tls(d, side, buf.peek(HEADER))
                     continue
                 return
             head = buf.peek(HEADER)
@@ -164,8 +163,7 @@ class CourierDecoder:
             if verdict.action is Action.DESYNC:
                 self._lose(side, verdict)
             elif verdict.action is Action.TLS:
-                out.append(self._tls(d, side, head))
-                side.mode = Mode.DEAD
+                out += self._tls(d, side, head)
             elif verdict.action is Action.STREAM:
                 if len(buf) < EVNT_HEAD:
                     return
@@ -216,19 +214,22 @@ class CourierDecoder:
         msg = f"{lost.reason}: skipped {skipped} bytes to the next message header{dropped}"
         return [finding(lost.code, msg, d, lost.at, skipped=skipped, dropped=lost.dropped)]
 
-    def _tls(self, d: Direction, side: Side, head: bytes) -> Record:
+    def _tls(self, d: Direction, side: Side, head: bytes) -> list[Record]:
+        """Explain TLS bytes in a Courier stream; the direction is then skipped (`Mode.DEAD`)."""
+        side.mode = Mode.DEAD
         at = self._at(side)
         bogus = struct.unpack_from(">I", head, 4)[0] if len(head) >= HEADER else None
+        if d is Direction.S2C and self._sides[Direction.C2S].mode is Mode.DEAD:
+            return []  # both sides speak TLS: simply an encrypted stream, already reported
         if d is Direction.C2S:
             msg = (
-                "the client speaks TLS (transport tls, the default) but this looks like a plain tcp "
-                f"Log Courier server: it reads ClientHello bytes 4-7 ({head[4:8].hex()}) as a length of "
-                f"{bogus} and "
-                "rejects it as 'packet too large'"
+                "the client speaks TLS (transport tls, the default): a plain tcp Log Courier server reads "
+                f"ClientHello bytes 4-7 ({head[4:8].hex()}) as a length of {bogus} and rejects it as "
+                "'packet too large'; if the server answers in TLS too, the stream is just encrypted"
             )
         else:
             msg = "the server answers with TLS: the client uses transport tcp against a tls server"
-        return finding("courier.tls-mismatch", msg, d, at, bogus_length=bogus, tls_header=head[:5].hex())
+        return [finding("courier.tls-mismatch", msg, d, at, bogus_length=bogus, tls_header=head[:5].hex())]
 
     def _truncated(self, d: Direction, side: Side) -> Record:
         at = self._at(side)
