@@ -386,3 +386,14 @@ def test_ack_after_client_gap_is_explained():
     chunks = [(C2S, window(1) + js(1)), (S2C, ack(1)), Gap(0, C2S, 6 + len(js(1)), 30), (S2C, ack(1))]
     (f,) = findings(feed_chunks(chunks), "ack-unexpected")
     assert f.severity is Severity.INFO and "capture gap" in f.message
+
+
+def test_midstream_pickup_is_a_resync_not_a_protocol_error():
+    tail = js(2)[-10:]  # the capture starts inside a J frame's JSON
+    out = run([(C2S, tail + window(1) + js(3)), (S2C, ack(2)[3:] + ack(1))])
+    assert "invalid-version" not in codes(out) and "unknown-frame-type" not in codes(out)
+    c2s, s2c = findings(out, "resync")
+    assert c2s.fields["skipped"] == 10 and "mid-stream" in c2s.message
+    assert s2c.fields["skipped"] == 3 and s2c.direction is S2C
+    (e,) = events(out)
+    assert e.fields["seq"] == 3 and e.acked is True

@@ -29,7 +29,7 @@ from wirelog.decoders.lumberjack.framing import (
 from wirelog.decoders.lumberjack.inflate import inflate
 from wirelog.decoders.lumberjack.report import PROTOCOL, Pos, finding
 from wirelog.decoders.lumberjack.sequence import SequenceChecker
-from wirelog.model import Chunk, Direction, Gap, Message, Record, Severity
+from wirelog.model import Chunk, Direction, Finding, Gap, Message, Record, Severity
 
 C2S, S2C = Direction.C2S, Direction.S2C
 CANDIDATES = {C2S: re.compile(rb"[12][WJDC]"), S2C: re.compile(rb"[12]A")}
@@ -49,9 +49,12 @@ class _Sync:
     start: Pos | None = None
     skipped: int = 0
     reason: str = ""
+    held: Finding | None = None  # error at the very first bytes, reported only if no frame follows
+    seen: bool = False  # a frame was parsed in this direction
 
     def lose(self, start: Pos, skipped: int, reason: str) -> None:
         self.synced, self.start, self.skipped, self.reason = False, start, skipped, reason
+        self.held = None
 
 
 class LumberjackDecoder:
@@ -81,7 +84,7 @@ class LumberjackDecoder:
         lost = len(buf)
         end = gap.offset + gap.length
         buf.reset(end)
-        out = self._flush_skipped(d)
+        out = self._flush_skipped(d, found=False)
         reason = f"after a {gap.length}-byte capture gap"
         if lost:
             reason += f" ({lost} bytes of an incomplete frame before it were dropped)"
@@ -98,7 +101,7 @@ class LumberjackDecoder:
             buf, sync = self._bufs[d], self._sync[d]
             if not sync.synced:
                 sync.skipped += len(buf)
-                out += self._flush_skipped(d, "until the end of the stream")
+                out += self._flush_skipped(d, found=False, until="until the end of the stream")
             elif len(buf):
                 out.append(self._truncated(d, buf))
             buf.skip(len(buf))
@@ -145,9 +148,15 @@ class LumberjackDecoder:
                 break
             pos = self._pos(d)
             if isinstance(res, FrameError):
-                out.append(finding(res.code, Severity.ERROR, res.detail, pos, **res.fields))
-                self._desync(d, f"after {res.code}")
+                error = finding(res.code, Severity.ERROR, res.detail, pos, **res.fields)
+                if sync.seen:
+                    out.append(error)
+                    self._desync(d, f"after {res.code}")
+                else:  # a capture started mid-frame, or not Lumberjack at all: wait and see
+                    self._desync(d, "before the first frame (capture started mid-stream?)")
+                    sync.held = error
                 continue
+            sync.seen = True
             self._resume = None
             data = buf.consume(res.end)
             if d is S2C:
@@ -184,25 +193,29 @@ class LumberjackDecoder:
         buf.skip(skip)
         sync.skipped += skip
         if found:
-            out += self._flush_skipped(d)
+            out += self._flush_skipped(d, found=True)
         return found
 
     def _flush_skipped(
-        self, d: Direction, until: str = "until the next plausible frame header"
+        self, d: Direction, found: bool, until: str = "until the next plausible frame header"
     ) -> list[Record]:
+        """Report the bytes skipped while out of sync. A held first-bytes error is reported only
+        when no frame was found after it (then the stream is not Lumberjack from its start)."""
         sync = self._sync[d]
         skipped, sync.skipped = sync.skipped, 0
+        held, sync.held = sync.held, None
         sync.synced = True
         if not skipped or sync.start is None:
             return []
         return [
+            *([held] if held is not None and not found else []),
             finding(
                 "resync",
                 Severity.WARNING,
                 f"{skipped} bytes skipped {sync.reason} {until}",
                 sync.start,
                 skipped=skipped,
-            )
+            ),
         ]
 
     def _truncated(self, d: Direction, buf: StreamBuffer) -> Record:
