@@ -27,7 +27,7 @@ PARSER = EventParser(64 * 1024 * 1024)
 
 
 def parse(data: bytes):
-    dec, problems = PARSER.parse(data)
+    dec, problems = EventParser(64 * 1024 * 1024).parse(data)
     return dec, [p.code for p in problems]
 
 

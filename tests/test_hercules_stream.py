@@ -138,3 +138,8 @@ def test_gap_resynchronises():
     assert [getattr(r, "kind", None) or r.code for r in out] == ["event", "hercules.resync", "event", "event"]
     assert [m.offset for m in messages(out)] == [0, 130, 195]
     assert out[1].offset == 65
+
+
+def test_tag_name_reported_when_the_event_arrives_in_pieces():
+    ev = event_bytes("0002" + "03612062" + "0b" + "0173" + "09" + "00000003" + "616263")  # "a b": Null
+    assert codes(decode_stream(ev * 2, step=5)) == ["hercules.tag-name"]

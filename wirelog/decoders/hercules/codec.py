@@ -90,25 +90,28 @@ def _hpath(parts: list[str]) -> str:
     return "/".join(parts).replace("/[", "[")
 
 
-def _name(raw: bytes) -> str | bytes:
+def _name_info(raw: bytes) -> tuple[str | bytes, str, bool]:
+    """(key as kept, key as shown in paths, whether it breaks the naming rules or UTF-8)."""
     try:
-        return raw.decode()
+        key: str | bytes = raw.decode()
     except UnicodeDecodeError:
-        return raw
+        return raw, raw.decode("utf-8", "replace"), True
+    return key, key, TAG_NAME.fullmatch(raw) is None
 
 
 class _Reader:
     """Recursive-descent parser over one bytes object; `limit` caps the current event's end."""
 
-    __slots__ = ("data", "end", "limit", "names", "path", "problems")
+    __slots__ = ("data", "end", "limit", "names", "path", "problems", "reported")
 
-    def __init__(self, data: bytes, end: int, names: dict[bytes, tuple[str | bytes, bool]]) -> None:
+    def __init__(self, data: bytes, end: int, names: dict[bytes, tuple[str | bytes, str, bool]]) -> None:
         self.data = data
         self.end = end
         self.limit = end
         self.names = names
         self.path: list[str] = []
         self.problems: list[Problem] = []
+        self.reported: list[bytes] = []  # keys reported by this parse
 
     def _need(self, pos: int, n: int, what: str) -> int:
         stop = pos + n
@@ -160,21 +163,24 @@ class _Reader:
             )
         tags = []
         path = self.path
+        names = self.names
+        bound = min(self.end, self.limit)
         for _ in range(count):
-            self._need(p, 1, "tag key length")
-            kstop = self._need(p + 1, data[p], "tag key")
+            if p >= bound or p + data[p] + 2 > bound:  # key length, key and type byte
+                self._need(p, 1, "tag key length")
+                self._need(self._need(p + 1, data[p], "tag key"), 1, "tag type")
+            kstop = p + 1 + data[p]
             raw = data[p + 1 : kstop]
-            info = self.names.get(raw)
+            info = names.get(raw)
             if info is None:
-                info = (_name(raw), TAG_NAME.fullmatch(raw) is not None)
-                if len(self.names) < _NAME_CACHE_MAX:
-                    self.names[raw] = info
-            key, conventional = info
-            label = key if isinstance(key, str) else key.decode("utf-8", "replace")
+                info = _name_info(raw)
+                if len(names) < _NAME_CACHE_MAX:
+                    names[raw] = info
+            key, label, report = info
             path.append(label)
-            if not conventional:
+            if report and raw not in self.reported:
                 self._tag_name_problem(key, raw, p)
-            self._need(kstop, 1, "tag type")
+                self.reported.append(raw)
             value, p = self.value(data[kstop], kstop + 1, depth)
             path.pop()
             tags.append((key, value))
@@ -381,12 +387,16 @@ class EventParser:
 
     def __init__(self, max_event: int) -> None:
         self.max_event = max_event
-        self._names: dict[bytes, tuple[str | bytes, bool]] = {}
+        self._names: dict[bytes, tuple[str | bytes, str, bool]] = {}
 
     def parse(self, data: bytes, pos: int = 0, end: int | None = None) -> tuple[Decoded, list[Problem]]:
         """The event at `pos`; raises Truncated or Corrupt (offsets absolute in `data`)."""
         reader = _Reader(data, len(data) if end is None else end, self._names)
         ev, stop = reader.event(pos, self.max_event)
+        for raw in reader.reported:  # once per key and parser: it would repeat in every event
+            if raw in self._names:
+                key, label, _ = self._names[raw]
+                self._names[raw] = (key, label, False)
         problems = reader.problems
         problems.extend(_event_problems(ev, pos, stop - pos))
         return Decoded(ev, pos, stop - pos), problems
