@@ -40,11 +40,11 @@ def test_tls_client_hello_is_tls_on_any_port():
 
 def test_undecidable_bytes_wait_then_give_up():
     assert registry.detect(sample(b"\x16\x03")) is False  # too short to tell: wait
-    assert registry.detect(sample(b"\x16\x03", closed=True)) is None
+    assert registry.detect(sample(b"\x16\x03", port=31337, closed=True)) is None
 
 
 def test_garbage_is_unknown():
-    assert registry.detect(sample(b"\x00\xff" * 300, closed=True)) is None
+    assert registry.detect(sample(b"\x00\xff" * 300, port=31337, closed=True)) is None
 
 
 def test_tls_decoder_reports_sni_and_one_finding():
