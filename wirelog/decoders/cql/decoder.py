@@ -88,6 +88,7 @@ class CqlDecoder:
         self._inflight: dict[int, _Pending] = {}
         servers = ctx.shared.setdefault("prepared", {})
         self._prepared: dict[bytes, Prepared] = servers.setdefault((ctx.server, ctx.server_port), {})
+        self._body_ctx = BodyContext(0, ctx.show_secrets, ctx.limits.max_depth, self._prepared)
 
     # ---- decoder contract ------------------------------------------------------------------------
 
@@ -560,7 +561,10 @@ class CqlDecoder:
     # ---- messages --------------------------------------------------------------------------------
 
     def _body_context(self, head: env.EnvelopeHeader, pending: _Pending | None = None) -> BodyContext:
-        ctx = BodyContext(head.version, self._ctx.show_secrets, self._ctx.limits.max_depth, self._prepared)
+        """The connection's one BodyContext, set up for this envelope."""
+        ctx = self._body_ctx
+        ctx.version = head.version
+        ctx.request_query = ctx.result_types = None
         if pending is not None:
             ctx.request_query = pending.query if pending.opcode == "prepare" else None
             prep = self._prepared.get(pending.prepared_id) if pending.prepared_id is not None else None

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 HEADER = 9
 MAX_LENGTH = 256 * 1024 * 1024  # the spec's envelope limit
@@ -51,8 +51,9 @@ FLAG_NAMES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class EnvelopeHeader:
+class EnvelopeHeader(NamedTuple):
+    """A parsed header (a NamedTuple: built once per envelope, so construction must be cheap)."""
+
     version: int  # protocol version without the direction bit
     response: bool
     flags: int
@@ -80,7 +81,7 @@ class EnvelopeHeader:
 def parse(data: bytes, at: int = 0) -> EnvelopeHeader:
     """Decode the header at `data[at:at+9]` (the caller ensures 9 bytes are there)."""
     v, flags, stream, opcode, length = _HEAD.unpack_from(data, at)
-    return EnvelopeHeader(v & 0x7F, bool(v & 0x80), flags, stream, opcode, length)
+    return EnvelopeHeader(v & 0x7F, v >= 0x80, flags, stream, opcode, length)
 
 
 def problem(head: EnvelopeHeader, response: bool | None, max_length: int) -> tuple[str, str] | None:

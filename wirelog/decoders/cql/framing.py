@@ -8,7 +8,7 @@ with uncompressed length 0 carries its payload stored raw.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from wirelog.decoders.cql.compression import lz4_compress
 from wirelog.decoders.cql.crc import crc24, crc32
@@ -26,9 +26,8 @@ _CANDIDATE = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class FrameHeader:
-    """A decoded frame header and whether its CRC24 holds."""
+class FrameHeader(NamedTuple):
+    """A decoded frame header and whether its CRC24 holds (a NamedTuple: cheap to build per frame)."""
 
     lz4: bool
     payload_length: int

@@ -68,6 +68,9 @@ class BodyContext:
     prepared: dict[bytes, Prepared] = field(default_factory=dict)
     request_query: str | None = None  # PREPARE text, for the RESULT that answers it
     result_types: list[CqlType] | None = None  # from the EXECUTE's statement, for no-metadata rows
+    # Recently parsed column specs (flags, raw bytes, specs, types): results of the same statement
+    # repeat them byte for byte, and re-parsing them dominated the cost of small Rows results.
+    spec_cache: list[tuple[int, bytes, list[dict[str, Any]], list[CqlType]]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -305,7 +308,25 @@ def _event(r: Reader, ctx: BodyContext, out: Body) -> None:
         f["event_hex"] = r.take(r.remaining).hex()
 
 
+SPEC_CACHE = 8
+
+
 def _column_specs(
+    r: Reader, ctx: BodyContext, flags: int, n: int
+) -> tuple[list[dict[str, Any]], list[CqlType]]:
+    start, data = r.pos, r.data
+    for cflags, blob, specs, types in ctx.spec_cache:
+        if cflags == flags and len(types) == n and data.startswith(blob, start):
+            r.pos = start + len(blob)
+            return specs, types
+    specs, types = _parse_column_specs(r, ctx, flags, n)
+    ctx.spec_cache.append((flags, data[start : r.pos], specs, types))
+    if len(ctx.spec_cache) > SPEC_CACHE:
+        del ctx.spec_cache[0]
+    return specs, types
+
+
+def _parse_column_specs(
     r: Reader, ctx: BodyContext, flags: int, n: int
 ) -> tuple[list[dict[str, Any]], list[CqlType]]:
     glob = (r.string(), r.string()) if flags & 0x0001 else None

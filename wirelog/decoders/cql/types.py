@@ -66,10 +66,12 @@ class Reader:
 
     def _unpack(self, st: struct.Struct) -> Any:
         p = self.pos
-        if p + st.size > len(self.data):
-            raise Truncated(f"need {st.size} bytes at body offset {p}, {len(self.data) - p} left")
+        try:
+            (value,) = st.unpack_from(self.data, p)
+        except struct.error:
+            raise Truncated(f"need {st.size} bytes at body offset {p}, {len(self.data) - p} left") from None
         self.pos = p + st.size
-        return st.unpack_from(self.data, p)[0]
+        return value
 
     def byte(self) -> int:
         return self.take(1)[0]
@@ -91,7 +93,16 @@ class Reader:
         return n
 
     def string(self) -> str:
-        return self.take(self.short()).decode("utf-8", "replace")
+        d, p = self.data, self.pos
+        try:
+            (n,) = _U16.unpack_from(d, p)
+        except struct.error:
+            raise Truncated(f"need 2 bytes at body offset {p}, {len(d) - p} left") from None
+        end = p + 2 + n
+        if end > len(d):
+            raise Truncated(f"need {n} bytes at body offset {p + 2}, {len(d) - p - 2} left")
+        self.pos = end
+        return d[p + 2 : end].decode("utf-8", "replace")
 
     def long_string(self) -> str:
         return self.take(self.count()).decode("utf-8", "replace")
@@ -100,8 +111,19 @@ class Reader:
         return [self.string() for _ in range(self.short())]
 
     def bytes(self) -> bytes | None:
-        n = self.int()
-        return None if n < 0 else self.take(n)
+        d, p = self.data, self.pos
+        try:
+            (n,) = _S32.unpack_from(d, p)
+        except struct.error:
+            raise Truncated(f"need 4 bytes at body offset {p}, {len(d) - p} left") from None
+        if n < 0:
+            self.pos = p + 4
+            return None
+        end = p + 4 + n
+        if end > len(d):
+            raise Truncated(f"need {n} bytes at body offset {p + 4}, {len(d) - p - 4} left")
+        self.pos = end
+        return d[p + 4 : end]
 
     def value(self) -> bytes | str | None:
         """[value]: like [bytes] but -2 means "not set"."""

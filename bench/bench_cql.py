@@ -1,0 +1,127 @@
+"""Throughput of `wirelog convert` on CQL: a v5 LZ4-framed capture against tshark on v4.
+
+tshark cannot decode v5 frames, so the peer runs on a v4 capture of the same messages (same queries
+and results, unframed, uncompressed). Both captures: N connections with TCP handshakes, the v5 one
+with the unframed OPTIONS/STARTUP handshake, then one QUERY and one RESULT Rows per packet. Prints
+messages/s for wirelog (v5 and v4) and tshark (v4), and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import struct
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from bench_streams import measure
+from gen_capture import ACK, PSH, SYN, _packet
+
+from wirelog.decoders.cql import envelope as env
+from wirelog.decoders.cql import framing
+
+
+def _s(text: str) -> bytes:
+    b = text.encode()
+    return struct.pack(">H", len(b)) + b
+
+
+def _query(version: int, stream: int, i: int) -> bytes:
+    text = f"SELECT host, message, ts FROM logs.events WHERE day = '2026-11-21' AND id = {i}".encode()
+    flags = struct.pack(">i", 0) if version >= 5 else b"\x00"
+    return env.encode(
+        version, False, 0, stream, 0x07, struct.pack(">i", len(text)) + text + b"\x00\x01" + flags
+    )
+
+
+def _result(version: int, stream: int, i: int) -> bytes:
+    body = struct.pack(">iii", 2, 1, 3) + _s("logs") + _s("events")
+    body += _s("host") + b"\x00\x0d" + _s("message") + b"\x00\x0d" + _s("ts") + b"\x00\x0b"
+    cells = [
+        b"web-%03d" % (i % 100),
+        b"GET /api/items/%d 200 %d ms" % (i, i % 97),
+        struct.pack(">q", 1_763_700_000_000 + i),
+    ]
+    body += struct.pack(">i", 1) + b"".join(struct.pack(">i", len(c)) + c for c in cells)
+    return env.encode(version | 0, True, 0, stream, 0x08, body)
+
+
+def write_capture(path: Path, version: int, connections: int, pairs: int) -> int:
+    """A capture with connections × pairs QUERY/RESULT pairs; returns the number of CQL messages."""
+    t = 1_700_000_000_000_000_000
+    server, sport = 0x0A010001, 9042
+    messages = 0
+    with path.open("wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1))
+
+        def emit(frame: bytes) -> None:
+            nonlocal t
+            t += 5000
+            f.write(struct.pack("<IIII", t // 1_000_000_000, t % 1_000_000_000, len(frame), len(frame)))
+            f.write(frame)
+
+        for c in range(connections):
+            client, cport = 0x0A020001 + c, 30000 + c
+            seq = {0: 1000, 1: 5000}
+
+            def send(to_server: bool, data: bytes, client=client, cport=cport, seq=seq) -> None:
+                d = 0 if to_server else 1
+                src, dst, sp, dp = (
+                    (client, server, cport, sport) if to_server else (server, client, sport, cport)
+                )
+                emit(_packet(src, dst, sp, dp, seq[d], seq[1 - d], ACK | PSH, data))
+                seq[d] += len(data)
+
+            emit(_packet(client, server, cport, sport, seq[0] - 1, 0, SYN, b""))
+            emit(_packet(server, client, sport, cport, seq[1] - 1, seq[0], SYN | ACK, b""))
+            startup = {"CQL_VERSION": "3.4.7"} | ({"COMPRESSION": "lz4"} if version >= 5 else {})
+            body = struct.pack(">H", len(startup)) + b"".join(_s(k) + _s(v) for k, v in startup.items())
+            send(True, env.encode(version, False, 0, 0, 0x01, body))
+            send(False, env.encode(version, True, 0, 0, 0x02, b""))
+            messages += 2
+            for i in range(pairs):
+                stream = 1 + i % 1000
+                q, r = _query(version, stream, i), _result(version, stream, i)
+                if version >= 5:
+                    q, r = framing.encode_frame(q, lz4=True), framing.encode_frame(r, lz4=True)
+                send(True, q)
+                send(False, r)
+                messages += 2
+    return messages
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--connections", type=int, default=50)
+    ap.add_argument("--pairs", type=int, default=1000, help="QUERY/RESULT pairs per connection")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    wirelog = [sys.executable, "-m", "wirelog.cli"]
+    with tempfile.TemporaryDirectory() as tmp:
+        v5, v4 = Path(tmp) / "v5-lz4.pcap", Path(tmp) / "v4.pcap"
+        n5 = write_capture(v5, 5, args.connections, args.pairs)
+        n4 = write_capture(v4, 4, args.connections, args.pairs)
+        w5, rss5 = measure([*wirelog, "convert", str(v5), "--to", "json", "-o", "/dev/null"], args.runs)
+        w4, rss4 = measure([*wirelog, "convert", str(v4), "--to", "json", "-o", "/dev/null"], args.runs)
+        print(
+            f"wirelog v5 LZ4: {n5} messages in {w5:.2f} s = {n5 / w5:,.0f} msg/s (peak RSS {rss5 // 1024} MiB)"
+        )
+        print(
+            f"wirelog v4    : {n4} messages in {w4:.2f} s = {n4 / w4:,.0f} msg/s (peak RSS {rss4 // 1024} MiB)"
+        )
+        if shutil.which("tshark") is None:
+            print("tshark not installed: no ratio")
+            return
+        cmd = ["tshark", "-r", str(v4), "-Y", "cql", "-T", "fields", "-e", "cql.opcode", "-e", "cql.stream"]
+        wt, rsst = measure(cmd, args.runs)
+        print(
+            f"tshark v4     : {n4} messages in {wt:.2f} s = {n4 / wt:,.0f} msg/s (peak RSS {rsst // 1024} MiB)"
+        )
+        print(f"ratio wirelog v5 LZ4 / tshark v4: {wt / w5:.1f}x; wirelog v4 / tshark v4: {wt / w4:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
