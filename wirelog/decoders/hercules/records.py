@@ -6,12 +6,12 @@ is the original document again and `fields.source` holds the record's origin (do
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from wirelog.decoders.hercules.codec import Decoded, Problem
-from wirelog.decoders.hercules.render import document, exported_by_wirelog, restore
+from wirelog.decoders.hercules.render import document, exported_by_wirelog, restore, uuid_text
 from wirelog.decoders.hercules.types import TICKS_PER_SECOND
 from wirelog.model import Direction, Finding, Message
 
@@ -22,11 +22,16 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def iso_time(ticks: int) -> str | None:
     """100-ns Unix ticks as ISO 8601 UTC with 7 fractional digits, None outside years 1..9999."""
     seconds, frac = divmod(ticks, TICKS_PER_SECOND)
+    second = _second(seconds)
+    return None if second is None else f"{second}.{frac:07d}Z"
+
+
+@lru_cache(maxsize=4096)
+def _second(seconds: int) -> str | None:
     try:
-        when = _EPOCH + timedelta(seconds=seconds)
+        return f"{_EPOCH + timedelta(seconds=seconds):%Y-%m-%dT%H:%M:%S}"
     except OverflowError:
         return None
-    return f"{when:%Y-%m-%dT%H:%M:%S}.{frac:07d}Z"
 
 
 def event_message(
@@ -42,7 +47,7 @@ def event_message(
     fields: dict[str, Any] = {
         "timestamp": ev.timestamp,
         "time": iso_time(ev.timestamp),
-        "uuid": str(uuid.UUID(bytes=ev.uuid)),
+        "uuid": uuid_text(ev.uuid),
         "tag_count": len(ev.tags),
         **extra,
     }

@@ -13,7 +13,6 @@ the original document.
 from __future__ import annotations
 
 import math
-import uuid
 from typing import Any
 
 from wirelog.decoders.hercules.types import BIGINT_TAG, ITEM_TAG, Key, Type, Variant, Vector, unescape_name
@@ -25,6 +24,12 @@ def _float(v: float | bytes) -> float | str:
     if isinstance(v, bytes) or v != v:
         return "NaN"
     return _NONFINITE.get(v, v)
+
+
+def uuid_text(raw: bytes) -> str:
+    """16 wire bytes (RFC 4122 order) as the canonical UUID string."""
+    h = bytes(raw).hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _text(v: str | bytes) -> str:
@@ -39,7 +44,7 @@ def _scalar(t: Type, v: Any) -> Any:
     if t == Type.FLAG:
         return bool(v)
     if t == Type.UUID:
-        return str(uuid.UUID(bytes=bytes(v)))
+        return uuid_text(v)
     return v
 
 
