@@ -257,6 +257,8 @@ class LumberjackDecoder:
     def _check_version(self, f: Frame, pos: Pos) -> list[Record]:
         if self._version is None:
             self._version = f.version
+        if f.version == self._version and f.type in TYPES_BY_VERSION[f.version]:
+            return []
         out: list[Record] = []
         if f.version != self._version and "version-changed" not in self._once:
             self._once.add("version-changed")

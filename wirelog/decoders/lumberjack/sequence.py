@@ -14,6 +14,7 @@ from wirelog.model import Severity
 
 WRAP = 1 << 32
 SIGNED_LIMIT = 1 << 31
+NO_ISSUES: list = []  # shared empty result: callers only iterate it
 PER_WINDOW = "per-window"
 CONTINUING = "continuing"
 
@@ -46,6 +47,8 @@ class SequenceChecker:
 
     def check(self, seq: int) -> list[SeqIssue]:
         last, self._last = self._last, seq
+        if last is not None and seq == last + 1 and seq < SIGNED_LIMIT and not self._window_start:
+            return NO_ISSUES  # the common case, kept cheap: it runs once per event
         starting, self._window_start = self._window_start, False
         issues: list[SeqIssue] = []
         if seq >= SIGNED_LIMIT and not self._signed_reported:
