@@ -251,3 +251,27 @@ def test_recorded_session_agrees_with_tshark():
     assert all(
         r.frame <= int(frame) for r, (frame, uri, _) in zip(requests, [x for x in rows if x[1]], strict=True)
     )
+
+
+SESSION_C2S = post(BODY, "a") + lz4_post(BODY, stream="b") + post(BODY, "c")
+SESSION_S2C = answer(200) + answer(400, b"Invalid event data") + answer(200)
+
+
+@settings(max_examples=200)
+@given(st.binary(max_size=300), st.integers(1, 64))
+def test_arbitrary_http_bytes_become_findings_not_exceptions(data, step):
+    recs = decode_stream(b"POST /stream/send?stream=x HTTP/1.1\r\n" + data, b"HTTP/1.1 " + data, step=step)
+    assert all(r.protocol == "hercules" for r in recs)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_corrupted_sessions_never_raise(data):
+    c2s, s2c = bytearray(SESSION_C2S), bytearray(SESSION_S2C)
+    for buf in (c2s, s2c):
+        for _ in range(data.draw(st.integers(0, 4))):
+            i = data.draw(st.integers(0, len(buf) - 1))
+            buf[i] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(c2s)))
+    recs = decode_stream(bytes(c2s[:cut]), bytes(s2c), step=data.draw(st.integers(1, 200)))
+    assert all(r.protocol == "hercules" for r in recs)
