@@ -397,3 +397,19 @@ def test_midstream_pickup_is_a_resync_not_a_protocol_error():
     assert s2c.fields["skipped"] == 3 and s2c.direction is S2C
     (e,) = events(out)
     assert e.fields["seq"] == 3 and e.acked is True
+
+
+def test_sliding_window_v1_client_reported_once():
+    """npm lumberjack-protocol: `1W 3` once, then D frames forever (reference §2)."""
+    c2s = window(3, "1") + b"".join(dframe(s, {"line": f"l{s}"}) for s in range(1, 8))
+    out = run([(C2S, c2s), (S2C, ack(3, "1") + ack(5, "1") + ack(7, "1"))])
+    (f,) = findings(out, "window-exceeded")
+    assert f.fields["seq"] == 4
+    assert [e.fields["seq"] for e in events(out)] == list(range(1, 8))
+    assert all(e.acked for e in events(out))
+
+
+def test_compressed_frame_of_length_zero():
+    out = run([(C2S, window(1) + b"2C" + bytes(4) + js(1))])
+    assert findings(out, "bad-length")[0].fields == {"frame_type": "C", "declared": 0}
+    assert len(events(out)) == 1

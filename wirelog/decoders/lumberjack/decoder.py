@@ -372,6 +372,10 @@ class LumberjackDecoder:
                 )
             )
             return out
+        if f.value == 0:
+            text = "C frame with length 0 (Logstash reads it as a signed int and rejects it)"
+            out.append(finding("bad-length", Severity.ERROR, text, pos, frame_type="C", declared=0))
+            return out
         inf = inflate(data[f.body : f.end], budget)
         fields: dict[str, object] = {
             "window": None,

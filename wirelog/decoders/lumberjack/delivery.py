@@ -44,7 +44,7 @@ class Window:
     ack_value: int | None = None
     ack_frame: int | None = None
     c_frames: int = 0
-    extra_reported: object = None  # the C frame whose surplus events were already reported
+    extra_reported: object = None  # the C frame (or the window itself) whose surplus was reported
     closed: bool = False
     truncated: bool = False
     gap: bool = False
@@ -158,7 +158,8 @@ class Delivery:
             w = self._current
             assert w is not None
         elif w.full:
-            if c_frame is None:
+            if c_frame is None and w.extra_reported is None:
+                w.extra_reported = w  # once per window: a v1 sliding-window client exceeds it forever
                 out.append(
                     finding(
                         "window-exceeded",
@@ -171,7 +172,7 @@ class Delivery:
                         seq=seq,
                     )
                 )
-            elif w.extra_reported is not c_frame:
+            elif c_frame is not None and w.extra_reported is not c_frame:
                 w.extra_reported = c_frame
                 out.append(
                     finding(
