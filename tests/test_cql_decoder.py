@@ -471,3 +471,20 @@ def test_dse_downgrade_options_then_error() -> None:
     recs = run([(C2S, options), (S2C, refusal)])
     assert [(m.kind, m.version) for m in messages(recs)] == [("options", "dse-v2"), ("error", "v4")]
     assert codes(recs) == []
+
+
+def test_self_contained_frame_between_parts_of_a_large_envelope() -> None:
+    blob = b"\x07" * 200_000
+    big = resp(5, 3, 0x08, rows_body("ks", "t", [("b", b"\x00\x03")], [[blob]]))
+    parts = [big[:131060], big[131060:]]
+    small = resp(5, 4, 0x08, s_int(1))
+    data = (
+        framing.encode_frame(parts[0], False)
+        + framing.encode_frame(small, True)
+        + framing.encode_frame(parts[1], False)
+    )
+    recs = run([(S2C, data)])
+    void, rows = messages(recs)
+    assert void.fields["result_kind"] == "void" and void.fields["stream_id"] == 4
+    assert rows.fields["frames"] == 2 and rows.fields["rows"][0][0] == blob.hex()
+    assert set(codes(recs)) == {"cql.response-without-request"}
