@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wirelog.decoders.base import Limits, StreamContext
-from wirelog.decoders.hercules import HerculesDecoder
+from wirelog.decoders.hercules import HerculesDecoder, decode_event_stream
 from wirelog.engine.local import run
 from wirelog.export.hercules import encode_batch
-from wirelog.model import Chunk, Direction, Gap, Message
+from wirelog.model import COMMON_MESSAGE_KEYS, Chunk, Direction, Gap, Message
 
 EV = bytes.fromhex(README_EVENT)
 BODY = struct.pack(">i", 2) + EV + EV
@@ -275,3 +275,9 @@ def test_corrupted_sessions_never_raise(data):
     cut = data.draw(st.integers(0, len(c2s)))
     recs = decode_stream(bytes(c2s[:cut]), bytes(s2c), step=data.draw(st.integers(1, 200)))
     assert all(r.protocol == "hercules" for r in recs)
+
+
+def test_field_names_never_collide_with_common_columns():
+    recs = decode_stream(SESSION_C2S, SESSION_S2C) + list(decode_event_stream(struct.pack(">i", 1) + EV))
+    for r in recs:
+        assert not set(r.fields) & COMMON_MESSAGE_KEYS, r
