@@ -8,9 +8,21 @@ from dataclasses import dataclass
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lumberjack_helpers import C2S, S2C, ack, canonical, cframe, dframe, jframe, messages, run, window
+from lumberjack_helpers import (
+    C2S,
+    S2C,
+    ack,
+    canonical,
+    cframe,
+    dframe,
+    feed_chunks,
+    jframe,
+    messages,
+    run,
+    window,
+)
 
-from wirelog.model import Finding, Message
+from wirelog.model import Finding, Gap, Message
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 cuts = st.lists(st.integers(min_value=1, max_value=3000), max_size=40)
@@ -113,4 +125,28 @@ def test_truncation_keeps_every_complete_frame(session, data):
     evs = messages(out, "event")
     assert [e.event for e in evs] == session.docs[:complete]
     assert all(e.acked is False for e in evs)
+    assert_exportable(out)
+
+
+@SETTINGS
+@given(
+    texts=st.lists(st.text(max_size=40), min_size=1, max_size=12),
+    per_window=st.integers(1, 4),
+    data=st.data(),
+)
+def test_gap_loses_only_the_frames_it_touches(texts, per_window, data):
+    """Plain v2 J frames (JSON text never holds a header's NUL bytes, so resync cannot lock onto a
+    false header): every frame wholly before or wholly after the gap is decoded, and nothing else."""
+    stream, spans = b"", []
+    for i, text in enumerate(texts):
+        if i % per_window == 0:
+            stream += window(min(per_window, len(texts) - i))
+        frame = jframe(i + 1, {"message": text})
+        spans.append((len(stream), len(stream) + len(frame)))
+        stream += frame
+    a = data.draw(st.integers(0, len(stream) - 1))
+    b = data.draw(st.integers(a + 1, len(stream)))
+    out = feed_chunks([(C2S, stream[:a]), Gap(0, C2S, a, b - a), (C2S, stream[b:])])
+    kept = [i for i, (start, end) in enumerate(spans) if end <= a or start >= b]
+    assert [e.event["message"] for e in messages(out, "event")] == [texts[i] for i in kept]
     assert_exportable(out)
