@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import uuid
 
@@ -115,8 +116,9 @@ def test_event_id_ticks_from_reference():
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
-@given(EVENTS)
-def test_encode_decode_round_trip(ev: Event):
+@given(EVENTS, st.integers(0, 255))
+def test_encode_decode_round_trip(ev: Event, version: int):
+    ev = dataclasses.replace(ev, version=version)
     data = encode_event(ev)
     dec, _ = PARSER.parse(data)
     assert dec.event == ev
