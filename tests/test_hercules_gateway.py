@@ -113,6 +113,7 @@ def test_chunked_request_body():
         (post(BODY, headers="Content-Encoding: gzip\r\n"), "hercules.content-encoding"),
         (post(struct.pack(">i", 3) + EV), "hercules.count-mismatch"),
         (post(b"\x00\x00"), "hercules.batch-malformed"),
+        (b"POST /stream/send?stream=s HTTP/1.1\r\n\r\n", "hercules.no-content-length"),
     ],
 )
 def test_body_problems(request_bytes: bytes, code: str):

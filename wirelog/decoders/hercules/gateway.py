@@ -159,13 +159,14 @@ class Gateway:
         if msg.body is None:
             return None, []
         notes = []
-        if msg.chunked:
+        if msg.header("Content-Length") is None:
+            how = "a chunked body" if msg.chunked else "no body"
             notes.append(
                 self._finding(
                     msg,
                     "hercules.no-content-length",
                     Severity.WARNING,
-                    "chunked request without Content-Length: the Gate answers 411",
+                    f"request without Content-Length ({how}): the Gate answers 411",
                 )
             )
         encoding = (msg.header("Content-Encoding") or "identity").strip().lower()

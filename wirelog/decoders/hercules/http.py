@@ -162,7 +162,8 @@ class HttpReader:
             raise _Broken(f"not an HTTP/1.x {'status' if self.response else 'request'} line: {line!r}")
         a, b, c = (g.decode("latin-1") if g is not None else "" for g in m.groups())
         headers = []
-        for line in raw[m.end() : end - at].split(b"\r\n"):
+        block = raw[m.end() : end - at]
+        for line in block.split(b"\r\n") if block else ():
             name, sep, value = line.partition(b":")
             if not sep or not name or name != name.strip():
                 raise _Broken(f"malformed header line {line[:80]!r}")
