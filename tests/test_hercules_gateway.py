@@ -282,3 +282,24 @@ def test_field_names_never_collide_with_common_columns():
     recs = decode_stream(SESSION_C2S, SESSION_S2C) + list(decode_event_stream(struct.pack(">i", 1) + EV))
     for r in recs:
         assert not set(r.fields) & COMMON_MESSAGE_KEYS, r
+
+
+def test_interim_answers_trailers_and_a_body_that_runs_to_the_close():
+    body = b"%x\r\n%s\r\n0\r\nX-Trailer: 1\r\n\r\n" % (len(BODY), BODY)
+    c2s = (
+        b"POST /stream/send?stream=t HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
+        + body
+    )
+    c2s += b"GET /about HTTP/1.1\r\nHost: g\r\n\r\n"
+    s2c = (
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        + answer(200)
+        + b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"v":1}'
+    )
+    recs = decode_stream(c2s, s2c, step=9)
+    assert [r.fields["status"] for r in messages(recs, "response")] == [100, 200, 200]
+    reqs = messages(recs, "request")
+    assert [(r.fields["path"], r.fields["status"]) for r in reqs] == [("/stream/send", 200), ("/about", 200)]
+    assert reqs[0].length == len(c2s) - len(b"GET /about HTTP/1.1\r\nHost: g\r\n\r\n")
+    assert messages(recs, "response")[-1].fields["body"] == '{"v":1}'
+    assert [e.acked for e in messages(recs, "event")] == [True, True]
