@@ -156,11 +156,13 @@ def canonical(records: Iterable[Record]) -> list[tuple]:
 
 @dataclass
 class Received:
-    """What the receiver got on one connection: every event (seq, raw payload) and the ACKs it sent."""
+    """What the receiver got on one connection: every event (seq, raw payload), the ACKs it sent, and
+    the plaintext byte stream in both directions (after TLS), in order, as (direction, bytes) turns."""
 
     events: list[tuple[int, bytes]] = field(default_factory=list)
     windows: list[int] = field(default_factory=list)
     acks: list[int] = field(default_factory=list)
+    turns: list[tuple[Direction, bytes]] = field(default_factory=list)
 
 
 class LumberjackServer:
@@ -220,7 +222,7 @@ class LumberjackServer:
             if self.tls is not None:
                 conn = self.tls.wrap_socket(conn, server_side=True)
             conn.settimeout(self.close_after)
-            reader = _Reader(conn)
+            reader = _Reader(conn, rec.turns)
             while True:
                 head = reader.exact(2)
                 if head is None:
@@ -256,20 +258,23 @@ class LumberjackServer:
 
     @staticmethod
     def _send(conn: socket.socket, version: bytes, value: int, rec: Received) -> None:
-        conn.sendall(version + b"A" + struct.pack(">I", value))
+        frame = version + b"A" + struct.pack(">I", value)
+        conn.sendall(frame)
+        rec.turns.append((S2C, frame))
         rec.acks.append(value)
 
 
 class _Reader:
     """Exact reads from a socket (None on a clean close before the first byte)."""
 
-    def __init__(self, conn: socket.socket) -> None:
-        self._conn = conn
+    def __init__(self, conn: socket.socket, turns: list[tuple[Direction, bytes]]) -> None:
+        self._conn, self._turns = conn, turns
 
     def exact(self, n: int) -> bytes | None:
         data = b""
         while len(data) < n:
             part = self._conn.recv(n - len(data))
+            self._turns.append((C2S, part))
             if not part:
                 if data:
                     raise OSError("connection closed inside a frame")

@@ -22,6 +22,7 @@ from lumberjack_helpers import (
     findings,
     messages,
     node_peer,
+    run,
     run_node,
     self_signed,
 )
@@ -171,7 +172,17 @@ def test_npm_lumberjack_protocol_over_tls_is_reported_as_tls(tmp_path):
     pcap = tmp_path / "npm-protocol-tls.pcap"
     with LumberjackServer("highest-seq", partial_every=1, tls=ctx) as server, capture(pcap, server.port):
         run_node("protocol.js", server.port, cert, 3)
-    assert [s for s, _ in server.connections[0].events] == [1, 2, 3]  # the TLS side did carry v1 D frames
+    conn = server.connections[0]
+    assert [s for s, _ in conn.events] == [1, 2, 3]  # the TLS side did carry v1 D frames
     records = decode(pcap)
     assert {r.protocol for r in records} == {"tls"}
     assert "tls.encrypted" in {r.code for r in records if isinstance(r, Finding)}
+    # the plaintext inside the TLS session, as the receiver read it, is genuine v1 traffic
+    plain = run(conn.turns)
+    evs = messages(plain, "event")
+    assert [e.fields["seq"] for e in evs] == [1, 2, 3] and all(e.version == "1" for e in evs)
+    assert [e.event["line"] for e in evs] == ["hello v1 0", "hello v1 1", "hello v1 2"]
+    assert {"file", "offset", "host"} <= set(evs[0].event)
+    assert all(e.acked is True for e in evs)
+    assert messages(plain, "window")[0].fields["count"] == 3
+    assert not [f for f in findings(plain) if f.severity is Severity.ERROR]
