@@ -18,7 +18,7 @@ import lz4.block
 
 from wirelog.decoders.base import StreamContext
 from wirelog.decoders.buffer import StreamBuffer
-from wirelog.decoders.hercules.codec import EventParser, Problem, decode_batch
+from wirelog.decoders.hercules.codec import Batch, EventParser, decode_batch
 from wirelog.decoders.hercules.http import HttpMessage, HttpProblem, HttpReader
 from wirelog.decoders.hercules.records import PROTOCOL, Reporter, event_message
 from wirelog.model import Direction, Finding, Gap, Message, Record, Severity
@@ -151,24 +151,17 @@ class Gateway:
         out += self._release_overflow()
         return out
 
-    def _finding(self, msg: HttpMessage, code: str, severity: Severity, text: str, **extra: Any) -> Finding:
-        return Finding(code, severity, text, PROTOCOL, Direction.C2S, msg.offset, msg.frame, msg.ts, extra)
+    @staticmethod
+    def _finding(
+        msg: HttpMessage, d: Direction, code: str, severity: Severity, text: str, **extra: Any
+    ) -> Finding:
+        return Finding(code, severity, text, PROTOCOL, d, msg.offset, msg.frame, msg.ts, extra)
 
-    def _body(self, msg: HttpMessage) -> tuple[bytes | None, list[Finding]]:
-        """The decoded batch body, or None (with findings saying why)."""
+    def _body(self, msg: HttpMessage, d: Direction) -> tuple[bytes | None, list[Finding]]:
+        """The body after Content-Encoding, or None (with findings saying why)."""
         if msg.body is None:
             return None, []
-        notes = []
-        if msg.header("Content-Length") is None:
-            how = "a chunked body" if msg.chunked else "no body"
-            notes.append(
-                self._finding(
-                    msg,
-                    "hercules.no-content-length",
-                    Severity.WARNING,
-                    f"request without Content-Length ({how}): the Gate answers 411",
-                )
-            )
+        notes: list[Finding] = []
         encoding = (msg.header("Content-Encoding") or "identity").strip().lower()
         if encoding == "identity":
             return msg.body, notes
@@ -176,6 +169,7 @@ class Gateway:
             notes.append(
                 self._finding(
                     msg,
+                    d,
                     "hercules.content-encoding",
                     Severity.ERROR,
                     f"Content-Encoding {encoding!r} is not lz4: the Gate answers 415; body not decoded",
@@ -189,6 +183,7 @@ class Gateway:
             notes.append(
                 self._finding(
                     msg,
+                    d,
                     "hercules.original-length",
                     Severity.ERROR,
                     f"lz4 body with Original-Content-Length {ocl[:40]!r}, not an integer in [0, {cap}]: "
@@ -204,6 +199,7 @@ class Gateway:
             notes.append(
                 self._finding(
                     msg,
+                    d,
                     "hercules.lz4-error",
                     Severity.ERROR,
                     f"lz4 body does not inflate to {size} bytes ({exc}): the Gate answers 400",
@@ -214,6 +210,7 @@ class Gateway:
             notes.append(
                 self._finding(
                     msg,
+                    d,
                     "hercules.original-length",
                     Severity.WARNING,
                     f"lz4 body inflates to {len(body)} bytes, Original-Content-Length says {size}",
@@ -224,37 +221,60 @@ class Gateway:
         return body, notes
 
     def _batch(self, msg: HttpMessage, buf: StreamBuffer, entry: _Pending) -> list[Record]:
-        body, out = self._body(msg)
+        """A request to a send path: its events are held in `entry` until the answer."""
         fields = entry.request.fields
+        out: list[Record] = []
+        if msg.header("Content-Length") is None:
+            how = "a chunked body" if msg.chunked else "no body"
+            text = f"request without Content-Length ({how}): the Gate answers 411"
+            out.append(
+                self._finding(msg, Direction.C2S, "hercules.no-content-length", Severity.WARNING, text)
+            )
+        body, notes = self._body(msg, Direction.C2S)
+        out += notes
         if body is None:
-            return list(out)
+            return out
         fields["body_length"] = len(body)
-        batch = decode_batch(body, self.parser)
-        fields["count"] = batch.count
-        fields["events"] = len(batch.events)
-        # Positions in the stream exist only for a plain Content-Length body; otherwise events and
-        # findings sit at the request, with their place inside the decoded body in `body_offset`.
-        base = msg.body_offset if msg.header("Content-Encoding") is None else None
         extra = {"request_offset": msg.offset}
         if "stream_name" in fields:
             extra["stream_name"] = fields["stream_name"]
+        events, notes, batch = self._events(msg, Direction.C2S, buf, body, 0, extra)
+        fields["count"] = batch.count
+        fields["events"] = len(events)
+        entry.events += events
+        return out + notes
+
+    def _events(
+        self,
+        msg: HttpMessage,
+        d: Direction,
+        buf: StreamBuffer,
+        body: bytes,
+        start: int,
+        extra: dict[str, Any],
+    ) -> tuple[list[Message], list[Finding], Batch]:
+        """The `Count:i32` + events part of a body, from `start` on."""
+        batch = decode_batch(body[start:], self.parser)
+        # Positions in the stream exist only for a plain Content-Length body; otherwise events and
+        # findings sit at the message, with their place inside the decoded body in `body_offset`.
+        base = None if msg.body_offset is None or msg.header("Content-Encoding") else msg.body_offset + start
+        events = []
         for i, dec in enumerate(batch.events):
             offset = msg.offset if base is None else base + dec.offset
             origin = (msg.frame, msg.ts) if base is None else buf.origin(offset)
-            info = {**extra, "batch_index": i, "body_offset": dec.offset}
-            entry.events.append(event_message(dec, Direction.C2S, offset, origin, info))
+            info = {**extra, "batch_index": i, "body_offset": start + dec.offset}
+            events.append(event_message(dec, d, offset, origin, info))
+        findings = []
         for p in batch.problems:
-            f = self._problem(p, msg, base, buf)
+            if base is None:
+                f = self.reporter.finding(
+                    p, d, msg.offset, (msg.frame, msg.ts), {"body_offset": start + p.offset}
+                )
+            else:
+                f = self.reporter.finding(p, d, base + p.offset, buf.origin(base + p.offset))
             if f is not None:
-                out.append(f)
-        return out
-
-    def _problem(self, p: Problem, msg: HttpMessage, base: int | None, buf: StreamBuffer) -> Finding | None:
-        if base is None:
-            return self.reporter.finding(
-                p, Direction.C2S, msg.offset, (msg.frame, msg.ts), {"body_offset": p.offset}
-            )
-        return self.reporter.finding(p, Direction.C2S, base + p.offset, buf.origin(base + p.offset))
+                findings.append(f)
+        return events, findings, batch
 
     def _release_overflow(self) -> list[Record]:
         out: list[Record] = []
