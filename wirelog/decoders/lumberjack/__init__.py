@@ -1,7 +1,8 @@
 """Lumberjack v1/v2 (logstash-forwarder, Elastic Beats → Logstash / go-lumber).
 
 Modules: `framing` (frame layouts), `inflate` (capped zlib), `sequence` (seq profiles),
-`delivery` (windows, ACKs, per-event delivery truth), `decoder` (the stream state machine),
+`delivery` (windows, ACKs, per-event delivery truth), `resend` (resends across connections),
+`decoder` (the stream state machine),
 `detect` (content-based detection). Record kinds and finding codes: docs/protocols/lumberjack.md.
 """
 

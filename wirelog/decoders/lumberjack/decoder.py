@@ -326,7 +326,7 @@ class LumberjackDecoder:
             out.append(finding(issue.code, issue.severity, issue.text, pos, **issue.fields))
         record = self._message("event", pos, length, f.version, fields)
         record.event = doc
-        out += self._delivery.add_event(record, f.value, hash(payload), pos, c_frame)
+        out += self._delivery.add_event(record, f.value, payload, pos, c_frame)
         return out
 
     @staticmethod

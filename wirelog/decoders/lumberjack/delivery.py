@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from wirelog.decoders.base import StreamContext
 from wirelog.decoders.lumberjack.report import Pos, finding
+from wirelog.decoders.lumberjack.resend import ResendRegistry
 from wirelog.model import Finding, Message, Record, Severity
 
 GO_LUMBER_MAX_WINDOW = 10_000
-RESEND_REGISTRY_CAP = 1_000_000  # event fingerprints remembered per capture for resend detection
 COUNT, HIGHEST = "count", "highest-seq"
 SERVER_TEXT = {
     COUNT: "the server ACKs the number of events in the window (go-lumber / Filebeat lumberjack input)",
@@ -64,15 +64,13 @@ class Delivery:
     """Window/event/ACK bookkeeping for one connection; every method returns records to emit."""
 
     def __init__(self, ctx: StreamContext) -> None:
-        self._ctx = ctx
         self._max_pending = ctx.limits.max_pending_events
-        self._windows = 0
         self._current: Window | None = None
         self._outstanding: deque[Window] = deque()  # unresolved windows, oldest first
         self._pending = 0  # held event records
         self._overflowed = False
         self.server_kind: str | None = None
-        self._registry: dict[int, tuple[int, int | None, int]] = ctx.shared.setdefault("events", {})
+        self._resends = ResendRegistry(ctx)
         self._last_ack_ts: int | None = None
         self._keepalives: list[float | None] = []
         self._first_keepalive: Pos | None = None
@@ -142,7 +140,7 @@ class Delivery:
         w.items.append(record)
         return out
 
-    def add_event(self, record: Message, seq: int, key: int, pos: Pos, c_frame: object) -> list[Record]:
+    def add_event(self, record: Message, seq: int, payload: bytes, pos: Pos, c_frame: object) -> list[Record]:
         """Add an event; `c_frame` identifies the enclosing C frame (None outside compression)."""
         out: list[Record] = []
         w = self._current
@@ -186,7 +184,7 @@ class Delivery:
                     )
                 )
         record.fields["window"] = w.index
-        self._check_resend(w, record, key, seq, pos, out)
+        self._check_resend(w, record, payload, seq, pos, out)
         w.events.append(record)
         w.seqs.append(seq)
         self.stats["events"] += 1
@@ -372,9 +370,8 @@ class Delivery:
         )
 
     def _new_window(self, count: int | None, record: Message, pos: Pos) -> list[Record]:
-        self._windows += 1
         self.stats["windows"] += 1
-        w = Window(self._windows, count, record, pos)
+        w = Window(self.stats["windows"], count, record, pos)
         self._current = w
         self._outstanding.append(w)
         return self._resolve(w) if w.resolved else []
@@ -465,25 +462,23 @@ class Delivery:
                 out += self._emit(w, final=False)
         return out
 
-    def _check_resend(self, w: Window, record: Message, key: int, seq: int, pos: Pos, out: list) -> None:
-        first = self._registry.get(key)
+    def _check_resend(
+        self, w: Window, record: Message, payload: bytes, seq: int, pos: Pos, out: list
+    ) -> None:
+        first = self._resends.first_copy(payload, pos.frame, seq)
         if first is None:
-            if len(self._registry) < RESEND_REGISTRY_CAP:
-                self._registry[key] = (self._ctx.stream, pos.frame, seq)
             return
-        if first[0] == self._ctx.stream:
-            return
-        record.fields["resend_of"] = {"stream": first[0], "frame": first[1], "seq": first[2]}
+        record.fields["resend_of"] = first._asdict()
         w.resends += 1
         if w.resends == 1:
             out.append(
                 finding(
                     "resend",
                     Severity.INFO,
-                    f"window {w.index} resends events first sent on stream {first[0]} (same content)",
+                    f"window {w.index} resends events first sent on stream {first.stream} (same content)",
                     pos,
                     window=w.index,
-                    first_stream=first[0],
-                    first_frame=first[1],
+                    first_stream=first.stream,
+                    first_frame=first.frame,
                 )
             )
