@@ -2,7 +2,8 @@
 
 Modules: `framing` (frame layouts), `inflate` (capped zlib), `sequence` (seq profiles),
 `delivery` (windows, ACKs, per-event delivery truth), `resend` (resends across connections),
-`decoder` (the stream state machine), `detect` (content-based detection). Record kinds and finding codes: docs/protocols/lumberjack.md.
+`decoder` (the stream state machine), `detect` (content-based detection).
+Record kinds and finding codes: docs/protocols/lumberjack.md.
 """
 
 from wirelog.decoders.base import ProtocolSpec
