@@ -44,3 +44,7 @@ def test_other_protocols_and_garbage_are_not_events():
     tls = bytes.fromhex("160301020001000200")
     for data in (lumberjack, cql_startup, tls, b"\x00\xff" * 300, b"\x01" * 100):
         assert not detect(sample(data, closed=True))
+
+
+def test_stream_api_reads():
+    assert detect(sample(b"POST /stream/read?stream=s&take=1 HTTP/1.1\r\n\r\n")) == 0.7

@@ -303,3 +303,46 @@ def test_interim_answers_trailers_and_a_body_that_runs_to_the_close():
     assert reqs[0].length == len(c2s) - len(b"GET /about HTTP/1.1\r\nHost: g\r\n\r\n")
     assert messages(recs, "response")[-1].fields["body"] == '{"v":1}'
     assert [e.acked for e in messages(recs, "event")] == [True, True]
+
+
+def test_stream_and_timeline_reads_return_events():
+    state = struct.pack(">i", 2) + struct.pack(">iq", 0, 10) + struct.pack(">iq", 1, 20)
+    answer_body = state + BODY
+    packed = lz4.block.compress(answer_body, store_size=False)
+    event_id = struct.pack(">q", 15_276_799_200_000_000) + EV[9:25]  # Timestamp + UUID (§3)
+    timeline_body = struct.pack(">i", 1) + struct.pack(">iq", 3, 7) + event_id + BODY
+    c2s = (
+        b"POST /stream/read?stream=logs&shardIndex=0&shardCount=1&take=2 HTTP/1.1\r\nAccept-Encoding: lz4\r\n"
+        b"Content-Length: 4\r\n\r\n\x00\x00\x00\x00"
+        b"POST /timeline/read?timeline=tl&shardIndex=0&shardCount=1&take=2&from=0&to=1 HTTP/1.1\r\n\r\n"
+    )
+    octets = "Content-Type: application/octet-stream\r\n"
+    s2c = (
+        f"HTTP/1.1 200 OK\r\n{octets}Content-Encoding: lz4\r\nOriginal-Content-Length: {len(answer_body)}\r\n"
+        f"Content-Length: {len(packed)}\r\n\r\n".encode()
+        + packed
+        + f"HTTP/1.1 200 OK\r\n{octets}Content-Length: {len(timeline_body)}\r\n\r\n".encode()
+        + timeline_body
+    )
+    recs = decode_stream(c2s, s2c, step=23)
+    assert codes(recs) == []
+    resp = messages(recs, "response")
+    assert resp[0].fields["state"] == [{"partition": 0, "offset": 10}, {"partition": 1, "offset": 20}]
+    assert resp[1].fields["state"] == [{"slice": 3, "offset": 7, "event_id": event_id.hex()}]
+    assert [(r.fields["count"], r.fields["events"], r.fields["body"]) for r in resp] == [
+        (2, 2, ""),
+        (2, 2, ""),
+    ]
+    events = messages(recs, "event")
+    assert [(e.direction, e.acked, e.fields.get("stream_name"), e.fields.get("timeline")) for e in events] == [
+        (Direction.S2C, None, "logs", None)] * 2 + [(Direction.S2C, None, None, "tl")] * 2  # fmt: skip
+    s2c_body_at = len(s2c) - len(timeline_body)
+    assert [e.offset for e in events[2:]] == [s2c_body_at + 40 + 4, s2c_body_at + 40 + 69]
+    assert events[2].event == {"host": "localhost", "timestamp": 1_527_679_920_000_000}
+
+
+def test_read_answer_without_room_for_its_state():
+    c2s = b"POST /stream/read?stream=s&take=1 HTTP/1.1\r\nContent-Length: 0\r\n\r\n"
+    body = struct.pack(">i", 5) + b"\x00" * 10
+    recs = decode_stream(c2s, f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    assert codes(recs) == ["hercules.read-state"]

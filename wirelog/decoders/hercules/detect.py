@@ -1,4 +1,5 @@
-"""Recognising Hercules traffic: an HTTP request to a Gate endpoint, or bare events.
+"""Recognising Hercules traffic: an HTTP request to a Gate (or Stream/Timeline API) endpoint, or bare
+events.
 
 Gate traffic is identified by path, not port (the Gate's port is 6306 by default, 8080 per its
 README). Bare events have no magic number: a version byte 1 followed by a plausible timestamp is a
@@ -17,7 +18,8 @@ from wirelog.decoders.hercules.types import MIN_EVENT
 _REQUEST = re.compile(rb"([A-Z]{3,10}) (/[^ \r\n]*) HTTP/1\.[01]\r\n")
 _METHOD = re.compile(rb"[A-Z]{1,10}(?: |$)")
 GATE_PATHS = (b"/stream/send", b"/stream/sendAsync")
-OTHER_GATE_PATHS = (b"/ping", b"/about", b"/status", b"/stream/read", b"/stream/seekToEnd", b"/timeline/read")
+READ_PATHS = (b"/stream/read", b"/timeline/read")  # Stream and Timeline APIs
+OTHER_GATE_PATHS = (b"/ping", b"/about", b"/status", b"/stream/seekToEnd")
 _PARSER = EventParser(64 * 1024 * 1024)
 
 
@@ -33,6 +35,8 @@ def _http(data: bytes, closed: bool) -> float | None:
     path = m.group(2).split(b"?", 1)[0]
     if path in GATE_PATHS:
         return 0.95 if m.group(1) == b"POST" else 0.6
+    if path in READ_PATHS:
+        return 0.7 if m.group(1) == b"POST" else 0.4
     return 0.4 if path in OTHER_GATE_PATHS else 0.0
 
 

@@ -9,6 +9,7 @@ events it rejected. `Content-Encoding: lz4` bodies are raw LZ4 blocks whose size
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,10 @@ from wirelog.decoders.hercules.records import PROTOCOL, Reporter, event_message
 from wirelog.model import Direction, Finding, Gap, Message, Record, Severity
 
 SEND_PATHS = frozenset({"/stream/send", "/stream/sendAsync"})
+# Stream/Timeline API reads: the answer is State, then Count:i32 + events. State = Count:i32 and
+# per shard (Partition:i32, Offset:i64), or per timeline slice (Slice:i32, Offset:i64, EventId:24).
+READ_STATES = {"/stream/read": (">iq", ("partition", "offset")), "/timeline/read": (">iq24s", ("slice", "offset", "event_id"))}  # fmt: skip
+MAX_STATE = 1000  # state entries kept in the record
 MAX_ORIGINAL_LENGTH = 100 * 1024 * 1024  # SendRequestProcessor's accepted range for the header
 GATE_MAX_CONTENT = 8 * 1024 * 1024  # http.server.maxContentLength default
 REDACTED = "<redacted>"
@@ -72,7 +77,7 @@ class Gateway:
             if direction is Direction.C2S:
                 out += self._request(msg, buf)
             else:
-                out += self._response(msg)
+                out += self._response(msg, buf)
         reader.commit(buf)
         return out
 
@@ -104,7 +109,8 @@ class Gateway:
         out: list[Record] = []
         last = self.responses.close(bufs[Direction.S2C])
         if last is not None:
-            out += self._response(last)
+            out += self._response(last, bufs[Direction.S2C])
+        self.responses.commit(bufs[Direction.S2C])
         while self.pending:
             p = self.pending.popleft()
             req = p.request
@@ -129,6 +135,8 @@ class Gateway:
         fields: dict[str, Any] = {"method": method, "path": url.path, "http_version": version}
         if "stream" in query:
             fields["stream_name"] = query["stream"][0]
+        if "timeline" in query:
+            fields["timeline"] = query["timeline"][0]
         key, header = _api_key(msg)
         if key is not None:
             fields["api_key"] = key if self.ctx.show_secrets else REDACTED
@@ -305,10 +313,11 @@ class Gateway:
         )
         return [req, *p.events, note]
 
-    def _response(self, msg: HttpMessage) -> list[Record]:
+    def _response(self, msg: HttpMessage, buf: StreamBuffer) -> list[Record]:
         version, status_text, reason = msg.start
         status = int(status_text)
-        text = (msg.body or b"")[:MAX_TEXT].decode("utf-8", "replace")
+        binary = (msg.header("Content-Type") or "").startswith("application/octet-stream")
+        text = "" if binary else (msg.body or b"")[:MAX_TEXT].decode("utf-8", "replace")
         fields: dict[str, Any] = {
             "status": status,
             "reason": reason,
@@ -334,7 +343,45 @@ class Gateway:
         out: list[Record] = [req, *p.events, resp]
         if status >= 400 and req.fields["path"] in SEND_PATHS:
             out.append(self._rejected(req, p.events, msg, status, reason, text))
+        if status == 200 and req.fields["path"] in READ_STATES:
+            out += self._read(msg, buf, req, fields)
         return out
+
+    def _read(
+        self, msg: HttpMessage, buf: StreamBuffer, req: Message, fields: dict[str, Any]
+    ) -> list[Record]:
+        """Events a Stream/Timeline API read returned, after the read state."""
+        body, out = self._body(msg, Direction.S2C)
+        if body is None:
+            return list(out)
+        layout, names = READ_STATES[req.fields["path"]]
+        entry = struct.Struct(layout)
+        count = struct.unpack_from(">i", body)[0] if len(body) >= 4 else -1
+        start = 4 + count * entry.size
+        if count < 0 or start + 4 > len(body):
+            text = (
+                f"read answer of {len(body)} bytes does not hold its state ({count} entries) and event count"
+            )
+            return [
+                *out,
+                self._finding(msg, Direction.S2C, "hercules.read-state", Severity.ERROR, text, entries=count),
+            ]
+        state = [
+            dict(zip(names, entry.unpack_from(body, 4 + i * entry.size), strict=True))
+            for i in range(min(count, MAX_STATE))
+        ]
+        for item in state:
+            if "event_id" in item:
+                item["event_id"] = item["event_id"].hex()
+        fields["state"] = state
+        extra: dict[str, Any] = {"request_offset": req.offset}
+        for name in ("stream_name", "timeline"):
+            if name in req.fields:
+                extra[name] = req.fields[name]
+        events, notes, batch = self._events(msg, Direction.S2C, buf, body, start, extra)
+        fields["count"] = batch.count
+        fields["events"] = len(events)
+        return [*events, *out, *notes]
 
     def _rejected(
         self, req: Message, events: list[Message], msg: HttpMessage, status: int, reason: str, text: str
