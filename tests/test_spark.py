@@ -1,0 +1,312 @@
+"""The Spark engine: the `wirelog` data source and `convert_spark` against the local engine.
+
+One local[2] SparkSession for the module (Spark start-up costs several seconds); a handful of jobs.
+Skipped only when pyspark or Java is missing (CI installs both).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+from courier_helpers import RUBY_ACKN, RUBY_HELO, RUBY_JDAT, RUBY_VERS
+from hercules_helpers import README_EVENT
+from lumberjack_helpers import ack, cframe, jframe, window
+from pcap_helpers import tcp_frame, write_pcap
+
+from wirelog.engine.filters import RecordFilter
+from wirelog.engine.local import Options, run
+from wirelog.export import parquet
+from wirelog.export.hercules import HerculesWriter
+from wirelog.model import CaptureInfo, Direction, Finding, Message
+from wirelog.pcap.errors import CaptureError
+
+pytest.importorskip("pyspark")
+if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+    pytest.skip("the Spark engine needs Java", allow_module_level=True)
+
+from wirelog.decoders.hercules.decoder import decode_event_stream
+from wirelog.engine import spark as engine
+from wirelog.engine.spark_source import ARROW_SCHEMA, Capture, expand, option_strings, pack
+
+C2S, S2C = Direction.C2S, Direction.S2C
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+SHARED = ROOT.parent / "shared" / "captures"
+TS = parquet.COLUMNS.index("ts")
+
+
+def conversation(
+    path: Path, turns: list[tuple[Direction, bytes]], port: int, drop: int | None = None
+) -> Path:
+    """A nanosecond pcap of one TCP connection (handshake, `turns`, FIN); `drop` leaves a turn out (gap)."""
+    ends = {C2S: (("10.9.0.1", 41000), ("10.9.0.2", port)), S2C: (("10.9.0.2", port), ("10.9.0.1", 41000))}
+    seq = {C2S: 1000, S2C: 9000}
+
+    def frame(d: Direction, flags: str, payload: bytes = b"") -> bytes:
+        (src, sport), (dst, dport) = ends[d]
+        return tcp_frame(seq[d], payload, flags, src=src, dst=dst, sport=sport, dport=dport, ack=seq[d.other])
+
+    packets = [frame(C2S, "S")]
+    seq[C2S] += 1
+    packets.append(frame(S2C, "SA"))
+    seq[S2C] += 1
+    packets.append(frame(C2S, "A"))
+    for i, (d, data) in enumerate(turns):
+        if i != drop:
+            packets.append(frame(d, "PA", data))
+        seq[d] += len(data)
+    packets += [frame(C2S, "FA"), frame(S2C, "FA")]
+    return write_pcap(path, packets, nano=True)
+
+
+def cql_v4_startup_query() -> list[tuple[Direction, bytes]]:
+    from cassandra.protocol import QueryMessage, StartupMessage
+    from cql_helpers import driver_envelope
+
+    ready = bytes([0x84, 0, 0, 1, 0x02, 0, 0, 0, 0])
+    void = bytes([0x84, 0, 0, 2, 0x08, 0, 0, 0, 4, 0, 0, 0, 1])
+    return [
+        (C2S, driver_envelope(StartupMessage(cqlversion="3.0.0", options={}), 1, 4)),
+        (S2C, ready),
+        (C2S, driver_envelope(QueryMessage("INSERT INTO t (k) VALUES (1)", 1), 2, 4)),
+        (S2C, void),
+    ]
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory) -> list[str]:
+    """Captures of every protocol: generated here, committed under tests/data, and ../shared's."""
+    tmp = tmp_path_factory.mktemp("captures")
+    docs = [{"message": f"line {n}", "@timestamp": "2026-11-21T04:41:22.123456789Z"} for n in range(4)]
+    lj = [
+        (C2S, window(2) + jframe(1, docs[0]) + jframe(2, docs[1])),
+        (S2C, ack(2)),
+        (C2S, cframe(window(2) + jframe(3, docs[2]) + jframe(4, docs[3]))),
+        (S2C, ack(4)),
+    ]
+    made = [
+        conversation(tmp / "lumberjack.pcap", lj, 5044),
+        conversation(tmp / "lumberjack-gap.pcap", lj, 5044, drop=2),
+        conversation(
+            tmp / "courier.pcap",
+            [(C2S, RUBY_HELO), (S2C, RUBY_VERS), (C2S, RUBY_JDAT), (S2C, RUBY_ACKN)],
+            12345,
+        ),
+        conversation(tmp / "hercules-events.pcap", [(C2S, bytes.fromhex(README_EVENT) * 3)], 6306),
+        conversation(tmp / "cql.pcap", cql_v4_startup_query(), 9042),
+    ]
+    whole = made[0].read_bytes()
+    (tmp / "truncated.pcap").write_bytes(whole[: len(whole) * 2 // 3])
+    (tmp / "garbage.pcap").write_bytes(random.Random(8).randbytes(3000))
+    paths = [str(p) for p in made] + [str(tmp / "truncated.pcap"), str(tmp / "garbage.pcap")]
+    paths += [str(p) for p in sorted(DATA.glob("*/*.pcap"))]
+    if SHARED.is_dir():
+        paths += [str(p) for p in sorted(SHARED.rglob("*.pcap"))]
+    return paths
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = engine.session("local[2]", {"spark.sql.shuffle.partitions": "2"})
+    yield session
+    session.stop()
+
+
+def local_rows(paths: list[str], options: Options | None = None) -> tuple[dict[str, list[tuple]], set[str]]:
+    """Per capture, the local engine's rows in order (ts as exact ns), and the unreadable captures."""
+    rows: dict[str, list[tuple]] = {p: [] for p in paths}
+    unreadable = set()
+    for item in run(paths, (), options or Options()):
+        if isinstance(item, Message | Finding):
+            rows[item.capture].append(parquet.row(item))
+        elif isinstance(item, CaptureInfo) and item.error and not item.packets:
+            unreadable.add(item.capture)
+    return rows, unreadable
+
+
+def spark_rows(table: pa.Table) -> dict[str, list[tuple]]:
+    """Per capture, Spark's rows in order, with ts as integer microseconds."""
+    table = table.set_column(TS, "ts", table.column("ts").cast(pa.int64()))
+    out: dict[str, list[tuple]] = {}
+    for r in table.to_pylist():
+        out.setdefault(r["capture"], []).append(tuple(r.values()))
+    return out
+
+
+def micro(row: tuple) -> tuple:
+    ts = row[TS]
+    return (*row[:TS], None if ts is None else ts // 1000, *row[TS + 1 :])
+
+
+def test_rows_equal_the_local_engine_row_for_row(spark, captures):
+    table = engine.read(spark, captures, exact_time=True).toArrow()
+    assert table.schema.remove(len(ARROW_SCHEMA)) == ARROW_SCHEMA
+    got = spark_rows(table)
+    want, unreadable = local_rows(captures)
+    garbage = next(p for p in captures if p.endswith("garbage.pcap"))
+    assert unreadable == {garbage}
+    [error] = got.pop(garbage)
+    assert error[parquet.COLUMNS.index("code")] == "capture.unreadable"
+    assert garbage in error[parquet.COLUMNS.index("message")]
+    del want[garbage]
+    assert got.keys() == {c for c, rows in want.items() if rows}
+    for capture, rows in want.items():
+        spark_side = got.get(capture, [])
+        assert [r[:-1] for r in spark_side] == [micro(r) for r in rows], capture
+        assert [r[-1] for r in spark_side] == [r[TS] for r in rows], capture  # exact ts_ns
+    messages = [r for rows in want.values() for r in rows if r[0] == "message"]
+    protocols = {r[parquet.COLUMNS.index("protocol")] for r in messages}
+    assert {"lumberjack", "courier", "hercules", "cql"} <= protocols
+    codes = Counter(r[parquet.COLUMNS.index("code")] for rows in want.values() for r in rows)
+    assert codes["pcap.truncated"] == 1 and codes["tcp.gap"] >= 1
+    assert any(r[TS] % 1000 for r in messages)  # nanosecond captures were part of the comparison
+
+
+def test_options_reach_the_workers(spark, captures):
+    mine = [p for p in captures if "/captures" not in p or "courier" in p]
+    opts = Options(
+        decode_as={12345: "courier"}, keep=RecordFilter(protocols=frozenset({"courier", "lumberjack"}))
+    )
+    df = engine.read(spark, mine, opts, findings="exclude")
+    got = spark_rows(df.toArrow())
+    want, _ = local_rows(mine, opts)
+    expected = {c: [micro(r) for r in rows if r[0] == "message"] for c, rows in want.items()}
+    assert got == {c: rows for c, rows in expected.items() if rows}
+    assert {r[parquet.COLUMNS.index("protocol")] for rows in got.values() for r in rows} == {
+        "courier",
+        "lumberjack",
+    }
+
+
+def test_convert_parquet_dataset_reads_back_with_pyarrow(spark, captures, tmp_path):
+    out = tmp_path / "out"
+    n = engine.convert_spark(captures, "parquet", str(out), Options())
+    dataset = ds.dataset(out, format="parquet", partitioning="hive", schema=ARROW_SCHEMA)
+    table = dataset.to_table()
+    assert table.schema == ARROW_SCHEMA and table.num_rows == n
+    want, _ = local_rows(captures)
+    assert n == sum(len(rows) for rows in want.values()) + 1  # + garbage.pcap's capture.unreadable
+    got = spark_rows(table)
+    assert Counter(r for rows in got.values() for r in rows if r[0] == "message") == Counter(
+        micro(r) for rows in want.values() for r in rows if r[0] == "message"
+    )
+    assert {p.name for p in out.iterdir() if p.is_dir()} >= {
+        "protocol=cql",
+        "protocol=lumberjack",
+        "protocol=tcp",
+    }
+    # an earlier output is replaced; anything else is refused before Spark runs
+    assert engine.convert_spark(captures[:1], "parquet", str(out), Options()) < n
+    with pytest.raises(engine.SparkEngineError):
+        engine.convert_spark(captures[:1], "parquet", str(DATA), Options())
+    with pytest.raises(CaptureError):
+        engine.convert_spark([str(tmp_path / "missing.pcap")], "parquet", str(tmp_path / "o"), Options())
+
+
+def test_convert_json_part_files(spark, captures, tmp_path):
+    mine = [p for p in captures if "lumberjack" in p]
+    n = engine.convert_spark(mine, "json", str(tmp_path / "json"), Options())
+    lines = [
+        json.loads(x)
+        for f in sorted((tmp_path / "json").glob("part-*.json"))
+        for x in f.read_text().splitlines()
+    ]
+    assert len(lines) == n
+    want, _ = local_rows(mine)
+    assert n == sum(len(rows) for rows in want.values())
+    assert all(list(d) == parquet.COLUMNS for d in lines)  # every column, in schema order, nulls kept
+    local_ts = sorted(r[TS] for rows in want.values() for r in rows if r[TS] is not None)
+    spark_ts = sorted(d["ts"] for d in lines if d["ts"] is not None)
+    assert spark_ts[0].endswith("Z") and len(spark_ts) == len(local_ts)
+    from wirelog.export.json import rfc3339
+
+    assert spark_ts == sorted(rfc3339(t)[:26] + "Z" for t in local_ts)  # microseconds, truncated
+
+
+def split_events(data: bytes) -> list[bytes]:
+    recs = [r for r in decode_event_stream(data) if isinstance(r, Message) and r.kind == "event"]
+    return [data[r.offset : r.offset + r.length] for r in recs]
+
+
+def test_convert_hercules_events_are_the_local_bytes(spark, captures, tmp_path):
+    mine = [p for p in captures if "lumberjack" in p or "courier" in p or "hercules" in p]
+    out = tmp_path / "hercules"
+    n = engine.convert_spark(mine, "hercules", str(out), Options())
+    parts = sorted(out.glob("part-*.bin"))
+    assert (out / "_SUCCESS").exists() and len(parts) >= 1
+    spark_events = [e for p in parts for e in split_events(p.read_bytes())]
+    buf = io.BytesIO()
+    local = HerculesWriter(buf)
+    for item in run(mine, (), Options()):
+        if isinstance(item, Message):
+            local.write(item)
+    local_events = split_events(buf.getvalue())
+    assert len(local_events) == n == len(spark_events) > 0
+    assert sorted(spark_events) == sorted(local_events)  # byte for byte, nanosecond times included
+    notes = (out / "_mapping-notes.ndjson").read_text().splitlines()
+    assert {json.loads(x)["code"] for x in notes} == {"hercules.export-key-renamed"}  # `@timestamp`
+
+
+def test_expand_files_directories_globs_and_lists(tmp_path):
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    for name in ("d/a.pcap", "d/sub/b.pcap", "d/_SUCCESS", "d/.hidden", "c.pcap"):
+        (tmp_path / name).write_bytes(b"x")
+    base = str(tmp_path)
+    assert expand(["d"], base) == ["d/a.pcap", "d/sub/b.pcap"]
+    assert expand(["c.pcap,d/*.pcap", "c.pcap"], base) == ["c.pcap", "d/a.pcap"]
+    assert expand(["**/*.pcap"], base) == ["c.pcap", "d/a.pcap", "d/sub/b.pcap"]
+    assert expand([f"file://{base}/c.pcap"]) == [f"{base}/c.pcap"]
+    for bad in (["nope.pcap"], ["*.nothing"], ["hdfs://nn/x.pcap"]):
+        with pytest.raises(CaptureError):
+            expand(bad, base)
+
+
+def test_pack_keeps_files_whole_and_bins_small_ones():
+    mib = 1024 * 1024
+    caps = [
+        Capture(f"f{i:02d}", f"/x/f{i:02d}", s * mib) for i, s in enumerate([300, 40, 40, 40, 1, 1, 1, 1])
+    ]
+    bins = pack(caps, 128 * mib, 4 * mib, 1)
+    assert sorted(c.name for b in bins for c in b) == [c.name for c in caps]  # each file exactly once
+    assert [c.name for c in bins[0]] == ["f00"]  # bigger than the target: alone
+    assert all(sum(c.size for c in b) <= 128 * mib for b in bins[1:])
+    assert len(bins) == 3
+    # min_partitions spreads small inputs over the cores
+    assert len(pack(caps[4:], 128 * mib, 4 * mib, 1)) == 1
+    assert len(pack(caps[4:], 128 * mib, 4 * mib, 2)) == 2
+
+
+def test_option_strings_round_trip():
+    from wirelog.decoders.base import Limits
+    from wirelog.engine.spark_source import parse_options
+
+    opts = Options(
+        decode_as={5044: "lumberjack", 9042: "cql"},
+        overlap="last",
+        show_secrets=True,
+        limits=Limits(max_frame=1024),
+        keep=RecordFilter(frozenset({"cql"}), frozenset({1, 2}), frozenset({"query"}), True, 5, 10),
+    )
+    strings = option_strings(opts, "only", batchRows=7)
+    parsed = parse_options({k.lower(): v for k, v in strings.items()})
+    assert parsed.engine == opts and parsed.findings == "only" and parsed.batch_rows == 7
+    assert strings["decodeAs"] == "5044=lumberjack,9042=cql"
+    with pytest.raises(ValueError):
+        parse_options({"findings": "some"})
+
+
+def test_local_cli_never_imports_pyspark():
+    code = "import sys, wirelog.cli.main, wirelog.engine.spark; print('pyspark' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"

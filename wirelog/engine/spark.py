@@ -1,0 +1,185 @@
+"""The Spark engine: the local pipeline run as Spark tasks, one whole capture per task, via PySpark.
+
+`convert_spark()` is `wirelog convert --engine spark`: it gets a SparkSession (the one spark-submit
+made, or a new one), reads the inputs through the `wirelog` data source (wirelog/engine/spark_source.py)
+and writes a Parquet dataset partitioned by protocol, NDJSON part files, or Hercules event part files.
+
+pyspark is imported inside the functions only, so importing this module (the CLI does) costs nothing
+and works without pyspark installed. See docs/spark.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import TYPE_CHECKING
+
+from wirelog.engine.local import Options
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+FORMATS = ("parquet", "json", "hercules")
+JSON_TIMESTAMP = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"  # microseconds, `Z` for UTC
+
+# Quiet by default: Spark, Hadoop and Parquet show errors only (the root stays at WARN: a root level
+# different from the shell's makes Spark print "Setting default log level") (the user can pass their own log4j2 file with
+# --conf spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=...).
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+"""
+
+# Settings every wirelog session gets; `conf` given by the user wins.
+SESSION_CONF = {
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.parquet.compression.codec": "zstd",
+    # several protocols per task: write them side by side instead of sorting the task's rows first
+    "spark.sql.maxConcurrentOutputFileWriters": "32",
+}
+
+
+class SparkEngineError(Exception):
+    """The Spark engine cannot run as asked (pyspark missing, output in the way); one line for the user."""
+
+
+def under_spark_submit() -> bool:
+    """True when this Python was started by spark-submit (which then owns master and JVM options)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _log_config() -> str:
+    fd, path = tempfile.mkstemp(prefix="wirelog-log4j2-", suffix=".properties")
+    with os.fdopen(fd, "w") as f:
+        f.write(_LOG4J2)
+    return path
+
+
+def session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+    """The active SparkSession or a new quiet one, with the wirelog data sources registered.
+
+    `master` is applied only when not running under spark-submit. For a local master the workers use
+    this Python (PYSPARK_PYTHON, unless set), and Spark binds to loopback (SPARK_LOCAL_IP, unless set).
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkEngineError(
+            "the Spark engine needs pyspark: pip install 'wirelog[spark]' (and Java 17+)"
+        ) from None
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName("wirelog")
+    submitted = under_spark_submit()
+    if not submitted:
+        if master:
+            builder = builder.master(master)
+        if (master or "local").startswith("local"):
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log_config()}"
+        )
+    for key, value in {**SESSION_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if not (conf and "spark.log.level" in conf):
+        spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def register(spark: SparkSession) -> None:
+    """Make `format("wirelog")` (captures → rows) and `format("wirelog-hercules")` (rows → events) known."""
+    from wirelog.engine.spark_hercules import HerculesDataSource
+    from wirelog.engine.spark_source import WirelogDataSource
+
+    spark.dataSource.register(WirelogDataSource)
+    spark.dataSource.register(HerculesDataSource)
+
+
+def read(
+    spark: SparkSession,
+    inputs: list[str],
+    options: Options | None = None,
+    findings: str = "include",
+    exact_time: bool = False,
+) -> DataFrame:
+    """The records of `inputs` (files, directories, globs) as a DataFrame of the Parquet schema."""
+    from wirelog.engine.spark_source import option_strings
+
+    strings = option_strings(
+        options or Options(),
+        findings,
+        basedir=os.getcwd(),
+        minPartitions=spark.sparkContext.defaultParallelism,
+        exactTime=exact_time,
+    )
+    return spark.read.format("wirelog").options(**strings).load(list(inputs))
+
+
+def _check_output(output: str) -> None:
+    """Refuse to replace anything but an empty directory or an earlier Spark output (`_SUCCESS`)."""
+    if not os.path.exists(output):
+        return
+    if not os.path.isdir(output):
+        raise SparkEngineError(
+            f"{output}: exists and is not a directory (the Spark engine writes a directory)"
+        )
+    if os.listdir(output) and not os.path.exists(os.path.join(output, "_SUCCESS")):
+        raise SparkEngineError(f"{output}: directory is not empty and not an earlier output; choose another")
+
+
+def convert_spark(
+    inputs: list[str],
+    fmt: str,
+    output: str,
+    options: Options,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+) -> int:
+    """Convert `inputs` on Spark into the directory `output`; returns the number of rows written.
+
+    parquet: a dataset partitioned by protocol (`protocol=cql/part-*.parquet`, zstd); json: NDJSON part
+    files written by Spark's JSON writer; hercules: Hercules event part files. An earlier output in
+    `output` is replaced. Rows written: records for parquet/json, events (messages) for hercules.
+    """
+    if fmt not in FORMATS:
+        raise SparkEngineError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
+    from wirelog.engine.spark_source import expand
+
+    expand(list(inputs), os.getcwd())  # a typo fails here, before a JVM starts (raises CaptureError)
+    output = os.path.abspath(output)
+    _check_output(output)
+    spark = session(master, conf)
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    df = read(spark, inputs, options, exact_time=fmt == "hercules")
+    written = Observation("wirelog")
+    counted = F.count_if(F.col("record") == "message") if fmt == "hercules" else F.count(F.lit(1))
+    df = df.observe(written, counted.alias("rows"))
+    if fmt == "parquet":
+        df.write.mode("overwrite").partitionBy("protocol").parquet(output)
+    elif fmt == "json":
+        (
+            df.write.mode("overwrite")
+            .option("ignoreNullFields", "false")
+            .option("timestampFormat", JSON_TIMESTAMP)
+            .json(output)
+        )
+    else:
+        df.write.format("wirelog-hercules").mode("overwrite").save(output)
+    return int(written.get["rows"])

@@ -1,0 +1,346 @@
+"""The `wirelog` PySpark data source: `spark.read.format("wirelog").load(paths)` → records as rows.
+
+Planning (on the driver) expands the paths and packs whole capture files into bins the way Spark packs
+small files (largest first, a bin closes before it would exceed the target size, every file also
+costs `openCostBytes`); a capture is never split, because TCP reassembly needs all of it. Each task
+runs the in-process pipeline (`wirelog.engine.local.run`) over its bin's files and yields Arrow record
+batches of at most `batchRows` rows as the records come, so a worker never holds a whole capture.
+
+Rows have exactly the Parquet schema of `convert` (wirelog.export.parquet.SCHEMA) except that `ts` is
+a Spark TimestampType: microseconds, so a nanosecond capture loses its last three digits (truncated
+toward zero). With `exactTime=true` an extra trailing `ts_ns` column keeps the exact nanoseconds.
+
+A capture that cannot be read at all becomes a `capture.unreadable` finding row (a damaged one keeps
+the packets before the damage and reports it as `pcap.truncated`/`pcap.corrupt`) and one that breaks the
+pipeline a `capture.internal-error` row (after the rows it produced): one bad file never fails the job.
+
+This module imports pyspark; only the Spark engine imports it (see wirelog/engine/spark.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
+
+from wirelog.decoders.base import Limits
+from wirelog.engine.filters import RecordFilter
+from wirelog.engine.local import Options, run
+from wirelog.export import parquet
+from wirelog.model import CaptureInfo, Finding, Message, Severity
+from wirelog.pcap.errors import CaptureError
+
+TS_UNIT = pa.timestamp("us", tz="UTC")
+ARROW_SCHEMA = parquet.SCHEMA.set(parquet.COLUMNS.index("ts"), parquet.SCHEMA.field("ts").with_type(TS_UNIT))
+EXACT_FIELD = pa.field("ts_ns", pa.int64())
+_TS = parquet.COLUMNS.index("ts")
+_SPARK_TYPES = {
+    pa.string(): StringType(),
+    pa.int64(): LongType(),
+    pa.bool_(): BooleanType(),
+    TS_UNIT: TimestampType(),
+}
+
+BATCH_ROWS = 10_000
+MAX_PARTITION_BYTES = 128 * 1024 * 1024  # Spark's spark.sql.files.maxPartitionBytes default
+OPEN_COST_BYTES = 4 * 1024 * 1024  # Spark's spark.sql.files.openCostInBytes default
+FINDINGS = ("include", "exclude", "only")
+
+
+def spark_schema(exact_time: bool = False) -> StructType:
+    """The Spark schema of the rows (ARROW_SCHEMA, plus `ts_ns` when `exact_time`)."""
+    fields = list(ARROW_SCHEMA) + ([EXACT_FIELD] if exact_time else [])
+    return StructType([StructField(f.name, _SPARK_TYPES[f.type], f.nullable) for f in fields])
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """The reader's options, parsed from Spark's string options (names are case-insensitive)."""
+
+    engine: Options
+    findings: str = "include"  # include | exclude | only
+    exact_time: bool = False
+    batch_rows: int = BATCH_ROWS
+    max_partition_bytes: int = MAX_PARTITION_BYTES
+    open_cost_bytes: int = OPEN_COST_BYTES
+    min_partitions: int = 1
+    basedir: str = ""  # relative paths are resolved against it (default: the planner's cwd)
+
+
+def _bool(value: str, name: str) -> bool:
+    low = value.strip().lower()
+    if low not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValueError(f"option {name}: {value!r} is not true/false")
+    return low in ("true", "1", "yes")
+
+
+def _list(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _decode_as(value: str) -> dict[int, str]:
+    """`5044=lumberjack,9042=cql` → {5044: 'lumberjack', 9042: 'cql'} (names checked by the engine)."""
+    out: dict[int, str] = {}
+    for item in _list(value):
+        port, sep, proto = item.partition("=")
+        if not sep or not port.strip().isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"option decodeAs: {item!r} is not PORT=PROTOCOL")
+        out[int(port)] = proto.strip()
+    return out
+
+
+def _int(value: str | None) -> int | None:
+    return None if value in (None, "") else int(value)
+
+
+def parse_options(options: Mapping[str, str]) -> SourceOptions:
+    """SourceOptions from the data source's options (keys already lower-cased by Spark)."""
+    o = {k.lower(): v for k, v in options.items()}
+    findings = o.get("findings", "include").lower()
+    if findings not in FINDINGS:
+        raise ValueError(f"option findings: {findings!r} is not one of {', '.join(FINDINGS)}")
+    overlap = o.get("overlap", "first")
+    if overlap not in ("first", "last"):
+        raise ValueError(f"option overlap: {overlap!r} is not first or last")
+    keep = RecordFilter(
+        protocols=frozenset(_list(o.get("protocols", ""))),
+        streams=frozenset(int(s) for s in _list(o.get("streams", ""))),
+        kinds=frozenset(_list(o.get("kinds", ""))),
+        events=_bool(o.get("eventsonly", "false"), "eventsOnly"),
+        since=_int(o.get("since")),
+        until=_int(o.get("until")),
+    )
+    limits = Limits(**json.loads(o["limits"])) if o.get("limits") else Limits()
+    engine = Options(
+        decode_as=_decode_as(o.get("decodeas", "")),
+        overlap=overlap,
+        show_secrets=_bool(o.get("showsecrets", "false"), "showSecrets"),
+        limits=limits,
+        keep=keep,
+    )
+    return SourceOptions(
+        engine=engine,
+        findings=findings,
+        exact_time=_bool(o.get("exacttime", "false"), "exactTime"),
+        batch_rows=max(1, int(o.get("batchrows", BATCH_ROWS))),
+        max_partition_bytes=int(o.get("maxpartitionbytes", MAX_PARTITION_BYTES)),
+        open_cost_bytes=int(o.get("opencostbytes", OPEN_COST_BYTES)),
+        min_partitions=max(1, int(o.get("minpartitions", 1))),
+        basedir=o.get("basedir", ""),
+    )
+
+
+def option_strings(opts: Options, findings: str = "include", **extra: object) -> dict[str, str]:
+    """The reader options that reproduce `opts` (the inverse of parse_options), plus `extra`."""
+    keep = opts.keep
+    out = {
+        "decodeAs": ",".join(f"{p}={n}" for p, n in sorted(opts.decode_as.items())),
+        "overlap": opts.overlap,
+        "showSecrets": str(opts.show_secrets).lower(),
+        "eventsOnly": str(keep.events).lower(),
+        "findings": findings,
+        "protocols": ",".join(sorted(keep.protocols)),
+        "streams": ",".join(str(s) for s in sorted(keep.streams)),
+        "kinds": ",".join(sorted(keep.kinds)),
+        "since": "" if keep.since is None else str(keep.since),
+        "until": "" if keep.until is None else str(keep.until),
+    }
+    if opts.limits != Limits():
+        out["limits"] = json.dumps(dataclasses.asdict(opts.limits))
+    out.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in extra.items()})
+    return out
+
+
+def _strip_scheme(path: str) -> str:
+    if path.startswith("file://"):
+        return path[len("file://") :]
+    if path.startswith("file:"):
+        return path[len("file:") :]
+    if "://" in path:
+        raise CaptureError(f"{path}: only local or mounted paths are supported (no {path.split(':')[0]}://)")
+    return path
+
+
+def _walk_names(directory: str, basedir: str) -> list[str]:
+    """Files under a directory (named relative to `basedir`), sorted; names starting with `.` or `_`
+    are skipped, as Spark does."""
+    out = []
+    full = os.path.join(basedir, directory)
+    for root, dirs, files in os.walk(full):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        rel = os.path.relpath(root, full)
+        out += [
+            os.path.normpath(os.path.join(directory, rel, f))
+            for f in sorted(files)
+            if not f.startswith((".", "_"))
+        ]
+    return out
+
+
+def expand(paths: list[str], basedir: str = "") -> list[str]:
+    """Capture files named by `paths`: files, directories (recursive), globs, comma-separated lists.
+
+    Names stay as given (relative names are resolved against `basedir` only to look at them), so the
+    `capture` column matches the local engine's for the same arguments. Duplicates are dropped.
+    """
+    found: list[str] = []
+    for given in paths:
+        parts = [given] if os.path.exists(os.path.join(basedir, given)) else given.split(",")
+        for part in (p.strip() for p in parts):
+            if not part:
+                continue
+            name = _strip_scheme(part)
+            full = os.path.join(basedir, name)
+            if glob.has_magic(name):
+                hits = sorted(glob.glob(name, root_dir=basedir or None, recursive=True))
+                files = [
+                    f
+                    for hit in hits
+                    for f in (
+                        _walk_names(hit, basedir) if os.path.isdir(os.path.join(basedir, hit)) else [hit]
+                    )
+                ]
+                if not files:
+                    raise CaptureError(f"{part}: no file matches this pattern")
+                found += files
+            elif os.path.isdir(full):
+                found += _walk_names(name, basedir)
+            elif os.path.exists(full):
+                found.append(name)
+            else:
+                raise CaptureError(f"{part}: no such file or directory")
+    return list(dict.fromkeys(found))
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    name: str  # the `capture` column
+    path: str  # absolute path to open
+    size: int
+
+
+class Bin(InputPartition):
+    """One task's captures, read in this order."""
+
+    def __init__(self, index: int, captures: list[Capture]) -> None:
+        super().__init__(index)
+        self.captures = captures
+
+
+def pack(captures: list[Capture], max_bytes: int, open_cost: int, min_partitions: int) -> list[list[Capture]]:
+    """Spark's file packing: target = min(max_bytes, max(open_cost, total / min_partitions)).
+
+    Largest files first; a bin closes when the next file would take it past the target; every file
+    also counts `open_cost` bytes, so thousands of tiny captures do not become thousands of tasks.
+    Within a bin the captures are in name order.
+    """
+    total = sum(c.size + open_cost for c in captures)
+    target = min(max_bytes, max(open_cost, total // min_partitions))
+    bins: list[list[Capture]] = []
+    current: list[Capture] = []
+    size = 0
+    for c in sorted(captures, key=lambda c: (-c.size, c.name)):
+        if current and size + c.size > target:
+            bins.append(current)
+            current, size = [], 0
+        current.append(c)
+        size += c.size + open_cost
+    if current:
+        bins.append(current)
+    return [sorted(b, key=lambda c: c.name) for b in bins]
+
+
+def _finding(code: str, message: str, name: str) -> Finding:
+    return Finding(code, Severity.ERROR, message, "capture", capture=name)
+
+
+def capture_records(captures: list[Capture], opts: SourceOptions) -> Iterator[Message | Finding]:
+    """The records of each capture in order, stamped with its name; failures become finding rows."""
+    for cap in captures:
+        try:
+            for item in run([cap.path], (), opts.engine):
+                if isinstance(item, Message | Finding):
+                    item.capture = cap.name
+                    yield item
+                elif isinstance(item, CaptureInfo) and item.error and not item.packets:
+                    yield _finding("capture.unreadable", item.error.replace(cap.path, cap.name), cap.name)
+        except Exception as e:
+            yield _finding(
+                "capture.internal-error",
+                f"{cap.name}: processing failed ({type(e).__name__}: {e}); records before this one were kept",
+                cap.name,
+            )
+
+
+def to_batch(rows: list[tuple], exact_time: bool) -> pa.RecordBatch:
+    """Rows (parquet.row tuples) as a batch of ARROW_SCHEMA (+ ts_ns)."""
+    exact = parquet.batch(rows)
+    columns = exact.columns
+    columns[_TS] = columns[_TS].cast(TS_UNIT, safe=False)
+    if not exact_time:
+        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+    return pa.RecordBatch.from_arrays(
+        [*columns, exact.column(_TS).cast(pa.int64())], schema=ARROW_SCHEMA.append(EXACT_FIELD)
+    )
+
+
+def batches(captures: list[Capture], opts: SourceOptions) -> Iterator[pa.RecordBatch]:
+    """Record batches of at most `opts.batch_rows` rows, produced as the records come."""
+    keep_messages = opts.findings != "only"
+    keep_findings = opts.findings != "exclude"
+    rows: list[tuple] = []
+    for rec in capture_records(captures, opts):
+        if keep_findings if isinstance(rec, Finding) else keep_messages:
+            rows.append(parquet.row(rec))
+            if len(rows) >= opts.batch_rows:
+                yield to_batch(rows, opts.exact_time)
+                rows = []
+    if rows:
+        yield to_batch(rows, opts.exact_time)
+
+
+class WirelogReader(DataSourceReader):
+    def __init__(self, paths: list[str], opts: SourceOptions) -> None:
+        self.paths = paths
+        self.opts = opts
+
+    def partitions(self) -> list[Bin]:
+        base = self.opts.basedir or os.getcwd()
+        caps = []
+        for name in expand(self.paths, base):
+            full = os.path.abspath(os.path.join(base, name))
+            caps.append(Capture(name, full, os.path.getsize(full)))
+        o = self.opts
+        bins = pack(caps, o.max_partition_bytes, o.open_cost_bytes, o.min_partitions)
+        return [Bin(i, b) for i, b in enumerate(bins)]
+
+    def read(self, partition: Bin) -> Iterator[pa.RecordBatch]:
+        return batches(partition.captures, self.opts)
+
+
+class WirelogDataSource(DataSource):
+    """`spark.read.format("wirelog").option(...).load(path or [paths])`; see docs/spark.md."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "wirelog"
+
+    def _paths(self) -> list[str]:
+        if "paths" in self.options:
+            return list(json.loads(self.options["paths"]))
+        if "path" in self.options:
+            return [self.options["path"]]
+        raise ValueError("wirelog data source: give the captures to load(), e.g. load('captures/')")
+
+    def schema(self) -> StructType:
+        return spark_schema(parse_options(self.options).exact_time)
+
+    def reader(self, schema: StructType) -> WirelogReader:
+        return WirelogReader(self._paths(), parse_options(self.options))
