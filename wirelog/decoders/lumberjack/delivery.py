@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from wirelog.decoders.base import StreamContext
-from wirelog.decoders.lumberjack.report import Pos, finding
+from wirelog.decoders.lumberjack.report import PROTOCOL, Pos, finding
 from wirelog.decoders.lumberjack.resend import ResendRegistry
 from wirelog.model import Finding, Message, Record, Severity
 
@@ -144,45 +144,8 @@ class Delivery:
         """Add an event; `c_frame` identifies the enclosing C frame (None outside compression)."""
         out: list[Record] = []
         w = self._current
-        if w is None or w.resolved:
-            text = (
-                "event before any W frame (go-lumber: 'Expected window frame')"
-                if w is None
-                else f"event after window {w.index} was complete, without a new W"
-            )
-            code = "event-without-window" if w is None else "window-exceeded"
-            out.append(finding(code, Severity.ERROR, text, pos, seq=seq))
-            out += self._new_window(None, self._implicit_record(record, pos), pos)
-            w = self._current
-            assert w is not None
-        elif w.full:
-            if c_frame is None and w.extra_reported is None:
-                w.extra_reported = w  # once per window: a v1 sliding-window client exceeds it forever
-                out.append(
-                    finding(
-                        "window-exceeded",
-                        Severity.ERROR,
-                        f"more events than window {w.index} announced ({w.count}); go-lumber drops "
-                        "the connection ('Expected window frame')",
-                        pos,
-                        window=w.index,
-                        count=w.count,
-                        seq=seq,
-                    )
-                )
-            elif c_frame is not None and w.extra_reported is not c_frame:
-                w.extra_reported = c_frame
-                out.append(
-                    finding(
-                        "compressed-extra-frames",
-                        Severity.WARNING,
-                        f"frames left in the C frame after window {w.index} is full ({w.count} events); "
-                        "go-lumber silently discards them, Logstash keeps them",
-                        pos,
-                        window=w.index,
-                        count=w.count,
-                    )
-                )
+        if w is None or w.count is None or len(w.events) >= w.count or w.emitted:
+            w = self._place(record, seq, pos, c_frame, out)  # the uncommon cases; else there is room in w
         record.fields["window"] = w.index
         self._check_resend(w, record, payload, seq, pos, out)
         w.events.append(record)
@@ -196,6 +159,53 @@ class Delivery:
         if self._pending > self._max_pending:
             out += self._overflow(pos)
         return out
+
+    def _place(self, event: Message, seq: int, pos: Pos, c_frame: object, out: list[Record]) -> Window:
+        """The window for an event when the current one has no room left (or there is none)."""
+        w = self._current
+        if w is None or w.resolved:
+            text = (
+                "event before any W frame (go-lumber: 'Expected window frame')"
+                if w is None
+                else f"event after window {w.index} was complete, without a new W"
+            )
+            code = "event-without-window" if w is None else "window-exceeded"
+            out.append(finding(code, Severity.ERROR, text, pos, seq=seq))
+            implicit = Message(
+                PROTOCOL, "window", pos.direction, pos.offset, 0, pos.frame, pos.ts, event.version
+            )
+            out += self._new_window(None, implicit, pos)
+            return self._current  # type: ignore[return-value]
+        if not w.full:
+            return w
+        if c_frame is None and w.extra_reported is None:
+            w.extra_reported = w  # once per window: a v1 sliding-window client exceeds it forever
+            out.append(
+                finding(
+                    "window-exceeded",
+                    Severity.ERROR,
+                    f"more events than window {w.index} announced ({w.count}); go-lumber drops "
+                    "the connection ('Expected window frame')",
+                    pos,
+                    window=w.index,
+                    count=w.count,
+                    seq=seq,
+                )
+            )
+        elif c_frame is not None and w.extra_reported is not c_frame:
+            w.extra_reported = c_frame
+            out.append(
+                finding(
+                    "compressed-extra-frames",
+                    Severity.WARNING,
+                    f"frames left in the C frame after window {w.index} is full ({w.count} events); "
+                    "go-lumber silently discards them, Logstash keeps them",
+                    pos,
+                    window=w.index,
+                    count=w.count,
+                )
+            )
+        return w
 
     def gap(self, client_side: bool) -> None:
         if client_side:
@@ -375,11 +385,6 @@ class Delivery:
         self._current = w
         self._outstanding.append(w)
         return self._resolve(w) if w.resolved else []
-
-    def _implicit_record(self, event: Message, pos: Pos) -> Message:
-        return Message(
-            event.protocol, "window", pos.direction, pos.offset, 0, pos.frame, pos.ts, event.version
-        )
 
     def _close_current(self, pos: Pos) -> list[Record]:
         w = self._current

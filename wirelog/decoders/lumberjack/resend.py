@@ -25,7 +25,7 @@ class ResendRegistry:
     __slots__ = ("_seen", "_stream")
 
     def __init__(self, ctx: StreamContext) -> None:
-        self._seen: dict[int, FirstCopy] = ctx.shared.setdefault("events", {})
+        self._seen: dict[int, tuple[int, int | None, int]] = ctx.shared.setdefault("events", {})
         self._stream = ctx.stream
 
     def first_copy(self, payload: bytes, frame: int | None, seq: int) -> FirstCopy | None:
@@ -34,6 +34,6 @@ class ResendRegistry:
         first = self._seen.get(key)
         if first is None:
             if len(self._seen) < REGISTRY_CAP:
-                self._seen[key] = FirstCopy(self._stream, frame, seq)
+                self._seen[key] = (self._stream, frame, seq)
             return None
-        return None if first.stream == self._stream else first
+        return None if first[0] == self._stream else FirstCopy(*first)
