@@ -66,6 +66,7 @@ class LumberjackDecoder:
         self._sync = {C2S: _Sync(), S2C: _Sync()}
         self._resume: tuple[int, int] | None = None  # D-frame walk state at the C2S read position
         self._version: str | None = None
+        self._types: frozenset[str] = frozenset()  # frame types of the connection's version
         self._once: set[str] = set()
         self._delivery = Delivery(ctx)
         self._seq = SequenceChecker()
@@ -162,7 +163,7 @@ class LumberjackDecoder:
             if d is S2C:
                 out += self._ack(res, pos)
             else:
-                out += self._client_frame(res, data, pos, 0, None, self._limits.max_inflated)
+                self._client_frame(res, data, pos, 0, None, self._limits.max_inflated, out)
         return out
 
     def _pos(self, d: Direction) -> Pos:
@@ -237,29 +238,28 @@ class LumberjackDecoder:
     # client frames -----------------------------------------------------------------------------
 
     def _client_frame(
-        self, f: Frame, data: bytes, pos: Pos, depth: int, c_frame: Message | None, budget: int
-    ) -> list[Record]:
-        out = self._check_version(f, pos)
+        self, f: Frame, data: bytes, pos: Pos, depth: int, c_frame: Message | None, budget: int, out: list
+    ) -> None:
+        """Dispatch one client frame; records go to `out` (one list per feed: this runs per event)."""
+        if f.version != self._version or f.type not in self._types:
+            self._check_version(f, pos, out)
         length = f.end - f.start
         inner = f.start if c_frame is not None else None
-        if f.type == "W":
+        if f.type == "J" or f.type == "D":
+            self._event(f, data, pos, length, inner, c_frame, out)
+        elif f.type == "W":
             record = self._message("window", pos, length, f.version, {"inflated_offset": inner})
             self._seq.start_window()
             out += self._delivery.open_window(f.value, record, pos, c_frame is not None)
         elif f.type == "C":
-            out += self._compressed(f, data, pos, depth, budget)
-        elif f.type == "A":
-            out.append(self._wrong_direction(f"{f.version}A", pos))
+            self._compressed(f, data, pos, depth, budget, out)
         else:
-            out += self._event(f, data, pos, length, inner, c_frame)
-        return out
+            out.append(self._wrong_direction(f"{f.version}A", pos))
 
-    def _check_version(self, f: Frame, pos: Pos) -> list[Record]:
+    def _check_version(self, f: Frame, pos: Pos, out: list[Record]) -> None:
         if self._version is None:
             self._version = f.version
-        if f.version == self._version and f.type in TYPES_BY_VERSION[f.version]:
-            return []
-        out: list[Record] = []
+            self._types = TYPES_BY_VERSION[f.version]
         if f.version != self._version and "version-changed" not in self._once:
             self._once.add("version-changed")
             out.append(
@@ -286,12 +286,17 @@ class LumberjackDecoder:
                     frame_version=f.version,
                 )
             )
-        return out
 
     def _event(
-        self, f: Frame, data: bytes, pos: Pos, length: int, inner: int | None, c_frame: Message | None
-    ) -> list[Record]:
-        out: list[Record] = []
+        self,
+        f: Frame,
+        data: bytes,
+        pos: Pos,
+        length: int,
+        inner: int | None,
+        c_frame: Message | None,
+        out: list,
+    ) -> None:
         payload = data[f.body : f.end]
         fields: dict[str, object] = {
             "seq": f.value,
@@ -326,8 +331,7 @@ class LumberjackDecoder:
             out.append(finding(issue.code, issue.severity, issue.text, pos, **issue.fields))
         record = self._message("event", pos, length, f.version, fields)
         record.event = doc
-        out += self._delivery.add_event(record, f.value, payload, pos, c_frame)
-        return out
+        self._delivery.add_event(record, f.value, payload, pos, c_frame, out)
 
     @staticmethod
     def _json(payload: bytes, fields: dict[str, object], pos: Pos, out: list[Record]) -> object:
@@ -348,8 +352,7 @@ class LumberjackDecoder:
             )
         return doc
 
-    def _compressed(self, f: Frame, data: bytes, pos: Pos, depth: int, budget: int) -> list[Record]:
-        out: list[Record] = []
+    def _compressed(self, f: Frame, data: bytes, pos: Pos, depth: int, budget: int, out: list) -> None:
         if depth:
             out.append(
                 finding(
@@ -371,11 +374,11 @@ class LumberjackDecoder:
                     depth=depth + 1,
                 )
             )
-            return out
+            return
         if f.value == 0:
             text = "C frame with length 0 (Logstash reads it as a signed int and rejects it)"
             out.append(finding("bad-length", Severity.ERROR, text, pos, frame_type="C", declared=0))
-            return out
+            return
         inf = inflate(data[f.body : f.end], budget)
         fields: dict[str, object] = {
             "window": None,
@@ -407,7 +410,7 @@ class LumberjackDecoder:
         while p < end:
             res = parse(inner, p, end, self._limits.max_frame)
             if isinstance(res, Frame):
-                out += self._client_frame(res, inner, pos, depth + 1, record, budget - end)
+                self._client_frame(res, inner, pos, depth + 1, record, budget - end, out)
                 frames += 1
                 p = res.end
                 continue
@@ -424,7 +427,6 @@ class LumberjackDecoder:
             out.append(finding(code, Severity.ERROR, text, pos, inflated_offset=p))
             break
         fields["frames"] = frames
-        return out
 
     # server frames -----------------------------------------------------------------------------
 
@@ -446,7 +448,7 @@ class LumberjackDecoder:
                         )
                     )
             else:
-                out += self._check_version(f, pos)
+                self._check_version(f, pos, out)
         record = self._message("ack", pos, 6, f.version, {"value": f.value})
         if f.value:
             self._acks += 1

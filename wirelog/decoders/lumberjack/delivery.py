@@ -61,7 +61,7 @@ class Window:
 
 
 class Delivery:
-    """Window/event/ACK bookkeeping for one connection; every method returns records to emit."""
+    """Window/event/ACK bookkeeping for one connection; methods return (or append) records to emit."""
 
     def __init__(self, ctx: StreamContext) -> None:
         self._max_pending = ctx.limits.max_pending_events
@@ -140,9 +140,13 @@ class Delivery:
         w.items.append(record)
         return out
 
-    def add_event(self, record: Message, seq: int, payload: bytes, pos: Pos, c_frame: object) -> list[Record]:
-        """Add an event; `c_frame` identifies the enclosing C frame (None outside compression)."""
-        out: list[Record] = []
+    def add_event(
+        self, record: Message, seq: int, payload: bytes, pos: Pos, c_frame: object, out: list[Record]
+    ) -> None:
+        """Add an event, appending records to `out` (the per-event path, so no list of its own).
+
+        `c_frame` identifies the enclosing C frame (None outside compression).
+        """
         w = self._current
         if w is None or w.count is None or len(w.events) >= w.count or w.emitted:
             w = self._place(record, seq, pos, c_frame, out)  # the uncommon cases; else there is room in w
@@ -153,12 +157,11 @@ class Delivery:
         self.stats["events"] += 1
         if w.emitted:
             out.append(record)
-            return out
+            return
         w.items.append(record)
         self._pending += 1
         if self._pending > self._max_pending:
             out += self._overflow(pos)
-        return out
 
     def _place(self, event: Message, seq: int, pos: Pos, c_frame: object, out: list[Record]) -> Window:
         """The window for an event when the current one has no room left (or there is none)."""
