@@ -1,44 +1,97 @@
-"""Generate a large synthetic TCP capture quickly (struct writer, no scapy).
+"""Generate large synthetic TCP captures quickly (struct writer, no scapy).
 
-Many concurrent connections with handshakes and FINs; the client sends a continuous byte stream cut
-into 100–600 byte segments (independent of any framing), the server answers now and then; about 2 %
-of adjacent segments are swapped (reordering). Deterministic for a given seed.
+Many concurrent connections with handshakes and FINs; each side's byte stream is cut into 100–600
+byte segments independent of any framing, and about 2 % of adjacent segments are swapped
+(reordering). The bytes are either opaque (`payload="opaque"`, for reassembly-only runs) or real
+protocol traffic: Lumberjack v2 (Beats windows of JSON events, compressed, acknowledged) or CQL v4
+(QUERY → RESULT). Deterministic for a given seed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import struct
 import zlib
+from collections.abc import Callable, Iterator
 
 ETH = b"\x00\x00\x00\x00\x00\x02" + b"\x00\x00\x00\x00\x00\x01" + b"\x08\x00"
 SYN, ACK, FIN, PSH = 0x02, 0x10, 0x01, 0x08
+PORTS = {"opaque": 9042, "lumberjack": 5044, "cql": 9042}
+
+Messages = Iterator[tuple[bool, bytes]]  # (client→server?, bytes) in conversation order
 
 
 def _packet(
     src: int, dst: int, sport: int, dport: int, seq: int, ack: int, flags: int, payload: bytes
 ) -> bytes:
     tcp = struct.pack(
-        ">HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags, 65535, 0, 0
+        ">HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 0x50, flags, 65535, 0, 0
     )
-    total = 20 + len(tcp) + len(payload)
-    ip = struct.pack(">BBHHHBBHII", 0x45, 0, total, 0, 0x4000, 64, 6, 0, src, dst)
+    ip = struct.pack(">BBHHHBBHII", 0x45, 0, 40 + len(payload), 0, 0x4000, 64, 6, 0, src, dst)
     return ETH + ip + tcp + payload
 
 
-def generate(path: str, packets: int, connections: int = 400, seed: int = 1) -> int:
+def opaque(rng: random.Random, blob: bytes) -> Messages:
+    while True:
+        size = rng.randrange(100, 601)
+        start = rng.randrange(0, len(blob) - size)
+        yield rng.random() < 0.8, blob[start : start + size]
+
+
+def lumberjack(rng: random.Random, _blob: bytes) -> Messages:
+    """Beats-like: window of N JSON events (sequence restarting at 1), zlib-compressed, then the ACK."""
+    n = 0
+    while True:
+        count = rng.randrange(20, 60)
+        frames = []
+        for seq in range(1, count + 1):
+            n += 1
+            doc = {
+                "@timestamp": f"2026-11-21T05:{n // 60 % 60:02d}:{n % 60:02d}.{n % 1000:03d}Z",
+                "message": f"GET /api/items/{rng.randrange(10**6)} HTTP/1.1 200 {rng.randrange(10**5)}",
+                "host": {"name": f"web-{rng.randrange(40)}"},
+                "log": {"offset": n * 120, "file": {"path": "/var/log/nginx/access.log"}},
+                "fields": {"env": "prod", "dc": rng.choice(["eu1", "us2"])},
+            }
+            body = json.dumps(doc, separators=(",", ":")).encode()
+            frames.append(b"2J" + struct.pack(">II", seq, len(body)) + body)
+        packed = zlib.compress(b"".join(frames), 3)
+        yield True, b"2W" + struct.pack(">I", count) + b"2C" + struct.pack(">I", len(packed)) + packed
+        yield False, b"2A" + struct.pack(">I", count)
+
+
+def cql(rng: random.Random, _blob: bytes) -> Messages:
+    """CQL v4 QUERY → RESULT Rows (one text column) with stream ids in flight."""
+    stream = 0
+    while True:
+        stream = (stream + 1) % 32768
+        query = f"SELECT * FROM logs.events WHERE id = {rng.randrange(10**9)}".encode()
+        body = struct.pack(">I", len(query)) + query + struct.pack(">HB", 1, 0)
+        yield True, struct.pack(">BBhBI", 4, 0, stream, 7, len(body)) + body
+        rows = rng.randrange(1, 8)
+        meta = struct.pack(">iii", 2, 1, 1) + b"\x00\x04logs\x00\x06events" + b"\x00\x04line\x00\x0d"
+        cells = b"".join(struct.pack(">i", 40) + rng.randbytes(20).hex().encode() for _ in range(rows))
+        result = meta + struct.pack(">i", rows) + cells
+        yield False, struct.pack(">BBhBI", 0x84, 0, stream, 8, len(result)) + result
+
+
+GENERATORS: dict[str, Callable[[random.Random, bytes], Messages]] = {
+    "opaque": opaque,
+    "lumberjack": lumberjack,
+    "cql": cql,
+}
+
+
+def generate(path: str, packets: int, connections: int = 400, seed: int = 1, payload: str = "opaque") -> int:
     """Write about `packets` packets to `path`; returns the exact number written."""
     rng = random.Random(seed)
-    blob = zlib.compress(rng.randbytes(1 << 16), 0) * 4  # cheap varied payload source
-    server, sport = 0x0A010001, 9042
+    blob = zlib.compress(rng.randbytes(1 << 16), 0) * 4
+    server, sport = 0x0A010001, PORTS[payload]
     per_conn = max(8, packets // connections)
-    conns = []
-    for i in range(connections):
-        client = 0x0A020000 + i + 1
-        conns.append([client, 20000 + i, rng.getrandbits(32), rng.getrandbits(32), 0, []])
+    t = 1_700_000_000_000_000_000
     written = 0
-    t = 1_700_000_000_000_000
     with open(path, "wb") as f:
         f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1))
 
@@ -49,45 +102,45 @@ def generate(path: str, packets: int, connections: int = 400, seed: int = 1) -> 
             f.write(frame)
             written += 1
 
-        active = list(range(connections))
-        for c in conns:
-            client, cport, cseq, sseq, _, _ = c
+        conns = []
+        for i in range(connections):
+            client, cport = 0x0A020000 + i + 1, 20000 + i
+            cseq, sseq = rng.getrandbits(32), rng.getrandbits(32)
             emit(_packet(client, server, cport, sport, cseq, 0, SYN, b""))
             emit(_packet(server, client, sport, cport, sseq, cseq + 1, SYN | ACK, b""))
             emit(_packet(client, server, cport, sport, cseq + 1, sseq + 1, ACK, b""))
-            c[2], c[3] = cseq + 1, sseq + 1
+            conns.append({"c": client, "p": cport, "cs": cseq + 1, "ss": sseq + 1, "n": 0, "held": [],
+                          "msgs": GENERATORS[payload](random.Random(seed * 7919 + i), blob), "buf": b"", "dir": False})  # fmt: skip
+        active = list(range(connections))
         while active:
             i = active[rng.randrange(len(active))]
             c = conns[i]
-            client, cport, cseq, sseq, sent, held = c
-            if sent >= per_conn - 5:
-                for frame in held:
+            if c["n"] >= per_conn - 5 and not c["buf"] and not c["dir"]:
+                for frame in c["held"]:
                     emit(frame)
-                emit(_packet(client, server, cport, sport, cseq, sseq, FIN | ACK, b""))
-                emit(_packet(server, client, sport, cport, sseq, cseq + 1, FIN | ACK, b""))
-                emit(_packet(client, server, cport, sport, cseq + 1, sseq + 1, ACK, b""))
+                emit(_packet(c["c"], server, c["p"], sport, c["cs"], c["ss"], FIN | ACK, b""))
+                emit(_packet(server, c["c"], sport, c["p"], c["ss"], c["cs"] + 1, FIN | ACK, b""))
+                emit(_packet(c["c"], server, c["p"], sport, c["cs"] + 1, c["ss"] + 1, ACK, b""))
                 active.remove(i)
                 continue
+            if not c["buf"]:
+                c["dir"], c["buf"] = next(c["msgs"])
             size = rng.randrange(100, 601)
-            start = rng.randrange(0, len(blob) - size)
-            if rng.random() < 0.8:
-                frame = _packet(
-                    client, server, cport, sport, cseq, sseq, PSH | ACK, blob[start : start + size]
-                )
-                c[2] = cseq + size
+            piece, c["buf"] = c["buf"][:size], c["buf"][size:]
+            if c["dir"]:
+                frame = _packet(c["c"], server, c["p"], sport, c["cs"], c["ss"], PSH | ACK, piece)
+                c["cs"] += len(piece)
             else:
-                frame = _packet(
-                    server, client, sport, cport, sseq, cseq, PSH | ACK, blob[start : start + size]
-                )
-                c[3] = sseq + size
-            c[4] = sent + 1
-            if held:
+                frame = _packet(server, c["c"], sport, c["p"], c["ss"], c["cs"], PSH | ACK, piece)
+                c["ss"] += len(piece)
+            c["n"] += 1
+            if c["held"]:
                 emit(frame)
-                for h in held:
+                for h in c["held"]:
                     emit(h)
-                held.clear()
-            elif rng.random() < 0.02:
-                held.append(frame)
+                c["held"].clear()
+            elif c["buf"] and rng.random() < 0.02:  # swap with the next segment of the same message
+                c["held"].append(frame)
             else:
                 emit(frame)
     return written
@@ -99,8 +152,9 @@ def main() -> None:
     ap.add_argument("--packets", type=int, default=200_000)
     ap.add_argument("--connections", type=int, default=400)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--payload", choices=sorted(GENERATORS), default="opaque")
     args = ap.parse_args()
-    n = generate(args.output, args.packets, args.connections, args.seed)
+    n = generate(args.output, args.packets, args.connections, args.seed, args.payload)
     print(f"{args.output}: {n} packets")
 
 

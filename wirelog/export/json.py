@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict
+from functools import lru_cache
 from typing import IO, Any
 
 import orjson
@@ -19,12 +20,17 @@ from wirelog.model import COMMON_MESSAGE_KEYS, Finding, Message, StreamInfo
 _OPTS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 
 
+@lru_cache(maxsize=4096)
+def _second(sec: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+
+
 def rfc3339(ts: int | None) -> str | None:
     """Nanosecond RFC 3339 UTC text, e.g. 2026-11-21T04:41:22.700273042Z."""
     if ts is None:
         return None
     sec, ns = divmod(ts, 1_000_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)) + f".{ns:09d}Z"
+    return f"{_second(sec)}.{ns:09d}Z"
 
 
 def record_dict(rec: Message | Finding) -> dict[str, Any]:
@@ -35,7 +41,7 @@ def record_dict(rec: Message | Finding) -> dict[str, Any]:
         "stream": rec.stream,
         "client": rec.client,
         "server": rec.server,
-        "direction": rec.direction.value if rec.direction is not None else None,
+        "direction": rec.direction,
         "frame": rec.frame,
         "offset": rec.offset,
         "ts": rfc3339(rec.ts),
@@ -47,7 +53,7 @@ def record_dict(rec: Message | Finding) -> dict[str, Any]:
         d["length"] = rec.length
     else:
         d["code"] = rec.code
-        d["severity"] = rec.severity.value
+        d["severity"] = rec.severity
         d["message"] = rec.message
     reserved = COMMON_MESSAGE_KEYS if isinstance(rec, Message) else d
     for key, value in rec.fields.items():
@@ -58,7 +64,7 @@ def record_dict(rec: Message | Finding) -> dict[str, Any]:
     return d
 
 
-def _default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
     if isinstance(obj, bytes | bytearray | memoryview):
         return bytes(obj).hex()
     if isinstance(obj, set | frozenset | tuple):
@@ -69,9 +75,9 @@ def _default(obj: Any) -> Any:
 def dumps_line(obj: dict[str, Any]) -> bytes:
     """One NDJSON line (with its newline); integers beyond 64 bits fall back to the stdlib encoder."""
     try:
-        return orjson.dumps(obj, default=_default, option=_OPTS)
+        return orjson.dumps(obj, default=json_default, option=_OPTS)
     except orjson.JSONEncodeError:
-        text = json.dumps(obj, default=_default, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(obj, default=json_default, ensure_ascii=False, separators=(",", ":"))
         return text.encode() + b"\n"
 
 

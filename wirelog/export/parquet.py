@@ -14,10 +14,11 @@ import os
 import tempfile
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from wirelog.export.json import dumps_line
+from wirelog.export.json import dumps_line, json_default
 from wirelog.model import Finding, Message
 
 SCHEMA = pa.schema(
@@ -52,7 +53,10 @@ _INT64 = 1 << 63
 def _json(value: Any) -> str | None:
     if value is None:
         return None
-    return dumps_line(value)[:-1].decode()
+    try:
+        return orjson.dumps(value, default=json_default, option=orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:  # integers beyond 64 bits: the stdlib path of the NDJSON writer
+        return dumps_line(value)[:-1].decode()
 
 
 def _seq(fields: dict[str, Any]) -> int | None:

@@ -1,0 +1,129 @@
+"""`wirelog convert --to parquet` on 40 captures (~1 GB): the local engine against Spark local[2].
+
+The captures are Lumberjack v2 (Beats windows, zlib-compressed JSON events, ACKs) and CQL v4
+(QUERY → RESULT rows) traffic from gen_capture.generate(); a few distinct ones are generated and
+copied to make up the set (the work per byte is what is measured, not the variety). Then
+    local:  wirelog convert FILES... --to parquet -o DIR/     (one process, one capture after the other)
+    spark:  convert_spark(FILES, "parquet", DIR, ...)          (local[2]: two Python workers)
+each in a fresh process. Spark's time is split into start-up (JVM + SparkSession), a first tiny job
+(planning and Python worker start-up) and the conversion itself; the ratio is printed both with and
+without the start-up. Both outputs must hold the same number of rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.dataset as ds
+
+sys.path.insert(0, str(Path(__file__).parent))
+from gen_capture import generate
+
+ROOT = Path(__file__).resolve().parents[1]
+BYTES_PER_PACKET = {"lumberjack": 305, "cql": 191}  # what generate() writes on average
+
+SPARK_RUN = """
+import json, sys, time
+t0 = time.perf_counter()
+from wirelog.engine.local import Options
+from wirelog.engine.spark import convert_spark, session
+master, tiny, out, *files = sys.argv[1:]
+session(master)
+t1 = time.perf_counter()
+convert_spark([tiny], "parquet", out + "-tiny", Options(), master)
+t2 = time.perf_counter()
+rows = convert_spark(files, "parquet", out, Options(), master)
+t3 = time.perf_counter()
+print(json.dumps({"startup": t1 - t0, "first_job": t2 - t1, "job": t3 - t2, "rows": rows}))
+"""
+
+
+def make_captures(directory: Path, count: int, total_mb: float, distinct: int) -> list[Path]:
+    """`count` captures of about total_mb / count MB each, half Lumberjack and half CQL."""
+    per_capture = total_mb * 1e6 / count
+    originals = []
+    for i in range(distinct):
+        payload = ("lumberjack", "cql")[i % 2]
+        path = directory / f"orig-{i:02d}-{payload}.pcap"
+        generate(str(path), int(per_capture / BYTES_PER_PACKET[payload]), seed=i + 1, payload=payload)
+        originals.append(path)
+    paths = []
+    for i in range(count):
+        src = originals[i % distinct]
+        dst = directory / f"capture-{i:02d}-{src.name.split('-')[-1]}"
+        shutil.copyfile(src, dst)
+        paths.append(dst)
+    for src in originals:
+        src.unlink()
+    return paths
+
+
+def run_local(files: list[Path], out: Path) -> tuple[float, int]:
+    start = time.perf_counter()
+    cmd = [
+        sys.executable,
+        "-m",
+        "wirelog.cli",
+        "convert",
+        *map(str, files),
+        "--to",
+        "parquet",
+        "-o",
+        f"{out}/",
+    ]
+    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    return wall, ds.dataset(out, format="parquet").count_rows()
+
+
+def run_spark(files: list[Path], tiny: Path, out: Path, master: str) -> tuple[float, dict]:
+    start = time.perf_counter()
+    cmd = [sys.executable, "-c", SPARK_RUN, master, str(tiny), str(out), *map(str, files)]
+    proc = subprocess.run(cmd, check=True, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    return wall, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--captures", type=int, default=40)
+    ap.add_argument("--mb", type=float, default=1000, help="total size of the captures")
+    ap.add_argument("--distinct", type=int, default=8, help="distinct captures generated (then copied)")
+    ap.add_argument("--master", default="local[2]")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="wirelog-bench-spark-") as tmp:
+        work = Path(tmp)
+        (work / "in").mkdir()
+        files = make_captures(work / "in", args.captures, args.mb, args.distinct)
+        size = sum(f.stat().st_size for f in files)
+        tiny = work / "tiny.pcap"
+        generate(str(tiny), 200, connections=4, payload="lumberjack")
+        print(f"input: {len(files)} captures, {size / 1e6:,.0f} MB (Lumberjack v2 and CQL v4)")
+
+        local, local_rows = run_local(files, work / "local")
+        print(f"local engine      : {local:7.1f} s  {size / 1e6 / local:6.1f} MB/s  {local_rows:,} rows")
+
+        wall, s = run_spark(files, tiny, work / "spark", args.master)
+        print(
+            f"spark {args.master:<11} : {wall:7.1f} s  {size / 1e6 / wall:6.1f} MB/s  {s['rows']:,} rows"
+            f"  (start-up {s['startup']:.1f} s, first tiny job {s['first_job']:.1f} s, conversion {s['job']:.1f} s)"
+        )
+        print(f"conversion alone  : {s['job']:7.1f} s  {size / 1e6 / s['job']:6.1f} MB/s")
+        print(
+            f"speed-up          : {local / s['job']:.2f}x once started, {local / wall:.2f}x including start-up"
+        )
+        if s["rows"] != local_rows:
+            raise SystemExit(f"row counts differ: local {local_rows}, spark {s['rows']}")
+        print(f"cpus: {os.cpu_count()}")
+
+
+if __name__ == "__main__":
+    main()
