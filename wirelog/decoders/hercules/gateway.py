@@ -30,7 +30,6 @@ SEND_PATHS = frozenset({"/stream/send", "/stream/sendAsync"})
 READ_STATES = {"/stream/read": (">iq", ("partition", "offset")), "/timeline/read": (">iq24s", ("slice", "offset", "event_id"))}  # fmt: skip
 MAX_STATE = 1000  # state entries kept in the record
 MAX_ORIGINAL_LENGTH = 100 * 1024 * 1024  # SendRequestProcessor's accepted range for the header
-GATE_MAX_CONTENT = 8 * 1024 * 1024  # http.server.maxContentLength default
 REDACTED = "<redacted>"
 MAX_NAMED = 100  # rejected events named by UUID in one finding
 MAX_TEXT = 512  # response body text kept
