@@ -413,3 +413,13 @@ def test_compressed_frame_of_length_zero():
     out = run([(C2S, window(1) + b"2C" + bytes(4) + js(1))])
     assert findings(out, "bad-length")[0].fields == {"frame_type": "C", "declared": 0}
     assert len(events(out)) == 1
+
+
+def test_huge_window_is_streamed_out_not_held():
+    dec = decoder(limits=Limits(max_pending_events=10))
+    out = run([(C2S, window(1000) + js(*range(1, 1001)))], dec=dec, close=False)
+    assert len(events(out)) >= 990  # held back at most the limit, the rest went out as it came
+    assert all(e.acked is None for e in events(out))
+    out += dec.close()
+    assert len(events(out)) == 1000
+    assert findings(out, "unacked")[0].fields["events"] == 1000

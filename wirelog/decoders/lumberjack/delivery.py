@@ -13,6 +13,7 @@ differ, which tells the server kind, and exposes the pylogbeat-vs-go-lumber stal
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -38,8 +39,8 @@ class Window:
     record: Message
     pos: Pos
     items: list[Message] = field(default_factory=list)  # compressed frames and events, in order
-    events: list[Message] = field(default_factory=list)
-    seqs: list[int] = field(default_factory=list)
+    events: list[Message] = field(default_factory=list)  # held event records (emptied on emission)
+    seqs: array = field(default_factory=lambda: array("I"))  # every event's seq: the window's size
     acked_n: int = 0
     ack_value: int | None = None
     ack_frame: int | None = None
@@ -53,11 +54,11 @@ class Window:
 
     @property
     def full(self) -> bool:
-        return self.count is not None and len(self.events) >= self.count
+        return self.count is not None and len(self.seqs) >= self.count
 
     @property
     def resolved(self) -> bool:
-        return self.acked_n == len(self.events) and (self.closed or self.full)
+        return self.acked_n == len(self.seqs) and (self.closed or self.full)
 
 
 class Delivery:
@@ -131,7 +132,7 @@ class Delivery:
                     "first inflated stream; Logstash accepts it)",
                     pos,
                     window=w.index,
-                    received=len(w.events),
+                    received=len(w.seqs),
                     count=w.count,
                 )
             )
@@ -148,16 +149,16 @@ class Delivery:
         `c_frame` identifies the enclosing C frame (None outside compression).
         """
         w = self._current
-        if w is None or w.count is None or len(w.events) >= w.count or w.emitted:
+        if w is None or w.count is None or len(w.seqs) >= w.count or w.emitted:
             w = self._place(record, seq, pos, c_frame, out)  # the uncommon cases; else there is room in w
         record.fields["window"] = w.index
         self._check_resend(w, record, payload, seq, pos, out)
-        w.events.append(record)
         w.seqs.append(seq)
         self.stats["events"] += 1
         if w.emitted:
             out.append(record)
             return
+        w.events.append(record)
         w.items.append(record)
         self._pending += 1
         if self._pending > self._max_pending:
@@ -228,7 +229,7 @@ class Delivery:
         if value == 0:
             self._keepalive(fields, pos)
         else:
-            target = next((w for w in self._outstanding if w.acked_n < len(w.events)), None)
+            target = next((w for w in self._outstanding if w.acked_n < len(w.seqs)), None)
             if target is None:
                 lost = " (its window may be in a client→server capture gap)" if self._c2s_gap else ""
                 out.append(
@@ -249,7 +250,7 @@ class Delivery:
 
     def _apply(self, w: Window, value: int, fields: dict[str, object], pos: Pos) -> list[Record]:
         out: list[Record] = []
-        done, n = w.acked_n, len(w.events)
+        done, n = w.acked_n, len(w.seqs)
         by_count = value if done < value <= n else None
         by_seq = next((i + 1 for i in range(n - 1, done - 1, -1) if w.seqs[i] == value), None)
         fields["window"] = w.index
@@ -343,9 +344,9 @@ class Delivery:
         missing from the capture (their ACK may be in the gap).
         """
         out: list[Record] = []
-        unacked = [w for w in self._outstanding if w.acked_n < len(w.events)]
+        unacked = [w for w in self._outstanding if w.acked_n < len(w.seqs)]
         if unacked:
-            total = sum(len(w.events) - w.acked_n for w in unacked)
+            total = sum(len(w.seqs) - w.acked_n for w in unacked)
             first = unacked[0]
             note = "; server→client bytes are missing, ACKs may be in the gap" if self._s2c_gap else ""
             out.append(
@@ -395,18 +396,18 @@ class Delivery:
             return []
         w.closed = True
         out: list[Record] = []
-        if w.count is not None and len(w.events) < w.count:
+        if w.count is not None and len(w.seqs) < w.count:
             w.truncated = True
             why = " (bytes of this window are missing from the capture)" if w.gap else ""
             out.append(
                 finding(
                     "window-truncated",
                     Severity.INFO if w.gap else Severity.WARNING,
-                    f"new W before window {w.index} filled: {len(w.events)} of {w.count} events "
+                    f"new W before window {w.index} filled: {len(w.seqs)} of {w.count} events "
                     f"(Logstash flushes the partial batch){why}",
                     pos,
                     window=w.index,
-                    received=len(w.events),
+                    received=len(w.seqs),
                     count=w.count,
                 )
             )
@@ -426,7 +427,7 @@ class Delivery:
         are `acked: false`; otherwise (early release) they are `acked: null`.
         """
         w.emitted = True
-        n = len(w.events)
+        n = len(w.seqs)
         w.record.acked = (w.acked_n == n) if n else None
         w.record.fields.update(
             window=w.index,
@@ -444,6 +445,7 @@ class Delivery:
         )
         for ev in w.events[w.acked_n :]:
             ev.acked = False if final else None
+        w.events = []
         self._pending -= sum(1 for it in w.items if it.kind == "event")
         out: list[Record] = [w.record, *w.items]
         w.items = []
