@@ -23,11 +23,10 @@ if TYPE_CHECKING:
 FORMATS = ("parquet", "json", "hercules")
 JSON_TIMESTAMP = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"  # microseconds, `Z` for UTC
 
-# Quiet by default: Spark, Hadoop and Parquet show errors only (the root stays at WARN: a root level
-# different from the shell's makes Spark print "Setting default log level") (the user can pass their own log4j2 file with
-# --conf spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=...).
+# Quiet by default: errors only. The org.apache.spark logger is named with the root's level because
+# Spark prints "Setting default log level" when its shell logger's level differs from the root's.
 _LOG4J2 = """\
-rootLogger.level = warn
+rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -36,10 +35,6 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
 logger.spark.name = org.apache.spark
 logger.spark.level = error
-logger.hadoop.name = org.apache.hadoop
-logger.hadoop.level = error
-logger.parquet.name = org.apache.parquet
-logger.parquet.level = error
 """
 
 # Settings every wirelog session gets; `conf` given by the user wins.
@@ -83,18 +78,21 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
         ) from None
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName("wirelog")
-    submitted = under_spark_submit()
-    if not submitted:
+    log_file = None
+    if not under_spark_submit():
         if master:
             builder = builder.master(master)
         if (master or "local").startswith("local"):
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = builder.config(
-            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log_config()}"
-        )
+        log_file = _log_config()
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_file}")
     for key, value in {**SESSION_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        if log_file:  # read once by the JVM at start-up
+            os.unlink(log_file)
     if not (conf and "spark.log.level" in conf):
         spark.sparkContext.setLogLevel("ERROR")
     register(spark)
