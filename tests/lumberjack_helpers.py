@@ -168,8 +168,8 @@ class Received:
 class LumberjackServer:
     """A loopback Lumberjack receiver for tests, with the ACK styles of real servers.
 
-    ack: "highest-seq" (Logstash), "count" (go-lumber), or "none" (never ACKs; closes after
-    `close_after` seconds of silence). `keepalive`: seconds between ACK 0s sent while a batch
+    ack: "highest-seq" (Logstash), "count" (go-lumber), or "none" (never ACKs, like a stalled
+    pipeline: keep-alives only, then it closes after `close_after` seconds of silence). `keepalive`: seconds between ACK 0s sent while a batch
     waits `ack_delay` seconds (go-lumber/Logstash keep-alive). `partial_every`: also ACK every k
     events (old Ruby Logstash, or a sliding-window v1 client). `tls`: an SSLContext to wrap with.
     `port` 0 picks a free port.
@@ -246,13 +246,13 @@ class LumberjackServer:
                 rec.events.append(ev)
                 if self.partial_every and len(batch) % self.partial_every == 0 and len(batch) < count:
                     self._send(conn, version, ev[0], rec)
-        if self.ack == "none":
-            return
         deadline = time.monotonic() + self.ack_delay
         while self.keepalive and time.monotonic() + self.keepalive < deadline:
             time.sleep(self.keepalive)
             self._send(conn, b"2", 0, rec)
         time.sleep(max(0.0, deadline - time.monotonic()))
+        if self.ack == "none":
+            return
         value = count if self.ack == "count" else max(seq for seq, _ in batch) if batch else 0
         self._send(conn, version, value, rec)
 

@@ -74,3 +74,22 @@ def test_events_only_gives_the_log_lines():
     assert lines[6] == "2026-11-21T06:00:05.004Z INFO payment for order 81723 captured"
     assert lines[8] == '10.0.4.22 - - [21/Nov/2026:06:00:07 +0000] "DELETE /api/cart/81723 HTTP/1.1" 204 0'
     assert all(r["acked"] is True for r in rows)
+
+
+STALLED = SAMPLE.with_name("pylogbeat-stalled-resend.pcap")
+
+
+def test_real_stalled_pipeline_then_resend():
+    """Window 2 only got keep-alives before the receiver dropped the connection; the client resent it."""
+    rows = [r for r in convert(str(STALLED)) if r["protocol"] == "lumberjack"]
+    events = [r for r in rows if r.get("kind") == "event"]
+    lost = [e for e in events if e["acked"] is False]
+    assert [(e["stream"], e["seq"]) for e in lost] == [(0, 5), (0, 6), (0, 7)]
+    resent = [e for e in events if "resend_of" in e]
+    assert [e["event"] for e in resent] == [e["event"] for e in lost]
+    assert all(e["stream"] == 1 and e["acked"] is True and e["resend_of"]["stream"] == 0 for e in resent)
+    assert len(events) == 12 and sum(e["acked"] is True for e in events) == 9
+    codes = {(r["stream"], r["code"]) for r in rows if r["record"] == "finding"}
+    assert {(0, "lumberjack.unacked"), (0, "lumberjack.keepalive"), (1, "lumberjack.resend")} <= codes
+    (unacked,) = [r for r in rows if r.get("code") == "lumberjack.unacked"]
+    assert unacked["events"] == 3 and unacked["windows"] == [2]
