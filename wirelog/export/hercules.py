@@ -21,16 +21,25 @@ from typing import Any, BinaryIO
 
 from wirelog.decoders.hercules.types import (
     BIGINT_TAG,
+    BYTE,
+    CONTAINER,
+    DOUBLE,
     FIXED,
     FIXED_STRUCTS,
+    FLAG,
     HEAD,
     I32,
     ITEM_TAG,
+    LONG,
     MAX_KEY_BYTES,
     MAX_LENGTH,
     MAX_TAGS,
+    NULL,
+    STRING,
     TICKS_PER_SECOND,
     U16,
+    UUID,
+    VECTOR,
     VERSION,
     Event,
     Key,
@@ -55,7 +64,12 @@ def encode_event(ev: Event) -> bytes:
         raise EncodeError(f"bad event header: {exc}") from None
     if len(ev.uuid) != 16:
         raise EncodeError(f"uuid must be 16 bytes, not {len(ev.uuid)}")
-    _container(out, ev.tags)
+    try:
+        _container(out, ev.tags)
+    except (struct.error, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, EncodeError):
+            raise
+        raise EncodeError(f"bad value: {exc}") from None
     return bytes(out)
 
 
@@ -74,35 +88,34 @@ def _container(out: bytearray, tags: tuple[tuple[Key, Variant], ...]) -> None:
             raise EncodeError(f"tag key of {len(raw)} bytes (at most {MAX_KEY_BYTES})")
         out.append(len(raw))
         out += raw
-        out.append(var.type)
-        _value(out, var.type, var.value)
+        t = var.type
+        out.append(t)
+        _value(out, t, var.value)
 
 
 def _value(out: bytearray, t: Type, v: Any) -> None:
-    try:
-        if t == Type.CONTAINER:
-            _container(out, v)
-        elif t == Type.STRING:
-            raw = v.encode() if isinstance(v, str) else v
-            _length(out, len(raw))
-            out += raw
-        elif t in FIXED_STRUCTS:
-            out += v if isinstance(v, bytes) else FIXED_STRUCTS[t].pack(v)
-        elif t in (Type.BYTE, Type.FLAG):
-            out.append(int(v) & 0xFF if t == Type.BYTE else int(v))
-        elif t == Type.UUID:
-            raw = v.bytes if isinstance(v, uuidlib.UUID) else v
-            if len(raw) != 16:
-                raise EncodeError(f"uuid must be 16 bytes, not {len(raw)}")
-            out += raw
-        elif t == Type.VECTOR:
-            _vector(out, v)
-        elif t != Type.NULL:
-            raise EncodeError(f"unknown type {t!r}")
-    except (struct.error, TypeError, ValueError) as exc:
-        if isinstance(exc, EncodeError):
-            raise
-        raise EncodeError(f"bad {Type(t).name} value {v!r}: {exc}") from None
+    """Value bytes, most frequent types first (struct/Type/length errors surface in encode_event)."""
+    if t == STRING:
+        raw = v.encode() if isinstance(v, str) else v
+        _length(out, len(raw))
+        out += raw
+    elif t == CONTAINER:
+        _container(out, v)
+    elif t in FIXED_STRUCTS:
+        out += v if isinstance(v, bytes) else FIXED_STRUCTS[t].pack(v)
+    elif t == FLAG:
+        out.append(int(v))
+    elif t == BYTE:
+        out.append(int(v) & 0xFF)
+    elif t == VECTOR:
+        _vector(out, v)
+    elif t == UUID:
+        raw = v.bytes if isinstance(v, uuidlib.UUID) else v
+        if len(raw) != 16:
+            raise EncodeError(f"uuid must be 16 bytes, not {len(raw)}")
+        out += raw
+    elif t != NULL:
+        raise EncodeError(f"unknown type {t!r}")
 
 
 def _length(out: bytearray, n: int) -> None:
@@ -115,13 +128,13 @@ def _vector(out: bytearray, vec: Vector) -> None:
     elem, items = Type(vec.elem), vec.items
     out.append(elem)
     _length(out, len(items))
-    if elem == Type.BYTE:
+    if elem == BYTE:
         out += bytes(items)
-    elif elem == Type.FLAG:
+    elif elem == FLAG:
         out += bytes(int(x) for x in items)
     elif elem in FIXED and not any(isinstance(x, bytes) for x in items):
         out += struct.pack(f">{len(items)}{FIXED[elem][0]}", *items)
-    elif elem != Type.NULL:
+    elif elem != NULL:
         for x in items:
             _value(out, elem, x)
 
@@ -132,6 +145,7 @@ NAMESPACE = uuidlib.UUID("6f1d0e2a-4c57-5e6b-9a51-77697265c06f")  # wirelog's uu
 _MIN_LONG, _MAX_LONG = -(2**63), 2**63 - 1
 _ISO = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?")
 _SHORTENED = 200  # bytes of an over-long escaped name kept before its hash
+_NAME_CACHE_MAX = 10_000
 _COMMON = ("protocol", "kind", "capture", "stream", "client", "server", "direction", "offset", "length", "frame", "ts", "version", "acked")  # fmt: skip
 
 
@@ -164,26 +178,27 @@ class Mapper:
 
     def __init__(self) -> None:
         self._reported: set[str] = set()
+        self._names: dict[str, str] = {}  # key → tag name (a bounded cache)
         self.findings: list[Finding] = []
 
     def value(self, x: Any) -> Variant:
-        if x is None:
-            return Variant(Type.NULL, None)
+        if isinstance(x, str):
+            return Variant(STRING, x.encode("utf-8", "surrogatepass"))
+        if isinstance(x, dict):
+            return Variant(CONTAINER, self.container(x))
         if isinstance(x, bool):
-            return Variant(Type.FLAG, x)
+            return Variant(FLAG, x)
         if isinstance(x, int):
             if _MIN_LONG <= x <= _MAX_LONG:
-                return Variant(Type.LONG, x)
-            return Variant(Type.CONTAINER, ((BIGINT_TAG, Variant(Type.STRING, str(x))),))
+                return Variant(LONG, x)
+            return Variant(CONTAINER, ((BIGINT_TAG, Variant(STRING, str(x))),))
         if isinstance(x, float):
-            return Variant(Type.DOUBLE, x)
-        if isinstance(x, str):
-            return Variant(Type.STRING, x.encode("utf-8", "surrogatepass"))
-        if isinstance(x, dict):
-            return Variant(Type.CONTAINER, self.container(x))
+            return Variant(DOUBLE, x)
+        if x is None:
+            return Variant(NULL, None)
         if isinstance(x, list | tuple):
-            return Variant(Type.VECTOR, self.vector(x))
-        return Variant(Type.STRING, str(x))
+            return Variant(VECTOR, self.vector(x))
+        return Variant(STRING, str(x))
 
     def container(self, doc: dict[Any, Any]) -> tuple[tuple[Key, Variant], ...]:
         items = list(doc.items())
@@ -200,12 +215,20 @@ class Mapper:
     def vector(self, items: list[Any] | tuple[Any, ...]) -> Vector:
         values = [self.value(x) for x in items]
         types = {v.type for v in values}
-        if len(types) == 1 and not types & {Type.VECTOR, Type.NULL}:
+        if len(types) == 1 and not types & {VECTOR, NULL}:
             return Vector(values[0].type, tuple(v.value for v in values))
         # Empty, mixed, or arrays of arrays/nulls (which .NET readers cannot read): wrap each item.
-        return Vector(Type.CONTAINER, tuple(((ITEM_TAG, v),) for v in values))
+        return Vector(CONTAINER, tuple(((ITEM_TAG, v),) for v in values))
 
     def name(self, key: str) -> str:
+        name = self._names.get(key)
+        if name is None:
+            name = self._name(key)
+            if len(self._names) < _NAME_CACHE_MAX:
+                self._names[key] = name
+        return name
+
+    def _name(self, key: str) -> str:
         name = escape_name(key)
         if len(name) > MAX_KEY_BYTES:
             digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -240,9 +263,9 @@ def map_record(rec: Message, mapper: Mapper, uuid: bytes, default_ticks: int = 0
         v = getattr(rec, name)
         if v is not None:
             common.append((name, mapper.value(v.value if name == "direction" else v)))
-    tags: list[tuple[Key, Variant]] = [("wirelog", Variant(Type.CONTAINER, tuple(common)))]
+    tags: list[tuple[Key, Variant]] = [("wirelog", Variant(CONTAINER, tuple(common)))]
     if rec.fields:
-        tags.append(("fields", Variant(Type.CONTAINER, mapper.container(rec.fields))))
+        tags.append(("fields", Variant(CONTAINER, mapper.container(rec.fields))))
     if rec.event is not None:
         tags.append(("event", mapper.value(rec.event)))
     ticks = event_ticks(rec)

@@ -15,18 +15,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wirelog.decoders.hercules.types import (
+    BYTE,
+    CONTAINER,
+    DOUBLE,
     FIXED,
     FIXED_STRUCTS,
+    FLAG,
+    FLOAT,
     GATE_MAX_EVENT,
     HEAD,
     I32,
     MAX_DEPTH,
     MAX_DOTNET_TAGS,
     MIN_EVENT,
+    NULL,
+    STRING,
     TAG_NAME,
     TICKS_PER_SECOND,
     TYPE_CODES,
     U16,
+    UUID,
+    VECTOR,
     VERSION,
     Event,
     Type,
@@ -37,7 +46,8 @@ from wirelog.model import Severity
 
 _I64 = struct.Struct(">q")
 # bytes the smallest element of each vector element type takes (Null takes none)
-_MIN_ELEM = {Type.CONTAINER: 2, Type.BYTE: 1, Type.FLAG: 1, Type.STRING: 4, Type.UUID: 16, Type.NULL: 0, Type.VECTOR: 5}  # fmt: skip
+_MIN_ELEM = {CONTAINER: 2, BYTE: 1, FLAG: 1, STRING: 4, UUID: 16, NULL: 0, VECTOR: 5}  # fmt: skip
+_SCALARS = {int(t): (t, size, FIXED_STRUCTS[t]) for t, (_, size) in FIXED.items()}  # code → what to unpack
 MAX_NULLS = 1 << 20  # Vector<Null> costs no bytes per element: cap what we materialise
 
 # A plausible event time: 2000-01-01T00:00Z .. 2100-01-01T00:00Z in 100-ns ticks.
@@ -215,33 +225,34 @@ class _Reader:
 
     def value(self, t: int, pos: int, depth: int) -> tuple[Variant, int]:
         data = self.data
-        if t == Type.CONTAINER:
+        if t == CONTAINER:
             tags, p = self.container(pos, depth + 1)
-            return Variant(Type.CONTAINER, tags), p
-        if t == Type.STRING:
+            return Variant(CONTAINER, tags), p
+        if t == STRING:
             n = self._length(pos, "string")
-            return Variant(Type.STRING, self._string(pos + 4, n)), pos + 4 + n
-        if t in FIXED_STRUCTS:
-            typ = Type(t)
-            p = self._need(pos, FIXED[typ][1], typ.name.lower())
-            v = FIXED_STRUCTS[typ].unpack_from(data, pos)[0]
+            return Variant(STRING, self._string(pos + 4, n)), pos + 4 + n
+        fixed = _SCALARS.get(t)
+        if fixed is not None:
+            typ, size, st = fixed
+            p = self._need(pos, size, typ.name.lower())
+            v = st.unpack_from(data, pos)[0]
             if v != v:
-                v = _nan(data[pos:p], v, FIXED_STRUCTS[typ])
+                v = _nan(data[pos:p], v, st)
             return Variant(typ, v), p
-        if t == Type.BYTE:
+        if t == BYTE:
             p = self._need(pos, 1, "byte")
-            return Variant(Type.BYTE, data[pos]), p
-        if t == Type.FLAG:
+            return Variant(BYTE, data[pos]), p
+        if t == FLAG:
             p = self._need(pos, 1, "flag")
-            return Variant(Type.FLAG, self._flag(data[pos], pos)), p
-        if t == Type.UUID:
+            return Variant(FLAG, self._flag(data[pos], pos)), p
+        if t == UUID:
             p = self._need(pos, 16, "uuid")
-            return Variant(Type.UUID, data[pos:p]), p
-        if t == Type.NULL:
-            return Variant(Type.NULL, None), pos
-        if t == Type.VECTOR:
+            return Variant(UUID, data[pos:p]), p
+        if t == NULL:
+            return Variant(NULL, None), pos
+        if t == VECTOR:
             vec, p = self.vector(pos, depth + 1)
-            return Variant(Type.VECTOR, vec), p
+            return Variant(VECTOR, vec), p
         raise self._unknown(t, pos - 1)
 
     def _unknown(self, t: int, pos: int) -> Corrupt:
@@ -297,20 +308,20 @@ class _Reader:
             letter, size = FIXED[elem]
             stop = self._need(p, n * size, "vector")
             items = struct.unpack_from(f">{n}{letter}", data, p)
-            if elem in (Type.FLOAT, Type.DOUBLE) and any(x != x for x in items):
+            if elem in (FLOAT, DOUBLE) and any(x != x for x in items):
                 items = tuple(
                     _nan(data[p + i * size : p + (i + 1) * size], x, FIXED_STRUCTS[elem]) if x != x else x
                     for i, x in enumerate(items)
                 )
             return Vector(elem, items), stop
         self._need(p, n * _MIN_ELEM[elem], "vector")
-        if elem == Type.BYTE:
+        if elem == BYTE:
             return Vector(elem, data[p : p + n]), p + n
-        if elem == Type.FLAG:
+        if elem == FLAG:
             return Vector(elem, tuple(self._flag(b, p + i) for i, b in enumerate(data[p : p + n]))), p + n
-        if elem == Type.UUID:
+        if elem == UUID:
             return Vector(elem, tuple(data[q : q + 16] for q in range(p, p + 16 * n, 16))), p + 16 * n
-        if elem == Type.NULL:
+        if elem == NULL:
             if n > MAX_NULLS:
                 raise Corrupt(
                     "hercules.absurd-length",
@@ -326,11 +337,11 @@ class _Reader:
         path = self.path
         for i in range(n):
             path.append(f"[{i}]")
-            if elem == Type.STRING:
+            if elem == STRING:
                 size = self._length(p, "string")
                 items.append(self._string(p + 4, size))
                 p += 4 + size
-            elif elem == Type.CONTAINER:
+            elif elem == CONTAINER:
                 tags, p = self.container(p, depth + 1)
                 items.append(tags)
             else:

@@ -15,7 +15,27 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from wirelog.decoders.hercules.types import BIGINT_TAG, ITEM_TAG, Key, Type, Variant, Vector, unescape_name
+from wirelog.decoders.hercules.types import (
+    BIGINT_TAG,
+    BYTE,
+    CONTAINER,
+    DOUBLE,
+    FLAG,
+    FLOAT,
+    INTEGER,
+    ITEM_TAG,
+    LONG,
+    NULL,
+    SHORT,
+    STRING,
+    UUID,
+    VECTOR,
+    Key,
+    Type,
+    Variant,
+    Vector,
+    unescape_name,
+)
 
 _NONFINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
@@ -37,13 +57,13 @@ def _text(v: str | bytes) -> str:
 
 
 def _scalar(t: Type, v: Any) -> Any:
-    if t == Type.STRING:
+    if t == STRING:
         return _text(v)
-    if t in (Type.FLOAT, Type.DOUBLE):
+    if t in (FLOAT, DOUBLE):
         return _float(v)
-    if t == Type.FLAG:
+    if t == FLAG:
         return bool(v)
-    if t == Type.UUID:
+    if t == UUID:
         return uuid_text(v)
     return v
 
@@ -57,7 +77,7 @@ class _Renderer:
         self.mapped = mapped
 
     def tags(self, tags: tuple[tuple[Key, Variant], ...]) -> Any:
-        if self.mapped and len(tags) == 1 and tags[0][0] == BIGINT_TAG and tags[0][1].type == Type.STRING:
+        if self.mapped and len(tags) == 1 and tags[0][0] == BIGINT_TAG and tags[0][1].type == STRING:
             text = _text(tags[0][1].value)
             if text.lstrip("-").isdigit():
                 return int(text)
@@ -65,23 +85,23 @@ class _Renderer:
         return {name(_text(k)): self.value(v.type, v.value) for k, v in tags}
 
     def value(self, t: Type, v: Any) -> Any:
-        if t == Type.CONTAINER:
+        if t == CONTAINER:
             return self.tags(v)
-        if t == Type.VECTOR:
+        if t == VECTOR:
             return self.vector(v)
         return _scalar(t, v)
 
     def vector(self, vec: Vector) -> list[Any]:
         elem = vec.elem
-        if elem == Type.BYTE:
+        if elem == BYTE:
             return list(vec.items)
-        if elem == Type.CONTAINER:
+        if elem == CONTAINER:
             if self.mapped and vec.items and all(_is_item(c) for c in vec.items):
                 return [self.value(c[0][1].type, c[0][1].value) for c in vec.items]
             return [self.tags(c) for c in vec.items]
-        if elem == Type.VECTOR:
+        if elem == VECTOR:
             return [self.vector(x) for x in vec.items]
-        if elem in (Type.SHORT, Type.INTEGER, Type.LONG, Type.NULL):
+        if elem in (SHORT, INTEGER, LONG, NULL):
             return list(vec.items)
         return [_scalar(elem, x) for x in vec.items]
 
@@ -107,9 +127,9 @@ def restore(v: Variant) -> Any:
 def exported_by_wirelog(tags: tuple[tuple[Key, Variant], ...]) -> Variant | None:
     """The `wirelog` container of an event wirelog exported, else None."""
     for key, var in tags:
-        if key == "wirelog" and var.type == Type.CONTAINER:
+        if key == "wirelog" and var.type == CONTAINER:
             inner = dict(var.value)
             kinds = (inner.get("protocol"), inner.get("kind"))
-            if all(k is not None and k.type == Type.STRING for k in kinds):
+            if all(k is not None and k.type == STRING for k in kinds):
                 return var
     return None

@@ -45,6 +45,9 @@ class Type(IntEnum):
     VECTOR = 0x80
 
 
+# The members as module constants: `Type.X` is an attribute lookup on the enum class, several times
+# slower than reading a global, and the codec compares type codes for every value.
+CONTAINER, BYTE, SHORT, INTEGER, LONG, FLAG, FLOAT, DOUBLE, STRING, UUID, NULL, VECTOR = Type
 TYPE_CODES = frozenset(int(t) for t in Type)
 
 # Wire layout (all big-endian): the event header, container counts, string/vector lengths, and the
