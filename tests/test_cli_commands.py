@@ -224,3 +224,18 @@ def test_bad_inputs_never_traceback(tmp_path):
     for args in (["inspect", str(empty)], ["convert", str(tmp_path / "missing.pcap")], ["streams"]):
         proc = subprocess.run([sys.executable, "-m", "wirelog.cli", *args], capture_output=True, timeout=60)
         assert proc.returncode == 2 and b"Traceback" not in proc.stderr and proc.stderr.strip()
+
+
+def test_raw_files_are_decoded_by_content_or_by_format(tmp_path):
+    """A Hercules export read back by content; a dumped Lumberjack stream read with --format."""
+    events = tmp_path / "events.bin"
+    assert run_cli("convert", str(EXAMPLE), "--to", "hercules", "-o", str(events))[0] == 0
+    back = ndjson(run_cli("convert", str(events), "--events")[1])
+    assert len(back) == 9 and all(r["protocol"] == "hercules" and r["capture"] == str(events) for r in back)
+    original = ndjson(run_cli("convert", str(EXAMPLE), "--events")[1])
+    assert [r["event"] for r in back] == [r["event"] for r in original]
+    dump = tmp_path / "c2s.bin"
+    dump.write_bytes(run_cli("streams", str(EXAMPLE), "--dump", "0")[1])
+    forced = ndjson(run_cli("convert", str(dump), "--format", "lumberjack", "--events")[1])
+    assert [r["event"] for r in forced] == [r["event"] for r in original]
+    assert all(r["frame"] is None and r["ts"] is None for r in forced)  # a raw dump has no packets

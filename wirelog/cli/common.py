@@ -67,6 +67,15 @@ def input_options(f: Callable) -> Callable:
                 show_default=True,
                 help="Which copy wins when TCP bytes are sent twice with different content.",
             ),
+            click.option(
+                "--format",
+                "input_format",
+                type=click.Choice(["auto", "pcap", *registry.names()]),
+                default="auto",
+                show_default=True,
+                help="Input format: auto (captures; other files decoded by content as raw streams), "
+                "pcap (captures only), or a protocol (every input is a raw stream of it).",
+            ),
             click.option("--show-secrets", is_flag=True, help="Keep credentials (SASL tokens, API keys)."),
             click.option(
                 "--protocol", "protocols", multiple=True, metavar="NAME", help="Only these protocols."
@@ -123,6 +132,7 @@ def build_options(params: dict, **overrides) -> Options:
         overlap=params["overlap"],
         show_secrets=params["show_secrets"],
         keep=keep,
+        input_format=params["input_format"],
         **overrides,
     )
 

@@ -18,6 +18,7 @@ from wirelog.pcap.errors import CaptureError
 from wirelog.pcap.raw import iter_raw_chunks, pair_dumps
 from wirelog.pcap.reassembly import Reassembler
 from wirelog.pcap.segments import iter_segments
+from wirelog.pcap.sources import open_input
 
 Item = Message | Finding | StreamInfo | CaptureInfo | Chunk | Gap
 
@@ -33,6 +34,7 @@ class Options:
     show_secrets: bool = False
     limits: Limits = field(default_factory=Limits)
     keep: RecordFilter = field(default_factory=RecordFilter)  # records not accepted are not yielded
+    input_format: str = "auto"  # auto: captures, else raw bytes a decoder recognises; pcap; or a protocol
 
 
 def run(inputs: Iterable[str], raw: Iterable[str] = (), options: Options | None = None) -> Iterator[Item]:
@@ -43,7 +45,10 @@ def run(inputs: Iterable[str], raw: Iterable[str] = (), options: Options | None 
     """
     opts = options or Options()
     for path in inputs:
-        yield from _run_capture(path, opts)
+        if opts.input_format in ("auto", "pcap"):
+            yield from _run_capture(path, opts)
+        else:
+            yield from _run_raw([path], opts, capture=path)
     raw = list(raw)
     if raw:
         yield from _run_raw(raw, opts)
@@ -69,6 +74,9 @@ def _run_capture(path: str, opts: Options) -> Iterator[Item]:
             if out:
                 yield from pipe.handle(out)
     except CaptureError as e:
+        if not info.format and opts.input_format == "auto" and path != "-" and _raw_protocol(path):
+            yield from _run_raw([path], opts, capture=path)  # not a capture, but bytes we can decode
+            return
         info.error = str(e)
     reasm.finish()
     yield from pipe.stamp_capture(findings)
@@ -76,8 +84,23 @@ def _run_capture(path: str, opts: Options) -> Iterator[Item]:
     yield info
 
 
-def _run_raw(paths: list[str], opts: Options) -> Iterator[Item]:
-    capture = "raw"
+RAW_SNIFF = 64 * 1024  # a file has all its bytes at hand: let detectors see whole records
+
+
+def _raw_protocol(path: str) -> bool:
+    """Whether a file that is not a capture starts like a protocol's raw byte stream."""
+    try:
+        stream, _ = open_input(path)
+        with stream:
+            head = stream.read(RAW_SNIFF)
+    except (CaptureError, OSError):
+        return False
+    found = registry.detect(Sample(head, b"", 0, 0, closed=True))
+    return bool(found) and found.name != "tls"
+
+
+def _run_raw(paths: list[str], opts: Options, capture: str = "raw") -> Iterator[Item]:
+    """Raw stream dumps (`--raw`, or an input that is not a capture), decoded like TCP streams."""
     info = CaptureInfo(capture=capture, format="raw")
     streams = pair_dumps(paths, capture, registry.well_known_ports() | frozenset(opts.decode_as))
     pipe = _StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get, lambda _: None)
@@ -169,6 +192,8 @@ class _StreamPipeline:
     def _decide(self, st: _StreamState, closed: bool) -> Iterator[Item]:
         info = st.info
         forced = self.opts.decode_as.get(info.server_port) or self.opts.decode_as.get(info.client_port)
+        if self.opts.input_format not in ("auto", "pcap"):
+            forced = self.opts.input_format
         if forced:
             spec: ProtocolSpec | bool | None = registry.spec(forced)
         else:

@@ -1,5 +1,7 @@
 """Raw stream dumps: files of bytes that already are one direction of one stream.
 
+Compressed dumps (gzip, zstd, ...) are recognised by content like captures.
+
 One file is the client→server direction of its own stream. Two files named the way tcpflow names
 flows (`SRCIP.SRCPORT-DSTIP.DSTPORT`, e.g. `010.000.000.001.41000-010.000.000.002.05044`) whose
 endpoints mirror each other become the two directions of one stream; the side whose destination is a
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from wirelog.model import Chunk, Direction, StreamInfo
 from wirelog.pcap.errors import CaptureError
+from wirelog.pcap.sources import open_input
 
 READ_SIZE = 256 * 1024
 
@@ -127,8 +130,9 @@ def iter_raw_chunks(stream: RawStream) -> Iterator[Chunk]:
     for direction, path in stream.files.items():
         offset = 0
         try:
-            with open(path, "rb") as f:
-                while block := f.read(READ_SIZE):
+            stream, _ = open_input(path)
+            with stream:
+                while block := stream.read(READ_SIZE):
                     yield Chunk(info.stream, direction, offset, block)
                     offset += len(block)
         except OSError as e:
