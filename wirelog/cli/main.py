@@ -13,6 +13,7 @@ from wirelog.cli.convert import convert
 from wirelog.cli.inspect import inspect
 from wirelog.cli.streams import streams
 from wirelog.cli.validate import validate
+from wirelog.decoders.cql.crc import CRC24_BACKEND
 
 LIBRARIES = (
     "click",
@@ -42,6 +43,7 @@ def version_text() -> str:
         lines.append("  crcmod C extension: yes")
     except ImportError:
         lines.append("  crcmod C extension: no (pure Python fallback, slower)")
+    lines.append(f"  CQL v5 CRC24: {CRC24_BACKEND}")
     return "\n".join(lines)
 
 
