@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from bench_streams import measure
-from gen_capture import ACK, PSH, SYN, _packet
+from gen_capture import Connection, PcapWriter
 
 from wirelog.decoders.cql import envelope as env
 from wirelog.decoders.cql import framing
@@ -51,44 +51,24 @@ def _result(version: int, stream: int, i: int) -> bytes:
 
 def write_capture(path: Path, version: int, connections: int, pairs: int) -> int:
     """A capture with connections × pairs QUERY/RESULT pairs; returns the number of CQL messages."""
-    t = 1_700_000_000_000_000_000
-    server, sport = 0x0A010001, 9042
     messages = 0
     with path.open("wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1))
-
-        def emit(frame: bytes) -> None:
-            nonlocal t
-            t += 5000
-            f.write(struct.pack("<IIII", t // 1_000_000_000, t % 1_000_000_000, len(frame), len(frame)))
-            f.write(frame)
-
+        writer = PcapWriter(f)
         for c in range(connections):
-            client, cport = 0x0A020001 + c, 30000 + c
-            seq = {0: 1000, 1: 5000}
-
-            def send(to_server: bool, data: bytes, client=client, cport=cport, seq=seq) -> None:
-                d = 0 if to_server else 1
-                src, dst, sp, dp = (
-                    (client, server, cport, sport) if to_server else (server, client, sport, cport)
-                )
-                emit(_packet(src, dst, sp, dp, seq[d], seq[1 - d], ACK | PSH, data))
-                seq[d] += len(data)
-
-            emit(_packet(client, server, cport, sport, seq[0] - 1, 0, SYN, b""))
-            emit(_packet(server, client, sport, cport, seq[1] - 1, seq[0], SYN | ACK, b""))
+            conn = Connection(writer, 0x0A020001 + c, 30000 + c, 0x0A010001, 9042, mss=1 << 20)
+            conn.handshake()
             startup = {"CQL_VERSION": "3.4.7"} | ({"COMPRESSION": "lz4"} if version >= 5 else {})
             body = struct.pack(">H", len(startup)) + b"".join(_s(k) + _s(v) for k, v in startup.items())
-            send(True, env.encode(version, False, 0, 0, 0x01, body))
-            send(False, env.encode(version, True, 0, 0, 0x02, b""))
+            conn.send(True, env.encode(version, False, 0, 0, 0x01, body))
+            conn.send(False, env.encode(version, True, 0, 0, 0x02, b""))
             messages += 2
             for i in range(pairs):
                 stream = 1 + i % 1000
                 q, r = _query(version, stream, i), _result(version, stream, i)
                 if version >= 5:
                     q, r = framing.encode_frame(q, lz4=True), framing.encode_frame(r, lz4=True)
-                send(True, q)
-                send(False, r)
+                conn.send(True, q)
+                conn.send(False, r)
                 messages += 2
     return messages
 

@@ -21,7 +21,7 @@ import lz4.block
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from bench_streams import measure
-from gen_capture import ACK, PSH, SYN, _packet
+from gen_capture import Connection, PcapWriter
 
 from wirelog.decoders.hercules.types import Event, Type, Variant, Vector
 from wirelog.export.hercules import encode_batch
@@ -57,38 +57,17 @@ def _request(body: bytes, packed: bool, i: int) -> bytes:
 
 def write_capture(path: Path, connections: int, requests: int, batch: int) -> tuple[int, int]:
     """The capture; returns (events, HTTP messages)."""
-    t = 1_763_700_000_000_000_000
-    server, sport = 0x0A010001, 6306
     events = 0
     answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 0\r\n\r\n"
     with path.open("wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1))
-
-        def emit(frame: bytes) -> None:
-            nonlocal t
-            t += 5000
-            f.write(struct.pack("<IIII", t // 1_000_000_000, t % 1_000_000_000, len(frame), len(frame)))
-            f.write(frame)
-
+        writer = PcapWriter(f, t0=1_763_700_000_000_000_000)
         for c in range(connections):
-            client, cport = 0x0A020001 + c, 30000 + c
-            seq = {0: 1000, 1: 5000}
-
-            def send(to_server: bool, data: bytes, client=client, cport=cport, seq=seq) -> None:
-                d = 0 if to_server else 1
-                src, dst, sp, dp = (
-                    (client, server, cport, sport) if to_server else (server, client, sport, cport)
-                )
-                for at in range(0, len(data), MSS):
-                    emit(_packet(src, dst, sp, dp, seq[d], seq[1 - d], ACK | PSH, data[at : at + MSS]))
-                    seq[d] += len(data[at : at + MSS])
-
-            emit(_packet(client, server, cport, sport, seq[0] - 1, 0, SYN, b""))
-            emit(_packet(server, client, sport, cport, seq[1] - 1, seq[0], SYN | ACK, b""))
+            conn = Connection(writer, 0x0A020001 + c, 30000 + c, 0x0A010001, 6306, mss=MSS)
+            conn.handshake()
             for r in range(requests):
                 body = encode_batch([_event(events + k) for k in range(batch)])
-                send(True, _request(body, r % 2 == 1, r))
-                send(False, answer)
+                conn.send(True, _request(body, r % 2 == 1, r))
+                conn.send(False, answer)
                 events += batch
     return events, 2 * connections * requests
 

@@ -26,7 +26,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_streams import measure
-from gen_capture import ACK, PSH, SYN, _packet
+from gen_capture import Connection, PcapWriter
 
 MSS = 1448
 
@@ -48,36 +48,13 @@ def _event(i: int) -> bytes:
 
 def write_capture(path: Path, connections: int, windows: int, size: int) -> tuple[int, list[bytes]]:
     """Write the capture; returns (events, the C bodies) for the floor measurement."""
-    t = 1_700_000_000_000_000_000
-    server, sport = 0x0A010001, 5044
     bodies: list[bytes] = []
     n = 0
     with path.open("wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1))
-
-        def emit(frame: bytes) -> None:
-            nonlocal t
-            t += 20_000
-            f.write(struct.pack("<IIII", t // 1_000_000_000, t % 1_000_000_000, len(frame), len(frame)))
-            f.write(frame)
-
+        writer = PcapWriter(f, step_ns=20_000)
         for c in range(connections):
-            client, cport = 0x0A020001 + c, 40000 + c
-            seq = {0: 1000, 1: 5000}
-
-            def send(to_server: bool, data: bytes, client=client, cport=cport, seq=seq) -> None:
-                d = 0 if to_server else 1
-                src, dst, sp, dp = (
-                    (client, server, cport, sport) if to_server else (server, client, sport, cport)
-                )
-                for i in range(0, len(data), MSS):
-                    part = data[i : i + MSS]
-                    emit(_packet(src, dst, sp, dp, seq[d], seq[1 - d], ACK | PSH, part))
-                    seq[d] += len(part)
-
-            emit(_packet(client, server, cport, sport, seq[0] - 1, 0, SYN, b""))
-            emit(_packet(server, client, sport, cport, seq[1] - 1, seq[0], SYN | ACK, b""))
-            seq[0], seq[1] = seq[0], seq[1]
+            conn = Connection(writer, 0x0A020001 + c, 40000 + c, 0x0A010001, 5044, mss=MSS)
+            conn.handshake()
             for _ in range(windows):
                 inner = b"".join(
                     b"2J" + struct.pack(">II", k + 1, len(e)) + e
@@ -85,8 +62,8 @@ def write_capture(path: Path, connections: int, windows: int, size: int) -> tupl
                 )
                 body = zlib.compress(inner, 3)
                 bodies.append(body)
-                send(True, b"2W" + struct.pack(">I", size) + b"2C" + struct.pack(">I", len(body)) + body)
-                send(False, b"2A" + struct.pack(">I", size))
+                conn.send(True, b"2W" + struct.pack(">I", size) + b"2C" + struct.pack(">I", len(body)) + body)
+                conn.send(False, b"2A" + struct.pack(">I", size))
                 n += size
     return n, bodies
 

@@ -15,6 +15,7 @@ import random
 import struct
 import zlib
 from collections.abc import Callable, Iterator
+from typing import BinaryIO
 
 ETH = b"\x00\x00\x00\x00\x00\x02" + b"\x00\x00\x00\x00\x00\x01" + b"\x08\x00"
 SYN, ACK, FIN, PSH = 0x02, 0x10, 0x01, 0x08
@@ -31,6 +32,50 @@ def _packet(
     )
     ip = struct.pack(">BBHHHBBHII", 0x45, 0, 40 + len(payload), 0, 0x4000, 64, 6, 0, src, dst)
     return ETH + ip + tcp + payload
+
+
+class PcapWriter:
+    """An Ethernet pcap (ns timestamps) written frame by frame, the clock advancing `step_ns` a frame."""
+
+    def __init__(self, f: BinaryIO, step_ns: int = 5000, t0: int = 1_700_000_000_000_000_000) -> None:
+        self._f = f
+        self.step_ns = step_ns
+        self.t = t0
+        self.frames = 0
+        f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1))
+
+    def emit(self, frame: bytes, step_ns: int | None = None) -> None:
+        self.t += self.step_ns if step_ns is None else step_ns
+        self._f.write(
+            struct.pack("<IIII", self.t // 1_000_000_000, self.t % 1_000_000_000, len(frame), len(frame))
+        )
+        self._f.write(frame)
+        self.frames += 1
+
+
+class Connection:
+    """One TCP connection in a PcapWriter: handshake, then whole messages cut into MSS segments."""
+
+    def __init__(
+        self, writer: PcapWriter, client: int, cport: int, server: int, sport: int, mss: int = 1448
+    ) -> None:
+        self._w = writer
+        self._ends = ((client, cport), (server, sport))
+        self._seq = [1000, 5000]
+        self._mss = mss
+
+    def handshake(self) -> None:
+        (c, cp), (s, sp) = self._ends
+        self._w.emit(_packet(c, s, cp, sp, self._seq[0] - 1, 0, SYN, b""))
+        self._w.emit(_packet(s, c, sp, cp, self._seq[1] - 1, self._seq[0], SYN | ACK, b""))
+
+    def send(self, to_server: bool, data: bytes) -> None:
+        d = 0 if to_server else 1
+        (src, sp), (dst, dp) = self._ends if to_server else self._ends[::-1]
+        for at in range(0, len(data), self._mss):
+            part = data[at : at + self._mss]
+            self._w.emit(_packet(src, dst, sp, dp, self._seq[d], self._seq[1 - d], ACK | PSH, part))
+            self._seq[d] += len(part)
 
 
 def opaque(rng: random.Random, blob: bytes) -> Messages:
@@ -90,17 +135,11 @@ def generate(path: str, packets: int, connections: int = 400, seed: int = 1, pay
     blob = zlib.compress(rng.randbytes(1 << 16), 0) * 4
     server, sport = 0x0A010001, PORTS[payload]
     per_conn = max(8, packets // connections)
-    t = 1_700_000_000_000_000_000
-    written = 0
     with open(path, "wb") as f:
-        f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1))
+        writer = PcapWriter(f)
 
         def emit(frame: bytes) -> None:
-            nonlocal written, t
-            t += rng.randrange(1000, 20000)
-            f.write(struct.pack("<IIII", t // 1_000_000_000, t % 1_000_000_000, len(frame), len(frame)))
-            f.write(frame)
-            written += 1
+            writer.emit(frame, rng.randrange(1000, 20000))
 
         conns = []
         for i in range(connections):
@@ -143,7 +182,7 @@ def generate(path: str, packets: int, connections: int = 400, seed: int = 1, pay
                 c["held"].append(frame)
             else:
                 emit(frame)
-    return written
+    return writer.frames
 
 
 def main() -> None:
