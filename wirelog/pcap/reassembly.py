@@ -77,6 +77,14 @@ class _Conn:
         self.client_key = client_key
 
 
+def _overlap(off: int, data: bytes, o_off: int, o_data: bytes) -> tuple[int, int, bytes, bytes] | None:
+    """Where a segment meets another: (start, end, the other's bytes there, this one's), or None."""
+    lo, hi = max(off, o_off), min(off + len(data), o_off + len(o_data))
+    if lo >= hi:
+        return None
+    return lo, hi, bytes(o_data[lo - o_off : hi - o_off]), bytes(data[lo - off : hi - off])
+
+
 def format_ip(addr: bytes) -> str:
     return str(ipaddress.ip_address(addr))
 
@@ -369,11 +377,10 @@ class Reassembler:
         for seg in list(half.pending):
             s_off, s_data = seg[0], seg[1]
             s_end = s_off + len(s_data)
-            if s_end <= off or s_off >= end:
+            common = _overlap(off, data, s_off, s_data)
+            if common is None:
                 continue
-            lo, hi = max(off, s_off), min(end, s_end)
-            old = bytes(s_data[lo - s_off : hi - s_off])
-            new = bytes(data[lo - off : hi - off])
+            lo, hi, old, new = common
             if old != new:
                 self._conflict(conn, half, lo, old, new, seg[2], frame, ts)
             if self.last_wins:
@@ -395,16 +402,12 @@ class Reassembler:
 
     def _compare_history(self, conn: _Conn, half: _Half, off: int, data: bytes, frame, ts) -> None:
         """A copy of bytes already delivered: equal is a plain retransmission, different is a finding."""
-        end = off + len(data)
         for h_off, h_data, h_frame in half.history:
-            h_end = h_off + len(h_data)
-            if h_end <= off or h_off >= end:
-                continue
-            lo, hi = max(off, h_off), min(end, h_end)
-            old = bytes(h_data[lo - h_off : hi - h_off])
-            new = bytes(data[lo - off : hi - off])
-            if old != new:
-                self._conflict(conn, half, lo, old, new, h_frame, frame, ts, delivered=True)
+            common = _overlap(off, data, h_off, h_data)
+            if common is not None and common[2] != common[3]:
+                self._conflict(
+                    conn, half, common[0], common[2], common[3], h_frame, frame, ts, delivered=True
+                )
                 return
 
     def _conflict(self, conn, half, off, old, new, old_frame, frame, ts, delivered=False) -> None:
