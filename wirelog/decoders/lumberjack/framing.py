@@ -24,7 +24,7 @@ HEADER_SIZES = {ord("W"): 6, ord("A"): 6, ord("C"): 6, ord("J"): 10, ord("D"): 1
 PLAUSIBLE_WINDOW = 1 << 24  # resync only: no sender announces windows near this size
 PLAUSIBLE_PAIRS = 1 << 16
 PLAUSIBLE_KEY = 1 << 16
-JSON_STARTS = frozenset(b'{["-0123456789tfn \t\r\n')
+JSON_STARTS = frozenset(b"{[")  # resync only: events are objects (a scalar could be a header byte)
 
 
 @dataclass(slots=True)
@@ -175,7 +175,10 @@ def plausible(data: bytes | bytearray | memoryview, pos: int, end: int, max_fram
     """Whether a resync candidate `[12][WJDCA]` at `pos` looks like a real frame (None: need bytes).
 
     Stricter than `parse`: after garbage or a gap we want few false starts, so sizes must be
-    modest and J/C bodies must begin like JSON/zlib.
+    modest, a J body must begin like a JSON object or array and a C body like zlib. A length
+    field made of text bytes is far above these bounds, so a header spelled inside JSON text
+    (`"2J..."`) can only pass if its length field reaches into the next real header, and then its
+    body starts with a version byte, not `{`.
     """
     typ = data[pos + 1]
     need = {ord("J"): 11, ord("D"): 14, ord("C"): 8}.get(typ, 6)
@@ -191,7 +194,7 @@ def plausible(data: bytes | bytearray | memoryview, pos: int, end: int, max_fram
         return 2 <= value <= max_frame and cmf & 0x0F == 8 and ((cmf << 8) | flg) % 31 == 0
     count = U32.unpack_from(data, pos + 6)[0]
     if typ == ord("J"):
-        return 0 < count <= max_frame and data[pos + 10] in JSON_STARTS
+        return 2 <= count <= max_frame and data[pos + 10] in JSON_STARTS
     return 0 < count <= PLAUSIBLE_PAIRS and U32.unpack_from(data, pos + 10)[0] <= PLAUSIBLE_KEY
 
 
