@@ -53,9 +53,10 @@ def t0(name: str) -> int:
 
 def wire(name: str) -> list[tuple]:
     """(direction, type, length field, nonce hex or None, seconds since the first packet) per message."""
+    segs = segments(name)  # skips when the capture is absent
     base = t0(name)
     out = []
-    for seg in segments(name):
+    for seg in segs:
         mtype, length = seg.data[:4], int.from_bytes(seg.data[4:8], "big")
         assert len(seg.data) == 8 + length  # each message sits in exactly one segment
         nonce = seg.data[8:24].hex() if mtype in (b"JDAT", b"ACKN") else None
