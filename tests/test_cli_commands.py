@@ -145,6 +145,7 @@ def test_parquet_opens_in_duckdb(tmp_path):
     assert (n, acked) == (9, 9)
     (host,) = con.execute(f"SELECT DISTINCT json_extract_string(event, '$.message') IS NOT NULL FROM '{out}' "
                           "WHERE kind = 'event'").fetchone()  # fmt: skip
+    con.close()
     assert host is True
 
 
