@@ -4,7 +4,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO ?= examples/lumberjack-pylogbeat.pcap
 
-.PHONY: demo test lint bench clean
+PEERS_NPM := tests/peers/lumberjack
+
+.PHONY: demo test lint bench clean peers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +24,13 @@ demo: $(VENV)/.installed
 	$(BIN)/wirelog inspect $(DEMO)
 	$(BIN)/wirelog convert $(DEMO) --events --to json | head -n 3
 
-test: $(VENV)/.installed-test
+# Real npm Lumberjack clients for the peer tests (skipped by the tests when npm is unavailable).
+peers:
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --silent --no-audit --no-fund --prefix $(PEERS_NPM) || echo "peers: npm ci failed; npm peer tests will skip"; \
+	else echo "peers: npm not found; npm peer tests will skip"; fi
+
+test: $(VENV)/.installed-test peers
 	$(BIN)/python -m pytest -q
 
 lint: $(VENV)/.installed-test
@@ -33,4 +41,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python bench/bench_streams.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache $(PEERS_NPM)/node_modules
