@@ -67,3 +67,22 @@ def test_tls_decoder_never_raises_on_garbage():
     out = dec.feed(Chunk(0, Direction.C2S, 0, b"\x16\x03\x01\x00\x05\x01\x00\x00\xff\xff" + b"\x99" * 40))
     codes = [r.code for r in out if isinstance(r, Finding)]
     assert "tls.bad-record" in codes
+
+
+def test_tls_client_to_plaintext_server_is_explained():
+    hello = client_hello("logs.example.com")
+    dec = tls.TlsDecoder(StreamContext(0, "c", "s", 1, 5044))
+    out = dec.feed(Chunk(0, Direction.C2S, 0, hello, 1, 0))
+    out += dec.feed(Chunk(0, Direction.S2C, 0, b"2A\x00\x00\x00\x00", 2, 0))  # a plaintext Lumberjack reply
+    out += dec.close()
+    (f,) = [r for r in out if isinstance(r, Finding) and r.code == "tls.no-server-hello"]
+    assert "32 41 00 00" in f.message and f.frame == 1 and f.fields["reply"] == "324100000000"
+
+
+def test_tls_answered_handshake_has_no_warning():
+    hello = client_hello("x")
+    server_hello = b"\x16\x03\x03\x00\x04\x02\x00\x00\x00"
+    dec = tls.TlsDecoder(StreamContext(0, "c", "s", 1, 443))
+    dec.feed(Chunk(0, Direction.C2S, 0, hello, 1, 0))
+    dec.feed(Chunk(0, Direction.S2C, 0, server_hello, 2, 0))
+    assert dec.close() == []

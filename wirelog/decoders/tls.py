@@ -88,6 +88,8 @@ class TlsDecoder:
         self._records = {Direction.C2S: 0, Direction.S2C: 0}
         self._synced = {Direction.C2S: True, Direction.S2C: True}
         self._reported = False
+        self._hello: Message | None = None  # the ClientHello, to judge the answer at close
+        self._plain: dict[Direction, bytes] = {}  # first bytes of a direction that is not TLS
 
     def feed(self, chunk: Chunk) -> list[Record]:
         buf = self._bufs[chunk.direction]
@@ -110,6 +112,7 @@ class TlsDecoder:
         while self._synced[chunk.direction] and len(buf) >= 5:
             head = buf.peek(5)
             if not looks_like_record(head):
+                self._plain.setdefault(chunk.direction, buf.peek(16))
                 frame, ts = buf.origin()
                 out.append(
                     Finding(
@@ -135,19 +138,12 @@ class TlsDecoder:
             if head[0] == 22 and body and body[0] in (1, 2) and self._records[chunk.direction] <= 2:
                 kind = "client_hello" if body[0] == 1 else "server_hello"
                 version = VERSIONS.get(struct.unpack_from(">H", head, 1)[0])
-                out.append(
-                    Message(
-                        "tls",
-                        kind,
-                        chunk.direction,
-                        offset,
-                        5 + length,
-                        frame,
-                        ts,
-                        version,
-                        _hello_fields(body),
-                    )
+                hello = Message(
+                    "tls", kind, chunk.direction, offset, 5 + length, frame, ts, version, _hello_fields(body)
                 )
+                if kind == "client_hello" and self._hello is None:
+                    self._hello = hello
+                out.append(hello)
         if not self._synced[chunk.direction]:
             buf.skip(len(buf))
         return out
@@ -158,7 +154,26 @@ class TlsDecoder:
         return []
 
     def close(self) -> list[Record]:
-        return []
+        """A ClientHello the other side never answered in TLS: TLS on one side of the pipeline only."""
+        hello = self._hello
+        if hello is None or self._records[hello.direction.other]:
+            return []
+        plain = self._plain.get(hello.direction.other)
+        reply = f"answered with plaintext bytes {plain.hex(' ')}" if plain else "sent nothing back"
+        return [
+            Finding(
+                "tls.no-server-hello",
+                Severity.WARNING,
+                f"the client started TLS but the server {reply}: a TLS client talking to a plaintext "
+                "server (e.g. Beats or Log Courier with TLS enabled on one side only)?",
+                "tls",
+                hello.direction,
+                hello.offset,
+                hello.frame,
+                hello.ts,
+                {"reply": plain.hex() if plain else None},
+            )
+        ]
 
 
 SPEC = ProtocolSpec(
