@@ -41,7 +41,10 @@ def streams(ctx, as_json, dump, direction, **params):
         if len(session.paths) + (1 if session.raw else 0) > 1:
             raise click.UsageError("--dump takes exactly one capture")
         ctx.exit(_dump(session, dump, Direction(direction)))
-    found: list[StreamInfo] = [i for i in session.items() if isinstance(i, StreamInfo)]
+    wanted = session.options.keep.streams
+    found: list[StreamInfo] = [
+        i for i in session.items() if isinstance(i, StreamInfo) and (not wanted or i.stream in wanted)
+    ]
     found.sort(key=lambda i: (i.capture, i.stream))
     if as_json:
         out = sys.stdout.buffer
