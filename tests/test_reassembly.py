@@ -293,6 +293,7 @@ def test_one_sided_capture_reports_unseen_peer_data():
     assert "tcp.unseen-data" in t.codes()
     f = next(f for f in t.of(Finding) if f.code == "tcp.unseen-data")
     assert f.fields["length"] == 3000 and f.direction is Direction.S2C
+    assert [(g.direction, g.offset, g.length) for g in t.of(Gap)] == [(Direction.S2C, 0, 3000)]
 
 
 def test_rejects_unknown_policy():

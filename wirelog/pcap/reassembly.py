@@ -497,6 +497,8 @@ class Reassembler:
                               " (acknowledged by the peer but not captured)")  # fmt: skip
             elif half.ack_first is not None and half.ack_raw != half.ack_first:
                 unseen = (half.ack_raw - half.ack_first) % MOD
+                # The decoder learns the direction is missing (e.g. ACKs it cannot see: "acked" unknown).
+                self.out.append(Gap(info.stream, half.direction, 0, unseen, info.last_frame, info.last_ts))
                 self.out.append(
                     Finding(
                         "tcp.unseen-data",
