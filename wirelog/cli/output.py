@@ -18,7 +18,10 @@ def open_output(path: str | None) -> Iterator[IO[bytes]]:
         sys.stdout.buffer.flush()
         return
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".wirelog-", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".wirelog-", dir=directory)
+    except OSError as e:  # name the output, not our temporary file
+        raise OSError(e.errno, e.strerror, path) from e
     try:
         with os.fdopen(fd, "wb") as f:
             yield f

@@ -125,7 +125,10 @@ class ParquetWriter:
     def __init__(self, path: str, row_group: int = ROW_GROUP) -> None:
         self.path = path
         directory = os.path.dirname(os.path.abspath(path))
-        fd, self._tmp = tempfile.mkstemp(prefix=".wirelog-", suffix=".parquet", dir=directory)
+        try:
+            fd, self._tmp = tempfile.mkstemp(prefix=".wirelog-", suffix=".parquet", dir=directory)
+        except OSError as e:  # name the output, not our temporary file
+            raise OSError(e.errno, e.strerror, path) from e
         os.close(fd)
         self._writer = pq.ParquetWriter(self._tmp, SCHEMA, compression="zstd")
         self._rows: list[tuple] = []
