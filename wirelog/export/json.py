@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict
 from functools import lru_cache
 from typing import IO, Any
@@ -25,6 +26,7 @@ def _second(sec: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
 
 
+@lru_cache(maxsize=1024)  # records of one packet share its ts (a C frame's hundreds of events)
 def rfc3339(ts: int | None) -> str | None:
     """Nanosecond RFC 3339 UTC text, e.g. 2026-11-21T04:41:22.700273042Z."""
     if ts is None:
@@ -47,21 +49,29 @@ def record_dict(rec: Message | Finding) -> dict[str, Any]:
         "ts": rfc3339(rec.ts),
         "protocol": rec.protocol,
     }
+    fields = rec.fields
     if isinstance(rec, Message):
         d["kind"] = rec.kind
         d["version"] = rec.version
         d["length"] = rec.length
+        _add_fields(d, rec.protocol, fields, COMMON_MESSAGE_KEYS)
+        d["event"] = rec.event
+        d["acked"] = rec.acked
     else:
         d["code"] = rec.code
         d["severity"] = rec.severity
         d["message"] = rec.message
-    reserved = COMMON_MESSAGE_KEYS if isinstance(rec, Message) else d
-    for key, value in rec.fields.items():
-        d[f"{rec.protocol}_{key}" if key in reserved else key] = value
-    if isinstance(rec, Message):
-        d["event"] = rec.event
-        d["acked"] = rec.acked
+        _add_fields(d, rec.protocol, fields, d.keys())  # a live view: renamed keys count too
     return d
+
+
+def _add_fields(d: dict[str, Any], protocol: str, fields: dict[str, Any], reserved: AbstractSet[str]) -> None:
+    """Protocol fields after the common keys; one named like a reserved key gets a protocol prefix."""
+    if reserved.isdisjoint(fields):
+        d.update(fields)  # the usual case, in one C call (same keys, same order)
+        return
+    for key, value in fields.items():
+        d[f"{protocol}_{key}" if key in reserved else key] = value
 
 
 def json_default(obj: Any) -> Any:
@@ -103,7 +113,7 @@ class JsonWriter:
         self.count = 0
 
     def write(self, rec: Message | Finding) -> None:
-        self._out.write(dumps(rec))
+        self._out.write(dumps_line(record_dict(rec)))
         self.count += 1
 
     def close(self) -> None:
