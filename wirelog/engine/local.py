@@ -173,21 +173,20 @@ class _StreamPipeline:
         st = self._states.get(stream)
         return st.info if st is not None else self._lookup(stream)
 
-    def _data(self, item: Chunk | Gap) -> Iterator[Item]:
+    def _data(self, item: Chunk | Gap) -> Iterable[Item]:
         st = self._states.get(item.stream)
         if st is None:
             st = self._states[item.stream] = _StreamState(self._lookup(item.stream))
         if st.dead:
-            return
+            return ()
         if st.decoder is None:
             st.held.append(item)
             if isinstance(item, Chunk):
                 sample = st.sample[item.direction]
                 if len(sample) < registry.SAMPLE_LIMIT:
                     sample += item.data[: registry.SAMPLE_LIMIT - len(sample)]
-            yield from self._decide(st, closed=False)
-            return
-        yield from self._call(st, item)
+            return self._decide(st, closed=False)
+        return self._call(st, item)
 
     def _decide(self, st: _StreamState, closed: bool) -> Iterator[Item]:
         info = st.info
@@ -246,7 +245,7 @@ class _StreamPipeline:
         for item in held:
             yield from self._call(st, item)
 
-    def _call(self, st: _StreamState, item: Chunk | Gap | None) -> Iterator[Item]:
+    def _call(self, st: _StreamState, item: Chunk | Gap | None) -> list[Message | Finding]:
         """Run one decoder step; a decoder bug ends decoding of that stream, never the run."""
         try:
             if item is None:
@@ -270,8 +269,7 @@ class _StreamPipeline:
                     getattr(item, "ts", None),
                 )
             ]
-        for rec in records:
-            yield from self._emit(rec, st.info)
+        return self._stamp(records, st.info)
 
     def _end(self, info: StreamInfo) -> Iterator[Item]:
         st = self._states.pop(info.stream, None)
@@ -282,13 +280,25 @@ class _StreamPipeline:
                 yield from self._call(st, None)
         yield info
 
-    def _emit(self, rec: Message | Finding, info: StreamInfo | None) -> Iterator[Message | Finding]:
-        """Stamp a record with its capture and stream, and yield it if the filter keeps it."""
-        rec.capture = self.capture
-        if info is not None:
-            rec.stream = info.stream
-            rec.client = info.client
-            rec.server = info.server
-        if self._filtering and not self.opts.keep.accepts(rec, info.protocol if info else None):
-            return
-        yield rec
+    def _emit(self, rec: Message | Finding, info: StreamInfo | None) -> list[Message | Finding]:
+        """Stamp a record with its capture and stream; [it] if the filter keeps it, else []."""
+        return self._stamp([rec], info)
+
+    def _stamp(self, records: list[Message | Finding], info: StreamInfo | None) -> list[Message | Finding]:
+        """`_emit` for a decoder step's records at once (this runs per event: no per-record calls)."""
+        capture = self.capture
+        if info is None:
+            for rec in records:
+                rec.capture = capture
+        else:
+            stream, client, server = info.stream, info.client, info.server
+            for rec in records:
+                rec.capture = capture
+                rec.stream = stream
+                rec.client = client
+                rec.server = server
+        if not self._filtering:
+            return records
+        accepts = self.opts.keep.accepts
+        protocol = info.protocol if info else None
+        return [rec for rec in records if accepts(rec, protocol)]
