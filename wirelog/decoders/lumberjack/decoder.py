@@ -241,17 +241,18 @@ class LumberjackDecoder:
         self, f: Frame, data: bytes, pos: Pos, depth: int, c_frame: Message | None, budget: int, out: list
     ) -> None:
         """Dispatch one client frame; records go to `out` (one list per feed: this runs per event)."""
-        if f.version != self._version or f.type not in self._types:
+        ftype = f.type
+        if f.version != self._version or ftype not in self._types:
             self._check_version(f, pos, out)
-        length = f.end - f.start
+        if ftype == "J" or ftype == "D":
+            self._event(f, data, pos, c_frame, out)
+            return
         inner = f.start if c_frame is not None else None
-        if f.type == "J" or f.type == "D":
-            self._event(f, data, pos, length, inner, c_frame, out)
-        elif f.type == "W":
-            record = self._message("window", pos, length, f.version, {"inflated_offset": inner})
+        if ftype == "W":
+            record = self._message("window", pos, f.end - f.start, f.version, {"inflated_offset": inner})
             self._seq.start_window()
             out += self._delivery.open_window(f.value, record, pos, c_frame is not None)
-        elif f.type == "C":
+        elif ftype == "C":
             self._compressed(f, data, pos, depth, budget, out)
         else:
             out.append(self._wrong_direction(f"{f.version}A", pos))
@@ -287,24 +288,18 @@ class LumberjackDecoder:
                 )
             )
 
-    def _event(
-        self,
-        f: Frame,
-        data: bytes,
-        pos: Pos,
-        length: int,
-        inner: int | None,
-        c_frame: Message | None,
-        out: list,
-    ) -> None:
+    def _event(self, f: Frame, data: bytes, pos: Pos, c_frame: Message | None, out: list) -> None:
+        """One J or D frame (the per-event path: the common case stays free of extra calls)."""
         payload = data[f.body : f.end]
+        seq = f.value
+        compressed = c_frame is not None
         fields: dict[str, object] = {
-            "seq": f.value,
+            "seq": seq,
             "window": None,
             "ack_frame": None,
             "ack_offset": None,
-            "compressed": c_frame is not None,
-            "inflated_offset": inner,
+            "compressed": compressed,
+            "inflated_offset": f.start if compressed else None,
         }
         doc: object = None
         if f.count == 0:
@@ -321,36 +316,42 @@ class LumberjackDecoder:
             )
             doc = {} if f.type == "D" else None
         elif f.type == "J":
-            doc = self._json(payload, fields, pos, out)
+            try:
+                doc = orjson.loads(payload)
+            except orjson.JSONDecodeError as exc:
+                fields["raw"] = payload.decode(errors="replace")
+                out.append(finding("json-invalid", Severity.ERROR, f"J payload is not JSON: {exc}", pos))
+            else:
+                if not isinstance(doc, dict):
+                    out.append(
+                        finding(
+                            "json-not-object",
+                            Severity.WARNING,
+                            f"J payload is a JSON {type(doc).__name__}, not an object (Logstash expects "
+                            "a map)",
+                            pos,
+                        )
+                    )
         else:
             doc, bad = decode_pairs(data, f.body, f.end)
             if bad:
                 text = "D frame text is not UTF-8"
-                out.append(finding("kv-invalid-utf8", Severity.WARNING, text, pos, seq=f.value))
-        for issue in self._seq.check(f.value):
+                out.append(finding("kv-invalid-utf8", Severity.WARNING, text, pos, seq=seq))
+        for issue in self._seq.check(seq):
             out.append(finding(issue.code, issue.severity, issue.text, pos, **issue.fields))
-        record = self._message("event", pos, length, f.version, fields)
-        record.event = doc
-        self._delivery.add_event(record, f.value, payload, pos, c_frame, out)
-
-    @staticmethod
-    def _json(payload: bytes, fields: dict[str, object], pos: Pos, out: list[Record]) -> object:
-        try:
-            doc = orjson.loads(payload)
-        except orjson.JSONDecodeError as exc:
-            fields["raw"] = payload.decode(errors="replace")
-            out.append(finding("json-invalid", Severity.ERROR, f"J payload is not JSON: {exc}", pos))
-            return None
-        if not isinstance(doc, dict):
-            out.append(
-                finding(
-                    "json-not-object",
-                    Severity.WARNING,
-                    f"J payload is a JSON {type(doc).__name__}, not an object (Logstash expects a map)",
-                    pos,
-                )
-            )
-        return doc
+        record = Message(
+            PROTOCOL,
+            "event",
+            pos.direction,
+            pos.offset,
+            f.end - f.start,
+            pos.frame,
+            pos.ts,
+            f.version,
+            fields,
+            doc,
+        )
+        self._delivery.add_event(record, seq, payload, pos, c_frame, out)
 
     def _compressed(self, f: Frame, data: bytes, pos: Pos, depth: int, budget: int, out: list) -> None:
         if depth:

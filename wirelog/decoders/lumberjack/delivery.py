@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from wirelog.decoders.base import StreamContext
 from wirelog.decoders.lumberjack.report import PROTOCOL, Pos, finding
-from wirelog.decoders.lumberjack.resend import ResendRegistry
+from wirelog.decoders.lumberjack.resend import FirstCopy, ResendRegistry
 from wirelog.model import Finding, Message, Record, Severity
 
 GO_LUMBER_MAX_WINDOW = 10_000
@@ -152,7 +152,9 @@ class Delivery:
         if w is None or w.count is None or len(w.seqs) >= w.count or w.emitted:
             w = self._place(record, seq, pos, c_frame, out)  # the uncommon cases; else there is room in w
         record.fields["window"] = w.index
-        self._check_resend(w, record, payload, seq, pos, out)
+        first = self._resends.first_copy(payload, pos.frame, seq)
+        if first is not None:
+            self._resent(w, record, first, pos, out)
         w.seqs.append(seq)
         self.stats["events"] += 1
         if w.emitted:
@@ -472,12 +474,7 @@ class Delivery:
                 out += self._emit(w, final=False)
         return out
 
-    def _check_resend(
-        self, w: Window, record: Message, payload: bytes, seq: int, pos: Pos, out: list
-    ) -> None:
-        first = self._resends.first_copy(payload, pos.frame, seq)
-        if first is None:
-            return
+    def _resent(self, w: Window, record: Message, first: FirstCopy, pos: Pos, out: list) -> None:
         record.fields["resend_of"] = first._asdict()
         w.resends += 1
         if w.resends == 1:

@@ -20,6 +20,8 @@ CLIENT_TYPES = frozenset(b"WJDC")
 ALL_TYPES = frozenset(b"WJDCA")
 TYPES_BY_VERSION = {"1": frozenset("WDCA"), "2": frozenset("WJCA")}
 HEADER_SIZES = {ord("W"): 6, ord("A"): 6, ord("C"): 6, ord("J"): 10, ord("D"): 10}
+VERSION_TEXT = {b: chr(b) for b in VERSIONS}  # byte → "1"/"2" without a chr() call per frame
+TYPE_TEXT = {b: chr(b) for b in ALL_TYPES}
 
 PLAUSIBLE_WINDOW = 1 << 24  # resync only: no sender announces windows near this size
 PLAUSIBLE_PAIRS = 1 << 16
@@ -76,7 +78,8 @@ def parse(
     if end - pos < 2:
         return Incomplete(2)
     ver, typ = data[pos], data[pos + 1]
-    if ver not in VERSIONS:
+    version = VERSION_TEXT.get(ver)
+    if version is None:
         return FrameError("invalid-version", invalid_version_text(ver), {"byte": ver})
     if typ not in ALL_TYPES:
         return FrameError(
@@ -84,30 +87,24 @@ def parse(
             f"Invalid Frame Type, received: {typ} ({_printable(typ)})",
             {"type_byte": typ},
         )
-    head = HEADER_SIZES[typ]
+    ftype, head = TYPE_TEXT[typ], HEADER_SIZES[typ]
     if end - pos < head:
         return Incomplete(head)
-    version, ftype = chr(ver), chr(typ)
-    value = U32.unpack_from(data, pos + 2)[0]
-    if ftype in "WA":
-        return Frame(version, ftype, pos, pos + 6, value, 0, pos + 6)
-    if ftype == "C":
-        return _sized(version, ftype, pos, end, value, 0, 6, value, max_frame)
-    count = U32.unpack_from(data, pos + 6)[0]
-    if ftype == "J":
-        return _sized(version, ftype, pos, end, value, count, 10, count, max_frame)
-    return _walk_pairs(data, pos, end, version, value, count, max_frame, resume)
-
-
-def _sized(
-    version: str, ftype: str, pos: int, end: int, value: int, count: int, head: int, size: int, limit: int
-) -> ParseResult:
-    if size > limit:
-        return _too_long(ftype, size, limit)
-    total = head + size
-    if end - pos < total:
-        return Incomplete(total)
-    return Frame(version, ftype, pos, pos + total, value, count, pos + head)
+    if head == 10:  # J and D: u32 seq, u32 payload length or pair count
+        value, count = U32X2.unpack_from(data, pos + 2)
+        if ftype == "D":
+            return _walk_pairs(data, pos, end, version, value, count, max_frame, resume)
+        size = count
+    else:
+        value = size = U32.unpack_from(data, pos + 2)[0]
+        count = 0
+        if ftype != "C":  # W and A: the header is the frame
+            return Frame(version, ftype, pos, pos + 6, value, 0, pos + 6)
+    if size > max_frame:
+        return _too_long(ftype, size, max_frame)
+    if end - pos < head + size:
+        return Incomplete(head + size)
+    return Frame(version, ftype, pos, pos + head + size, value, count, pos + head)
 
 
 def _too_long(ftype: str, size: int, limit: int) -> FrameError:
