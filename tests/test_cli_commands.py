@@ -15,6 +15,7 @@ from tests.conftest import REPO, shared_capture
 from tests.pcap_helpers import tcp_frame, write_pcap
 from wirelog.cli import convert as convert_module
 from wirelog.cli.main import main
+from wirelog.export.parquet import ParquetWriter
 
 EXAMPLE = REPO / "examples" / "lumberjack-pylogbeat.pcap"
 
@@ -173,7 +174,7 @@ def test_output_directory_gets_one_file_per_input(tmp_path):
 def test_interrupted_parquet_write_leaves_nothing(tmp_path, monkeypatch):
     out = tmp_path / "half.parquet"
     calls = {"n": 0}
-    real = convert_module.ParquetWriter.write
+    real = ParquetWriter.write
 
     def boom(self, rec):
         calls["n"] += 1
@@ -181,7 +182,7 @@ def test_interrupted_parquet_write_leaves_nothing(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         real(self, rec)
 
-    monkeypatch.setattr(convert_module.ParquetWriter, "write", boom)
+    monkeypatch.setattr(ParquetWriter, "write", boom)
     code, _, _ = run_cli("convert", str(EXAMPLE), "--to", "parquet", "-o", str(out))  # click: "Aborted!"
     assert code != 0 and calls["n"] == 5
     assert list(tmp_path.iterdir()) == []

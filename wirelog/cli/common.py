@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
 from wirelog.decoders import registry
 from wirelog.engine.filters import RecordFilter
@@ -15,9 +15,14 @@ from wirelog.model import CaptureInfo
 from wirelog.pcap.errors import CaptureError
 from wirelog.pcap.sources import expand_inputs
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 
 def make_console() -> Console:
     """Rich console for stdout; a pipe or file gets whole lines instead of a table wrapped at 80."""
+    from rich.console import Console  # imported here: `convert` and `validate` print no tables
+
     console = Console()
     return console if console.is_terminal else Console(width=400)
 

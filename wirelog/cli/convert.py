@@ -10,9 +10,7 @@ import click
 
 from wirelog.cli.common import Session, error, exit_code, input_options
 from wirelog.cli.output import open_output
-from wirelog.export.hercules import HerculesWriter
 from wirelog.export.json import JsonWriter
-from wirelog.export.parquet import ParquetWriter
 from wirelog.model import Finding, Message
 
 SUFFIX = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}
@@ -82,6 +80,8 @@ def _output_name(path: str, fmt: str, used: set[str]) -> str:
 def _write(fmt: str, output: str, items: Iterable) -> None:
     records = (i for i in items if isinstance(i, Message | Finding))
     if fmt == "parquet":
+        from wirelog.export.parquet import ParquetWriter  # imported here: pyarrow costs ~70 ms of start-up
+
         writer = ParquetWriter(output)
         try:
             for rec in records:
@@ -103,6 +103,8 @@ def _write(fmt: str, output: str, items: Iterable) -> None:
 
 def _write_hercules(out, records: Iterable[Message | Finding]) -> None:
     """Messages become events; mapping notes (renamed keys, ...) are reported once on stderr."""
+    from wirelog.export.hercules import HerculesWriter  # imported here, like ParquetWriter
+
     writer = HerculesWriter(out)
     for rec in records:
         if isinstance(rec, Message):

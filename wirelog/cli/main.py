@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import gc
+import importlib
 import sys
-from importlib import metadata
 
 import click
 
 from wirelog import __version__
-from wirelog.cli.convert import convert
-from wirelog.cli.inspect import inspect
-from wirelog.cli.streams import streams
-from wirelog.cli.validate import validate
-from wirelog.decoders.cql.crc import CRC24_BACKEND
 
 LIBRARIES = (
     "click",
@@ -31,6 +26,10 @@ LIBRARIES = (
 
 def version_text() -> str:
     """wirelog's version and those of the libraries that decide its behaviour and speed."""
+    from importlib import metadata  # imported here: ~20 ms of start-up that only --version needs
+
+    from wirelog.decoders.cql.crc import CRC24_BACKEND
+
     lines = [f"wirelog {__version__} (Python {sys.version.split()[0]})"]
     for name in LIBRARIES:
         try:
@@ -63,7 +62,28 @@ Examples:
 """
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXAMPLES)
+# command name → module defining it: a command's imports (rich tables for inspect, pyarrow for
+# Parquet...) are paid only when that command runs, not by every `wirelog convert`.
+COMMANDS = {
+    "convert": "wirelog.cli.convert",
+    "inspect": "wirelog.cli.inspect",
+    "streams": "wirelog.cli.streams",
+    "validate": "wirelog.cli.validate",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        return None if module is None else getattr(importlib.import_module(module), cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXAMPLES)
 @click.option(
     "--version",
     is_flag=True,
@@ -79,12 +99,6 @@ def cli(debug: bool) -> None:
     Lumberjack v1/v2 (Beats, logstash-forwarder), Log Courier, Cassandra CQL v3-v5 and Vostok Hercules:
     reassemble TCP, decode every message, report what is wrong, export the data.
     """
-
-
-cli.add_command(inspect)
-cli.add_command(validate)
-cli.add_command(convert)
-cli.add_command(streams)
 
 
 def main(argv: list[str] | None = None) -> None:
