@@ -17,6 +17,10 @@ def open_output(path: str | None) -> Iterator[IO[bytes]]:
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
+    if os.path.islink(path) or (os.path.exists(path) and not os.path.isfile(path)):
+        with open(path, "wb") as f:  # /dev/null, a FIFO, /dev/stdout: write through, never replace
+            yield f
+        return
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".wirelog-", dir=directory)

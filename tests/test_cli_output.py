@@ -1,0 +1,45 @@
+"""Output targets that are not regular files are written through, never replaced by a renamed file."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from wirelog.cli.output import open_output
+
+
+def test_dev_null_stays_a_character_device():
+    with open_output(os.devnull) as out:
+        out.write(b"x\n")
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+def test_fifo_is_written_in_place(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with open_output(str(fifo)) as out:
+            out.write(b"line\n")
+        assert os.read(reader, 100) == b"line\n"
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and sorted(os.listdir(tmp_path)) == ["pipe"]
+
+
+def test_symlinked_output_keeps_the_link(tmp_path):
+    target = tmp_path / "real.ndjson"
+    target.write_bytes(b"old")
+    link = tmp_path / "link.ndjson"
+    link.symlink_to(target)
+    with open_output(str(link)) as out:
+        out.write(b"new\n")
+    assert link.is_symlink() and target.read_bytes() == b"new\n"
+
+
+def test_regular_file_appears_only_when_complete(tmp_path):
+    path = tmp_path / "out.ndjson"
+    with open_output(str(path)) as out:
+        out.write(b"a\n")
+        assert not path.exists()
+    assert path.read_bytes() == b"a\n" and sorted(os.listdir(tmp_path)) == ["out.ndjson"]
