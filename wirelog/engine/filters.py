@@ -31,21 +31,23 @@ class RecordFilter:
             or self.until is not None
         )
 
-    def accepts(self, rec: Message | Finding, stream_protocol: str | None) -> bool:
-        if self.protocols and rec.protocol not in self.protocols and stream_protocol not in self.protocols:
-            return False
-        if self.streams and rec.stream not in self.streams:
-            return False
+    def select(
+        self, records: list[Message | Finding], stream_protocol: str | None
+    ) -> list[Message | Finding]:
+        """The records kept, in order. Works on a decoder step's records at once, one comprehension
+        per active criterion, because it runs for every event of a capture."""
+        if self.protocols and stream_protocol not in self.protocols:
+            records = [r for r in records if r.protocol in self.protocols]
+        if self.streams:
+            records = [r for r in records if r.stream in self.streams]
         if self.kinds or self.events:
-            if not isinstance(rec, Message):
-                return False
-            if self.kinds and rec.kind not in self.kinds:
-                return False
-            if self.events and rec.event is None:
-                return False
-        if rec.ts is not None:
-            if self.since is not None and rec.ts < self.since:
-                return False
-            if self.until is not None and rec.ts >= self.until:
-                return False
-        return True
+            records = [r for r in records if isinstance(r, Message)]
+            if self.kinds:
+                records = [r for r in records if r.kind in self.kinds]
+            if self.events:
+                records = [r for r in records if r.event is not None]
+        if self.since is not None:
+            records = [r for r in records if r.ts is None or r.ts >= self.since]
+        if self.until is not None:
+            records = [r for r in records if r.ts is None or r.ts < self.until]
+        return records

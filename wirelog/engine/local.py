@@ -299,6 +299,4 @@ class _StreamPipeline:
                 rec.server = server
         if not self._filtering:
             return records
-        accepts = self.opts.keep.accepts
-        protocol = info.protocol if info else None
-        return [rec for rec in records if accepts(rec, protocol)]
+        return self.opts.keep.select(records, info.protocol if info else None)
