@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 FORMATS = ("parquet", "json", "hercules")
+TASKS_PER_CORE = 3  # Spark's tuning guide: 2-3 tasks per core, so a slow capture does not idle the rest
 JSON_TIMESTAMP = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"  # microseconds, `Z` for UTC
 
 # Quiet by default: errors only. The org.apache.spark logger is named with the root's level because
@@ -122,7 +123,7 @@ def read(
         options or Options(),
         findings,
         basedir=os.getcwd(),
-        minPartitions=spark.sparkContext.defaultParallelism,
+        minPartitions=TASKS_PER_CORE * spark.sparkContext.defaultParallelism,
         exactTime=exact_time,
     )
     return spark.read.format("wirelog").options(**strings).load(list(inputs))
