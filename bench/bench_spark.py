@@ -66,22 +66,18 @@ def make_captures(directory: Path, count: int, total_mb: float, distinct: int) -
     return paths
 
 
-def run_local(files: list[Path], out: Path) -> tuple[float, int]:
+def run_local(files: list[Path], out: Path) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds and rows of the local engine."""
     start = time.perf_counter()
-    cmd = [
-        sys.executable,
-        "-m",
-        "wirelog.cli",
-        "convert",
-        *map(str, files),
-        "--to",
-        "parquet",
-        "-o",
-        f"{out}/",
-    ]
-    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    convert = ["convert", *map(str, files), "--to", "parquet", "-o", f"{out}/"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wirelog.cli", *convert], cwd=ROOT, stdout=subprocess.DEVNULL
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    return wall, ds.dataset(out, format="parquet").count_rows()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit("the local conversion failed")
+    return wall, usage.ru_utime + usage.ru_stime, ds.dataset(out, format="parquet").count_rows()
 
 
 def run_spark(files: list[Path], tiny: Path, out: Path, master: str) -> tuple[float, dict]:
@@ -99,6 +95,7 @@ def main() -> None:
     ap.add_argument("--distinct", type=int, default=8, help="distinct captures generated (then copied)")
     ap.add_argument("--master", default="local[2]")
     args = ap.parse_args()
+    print(f"cpus: {os.cpu_count()}")
     with tempfile.TemporaryDirectory(prefix="wirelog-bench-spark-") as tmp:
         work = Path(tmp)
         (work / "in").mkdir()
@@ -108,8 +105,12 @@ def main() -> None:
         generate(str(tiny), 200, connections=4, payload="lumberjack")
         print(f"input: {len(files)} captures, {size / 1e6:,.0f} MB (Lumberjack v2 and CQL v4)")
 
-        local, local_rows = run_local(files, work / "local")
-        print(f"local engine      : {local:7.1f} s  {size / 1e6 / local:6.1f} MB/s  {local_rows:,} rows")
+        print(f"load average before: {os.getloadavg()[0]:.1f} (other work on the machine slows both runs)")
+        local, cpu, local_rows = run_local(files, work / "local")
+        print(
+            f"local engine      : {local:7.1f} s  {size / 1e6 / local:6.1f} MB/s  {local_rows:,} rows  ({cpu:.0f} s CPU)"
+        )
+        print(f"load average before: {os.getloadavg()[0]:.1f}")
 
         wall, s = run_spark(files, tiny, work / "spark", args.master)
         print(
@@ -122,7 +123,6 @@ def main() -> None:
         )
         if s["rows"] != local_rows:
             raise SystemExit(f"row counts differ: local {local_rows}, spark {s['rows']}")
-        print(f"cpus: {os.cpu_count()}")
 
 
 if __name__ == "__main__":

@@ -310,3 +310,26 @@ def test_local_cli_never_imports_pyspark():
     code = "import sys, wirelog.cli.main, wirelog.engine.spark; print('pyspark' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_batches_are_bounded_and_a_failing_capture_keeps_its_rows(captures, monkeypatch):
+    from wirelog.engine import spark_source
+    from wirelog.engine.spark_source import batches, parse_options
+
+    lumberjack = next(p for p in captures if p.endswith("/lumberjack.pcap"))
+    caps = [Capture("lj", lumberjack, 0)]
+    small = list(batches(caps, parse_options({"batchrows": "3"})))
+    want, _ = local_rows([lumberjack])
+    assert all(b.num_rows <= 3 for b in small) and len(small) > 3
+    assert [r["kind"] for b in small for r in b.to_pylist()] == [r[10] for r in want[lumberjack]]
+
+    def broken(paths, raw, options):
+        yield from run(paths, raw, options)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(spark_source, "run", broken)
+    rows = [r for b in batches(caps * 2, parse_options({})) for r in b.to_pylist()]
+    errors = [i for i, r in enumerate(rows) if r["code"] == "capture.internal-error"]
+    n = len(want[lumberjack])
+    assert errors == [n, 2 * n + 1]  # after each capture's rows; the next capture still runs
+    assert "RuntimeError: boom" in rows[n]["message"]
