@@ -408,10 +408,11 @@ class LumberjackDecoder:
             )
         inner, p, end = inf.data, 0, len(inf.data)
         frames = 0
-        while p < end:
-            res = parse(inner, p, end, self._limits.max_frame)
+        max_frame, client_frame, inner_budget = self._limits.max_frame, self._client_frame, budget - end
+        while p < end:  # once per event: loop invariants hoisted
+            res = parse(inner, p, end, max_frame)
             if isinstance(res, Frame):
-                self._client_frame(res, inner, pos, depth + 1, record, budget - end, out)
+                client_frame(res, inner, pos, depth + 1, record, inner_budget, out)
                 frames += 1
                 p = res.end
                 continue

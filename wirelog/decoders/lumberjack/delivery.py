@@ -302,10 +302,11 @@ class Delivery:
         fields["acked_events"] = new - done
         self.stats["acked_events"] += new - done
         if not w.emitted:
+            frame, offset = pos.frame, pos.offset
             for ev in w.events[done:new]:
                 ev.acked = True
-                ev.fields["ack_frame"] = pos.frame
-                ev.fields["ack_offset"] = pos.offset
+                ev.fields["ack_frame"] = frame
+                ev.fields["ack_offset"] = offset
         w.acked_n, w.ack_value, w.ack_frame = new, value, pos.frame
         if w.resolved:
             out[:0] = self._resolve(w)
@@ -448,7 +449,7 @@ class Delivery:
         for ev in w.events[w.acked_n :]:
             ev.acked = False if final else None
         w.events = []
-        self._pending -= sum(1 for it in w.items if it.kind == "event")
+        self._pending -= [it.kind for it in w.items].count("event")
         out: list[Record] = [w.record, *w.items]
         w.items = []
         return out
