@@ -12,6 +12,7 @@ offset, length, frame, ts, ...); the engine stamps `capture`, `stream`, `client`
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -82,3 +83,29 @@ class ProtocolSpec:
     decoder: Callable[[StreamContext], Decoder]
     ports: frozenset[int] = frozenset()
     description: str = ""
+
+
+def lazy_decoder(module: str, name: str) -> Callable[[StreamContext], Decoder]:
+    """A `ProtocolSpec.decoder` that imports `module` when a stream first needs it.
+
+    Detection needs only the small `detect` modules; a run that never meets the protocol skips
+    importing (and, without bytecode caches, compiling) its decoder, which every CLI start pays.
+    """
+
+    def make(ctx: StreamContext) -> Decoder:
+        return getattr(importlib.import_module(module), name)(ctx)
+
+    make.__qualname__ = f"lazy_decoder({module}.{name})"
+    return make
+
+
+def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], object]:
+    """A package `__getattr__` that imports `exports[name]` (a module) when `name` is first used, so
+    a protocol package keeps exporting its decoder without importing it at start-up."""
+
+    def __getattr__(name: str) -> object:
+        if name in exports:
+            return getattr(importlib.import_module(exports[name]), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -7,16 +7,18 @@ bookkeeping), `resend` (nonces across connections), `fingerprint`, `detect`, `de
 
 from __future__ import annotations
 
-from wirelog.decoders.base import ProtocolSpec
-from wirelog.decoders.courier.decoder import CourierDecoder
+from wirelog.decoders.base import ProtocolSpec, lazy_decoder, lazy_exports
 from wirelog.decoders.courier.detect import detect
 
 SPEC = ProtocolSpec(
     name="courier",
     detect=detect,
-    decoder=CourierDecoder,
+    decoder=lazy_decoder("wirelog.decoders.courier.decoder", "CourierDecoder"),
     ports=frozenset(),
     description="Log Courier (HELO/VERS, JDAT, streamed EVNT, ACKN, PING/PONG)",
 )
 
 __all__ = ["SPEC", "CourierDecoder"]
+
+
+__getattr__ = lazy_exports(__name__, {"CourierDecoder": "wirelog.decoders.courier.decoder"})

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from wirelog.decoders.base import Limits, ProtocolSpec, StreamContext
+from wirelog.decoders.base import Limits, StreamContext
 from wirelog.decoders.buffer import StreamBuffer
 from wirelog.decoders.hercules.codec import EventParser
-from wirelog.decoders.hercules.detect import detect, looks_like_http
+from wirelog.decoders.hercules.detect import looks_like_http
 from wirelog.decoders.hercules.gateway import Gateway
 from wirelog.decoders.hercules.records import Reporter
 from wirelog.decoders.hercules.stream import RawEvents
@@ -80,12 +80,3 @@ def decode_event_stream(data: bytes | Iterable[bytes], limits: Limits | None = N
             offset += len(piece)
             yield from raw.feed(buf)
     yield from raw.feed(buf, True)
-
-
-SPEC = ProtocolSpec(
-    name="hercules",
-    detect=detect,
-    decoder=HerculesDecoder,
-    ports=frozenset({6306}),
-    description="Vostok Hercules: Gate HTTP traffic (/stream/send, /stream/sendAsync) and bare events",
-)
