@@ -17,11 +17,10 @@ U32X2 = struct.Struct(">II")
 
 VERSIONS = frozenset(b"12")
 CLIENT_TYPES = frozenset(b"WJDC")
-ALL_TYPES = frozenset(b"WJDCA")
 TYPES_BY_VERSION = {"1": frozenset("WDCA"), "2": frozenset("WJCA")}
-HEADER_SIZES = {ord("W"): 6, ord("A"): 6, ord("C"): 6, ord("J"): 10, ord("D"): 10}
+HEADER_SIZES = {"W": 6, "A": 6, "C": 6, "J": 10, "D": 10}
 VERSION_TEXT = {b: chr(b) for b in VERSIONS}  # byte → "1"/"2" without a chr() call per frame
-TYPE_TEXT = {b: chr(b) for b in ALL_TYPES}
+TYPES = {ord(t): (t, size) for t, size in HEADER_SIZES.items()}  # type byte → (letter, header size)
 
 PLAUSIBLE_WINDOW = 1 << 24  # resync only: no sender announces windows near this size
 PLAUSIBLE_PAIRS = 1 << 16
@@ -81,13 +80,14 @@ def parse(
     version = VERSION_TEXT.get(ver)
     if version is None:
         return FrameError("invalid-version", invalid_version_text(ver), {"byte": ver})
-    if typ not in ALL_TYPES:
+    known = TYPES.get(typ)
+    if known is None:
         return FrameError(
             "unknown-frame-type",
             f"Invalid Frame Type, received: {typ} ({_printable(typ)})",
             {"type_byte": typ},
         )
-    ftype, head = TYPE_TEXT[typ], HEADER_SIZES[typ]
+    ftype, head = known
     if end - pos < head:
         return Incomplete(head)
     if head == 10:  # J and D: u32 seq, u32 payload length or pair count

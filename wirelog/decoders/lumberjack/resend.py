@@ -31,9 +31,14 @@ class ResendRegistry:
     def first_copy(self, payload: bytes, frame: int | None, seq: int) -> FirstCopy | None:
         """Where this payload was first sent if that was another connection; else remember it."""
         key = hash(payload)  # 64-bit, in-process only: collisions are negligible, output unaffected
-        first = self._seen.get(key)
-        if first is None:
-            if len(self._seen) < REGISTRY_CAP:
-                self._seen[key] = (self._stream, frame, seq)
-            return None
+        seen = self._seen
+        if len(seen) < REGISTRY_CAP:
+            entry = (self._stream, frame, seq)
+            first = seen.setdefault(key, entry)  # one lookup per event: this runs for every event
+            if first is entry:
+                return None
+        else:
+            first = seen.get(key)
+            if first is None:
+                return None
         return None if first[0] == self._stream else FirstCopy(*first)
