@@ -54,22 +54,27 @@ def record_dict(rec: Message | Finding) -> dict[str, Any]:
         d["kind"] = rec.kind
         d["version"] = rec.version
         d["length"] = rec.length
-        _add_fields(d, rec.protocol, fields, COMMON_MESSAGE_KEYS)
+        if COMMON_MESSAGE_KEYS.isdisjoint(fields):
+            d.update(fields)  # the usual case, in one C call
+        else:
+            _add_renamed(d, rec.protocol, fields, COMMON_MESSAGE_KEYS)
         d["event"] = rec.event
         d["acked"] = rec.acked
     else:
         d["code"] = rec.code
         d["severity"] = rec.severity
         d["message"] = rec.message
-        _add_fields(d, rec.protocol, fields, d.keys())  # a live view: renamed keys count too
+        if d.keys().isdisjoint(fields):
+            d.update(fields)
+        else:
+            _add_renamed(d, rec.protocol, fields, d.keys())  # a live view: renamed keys count too
     return d
 
 
-def _add_fields(d: dict[str, Any], protocol: str, fields: dict[str, Any], reserved: AbstractSet[str]) -> None:
+def _add_renamed(
+    d: dict[str, Any], protocol: str, fields: dict[str, Any], reserved: AbstractSet[str]
+) -> None:
     """Protocol fields after the common keys; one named like a reserved key gets a protocol prefix."""
-    if reserved.isdisjoint(fields):
-        d.update(fields)  # the usual case, in one C call (same keys, same order)
-        return
     for key, value in fields.items():
         d[f"{protocol}_{key}" if key in reserved else key] = value
 
