@@ -15,7 +15,6 @@ from wirelog.decoders.base import Decoder, Limits, ProtocolSpec, Sample, StreamC
 from wirelog.engine.filters import RecordFilter
 from wirelog.model import CaptureInfo, Chunk, Direction, Finding, Gap, Message, Severity, StreamInfo
 from wirelog.pcap.errors import CaptureError
-from wirelog.pcap.raw import iter_raw_chunks, pair_dumps
 from wirelog.pcap.reassembly import Reassembler
 from wirelog.pcap.segments import iter_segments
 from wirelog.pcap.sources import open_input
@@ -101,6 +100,8 @@ def _raw_protocol(path: str) -> bool:
 
 def _run_raw(paths: list[str], opts: Options, capture: str = "raw") -> Iterator[Item]:
     """Raw stream dumps (`--raw`, or an input that is not a capture), decoded like TCP streams."""
+    from wirelog.pcap.raw import iter_raw_chunks, pair_dumps  # imported here: captures never need it
+
     info = CaptureInfo(capture=capture, format="raw")
     streams = pair_dumps(paths, capture, registry.well_known_ports() | frozenset(opts.decode_as))
     pipe = _StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get, lambda _: None)
@@ -152,20 +153,23 @@ class _StreamPipeline:
             yield from self._emit(f, None)
         findings.clear()
 
-    def handle(self, items: list) -> Iterator[Item]:
-        """Consume (and clear) a batch of reassembler output."""
+    def handle(self, items: list) -> list[Item]:
+        """Consume (and clear) a batch of reassembler output; returns the pipeline items it gives
+        (a list, not a generator: one generator level less for every record)."""
         batch = items[:]
         items.clear()
+        out: list[Item] = []
         for item in batch:
             if isinstance(item, Chunk | Gap):
                 if self.opts.chunks:
-                    yield item
+                    out.append(item)
                 if self.opts.decode:
-                    yield from self._data(item)
+                    out += self._data(item)
             elif isinstance(item, StreamInfo):
-                yield from self._end(item)
+                out += self._end(item)
             else:
-                yield from self._emit(item, self._info(item.stream))
+                out += self._emit(item, self._info(item.stream))
+        return out
 
     def _info(self, stream: int | None) -> StreamInfo | None:
         if stream is None:
