@@ -10,7 +10,6 @@ from __future__ import annotations
 from wirelog.decoders.base import Sample
 from wirelog.decoders.cql import envelope as env
 from wirelog.decoders.cql import framing
-from wirelog.decoders.cql.messages import BodyContext, decode
 
 SANE_LENGTH = 16 * 1024 * 1024  # a first envelope larger than this is not evidence of CQL
 
@@ -42,6 +41,9 @@ def _score_start(data: bytes, response: bool) -> float:
     body = data[env.HEADER : head.total]
     if head.flags & env.FLAG_COMPRESSION and head.version < 5:
         return 0.8  # compressed bodies are checked by the decoder
+    # imported here: only a complete envelope at the start needs it (start-up skips ~27 KB of source)
+    from wirelog.decoders.cql.messages import BodyContext, decode
+
     decoded = decode(head, body, BodyContext(head.version))
     return 0.95 if decoded.error is None and not decoded.trailing else 0.5
 
