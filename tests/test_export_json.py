@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 
-from wirelog.export.json import dumps, dumps_line, rfc3339
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wirelog.export.json import JsonWriter, dumps, dumps_line, rfc3339
 from wirelog.model import Direction, Finding, Message, Severity
 
 
@@ -49,3 +53,47 @@ def test_rfc3339_nanoseconds_and_none():
     assert rfc3339(None) is None
     assert rfc3339(0) == "1970-01-01T00:00:00.000000000Z"
     assert rfc3339(1_700_000_000_123_456_789) == "2023-11-14T22:13:20.123456789Z"
+
+
+values = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=4)
+)
+field_dicts = st.dictionaries(
+    st.sampled_from(["seq", "window", "kind", "event", "lumberjack_kind", "x_y", "code"]),
+    values | st.dictionaries(st.integers(0, 3) | st.text(max_size=2), values, max_size=2),
+    max_size=4,
+)
+
+
+@st.composite
+def records(draw) -> Message | Finding:
+    fields = draw(field_dicts)
+    frame = draw(st.sampled_from([1, 2, None]))
+    if draw(st.integers(0, 4)) == 0:
+        rec: Message | Finding = Finding("tcp.gap", Severity.WARNING, "gap", "tcp", Direction.C2S, 0, frame)
+        rec.fields = fields
+    else:
+        version = draw(st.sampled_from(["1", "2", None]))
+        rec = Message(
+            "lumberjack", draw(st.sampled_from(["event", "window"])), Direction.C2S, 6, 9, frame, 5, version
+        )
+        rec.fields, rec.event, rec.acked = fields, draw(values), draw(st.sampled_from([True, False, None]))
+    rec.capture, rec.stream = "c.pcap", draw(st.sampled_from([0, 1]))
+    return rec
+
+
+@settings(max_examples=300)
+@given(st.lists(records(), max_size=8))
+def test_writer_lines_are_the_records_dumps(recs):
+    """JsonWriter encodes a shared message head once; every line must still be dumps(rec)."""
+    out = io.BytesIO()
+    writer = JsonWriter(out)
+    for rec in recs:
+        writer.write(rec)
+    writer.close()
+    assert out.getvalue() == b"".join(dumps(rec) for rec in recs)
+    assert writer.count == len(recs)

@@ -37,7 +37,24 @@ def rfc3339(ts: int | None) -> str | None:
 
 def record_dict(rec: Message | Finding) -> dict[str, Any]:
     """The JSON object of a record: common keys first, then protocol fields (see docs/records.md)."""
-    d: dict[str, Any] = {
+    if isinstance(rec, Message):
+        d = _message_head(rec)
+        _add_message_tail(d, rec)
+        return d
+    d = _common(rec)
+    d["code"] = rec.code
+    d["severity"] = rec.severity
+    d["message"] = rec.message
+    fields = rec.fields
+    if d.keys().isdisjoint(fields):
+        d.update(fields)
+    else:
+        _add_renamed(d, rec.protocol, fields, d.keys())  # a live view: renamed keys count too
+    return d
+
+
+def _common(rec: Message | Finding) -> dict[str, Any]:
+    return {
         "record": rec.record,
         "capture": rec.capture,
         "stream": rec.stream,
@@ -49,26 +66,27 @@ def record_dict(rec: Message | Finding) -> dict[str, Any]:
         "ts": rfc3339(rec.ts),
         "protocol": rec.protocol,
     }
-    fields = rec.fields
-    if isinstance(rec, Message):
-        d["kind"] = rec.kind
-        d["version"] = rec.version
-        d["length"] = rec.length
-        if COMMON_MESSAGE_KEYS.isdisjoint(fields):
-            d.update(fields)  # the usual case, in one C call
-        else:
-            _add_renamed(d, rec.protocol, fields, COMMON_MESSAGE_KEYS)
-        d["event"] = rec.event
-        d["acked"] = rec.acked
-    else:
-        d["code"] = rec.code
-        d["severity"] = rec.severity
-        d["message"] = rec.message
-        if d.keys().isdisjoint(fields):
-            d.update(fields)
-        else:
-            _add_renamed(d, rec.protocol, fields, d.keys())  # a live view: renamed keys count too
+
+
+def _message_head(rec: Message) -> dict[str, Any]:
+    """A message's keys up to `version`: the same for every message of one packet and kind."""
+    d = _common(rec)
+    d["kind"] = rec.kind
+    d["version"] = rec.version
     return d
+
+
+def _add_message_tail(d: dict[str, Any], rec: Message) -> None:
+    """A message's keys from `length` on. A renamed field (`<protocol>_<name>`) has an underscore, so
+    it never collides with a head key: head and tail can be encoded apart (see JsonWriter)."""
+    d["length"] = rec.length
+    fields = rec.fields
+    if COMMON_MESSAGE_KEYS.isdisjoint(fields):
+        d.update(fields)  # the usual case, in one C call
+    else:
+        _add_renamed(d, rec.protocol, fields, COMMON_MESSAGE_KEYS)
+    d["event"] = rec.event
+    d["acked"] = rec.acked
 
 
 def _add_renamed(
@@ -119,15 +137,40 @@ def stream_dict(info: StreamInfo) -> dict[str, Any]:
 
 
 class JsonWriter:
-    """Streams records to a binary file object as NDJSON."""
+    """Streams records to a binary file object as NDJSON.
+
+    Consecutive messages often share every key up to `version` (the hundreds of events of one
+    Lumberjack C frame carry its position): that head is encoded once and each line is the head
+    plus the message's own tail. orjson writes objects as `{"k":v,...}` without spaces, so the
+    joined line is byte for byte `dumps(rec)`; when the tail needs another encoding (non-string
+    keys, 65+-bit ints) the whole line is encoded the usual way.
+    """
 
     def __init__(self, out: IO[bytes]) -> None:
         self._out = out
         self.count = 0
+        self._head: tuple | None = None
+        self._prefix = b""  # `{"record":...,"version":...,` of self._head
 
     def write(self, rec: Message | Finding) -> None:
-        self._out.write(dumps_line(record_dict(rec)))
+        self._out.write(self._line(rec) if isinstance(rec, Message) else dumps(rec))
         self.count += 1
+
+    def _line(self, rec: Message) -> bytes:
+        head = (
+            rec.capture, rec.stream, rec.client, rec.server, rec.direction, rec.frame, rec.offset,
+            rec.ts, rec.protocol, rec.kind, rec.version,
+        )  # fmt: skip
+        try:
+            if head != self._head:
+                self._prefix = orjson.dumps(_message_head(rec), default=json_default)[:-1] + b","
+                self._head = head
+            tail: dict[str, Any] = {}
+            _add_message_tail(tail, rec)
+            line = orjson.dumps(tail, default=json_default, option=orjson.OPT_APPEND_NEWLINE)
+        except orjson.JSONEncodeError:
+            return dumps(rec)
+        return self._prefix + line[1:]
 
     def close(self) -> None:
         self._out.flush()
