@@ -55,17 +55,15 @@ def test_rfc3339_nanoseconds_and_none():
     assert rfc3339(1_700_000_000_123_456_789) == "2023-11-14T22:13:20.123456789Z"
 
 
-values = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=4)
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([0, -1, 2**63, 2**70, 0.5, 1e16, "", "é", "a\nb"]),
 )
 field_dicts = st.dictionaries(
-    st.sampled_from(["seq", "window", "kind", "event", "lumberjack_kind", "x_y", "code"]),
-    values | st.dictionaries(st.integers(0, 3) | st.text(max_size=2), values, max_size=2),
-    max_size=4,
+    st.sampled_from(["seq", "window", "kind", "event", "lumberjack_kind", "code"]),
+    values | st.dictionaries(st.sampled_from([1, 2.5, "k"]), values, max_size=1),
+    max_size=3,
 )
 
 
@@ -87,7 +85,7 @@ def records(draw) -> Message | Finding:
 
 
 @settings(max_examples=300)
-@given(st.lists(records(), max_size=8))
+@given(st.lists(records(), max_size=6))
 def test_writer_lines_are_the_records_dumps(recs):
     """JsonWriter encodes a shared message head once; every line must still be dumps(rec)."""
     out = io.BytesIO()
