@@ -39,7 +39,7 @@ def record_dict(rec: Message | Finding) -> dict[str, Any]:
     """The JSON object of a record: common keys first, then protocol fields (see docs/records.md)."""
     if isinstance(rec, Message):
         d = _message_head(rec)
-        _add_message_tail(d, rec)
+        d.update(_message_tail(rec))
         return d
     d = _common(rec)
     d["code"] = rec.code
@@ -76,17 +76,17 @@ def _message_head(rec: Message) -> dict[str, Any]:
     return d
 
 
-def _add_message_tail(d: dict[str, Any], rec: Message) -> None:
+def _message_tail(rec: Message) -> dict[str, Any]:
     """A message's keys from `length` on. A renamed field (`<protocol>_<name>`) has an underscore, so
     it never collides with a head key: head and tail can be encoded apart (see JsonWriter)."""
-    d["length"] = rec.length
     fields = rec.fields
-    if COMMON_MESSAGE_KEYS.isdisjoint(fields):
-        d.update(fields)  # the usual case, in one C call
-    else:
-        _add_renamed(d, rec.protocol, fields, COMMON_MESSAGE_KEYS)
+    if COMMON_MESSAGE_KEYS.isdisjoint(fields):  # the usual case
+        return {"length": rec.length, **fields, "event": rec.event, "acked": rec.acked}
+    d = {"length": rec.length}
+    _add_renamed(d, rec.protocol, fields, COMMON_MESSAGE_KEYS)
     d["event"] = rec.event
     d["acked"] = rec.acked
+    return d
 
 
 def _add_renamed(
@@ -153,24 +153,24 @@ class JsonWriter:
         self._prefix = b""  # `{"record":...,"version":...,` of self._head
 
     def write(self, rec: Message | Finding) -> None:
-        self._out.write(self._line(rec) if isinstance(rec, Message) else dumps(rec))
+        line = None
+        if isinstance(rec, Message):
+            head = (
+                rec.capture, rec.stream, rec.client, rec.server, rec.direction, rec.frame, rec.offset,
+                rec.ts, rec.protocol, rec.kind, rec.version,
+            )  # fmt: skip
+            try:
+                if head != self._head:
+                    self._prefix = orjson.dumps(_message_head(rec), default=json_default)[:-1] + b","
+                    self._head = head
+                tail = orjson.dumps(
+                    _message_tail(rec), default=json_default, option=orjson.OPT_APPEND_NEWLINE
+                )
+                line = self._prefix + tail[1:]
+            except orjson.JSONEncodeError:
+                pass  # encoded below the usual way
+        self._out.write(dumps(rec) if line is None else line)
         self.count += 1
-
-    def _line(self, rec: Message) -> bytes:
-        head = (
-            rec.capture, rec.stream, rec.client, rec.server, rec.direction, rec.frame, rec.offset,
-            rec.ts, rec.protocol, rec.kind, rec.version,
-        )  # fmt: skip
-        try:
-            if head != self._head:
-                self._prefix = orjson.dumps(_message_head(rec), default=json_default)[:-1] + b","
-                self._head = head
-            tail: dict[str, Any] = {}
-            _add_message_tail(tail, rec)
-            line = orjson.dumps(tail, default=json_default, option=orjson.OPT_APPEND_NEWLINE)
-        except orjson.JSONEncodeError:
-            return dumps(rec)
-        return self._prefix + line[1:]
 
     def close(self) -> None:
         self._out.flush()
