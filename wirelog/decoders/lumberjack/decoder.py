@@ -25,6 +25,7 @@ from wirelog.decoders.lumberjack.framing import (
     decode_pairs,
     parse,
     plausible,
+    whole_j2,
 )
 from wirelog.decoders.lumberjack.inflate import inflate
 from wirelog.decoders.lumberjack.report import PROTOCOL, Pos, finding
@@ -245,7 +246,7 @@ class LumberjackDecoder:
         if f.version != self._version or ftype not in self._types:
             self._check_version(f, pos, out)
         if ftype == "J" or ftype == "D":
-            self._event(f, data, pos, c_frame, out)
+            self._event(f.version, ftype, f.start, f.body, f.end, f.value, f.count, data, pos, c_frame, out)
             return
         inner = f.start if c_frame is not None else None
         if ftype == "W":
@@ -288,10 +289,22 @@ class LumberjackDecoder:
                 )
             )
 
-    def _event(self, f: Frame, data: bytes, pos: Pos, c_frame: Message | None, out: list) -> None:
-        """One J or D frame (the per-event path: the common case stays free of extra calls)."""
-        payload = data[f.body : f.end]
-        seq = f.value
+    def _event(
+        self,
+        version: str,
+        ftype: str,
+        start: int,
+        body: int,
+        stop: int,
+        seq: int,
+        count: int,
+        data: bytes,
+        pos: Pos,
+        c_frame: Message | None,
+        out: list,
+    ) -> None:
+        """One J or D frame `data[start:stop]` (the per-event path: plain values, no extra calls)."""
+        payload = data[body:stop]
         compressed = c_frame is not None
         fields: dict[str, object] = {
             "seq": seq,
@@ -299,23 +312,23 @@ class LumberjackDecoder:
             "ack_frame": None,
             "ack_offset": None,
             "compressed": compressed,
-            "inflated_offset": f.start if compressed else None,
+            "inflated_offset": start if compressed else None,
         }
         doc: object = None
-        if f.count == 0:
-            what = "Invalid json length" if f.type == "J" else "Invalid number of fields"
+        if count == 0:
+            what = "Invalid json length" if ftype == "J" else "Invalid number of fields"
             out.append(
                 finding(
                     "bad-length",
                     Severity.ERROR,
-                    f"{f.type} frame with {what.split()[-1]} 0 (Logstash: '{what}')",
+                    f"{ftype} frame with {what.split()[-1]} 0 (Logstash: '{what}')",
                     pos,
-                    frame_type=f.type,
+                    frame_type=ftype,
                     declared=0,
                 )
             )
-            doc = {} if f.type == "D" else None
-        elif f.type == "J":
+            doc = {} if ftype == "D" else None
+        elif ftype == "J":
             try:
                 doc = orjson.loads(payload)
             except orjson.JSONDecodeError as exc:
@@ -333,7 +346,7 @@ class LumberjackDecoder:
                         )
                     )
         else:
-            doc, bad = decode_pairs(data, f.body, f.end)
+            doc, bad = decode_pairs(data, body, stop)
             if bad:
                 text = "D frame text is not UTF-8"
                 out.append(finding("kv-invalid-utf8", Severity.WARNING, text, pos, seq=seq))
@@ -344,10 +357,10 @@ class LumberjackDecoder:
             "event",
             pos.direction,
             pos.offset,
-            f.end - f.start,
+            stop - start,
             pos.frame,
             pos.ts,
-            f.version,
+            version,
             fields,
             doc,
         )
@@ -409,12 +422,21 @@ class LumberjackDecoder:
         inner, p, end = inf.data, 0, len(inf.data)
         frames = 0
         max_frame, client_frame, inner_budget = self._limits.max_frame, self._client_frame, budget - end
+        fast = self._version == "2" and "J" in self._types  # a 2J frame needs no version check
         while p < end:  # once per event: loop invariants hoisted
+            j = whole_j2(inner, p, end, max_frame) if fast else None
+            if j is not None:
+                seq, size = j
+                self._event("2", "J", p, p + 10, p + 10 + size, seq, size, inner, pos, record, out)
+                frames += 1
+                p += 10 + size
+                continue
             res = parse(inner, p, end, max_frame)
             if isinstance(res, Frame):
                 client_frame(res, inner, pos, depth + 1, record, inner_budget, out)
                 frames += 1
                 p = res.end
+                fast = self._version == "2" and "J" in self._types
                 continue
             if isinstance(res, Incomplete):
                 if inf.problem:

@@ -107,6 +107,15 @@ def parse(
     return Frame(version, ftype, pos, pos + head + size, value, count, pos + head)
 
 
+def whole_j2(data: bytes, pos: int, end: int, max_frame: int) -> tuple[int, int] | None:
+    """(seq, payload length) of a complete `2J` frame at `pos`; None for anything else, which
+    `parse` then handles. The per-event path of Beats traffic: same rules as `parse`, no Frame."""
+    if end - pos < 10 or data[pos] != 0x32 or data[pos + 1] != 0x4A:
+        return None
+    seq, size = U32X2.unpack_from(data, pos + 2)
+    return (seq, size) if size <= max_frame and end - pos >= 10 + size else None
+
+
 def _too_long(ftype: str, size: int, limit: int) -> FrameError:
     return FrameError(
         "bad-length",
