@@ -21,8 +21,8 @@ import pyarrow.dataset as ds
 import pytest
 from courier_helpers import RUBY_ACKN, RUBY_HELO, RUBY_JDAT, RUBY_VERS
 from hercules_helpers import README_EVENT
-from lumberjack_helpers import ack, cframe, jframe, window
-from pcap_helpers import tcp_frame, write_pcap
+from lumberjack_helpers import ack, cframe, jframe, window, write_capture
+from pcap_helpers import T0_NS, write_pcap
 
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.local import Options, run
@@ -49,25 +49,11 @@ TS = parquet.COLUMNS.index("ts")
 def conversation(
     path: Path, turns: list[tuple[Direction, bytes]], port: int, drop: int | None = None
 ) -> Path:
-    """A nanosecond pcap of one TCP connection (handshake, `turns`, FIN); `drop` leaves a turn out (gap)."""
-    ends = {C2S: (("10.9.0.1", 41000), ("10.9.0.2", port)), S2C: (("10.9.0.2", port), ("10.9.0.1", 41000))}
-    seq = {C2S: 1000, S2C: 9000}
+    """write_capture's TCP connection, re-timed into a nanosecond pcap (every ts has 9 digits set)."""
+    from scapy.utils import rdpcap
 
-    def frame(d: Direction, flags: str, payload: bytes = b"") -> bytes:
-        (src, sport), (dst, dport) = ends[d]
-        return tcp_frame(seq[d], payload, flags, src=src, dst=dst, sport=sport, dport=dport, ack=seq[d.other])
-
-    packets = [frame(C2S, "S")]
-    seq[C2S] += 1
-    packets.append(frame(S2C, "SA"))
-    seq[S2C] += 1
-    packets.append(frame(C2S, "A"))
-    for i, (d, data) in enumerate(turns):
-        if i != drop:
-            packets.append(frame(d, "PA", data))
-        seq[d] += len(data)
-    packets += [frame(C2S, "FA"), frame(S2C, "FA")]
-    return write_pcap(path, packets, nano=True)
+    packets = rdpcap(str(write_capture(path, turns, port, drop)))
+    return write_pcap(path, [(T0_NS + i * 1_000_001, bytes(p)) for i, p in enumerate(packets)], nano=True)
 
 
 def cql_v4_startup_query() -> list[tuple[Direction, bytes]]:
@@ -87,7 +73,7 @@ def cql_v4_startup_query() -> list[tuple[Direction, bytes]]:
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory) -> list[str]:
     """Captures of every protocol: generated here, committed under tests/data, and ../shared's."""
-    tmp = tmp_path_factory.mktemp("captures")
+    tmp = tmp_path_factory.mktemp("generated")
     docs = [{"message": f"line {n}", "@timestamp": "2026-11-21T04:41:22.123456789Z"} for n in range(4)]
     lj = [
         (C2S, window(2) + jframe(1, docs[0]) + jframe(2, docs[1])),
@@ -174,7 +160,7 @@ def test_rows_equal_the_local_engine_row_for_row(spark, captures):
 
 
 def test_options_reach_the_workers(spark, captures):
-    mine = [p for p in captures if "/captures" not in p or "courier" in p]
+    mine = [p for p in captures if not p.startswith(str(SHARED)) or "courier" in p]
     opts = Options(
         decode_as={12345: "courier"}, keep=RecordFilter(protocols=frozenset({"courier", "lumberjack"}))
     )
@@ -302,8 +288,9 @@ def test_option_strings_round_trip():
     parsed = parse_options({k.lower(): v for k, v in strings.items()})
     assert parsed.engine == opts and parsed.findings == "only" and parsed.batch_rows == 7
     assert strings["decodeAs"] == "5044=lumberjack,9042=cql"
-    with pytest.raises(ValueError):
-        parse_options({"findings": "some"})
+    for bad in ({"findings": "some"}, {"decodeas": "5044=nope"}, {"decodeas": "x=cql"}):
+        with pytest.raises(ValueError):
+            parse_options(bad)
 
 
 def test_local_cli_never_imports_pyspark():

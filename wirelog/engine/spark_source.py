@@ -30,6 +30,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
+from wirelog.decoders import registry
 from wirelog.decoders.base import Limits
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.local import Options, run
@@ -89,13 +90,16 @@ def _list(value: str) -> list[str]:
 
 
 def _decode_as(value: str) -> dict[int, str]:
-    """`5044=lumberjack,9042=cql` → {5044: 'lumberjack', 9042: 'cql'} (names checked by the engine)."""
+    """`5044=lumberjack,9042=cql` → {5044: 'lumberjack', 9042: 'cql'}."""
     out: dict[int, str] = {}
     for item in _list(value):
         port, sep, proto = item.partition("=")
         if not sep or not port.strip().isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"option decodeAs: {item!r} is not PORT=PROTOCOL")
-        out[int(port)] = proto.strip()
+        try:
+            out[int(port)] = registry.spec(proto.strip()).name
+        except KeyError as e:
+            raise ValueError(f"option decodeAs: {e.args[0]}") from None
     return out
 
 
