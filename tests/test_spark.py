@@ -196,8 +196,11 @@ def test_convert_parquet_dataset_reads_back_with_pyarrow(spark, captures, tmp_pa
     assert engine.convert_spark(captures[:1], "parquet", str(out), Options()) < n
     with pytest.raises(engine.SparkEngineError):
         engine.convert_spark(captures[:1], "parquet", str(DATA), Options())
-    with pytest.raises(CaptureError):
-        engine.convert_spark([str(tmp_path / "missing.pcap")], "parquet", str(tmp_path / "o"), Options())
+    (tmp_path / "empty").mkdir()
+    for nothing in ("missing.pcap", "empty"):
+        with pytest.raises(CaptureError):
+            engine.convert_spark([str(tmp_path / nothing)], "parquet", str(tmp_path / "o"), Options())
+    assert engine.read(spark, [str(tmp_path / "empty")]).count() == 0
 
 
 def test_convert_json_part_files(spark, captures, tmp_path):

@@ -16,6 +16,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 from wirelog.engine.local import Options
+from wirelog.pcap.errors import CaptureError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -159,7 +160,8 @@ def convert_spark(
         raise SparkEngineError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
     from wirelog.engine.spark_source import expand
 
-    expand(list(inputs), os.getcwd())  # a typo fails here, before a JVM starts (raises CaptureError)
+    if not expand(list(inputs), os.getcwd()):  # a typo fails here, before a JVM starts
+        raise CaptureError(f"{', '.join(inputs)}: no capture files found")
     output = os.path.abspath(output)
     _check_output(output)
     spark = session(master, conf)

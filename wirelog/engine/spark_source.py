@@ -326,7 +326,7 @@ class WirelogReader(DataSourceReader):
             caps.append(Capture(name, full, os.path.getsize(full)))
         o = self.opts
         bins = pack(caps, o.max_partition_bytes, o.open_cost_bytes, o.min_partitions)
-        return [Bin(i, b) for i, b in enumerate(bins)]
+        return [Bin(i, b) for i, b in enumerate(bins)] or [Bin(0, [])]  # Spark wants one partition
 
     def read(self, partition: Bin) -> Iterator[pa.RecordBatch]:
         return batches(partition.captures, self.opts)
