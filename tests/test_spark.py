@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 from courier_helpers import RUBY_ACKN, RUBY_HELO, RUBY_JDAT, RUBY_VERS
 from hercules_helpers import README_EVENT
@@ -178,6 +179,8 @@ def test_options_reach_the_workers(spark, captures):
 def test_convert_parquet_dataset_reads_back_with_pyarrow(spark, captures, tmp_path):
     out = tmp_path / "out"
     n = engine.convert_spark(captures, "parquet", str(out), Options())
+    stored = pq.read_schema(next(out.glob("protocol=*/*.parquet"))).remove_metadata()
+    assert stored == ARROW_SCHEMA.remove(ARROW_SCHEMA.get_field_index("protocol"))  # types, nullability
     dataset = ds.dataset(out, format="parquet", partitioning="hive", schema=ARROW_SCHEMA)
     table = dataset.to_table()
     assert table.schema == ARROW_SCHEMA and table.num_rows == n
