@@ -241,3 +241,24 @@ def test_raw_files_are_decoded_by_content_or_by_format(tmp_path):
     forced = ndjson(run_cli("convert", str(dump), "--format", "lumberjack", "--events")[1])
     assert [r["event"] for r in forced] == [r["event"] for r in original]
     assert all(r["frame"] is None and r["ts"] is None for r in forced)  # a raw dump has no packets
+
+
+def test_spark_engine_usage_errors_need_no_jvm(tmp_path):
+    assert run_cli("convert", "-", "--engine", "spark", "-o", str(tmp_path))[0] == 2
+    assert run_cli("convert", str(EXAMPLE), "--engine", "spark")[0] == 2  # needs -o DIR
+    code, _, err = run_cli(
+        "convert", str(EXAMPLE), "--engine", "spark", "-o", str(tmp_path / "o"), "--conf", "x"
+    )
+    assert code == 2 and "KEY=VALUE" in err
+
+
+def test_spark_engine_writes_the_same_rows(tmp_path):
+    pytest.importorskip("pyspark")
+    out = tmp_path / "dataset"
+    code, _, err = run_cli("convert", str(EXAMPLE), "--engine", "spark", "--master", "local[2]", "--to", "parquet",
+                           "-o", str(out))  # fmt: skip
+    assert code == 0, err
+    spark_rows = pq.read_table(out).num_rows
+    local = tmp_path / "local.parquet"
+    assert run_cli("convert", str(EXAMPLE), "--to", "parquet", "-o", str(local))[0] == 0
+    assert spark_rows == pq.read_table(local).num_rows > 0

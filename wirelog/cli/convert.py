@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from wirelog.cli.common import Session, error, exit_code, input_options
+from wirelog.cli.common import Session, build_options, error, exit_code, input_options
 from wirelog.cli.output import open_output
 from wirelog.export.json import JsonWriter
 from wirelog.model import Finding, Message
@@ -23,6 +23,7 @@ Examples:
   wirelog convert 'captures/*.pcap' --to parquet -o out/      # one file per capture
   tcpdump -w - port 5044 | wirelog convert - --events --to json
   wirelog convert beats.pcap --to hercules -o events.bin
+  wirelog convert captures/ --engine spark --master 'local[2]' --to parquet -o dataset/
 """
 
 
@@ -38,13 +39,28 @@ Examples:
     show_default=True,
     help="Output file, - for stdout, or a directory (one file per input).",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="local: in this process. spark: Spark tasks through PySpark (docs/spark.md); -o is a directory.",
+)
+@click.option(
+    "--master", metavar="URL", help="With --engine spark: local[N] or spark://... (not under spark-submit)."
+)
+@click.option(
+    "--conf", "conf", multiple=True, metavar="KEY=VALUE", help="With --engine spark: a Spark setting."
+)
 @click.pass_context
-def convert(ctx, fmt, output, **params):
+def convert(ctx, fmt, output, engine, master, conf, **params):
     """Decode CAPTURE... and write every message and finding.
 
     JSON: one record per line (docs/records.md). Parquet: one schema for all protocols, findings as
     rows with record='finding' (docs/schema.md). Hercules: messages as Hercules events (docs/hercules.md).
     """
+    if engine == "spark":
+        ctx.exit(_convert_spark(fmt, output, master, conf, params))
     session = Session(params)
     is_dir = output.endswith(os.sep) or os.path.isdir(output)
     if fmt == "parquet" and output == "-":
@@ -59,6 +75,30 @@ def convert(ctx, fmt, output, **params):
     else:
         _write(fmt, output, session.items())
     ctx.exit(exit_code(session))
+
+
+def _convert_spark(fmt: str, output: str, master: str | None, conf: tuple[str, ...], params: dict) -> int:
+    """The same conversion as Spark tasks; inputs are expanded by the engine (directories too)."""
+    from wirelog.engine.spark import SparkEngineError, convert_spark  # pyspark itself loads only here
+    from wirelog.pcap.errors import CaptureError
+
+    if not params["captures"] or "-" in params["captures"] or params["raw"]:
+        raise click.UsageError("--engine spark reads capture files or directories (no stdin, no --raw)")
+    if output == "-":
+        raise click.UsageError("--engine spark writes a directory: -o DIR")
+    settings = {}
+    for item in conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--conf")
+        settings[key] = value
+    try:
+        rows = convert_spark(list(params["captures"]), fmt, output, build_options(params), master, settings)
+    except (SparkEngineError, CaptureError) as e:
+        error(str(e))
+        return 2
+    error(f"spark: {rows} rows written to {output}")
+    return 0
 
 
 CAPTURE_SUFFIXES = (".gz", ".zst", ".lz4", ".bz2", ".xz", ".pcapng", ".pcap", ".cap")

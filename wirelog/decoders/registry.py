@@ -6,7 +6,7 @@ overrides everything. A protocol module adds itself by being listed in `_SPECS` 
 
 from __future__ import annotations
 
-from wirelog.decoders import cql, courier, hercules, lumberjack, tls
+from wirelog.decoders import courier, cql, hercules, lumberjack, tls
 from wirelog.decoders.base import ProtocolSpec, Sample
 
 _SPECS: tuple[ProtocolSpec, ...] = (tls.SPEC, cql.SPEC, lumberjack.SPEC, courier.SPEC, hercules.SPEC)
