@@ -50,9 +50,7 @@ def detect(sample: Sample) -> ProtocolSpec | bool | None:
     Returns the chosen spec, None when no protocol claims the stream, or False when the decision
     must wait for more bytes (never once `sample.closed` or both directions hold SAMPLE_LIMIT bytes).
     """
-    must_decide = sample.closed or (
-        len(sample.c2s) >= SAMPLE_LIMIT or len(sample.s2c) >= SAMPLE_LIMIT
-    )
+    must_decide = sample.closed or (len(sample.c2s) >= SAMPLE_LIMIT or len(sample.s2c) >= SAMPLE_LIMIT)
     best: ProtocolSpec | None = None
     best_score = 0.0
     undecided = False
