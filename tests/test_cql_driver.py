@@ -131,6 +131,16 @@ def test_auth_secret_redacted_unless_asked(captures: dict[str, Path]) -> None:
     assert resp["auth_password"] == "pass" and resp["token"] == "00757365720070617373"
 
 
+def test_inspect_hex_dump_masks_the_redacted_credential(captures: dict[str, Path]) -> None:
+    records, _ = convert(captures["v5-auth"])
+    frame = cql(records, "auth_response")[0]["frame"]
+    code, out, _ = run_cli("inspect", str(captures["v5-auth"]), "--frame", str(frame))
+    assert code == 0 and b"auth_response" in out and b"**" in out
+    assert b"70 61 73 73" not in out and b"pass" not in out
+    code, out, _ = run_cli("inspect", str(captures["v5-auth"]), "--frame", str(frame), "--show-secrets")
+    assert code == 0 and b"70 61 73 73" in out
+
+
 def _first_packet_with(path: Path, needle: bytes) -> tuple[int, int]:
     """(1-based packet number, file offset of `needle`) of the first packet whose TCP payload holds it."""
     data = path.read_bytes()

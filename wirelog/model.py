@@ -165,6 +165,8 @@ class Finding:
 
 Record = Message | Finding
 
+REDACTED = "<redacted>"  # the value of a credential field when --show-secrets is not given
+
 COMMON_MESSAGE_KEYS = frozenset(
     {
         "record", "capture", "stream", "client", "server", "direction", "frame", "offset", "ts",

@@ -17,7 +17,7 @@ from wirelog.cli.common import Session, exit_code, input_options, make_console
 from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary
 from wirelog.export.json import dumps_line, record_dict, rfc3339
-from wirelog.model import Chunk, Finding, Message
+from wirelog.model import REDACTED, Chunk, Finding, Message
 
 EXAMPLES = """
 \b
@@ -180,11 +180,16 @@ def _show_streams(console: Console, session: Session) -> None:
 def _show_frame(console: Console, session: Session, frame: int) -> None:
     records: list[Message | Finding] = []
     chunks: list[Chunk] = []
+    secrets: list[tuple] = []  # (stream, direction, start, end) of records holding a redacted credential
+    hide = not session.options.show_secrets
     for item in session.items():
         if isinstance(item, Chunk) and item.frame == frame:
             chunks.append(item)
-        elif isinstance(item, Message | Finding) and item.frame == frame:
-            records.append(item)
+        elif isinstance(item, Message | Finding):
+            if item.frame == frame:
+                records.append(item)
+            if hide and chunks and isinstance(item, Message) and REDACTED in item.fields.values():
+                secrets.append((item.stream, item.direction, item.offset, item.offset + item.length))
     if not records and not chunks:
         console.print(f"frame {frame}: no TCP payload and no records")
         return
@@ -199,9 +204,17 @@ def _show_frame(console: Console, session: Session, frame: int) -> None:
         _tree(tree, {k: v for k, v in d.items() if k not in ("record", "capture")})
         console.print(tree)
     for chunk in chunks:
+        masked = {
+            i
+            for st, d, lo, hi in secrets
+            if st == chunk.stream and d is chunk.direction
+            for i in range(lo, hi)
+        }
         console.print(
             _hexdump(
-                chunk, [r for r in records if r.stream == chunk.stream and r.direction is chunk.direction]
+                chunk,
+                [r for r in records if r.stream == chunk.stream and r.direction is chunk.direction],
+                masked,
             )
         )
 
@@ -221,8 +234,12 @@ def _tree(node: Tree, value: Any) -> None:
                 node.add(f"[{i}] {v}")
 
 
-def _hexdump(chunk: Chunk, records: list[Message | Finding]) -> Text:
-    """The frame's payload, 16 bytes a line, offsets in stream terms; record bytes highlighted."""
+def _hexdump(chunk: Chunk, records: list[Message | Finding], masked: set[int]) -> Text:
+    """The frame's payload, 16 bytes a line, offsets in stream terms; record bytes highlighted.
+
+    Bytes of records whose credentials are redacted (`masked` stream offsets) print as `**`, so the
+    dump does not leak what the decoded view hides; --show-secrets shows them.
+    """
     marks: set[int] = set()
     for r in records:
         if r.offset is None:
@@ -236,10 +253,15 @@ def _hexdump(chunk: Chunk, records: list[Message | Finding]) -> Text:
     for line in range(0, len(data), 16):
         row = data[line : line + 16]
         out.append(f"{chunk.offset + line:10d}  ")
+        at = chunk.offset + line
         for i, b in enumerate(row):
-            out.append(f"{b:02x} ", style="reverse" if chunk.offset + line + i in marks else "")
+            text = "** " if at + i in masked else f"{b:02x} "
+            out.append(text, style="reverse" if at + i in marks else "")
         out.append("   " * (16 - len(row)) + " ")
-        out.append("".join(chr(b) if 32 <= b < 127 else "." for b in row) + "\n")
+        out.append(
+            "".join("*" if at + i in masked else chr(b) if 32 <= b < 127 else "." for i, b in enumerate(row))
+        )
+        out.append("\n")
     if len(chunk.data) > HEX_CONTEXT:
         out.append(f"... {len(chunk.data) - HEX_CONTEXT} more bytes\n")
     return out

@@ -13,9 +13,9 @@ from typing import Any
 
 from wirelog.decoders.cql import envelope as env
 from wirelog.decoders.cql.types import CqlType, Reader, Truncated, decode_value, hexed
+from wirelog.model import REDACTED
 
 DSE_V1 = 0x41
-REDACTED = "<redacted>"
 
 BATCH_TYPES = {0: "LOGGED", 1: "UNLOGGED", 2: "COUNTER"}
 RESULT_KINDS = {1: "void", 2: "rows", 3: "set_keyspace", 4: "prepared", 5: "schema_change"}

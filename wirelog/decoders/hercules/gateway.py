@@ -22,7 +22,7 @@ from wirelog.decoders.buffer import StreamBuffer
 from wirelog.decoders.hercules.codec import Batch, EventParser, decode_batch
 from wirelog.decoders.hercules.http import HttpMessage, HttpProblem, HttpReader
 from wirelog.decoders.hercules.records import PROTOCOL, Reporter, event_message
-from wirelog.model import Direction, Finding, Gap, Message, Record, Severity
+from wirelog.model import REDACTED, Direction, Finding, Gap, Message, Record, Severity
 
 SEND_PATHS = frozenset({"/stream/send", "/stream/sendAsync"})
 # Stream/Timeline API reads: the answer is State, then Count:i32 + events. State = Count:i32 and
@@ -30,7 +30,6 @@ SEND_PATHS = frozenset({"/stream/send", "/stream/sendAsync"})
 READ_STATES = {"/stream/read": (">iq", ("partition", "offset")), "/timeline/read": (">iq24s", ("slice", "offset", "event_id"))}  # fmt: skip
 MAX_STATE = 1000  # state entries kept in the record
 MAX_ORIGINAL_LENGTH = 100 * 1024 * 1024  # SendRequestProcessor's accepted range for the header
-REDACTED = "<redacted>"
 MAX_NAMED = 100  # rejected events named by UUID in one finding
 MAX_TEXT = 512  # response body text kept
 
