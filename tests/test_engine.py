@@ -97,3 +97,18 @@ def test_streams_mode_does_not_decode(tmp_path, echo):
     out = items(capture(tmp_path, b"ECHO:1"), decode=False)
     assert not [m for m in out if isinstance(m, Message | Finding)]
     assert len([i for i in out if isinstance(i, StreamInfo)]) == 1
+
+
+def test_stream_whose_bytes_only_flush_at_its_end(tmp_path, echo):
+    """A leading gap never acknowledged: the bytes reach the engine only as the stream ends,
+    after the reassembler has forgotten it (found by mutating real captures)."""
+    frames = [
+        tcp_frame(100, b"", flags="S", **C),
+        tcp_frame(105, b"ECHO:late", **C),  # 4 bytes before it were never captured nor acked
+    ]
+    out = items(str(write_pcap(tmp_path / "late.pcap", frames)))
+    msgs = [m for m in out if isinstance(m, Message)]
+    assert [(m.kind, m.offset) for m in msgs[:2]] == [("gap", 0), ("chunk", 4)]
+    assert all(m.client == "10.0.0.1:40000" for m in msgs)
+    gap = next(f for f in out if isinstance(f, Finding) and f.code == "tcp.gap")
+    assert gap.client == "10.0.0.1:40000" and gap.server == "10.0.0.2:7777"

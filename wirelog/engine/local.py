@@ -145,6 +145,7 @@ class _StreamPipeline:
         self._lookup = lookup  # StreamInfo of a live stream, by id
         self._mute = mute  # tell the source a stream's bytes are no longer wanted
         self._filtering = opts.keep.active
+        self._batch: list = []  # the reassembler output being handled
         self._states: dict[int, _StreamState] = {}
         self._shared: dict[str, dict] = {}
 
@@ -156,7 +157,7 @@ class _StreamPipeline:
     def handle(self, items: list) -> list[Item]:
         """Consume (and clear) a batch of reassembler output; returns the pipeline items it gives
         (a list, not a generator: one generator level less for every record)."""
-        batch = items[:]
+        batch = self._batch = items[:]
         items.clear()
         out: list[Item] = []
         for item in batch:
@@ -175,12 +176,20 @@ class _StreamPipeline:
         if stream is None:
             return None
         st = self._states.get(stream)
-        return st.info if st is not None else self._lookup(stream)
+        return st.info if st is not None else self._resolve(stream)
+
+    def _resolve(self, stream: int) -> StreamInfo | None:
+        """A stream's info: live in the source, or finished in this very batch (the bytes a stream
+        flushes when it ends come just before its StreamInfo, after the source forgot it)."""
+        info = self._lookup(stream)
+        if info is None:
+            info = next((i for i in self._batch if isinstance(i, StreamInfo) and i.stream == stream), None)
+        return info
 
     def _data(self, item: Chunk | Gap) -> Iterable[Item]:
         st = self._states.get(item.stream)
         if st is None:
-            st = self._states[item.stream] = _StreamState(self._lookup(item.stream))
+            st = self._states[item.stream] = _StreamState(self._resolve(item.stream))
         if st.dead:
             return ()
         if st.decoder is None:
