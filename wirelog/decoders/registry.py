@@ -9,7 +9,9 @@ from __future__ import annotations
 from wirelog.decoders import courier, cql, hercules, lumberjack, tls
 from wirelog.decoders.base import ProtocolSpec, Sample
 
-_SPECS: tuple[ProtocolSpec, ...] = (tls.SPEC, cql.SPEC, lumberjack.SPEC, courier.SPEC, hercules.SPEC)
+# CQL comes last: when nothing else is certain it scans the sample for a mid-stream v5 frame header
+# (hundreds of CRC24 checks), which a stream another detector is certain of never needs.
+_SPECS: tuple[ProtocolSpec, ...] = (tls.SPEC, lumberjack.SPEC, courier.SPEC, hercules.SPEC, cql.SPEC)
 
 PORT_BONUS = 0.25  # added to the content score when the server port is one the protocol uses
 THRESHOLD = 0.5  # minimum score to claim a stream
@@ -59,6 +61,8 @@ def detect(sample: Sample) -> ProtocolSpec | bool | None:
         if score is None:
             undecided = True
             continue
+        if score >= CERTAIN:  # content alone is conclusive: later (costlier) detectors are not asked
+            return s
         if score > 0 and sample.server_port in s.ports:
             score += PORT_BONUS
         if score > best_score:
