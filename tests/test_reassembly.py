@@ -325,3 +325,13 @@ def test_any_segmentation_and_order_gives_the_same_bytes(data, cuts, seed, isn, 
     assert t.data() == data
     assert not t.of(Gap)
     assert t.codes() == []
+
+
+def test_many_tiny_out_of_order_segments_hit_the_segment_cap():
+    """Hostile input: one-byte segments each leaving a hole are bounded by count, not only bytes."""
+    t = Conv(max_segments=50)
+    t.handshake()
+    for i in range(200):
+        t.send(True, 1001 + 1 + 2 * i, b"x")  # every other byte missing, never acknowledged
+    assert "tcp.buffer-full" in t.codes()
+    assert t.of(Gap) and len(t.data()) > 50

@@ -92,8 +92,10 @@ class LazyGroup(click.Group):
     callback=_print_version,
     help="Show versions.",
 )
-@click.option("--debug", is_flag=True, help="Show a Python traceback for unexpected errors.")
-def cli(debug: bool) -> None:
+@click.option(
+    "--debug", is_flag=True, expose_value=False, help="Show a Python traceback for unexpected errors."
+)  # read by main(), which is where unexpected errors are caught
+def cli() -> None:
     """Forensics and conversion for log wire protocols in packet captures.
 
     Lumberjack v1/v2 (Beats, logstash-forwarder), Log Courier, Cassandra CQL v3-v5 and Vostok Hercules:

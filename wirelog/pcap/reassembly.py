@@ -21,7 +21,7 @@ StreamInfo when a connection is finished).
 from __future__ import annotations
 
 import ipaddress
-from bisect import insort
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
 
 from wirelog.model import Chunk, Direction, Finding, Gap, Severity, StreamInfo
@@ -31,6 +31,11 @@ MOD = 1 << 32
 HALF = 1 << 31
 
 POLICIES = ("first", "last")
+HISTORY_SEGMENTS = 512  # delivered segments kept for comparison: a storm of tiny retransmissions stays linear
+
+
+def _start(segment: list) -> int:
+    return segment[0]
 
 
 class _Half:
@@ -104,6 +109,7 @@ class Reassembler:
         overlap: str = "first",
         *,
         max_pending: int = 4 * 1024 * 1024,
+        max_segments: int = 4096,
         history: int = 32 * 1024,
         idle_timeout: float = 600.0,
         close_grace: float = 5.0,
@@ -119,6 +125,7 @@ class Reassembler:
         self.emit_data = emit_data  # False: only account (stream summaries), no Chunk objects
         self.out: list = []
         self._max_pending = max_pending
+        self._max_segments = max_segments  # pending segments: bounds the cost of each insertion too
         self._history = history
         self._idle_ns = int(idle_timeout * 1e9)
         self._grace_ns = int(close_grace * 1e9)
@@ -308,7 +315,7 @@ class Reassembler:
         hist = half.history
         hist.append((off, data, frame))
         half.history_bytes += n
-        while half.history_bytes > self._history and len(hist) > 1:
+        while (half.history_bytes > self._history and len(hist) > 1) or len(hist) > HISTORY_SEGMENTS:
             half.history_bytes -= len(hist.popleft()[1])
 
     def _gap(self, conn: _Conn, half: _Half, off: int, length: int, frame, ts, why: str = "") -> None:
@@ -366,7 +373,7 @@ class Reassembler:
         self._release(conn, half)
         if half.pending:
             self._maybe_gap(conn, half, frame, ts)
-        if half.pending_bytes > self._max_pending:
+        if half.pending_bytes > self._max_pending or len(half.pending) > self._max_segments:
             self._force(conn, half, frame, ts)
 
     def _merge(self, conn: _Conn, half: _Half, off: int, data: bytes, frame, ts) -> list[list]:
@@ -374,7 +381,10 @@ class Reassembler:
         end = off + len(data)
         pieces = []
         cursor = off
-        for seg in list(half.pending):
+        pending = half.pending
+        first = max(0, bisect_right(pending, off, key=_start) - 1)  # the only earlier one that may overlap
+        last = bisect_left(pending, end, lo=first, key=_start)
+        for seg in pending[first:last]:
             s_off, s_data = seg[0], seg[1]
             s_end = s_off + len(s_data)
             common = _overlap(off, data, s_off, s_data)
@@ -384,7 +394,7 @@ class Reassembler:
             if old != new:
                 self._conflict(conn, half, lo, old, new, seg[2], frame, ts)
             if self.last_wins:
-                half.pending.remove(seg)
+                pending.remove(seg)
                 half.pending_bytes -= len(s_data)
                 if s_off < off:
                     pieces.append([s_off, s_data[: off - s_off], seg[2], seg[3]])
@@ -456,7 +466,8 @@ class Reassembler:
             Finding(
                 "tcp.buffer-full",
                 Severity.WARNING,
-                f"more than {self._max_pending} bytes waiting in {half.direction.value}; "
+                f"more than {self._max_pending} bytes or {self._max_segments} segments waiting in "
+                f"{half.direction.value}; "
                 "delivering without waiting for missing or unacknowledged bytes",
                 "tcp",
                 half.direction,

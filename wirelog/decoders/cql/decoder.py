@@ -27,7 +27,6 @@ from wirelog.decoders.cql.messages import Body, BodyContext, Prepared, decode
 from wirelog.model import Chunk, Direction, Finding, Gap, Message, Record, Severity
 
 PROTOCOL = "cql"
-DSE_VERSIONS = frozenset({0x41, 0x42})
 MAX_PREPARED = 10_000  # statements remembered per server
 ENVELOPE = "envelope"
 PROBE = "probe"
