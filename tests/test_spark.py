@@ -326,3 +326,18 @@ def test_batches_are_bounded_and_a_failing_capture_keeps_its_rows(captures, monk
     n = len(want[lumberjack])
     assert errors == [n, 2 * n + 1]  # after each capture's rows; the next capture still runs
     assert "RuntimeError: boom" in rows[n]["message"]
+
+
+def test_a_worker_reading_a_partition_tunes_its_garbage_collector(captures):
+    """The CLI's collector settings do not reach Spark's Python workers; read() must apply them."""
+    code = (
+        "import gc, json, sys\n"
+        "from wirelog.engine.spark_source import Bin, Capture, WirelogReader, parse_options\n"
+        "before = gc.get_threshold()\n"
+        "reader = WirelogReader([sys.argv[1]], parse_options({}))\n"
+        "rows = sum(b.num_rows for b in reader.read(Bin(0, [Capture('c', sys.argv[1], 0)])))\n"
+        "print(json.dumps([before, gc.get_threshold(), gc.get_freeze_count() > 0, rows > 0]))\n"
+    )
+    cmd = [sys.executable, "-c", code, captures[0]]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
+    assert json.loads(out.stdout) == [[700, 10, 10], [100_000, 50, 100], True, True]

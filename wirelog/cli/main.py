@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import gc
 import importlib
 import sys
 
 import click
 
 from wirelog import __version__
+from wirelog.engine.gc_tuning import tune_gc
 
 LIBRARIES = (
     "click",
@@ -105,11 +105,7 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    # The pipeline allocates millions of short-lived containers (records, event documents) and
-    # holds few cycles: CPython's default collector thresholds make it rescan them constantly,
-    # which cost ~45 % of a Lumberjack conversion (bench/bench_convert.py).
-    gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
+    tune_gc()
     args = sys.argv[1:] if argv is None else argv
     try:
         cli.main(args, prog_name="wirelog", standalone_mode=True)

@@ -33,6 +33,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 from wirelog.decoders import registry
 from wirelog.decoders.base import Limits
 from wirelog.engine.filters import RecordFilter
+from wirelog.engine.gc_tuning import tune_gc
 from wirelog.engine.local import Options, run
 from wirelog.export import parquet
 from wirelog.model import CaptureInfo, Finding, Message, Severity
@@ -329,6 +330,7 @@ class WirelogReader(DataSourceReader):
         return [Bin(i, b) for i, b in enumerate(bins)] or [Bin(0, [])]  # Spark wants one partition
 
     def read(self, partition: Bin) -> Iterator[pa.RecordBatch]:
+        tune_gc()  # this runs in a Python worker, which the CLI's settings do not reach
         return batches(partition.captures, self.opts)
 
 
