@@ -12,6 +12,7 @@ import pytest
 
 from tests.capture_tools import ndjson, run_cli
 from tests.conftest import REPO, shared_capture
+from tests.parquet_helpers import assert_wirelog_encodings
 from tests.pcap_helpers import tcp_frame, write_pcap
 from wirelog.cli import convert as convert_module
 from wirelog.cli.main import main
@@ -133,6 +134,7 @@ def test_parquet_matches_json_row_for_row(tmp_path):
             assert all(rec.get(k, rec.get(f"cql_{k}")) == v for k, v in fields.items())
     assert str(table.schema.field("ts").type) == "timestamp[ns, tz=UTC]"
     assert pq.ParquetFile(out).metadata.row_group(0).column(0).compression == "ZSTD"
+    assert_wirelog_encodings(out)
 
 
 def test_parquet_opens_in_duckdb(tmp_path):
@@ -262,3 +264,5 @@ def test_spark_engine_writes_the_same_rows(tmp_path):
     local = tmp_path / "local.parquet"
     assert run_cli("convert", str(EXAMPLE), "--to", "parquet", "-o", str(local))[0] == 0
     assert spark_rows == pq.read_table(local).num_rows > 0
+    for part in out.glob("protocol=*/*.parquet"):
+        assert_wirelog_encodings(part)

@@ -46,6 +46,15 @@ SCHEMA = pa.schema(
     ]
 )
 COLUMNS = SCHEMA.names
+# Encodings that pay: a dictionary only where values repeat (names, endpoints, kinds; frame numbers,
+# offsets, times and JSON text are nearly all distinct, so a dictionary is built and then abandoned),
+# and no min/max statistics on JSON text (no query prunes on them; they only fatten page headers).
+# The Spark engine gives its writer the same choices (wirelog/engine/spark.py).
+DICTIONARY_COLUMNS = (
+    "record", "capture", "stream", "client", "server", "direction", "protocol", "kind", "version",
+    "code", "severity",
+)  # fmt: skip
+TEXT_COLUMNS = ("message", "event", "fields")
 ROW_GROUP = 65_536
 _INT64 = 1 << 63
 
@@ -130,7 +139,13 @@ class ParquetWriter:
         except OSError as e:  # name the output, not our temporary file
             raise OSError(e.errno, e.strerror, path) from e
         os.close(fd)
-        self._writer = pq.ParquetWriter(self._tmp, SCHEMA, compression="zstd")
+        self._writer = pq.ParquetWriter(
+            self._tmp,
+            SCHEMA,
+            compression="zstd",
+            use_dictionary=list(DICTIONARY_COLUMNS),
+            write_statistics=[c for c in COLUMNS if c not in TEXT_COLUMNS],
+        )
         self._rows: list[tuple] = []
         self._row_group = row_group
         self.count = 0
