@@ -3,7 +3,9 @@
 tshark cannot decode v5 frames, so the peer runs on a v4 capture of the same messages (same queries
 and results, unframed, uncompressed). Both captures: N connections with TCP handshakes, the v5 one
 with the unframed OPTIONS/STARTUP handshake, then one QUERY and one RESULT Rows per packet. Prints
-messages/s for wirelog (v5 and v4) and tshark (v4), and the ratios.
+messages/s for wirelog (v5 and v4) and tshark (v4), and the ratios: against `tshark -T fields` with two
+fields (the issue's peer), and against `tshark -T json`, which writes every decoded field as
+`convert --to json` does.
 """
 
 from __future__ import annotations
@@ -101,6 +103,12 @@ def main() -> None:
             f"tshark v4     : {n4} messages in {wt:.2f} s = {n4 / wt:,.0f} msg/s (peak RSS {rsst // 1024} MiB)"
         )
         print(f"ratio wirelog v5 LZ4 / tshark v4: {wt / w5:.1f}x; wirelog v4 / tshark v4: {wt / w4:.1f}x")
+        # like for like: tshark writing every field it decoded, as `convert --to json` does
+        wj, rssj = measure(["tshark", "-r", str(v4), "-Y", "cql", "-T", "json"], args.runs)
+        print(
+            f"tshark v4 -T json: {n4} messages in {wj:.2f} s = {n4 / wj:,.0f} msg/s (peak RSS {rssj // 1024} MiB)"
+        )
+        print(f"ratio wirelog v5 LZ4 / tshark v4 -T json: {wj / w5:.1f}x")
 
 
 if __name__ == "__main__":
