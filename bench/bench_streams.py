@@ -15,22 +15,36 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from gen_capture import generate
 
+# A child's ru_maxrss starts from its parent's RSS at fork (Linux keeps the pre-exec peak), so a bench
+# process holding a big table would inflate every number: a small fresh interpreter starts the command
+# and reports its wall time and peak RSS on the pipe whose fd is its first argument.
+_LAUNCH = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+os.write(int(sys.argv[1]), f"{os.waitstatus_to_exitcode(status)} {wall} {usage.ru_maxrss}".encode())
+"""
+
 
 def timed(cmd: list[str]) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one command, output discarded."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
+    read, write = os.pipe()
+    argv = [sys.executable, "-S", "-c", _LAUNCH, str(write), shutil.which(cmd[0]) or cmd[0], *cmd[1:]]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write,))
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        report = f.read().decode().split()
+    proc.wait()
+    if len(report) != 3 or report[0] != "0":
         raise SystemExit(f"failed: {' '.join(cmd)}")
-    return wall, usage.ru_maxrss
+    return float(report[1]), int(report[2])
 
 
 def measure(cmd: list[str], runs: int) -> tuple[float, int]:
