@@ -129,7 +129,14 @@ def batch(rows: list[tuple]) -> pa.RecordBatch:
 
 
 class ParquetWriter:
-    """Streams records into a Parquet file; `close()` publishes it, `abort()` leaves nothing."""
+    """Streams records into a Parquet file; `close()` publishes it, `abort()` leaves nothing.
+
+    Records become Arrow batches every `BATCH_ROWS` rows (Python tuples cost ten times their Arrow
+    size) and the batches of one row group are written together, so row groups stay `row_group` rows
+    while memory holds only one row group in columnar form.
+    """
+
+    BATCH_ROWS = 8192
 
     def __init__(self, path: str, row_group: int = ROW_GROUP) -> None:
         self.path = path
@@ -147,19 +154,32 @@ class ParquetWriter:
             write_statistics=[c for c in COLUMNS if c not in TEXT_COLUMNS],
         )
         self._rows: list[tuple] = []
+        self._batches: list[pa.RecordBatch] = []
+        self._buffered = 0  # rows in self._batches
         self._row_group = row_group
+        self._batch_rows = min(self.BATCH_ROWS, row_group)
         self.count = 0
 
     def write(self, rec: Message | Finding) -> None:
         self._rows.append(row(rec))
         self.count += 1
-        if len(self._rows) >= self._row_group:
-            self._flush()
+        if len(self._rows) >= self._batch_rows:
+            self._to_batch()
+            if self._buffered >= self._row_group:
+                self._flush()
+
+    def _to_batch(self) -> None:
+        if self._rows:
+            self._batches.append(batch(self._rows))
+            self._buffered += len(self._rows)
+            self._rows = []
 
     def _flush(self) -> None:
-        if self._rows:
-            self._writer.write_batch(batch(self._rows), row_group_size=self._row_group)
-            self._rows = []
+        self._to_batch()
+        if self._batches:
+            table = pa.Table.from_batches(self._batches, schema=SCHEMA)
+            self._writer.write_table(table, row_group_size=self._row_group)
+            self._batches, self._buffered = [], 0
 
     def close(self) -> None:
         self._flush()
