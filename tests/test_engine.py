@@ -75,6 +75,7 @@ def test_unknown_protocol_is_one_finding_with_a_preview(tmp_path, echo):
     out = items(capture(tmp_path, b"\x00\x01garbage"))
     (f,) = [f for f in out if isinstance(f, Finding)]
     assert f.code == "stream.unknown-protocol" and "00 01 67" in f.message
+    assert "--decode-as 7777=PROTOCOL, the capture starts mid-stream" in f.message  # no SYN in it
     assert not [m for m in out if isinstance(m, Message)]
     assert [i.protocol for i in out if isinstance(i, StreamInfo)] == ["unknown"]
 

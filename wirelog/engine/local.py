@@ -232,7 +232,9 @@ class _StreamPipeline:
                     Finding(
                         "stream.unknown-protocol",
                         Severity.INFO,
-                        f"no known protocol recognised; first {first.direction.value} bytes: {preview}",
+                        f"no known protocol recognised; first {first.direction.value} bytes: {preview}"
+                        f" (if you know it: --decode-as {info.server_port}=PROTOCOL"
+                        f"{', the capture starts mid-stream' if info.midstream else ''})",
                         "stream",
                         first.direction,
                         first.offset,
