@@ -266,3 +266,9 @@ def test_spark_engine_writes_the_same_rows(tmp_path):
     assert spark_rows == pq.read_table(local).num_rows > 0
     for part in out.glob("protocol=*/*.parquet"):
         assert_wirelog_encodings(part)
+
+
+@pytest.mark.parametrize("value", ["²=cql", "x=cql", "70000=cql", "5044=nope", "5044"])
+def test_bad_decode_as_is_a_usage_error(value):
+    code, _, err = run_cli("convert", str(EXAMPLE), "--decode-as", value, "--to", "json", "-o", "/dev/null")
+    assert code == 2 and "--decode-as" in err and "internal error" not in err

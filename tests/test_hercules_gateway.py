@@ -122,6 +122,16 @@ def test_body_problems(request_bytes: bytes, code: str):
     assert "hercules.request-rejected" in codes(recs)
 
 
+def test_non_ascii_digits_in_lengths_are_malformed_not_a_crash():
+    # latin-1 "²" is a digit to str.isdigit() but not to int(): found by hypothesis
+    bad_length = b"POST /stream/send?stream=s HTTP/1.1\r\nContent-Length: \xb218\r\n\r\n"
+    assert "hercules.http-malformed" in codes(decode_stream(bad_length, b""))
+    bad_original = post(b"abc", headers="Content-Encoding: lz4\r\n").replace(
+        b"Content-Length", b"Original-Content-Length: \xb2\r\nContent-Length"
+    )
+    assert "hercules.original-length" in codes(decode_stream(bad_original, answer(400)))
+
+
 def test_lz4_declared_size_larger_than_inflated():
     packed = lz4.block.compress(BODY, store_size=False)
     req = post(packed, headers=f"Content-Encoding: lz4\r\nOriginal-Content-Length: {len(BODY) + 10}\r\n")

@@ -294,7 +294,12 @@ def test_option_strings_round_trip():
     parsed = parse_options({k.lower(): v for k, v in strings.items()})
     assert parsed.engine == opts and parsed.findings == "only" and parsed.batch_rows == 7
     assert strings["decodeAs"] == "5044=lumberjack,9042=cql"
-    for bad in ({"findings": "some"}, {"decodeas": "5044=nope"}, {"decodeas": "x=cql"}):
+    for bad in (
+        {"findings": "some"},
+        {"decodeas": "5044=nope"},
+        {"decodeas": "x=cql"},
+        {"decodeas": "²=cql"},
+    ):
         with pytest.raises(ValueError):
             parse_options(bad)
 

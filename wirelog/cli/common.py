@@ -36,7 +36,7 @@ def parse_decode_as(values: tuple[str, ...]) -> dict[int, str]:
     out: dict[int, str] = {}
     for value in values:
         port, sep, proto = value.partition("=")
-        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        if not sep or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             raise click.BadParameter(f"{value!r} is not PORT=PROTOCOL", param_hint="--decode-as")
         try:
             registry.spec(proto)

@@ -95,7 +95,7 @@ def _decode_as(value: str) -> dict[int, str]:
     out: dict[int, str] = {}
     for item in _list(value):
         port, sep, proto = item.partition("=")
-        if not sep or not port.strip().isdigit() or not 0 < int(port) < 65536:
+        if not sep or not (port.isascii() and port.strip().isdigit()) or not 0 < int(port) < 65536:
             raise ValueError(f"option decodeAs: {item!r} is not PORT=PROTOCOL")
         try:
             out[int(port)] = registry.spec(proto.strip()).name

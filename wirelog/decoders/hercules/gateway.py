@@ -185,7 +185,7 @@ class Gateway:
             return None, notes
         ocl = (msg.header("Original-Content-Length") or "").strip()
         cap = min(MAX_ORIGINAL_LENGTH, self.ctx.limits.max_inflated)
-        if not ocl.isdigit() or int(ocl) > cap:
+        if not (ocl.isascii() and ocl.isdigit()) or int(ocl) > cap:
             notes.append(
                 self._finding(
                     msg,

@@ -259,7 +259,7 @@ def _framing(headers: list[tuple[str, str]]) -> str | int | None:
     cl = next((v for k, v in headers if k.lower() == "content-length"), None)
     if cl is None:
         return None
-    if not cl.isdigit():
+    if not (cl.isascii() and cl.isdigit()):
         raise _Broken(f"bad Content-Length {cl[:40]!r}")
     return int(cl)
 

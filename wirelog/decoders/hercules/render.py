@@ -79,7 +79,7 @@ class _Renderer:
     def tags(self, tags: tuple[tuple[Key, Variant], ...]) -> Any:
         if self.mapped and len(tags) == 1 and tags[0][0] == BIGINT_TAG and tags[0][1].type == STRING:
             text = _text(tags[0][1].value)
-            if text.lstrip("-").isdigit():
+            if text.isascii() and text.lstrip("-").isdigit():
                 return int(text)
         name = unescape_name if self.mapped else str
         return {name(_text(k)): self.value(v.type, v.value) for k, v in tags}
