@@ -121,3 +121,18 @@ def test_tls_client_to_plain_server_with_decode_as(tmp_path):
     assert not found(convert(path), "courier.tls-mismatch")  # detected as TLS, reported by the tls reporter
     (f,) = found(convert(path, "--decode-as", "12345=courier"), "courier.tls-mismatch")
     assert f["bogus_length"] == 2264989696 and f["direction"] == "c2s"
+
+
+def test_ping_first_only_when_the_capture_holds_the_connection_start(tmp_path):
+    exchange = [
+        (C2S, enc.ping(), 0.1),
+        (S2C, enc.pong(), 0.2),
+        (C2S, enc.payload(NONCE, events(1), "go"), 0.3),
+    ]
+    pkts = tcp_capture(exchange, dport=7000)
+    whole = convert(write_pcap(tmp_path / "whole.pcap", pkts), "--decode-as", "7000=courier")
+    (f,) = found(whole, "courier.ping-first")
+    assert (f["frame"], f["offset"]) == (4, 0)
+    no_syn = pkts[3:]  # the capture starts after the handshake: mid-stream
+    late = convert(write_pcap(tmp_path / "late.pcap", no_syn), "--decode-as", "7000=courier")
+    assert courier(late, "ping") and not found(late, "courier.ping-first")

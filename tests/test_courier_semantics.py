@@ -588,3 +588,23 @@ def test_go_helo_with_a_nonce_go_cannot_make():
     conv.c(enc.payload(b"\xff" + N1[1:], events(1), "go"), enc.payload(b"\xff" * 16, events(1), "go"))
     (f,) = findings(conv.records, "courier.fingerprint-mismatch")
     assert f.severity is Severity.INFO and f.fields["nonce"].startswith("ff")
+
+
+def test_a_connection_opening_with_ping_is_the_legacy_client_pitfall():
+    conv = conversation()
+    conv.c(enc.ping())
+    conv.s(enc.pong())
+    conv.c(enc.payload(N1, events(1), "go"), enc.ping())  # later PINGs are ordinary keep-alives
+    (f,) = findings(conv.records, "courier.ping-first")
+    assert (f.frame, f.offset, f.severity) == (1, 0, Severity.WARNING)
+    assert "HELO or JDAT" in f.message
+
+
+def test_ping_first_needs_the_start_of_the_connection():
+    conv = conversation()
+    conv.ctx.midstream = True  # offset 0 is only where the capture began
+    conv.c(enc.ping())
+    assert "courier.ping-first" not in codes(conv.records)
+    handshake = handshaken()
+    handshake.c(enc.ping())
+    assert "courier.ping-first" not in codes(handshake.records)

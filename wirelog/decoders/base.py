@@ -46,6 +46,7 @@ class StreamContext:
     show_secrets: bool = False
     limits: Limits = field(default_factory=Limits)
     shared: dict[str, Any] = field(default_factory=dict)
+    midstream: bool = False  # no SYN seen: offset 0 is where the capture began, not the connection
 
 
 class Decoder(Protocol):

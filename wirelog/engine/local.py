@@ -255,6 +255,7 @@ class _StreamPipeline:
             show_secrets=self.opts.show_secrets,
             limits=self.opts.limits,
             shared=self._shared.setdefault(spec.name, {}),
+            midstream=info.midstream,
         )
         st.decoder = spec.decoder(ctx)
         for item in held:

@@ -303,6 +303,12 @@ class CourierDecoder:
                         at,
                     )
                 )
+            if mtype == b"PING" and side.messages == 0 and at[0] == 0 and not self._ctx.midstream:
+                msg = (
+                    "the connection opens with PING, not HELO or JDAT: a client before 2.5 idle before its "
+                    "first payload; Ruby servers from 2.7 expect HELO or JDAT first and end the connection"
+                )
+                out.append(finding("courier.ping-first", msg, d, at))
             if mtype == b"HELO":
                 self._helo = True
             elif mtype not in framing.TYPES:

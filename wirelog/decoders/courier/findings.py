@@ -11,6 +11,7 @@ PROTOCOL = "courier"
 
 CODES: dict[str, Severity] = {
     "courier.helo-not-first": Severity.WARNING,
+    "courier.ping-first": Severity.WARNING,
     "courier.vers-not-first": Severity.WARNING,
     "courier.vers-without-helo": Severity.WARNING,
     "courier.handshake-layout": Severity.INFO,
