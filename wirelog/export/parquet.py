@@ -155,7 +155,6 @@ class ParquetWriter:
         )
         self._rows: list[tuple] = []
         self._batches: list[pa.RecordBatch] = []
-        self._buffered = 0  # rows in self._batches
         self._row_group = row_group
         self._batch_rows = min(self.BATCH_ROWS, row_group)
         self.count = 0
@@ -165,13 +164,12 @@ class ParquetWriter:
         self.count += 1
         if len(self._rows) >= self._batch_rows:
             self._to_batch()
-            if self._buffered >= self._row_group:
+            if sum(b.num_rows for b in self._batches) >= self._row_group:
                 self._flush()
 
     def _to_batch(self) -> None:
         if self._rows:
             self._batches.append(batch(self._rows))
-            self._buffered += len(self._rows)
             self._rows = []
 
     def _flush(self) -> None:
@@ -179,7 +177,7 @@ class ParquetWriter:
         if self._batches:
             table = pa.Table.from_batches(self._batches, schema=SCHEMA)
             self._writer.write_table(table, row_group_size=self._row_group)
-            self._batches, self._buffered = [], 0
+            self._batches = []
 
     def close(self) -> None:
         self._flush()
