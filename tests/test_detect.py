@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
 from wirelog.decoders import registry, tls
 from wirelog.decoders.base import Sample, StreamContext
 from wirelog.model import Chunk, Direction, Finding, Message
@@ -86,3 +88,11 @@ def test_tls_answered_handshake_has_no_warning():
     dec.feed(Chunk(0, Direction.C2S, 0, hello, 1, 0))
     dec.feed(Chunk(0, Direction.S2C, 0, server_hello, 2, 0))
     assert dec.close() == []
+
+
+def test_port_protocol_is_the_one_decode_as_syntax():
+    assert registry.port_protocol("5044=lumberjack") == (5044, "lumberjack")
+    assert registry.port_protocol(" 9042 = cql ") == (9042, "cql")
+    for bad in ("5044", "=cql", "x=cql", "²=cql", "0=cql", "65536=cql", "5044=nope"):
+        with pytest.raises(ValueError):
+            registry.port_protocol(bad)

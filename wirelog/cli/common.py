@@ -33,17 +33,10 @@ def error(message: str) -> None:
 
 
 def parse_decode_as(values: tuple[str, ...]) -> dict[int, str]:
-    out: dict[int, str] = {}
-    for value in values:
-        port, sep, proto = value.partition("=")
-        if not sep or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
-            raise click.BadParameter(f"{value!r} is not PORT=PROTOCOL", param_hint="--decode-as")
-        try:
-            registry.spec(proto)
-        except KeyError as e:
-            raise click.BadParameter(str(e.args[0]), param_hint="--decode-as") from None
-        out[int(port)] = proto
-    return out
+    try:
+        return dict(registry.port_protocol(value) for value in values)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--decode-as") from None
 
 
 def input_options(f: Callable) -> Callable:

@@ -32,6 +32,20 @@ def spec(name: str) -> ProtocolSpec:
     raise KeyError(f"unknown protocol {name!r} (known: {', '.join(names())})")
 
 
+def port_protocol(item: str) -> tuple[int, str]:
+    """`5044=lumberjack` → (5044, 'lumberjack'), the `--decode-as` syntax of every front end.
+
+    Raises ValueError with a one-line reason (ASCII digits only: `²` passes str.isdigit, not int()).
+    """
+    port, sep, proto = (part.strip() for part in item.partition("="))
+    if not sep or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+        raise ValueError(f"{item!r} is not PORT=PROTOCOL")
+    try:
+        return int(port), spec(proto).name
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
+
+
 def names() -> list[str]:
     return [s.name for s in _SPECS]
 

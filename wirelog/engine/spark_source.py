@@ -92,16 +92,10 @@ def _list(value: str) -> list[str]:
 
 def _decode_as(value: str) -> dict[int, str]:
     """`5044=lumberjack,9042=cql` → {5044: 'lumberjack', 9042: 'cql'}."""
-    out: dict[int, str] = {}
-    for item in _list(value):
-        port, sep, proto = item.partition("=")
-        if not sep or not (port.isascii() and port.strip().isdigit()) or not 0 < int(port) < 65536:
-            raise ValueError(f"option decodeAs: {item!r} is not PORT=PROTOCOL")
-        try:
-            out[int(port)] = registry.spec(proto.strip()).name
-        except KeyError as e:
-            raise ValueError(f"option decodeAs: {e.args[0]}") from None
-    return out
+    try:
+        return dict(registry.port_protocol(item) for item in _list(value))
+    except ValueError as e:
+        raise ValueError(f"option decodeAs: {e}") from None
 
 
 def _int(value: str | None) -> int | None:
