@@ -6,6 +6,7 @@ Skipped only when pyspark or Java is missing (CI installs both).
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -24,6 +25,8 @@ from courier_helpers import RUBY_ACKN, RUBY_HELO, RUBY_JDAT, RUBY_VERS
 from hercules_helpers import README_EVENT
 from lumberjack_helpers import ack, cframe, jframe, window, write_capture
 from pcap_helpers import T0_NS, write_pcap
+from s3_helpers import BUCKET, s3_server
+from s3_helpers import ENV as S3_ENV
 
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.local import Options, run
@@ -105,7 +108,14 @@ def captures(tmp_path_factory) -> list[str]:
 
 @pytest.fixture(scope="module")
 def spark():
-    session = engine.session("local[2]", {"spark.sql.shuffle.partitions": "2"})
+    # workers get the dummy S3 credentials as a cluster's executors get real ones: spark.executorEnv,
+    # a setting read when a context starts, so not one left running by another test module's CLI run
+    from pyspark.sql import SparkSession
+
+    if (active := SparkSession.getActiveSession()) is not None:
+        active.stop()
+    s3_env = {f"spark.executorEnv.{k}": v for k, v in S3_ENV.items()}
+    session = engine.session("local[2]", {"spark.sql.shuffle.partitions": "2", **s3_env})
     yield session
     session.stop()
 
@@ -158,6 +168,26 @@ def test_rows_equal_the_local_engine_row_for_row(spark, captures):
     codes = Counter(r[parquet.COLUMNS.index("code")] for rows in want.values() for r in rows)
     assert codes["pcap.truncated"] == 1 and codes["tcp.gap"] >= 1
     assert any(r[TS] % 1000 for r in messages)  # nanosecond captures were part of the comparison
+
+
+def test_captures_in_s3_read_on_workers_equal_the_local_engine(spark, captures):
+    lumberjack, courier = captures[0], next(p for p in captures if "courier" in p)
+    with s3_server() as s3:
+        s3.put("run/lumberjack.pcap", Path(lumberjack).read_bytes())
+        s3.put("run/sub/courier.pcap.gz", gzip.compress(Path(courier).read_bytes(), mtime=0))
+        s3.put("run/_SUCCESS", b"")
+        # the workers do not get AWS_ENDPOINT_URL: the endpoint goes in the URI's options
+        table = engine.read(spark, [f"s3a://{BUCKET}/run{s3.query}"], exact_time=True).toArrow()
+        names = [
+            f"s3a://{BUCKET}/run/lumberjack.pcap{s3.query}",
+            f"s3a://{BUCKET}/run/sub/courier.pcap.gz{s3.query}",
+        ]
+        want, unreadable = local_rows(names)
+    got = spark_rows(table)
+    assert not unreadable and got.keys() == set(names) and all(want[n] for n in names)
+    for name in names:
+        assert [r[:-1] for r in got[name]] == [micro(r) for r in want[name]], name
+    assert [len(want[n]) for n in names] == [len(local_rows([p])[0][p]) for p in (lumberjack, courier)]
 
 
 def test_options_reach_the_workers(spark, captures):
@@ -255,10 +285,15 @@ def test_expand_files_directories_globs_and_lists(tmp_path):
     for name in ("d/a.pcap", "d/sub/b.pcap", "d/_SUCCESS", "d/.hidden", "c.pcap"):
         (tmp_path / name).write_bytes(b"x")
     base = str(tmp_path)
-    assert expand(["d"], base) == ["d/a.pcap", "d/sub/b.pcap"]
-    assert expand(["c.pcap,d/*.pcap", "c.pcap"], base) == ["c.pcap", "d/a.pcap"]
-    assert expand(["**/*.pcap"], base) == ["c.pcap", "d/a.pcap", "d/sub/b.pcap"]
-    assert expand([f"file://{base}/c.pcap"]) == [f"{base}/c.pcap"]
+
+    def names(paths, basedir=base):
+        return [c.name for c in expand(paths, basedir)]
+
+    assert names(["d"]) == ["d/a.pcap", "d/sub/b.pcap"]
+    assert names(["c.pcap,d/*.pcap", "c.pcap"]) == ["c.pcap", "d/a.pcap"]
+    assert names(["**/*.pcap"]) == ["c.pcap", "d/a.pcap", "d/sub/b.pcap"]
+    assert names([f"file://{base}/c.pcap"], "") == [f"{base}/c.pcap"]
+    assert expand(["d/a.pcap"], base) == [Capture("d/a.pcap", f"{base}/d/a.pcap", 1)]
     for bad in (["nope.pcap"], ["*.nothing"], ["hdfs://nn/x.pcap"]):
         with pytest.raises(CaptureError):
             expand(bad, base)

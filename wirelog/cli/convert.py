@@ -12,6 +12,7 @@ from wirelog.cli.common import Session, build_options, error, exit_code, input_o
 from wirelog.cli.output import open_output
 from wirelog.export.json import JsonWriter
 from wirelog.model import Finding, Message
+from wirelog.pcap import remote
 
 SUFFIX = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}
 
@@ -61,6 +62,10 @@ def convert(ctx, fmt, output, engine, master, conf, **params):
     """
     if engine == "spark":
         ctx.exit(_convert_spark(fmt, output, master, conf, params))
+    if remote.is_uri(output):
+        raise click.UsageError(
+            f"{output}: the local engine writes local files; write here and copy it, or use --engine spark"
+        )
     session = Session(params)
     is_dir = output.endswith(os.sep) or os.path.isdir(output)
     if fmt == "parquet" and output == "-":
@@ -106,7 +111,7 @@ CAPTURE_SUFFIXES = (".gz", ".zst", ".lz4", ".bz2", ".xz", ".pcapng", ".pcap", ".
 
 def _output_name(path: str, fmt: str, used: set[str]) -> str:
     """`dir/x.pcap.gz` → `x.parquet`; a name already taken in this run gets `-2`, `-3`, ..."""
-    stem = "stdin" if path == "-" else Path(path).name
+    stem = "stdin" if path == "-" else Path(remote.without_query(path) if remote.is_uri(path) else path).name
     for suffix in CAPTURE_SUFFIXES:
         stem = stem.removesuffix(suffix)
     name, n = stem + SUFFIX[fmt], 1

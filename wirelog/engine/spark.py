@@ -11,11 +11,13 @@ and works without pyspark installed. See docs/spark.md.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 from typing import TYPE_CHECKING
 
 from wirelog.engine.local import Options
+from wirelog.pcap import remote
 from wirelog.pcap.errors import CaptureError
 
 if TYPE_CHECKING:
@@ -174,8 +176,12 @@ def convert_spark(
 
     if not expand(list(inputs), os.getcwd()):  # a typo fails here, before a JVM starts
         raise CaptureError(f"{', '.join(inputs)}: no capture files found")
-    output = os.path.abspath(output)
-    _check_output(output)
+    if remote.is_uri(output):  # Spark's own writers reach HDFS, S3 (s3a://) ... through Hadoop
+        if fmt == "hercules":
+            raise SparkEngineError(f"{output}: Hercules output needs a local or mounted directory")
+    else:
+        output = os.path.abspath(remote.local_path(output))
+        _check_output(output)
     spark = session(master, conf)
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
@@ -184,6 +190,19 @@ def convert_spark(
     written = Observation("wirelog")
     counted = F.count_if(F.col("record") == "message") if fmt == "hercules" else F.count(F.lit(1))
     df = df.observe(written, counted.alias("rows"))
+    try:
+        _write(df, fmt, output)
+    except Exception as e:
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors import PySparkException
+
+        if not isinstance(e, PySparkException | Py4JJavaError):
+            raise
+        raise SparkEngineError(f"{output}: Spark could not write it: {java_reason(e)}") from e
+    return int(written.get["rows"])
+
+
+def _write(df: DataFrame, fmt: str, output: str) -> None:
     if fmt == "parquet":
         df.write.mode("overwrite").partitionBy("protocol").parquet(output)
     elif fmt == "json":
@@ -195,4 +214,23 @@ def convert_spark(
         )
     else:
         df.write.format("wirelog-hercules").mode("overwrite").save(output)
-    return int(written.get["rows"])
+
+
+_FS_CLASS = re.compile(r"ClassNotFoundException: Class (\S+FileSystem) not found")
+
+
+def java_reason(e: BaseException) -> str:
+    """One line from a Spark/JVM error: its innermost cause, with what to do about a missing Hadoop
+    file system connector (s3a:// without hadoop-aws, gs:// without the GCS connector, ...)."""
+    text = str(e)
+    missing = _FS_CLASS.search(text)
+    if missing:
+        return (
+            f"Spark's Hadoop has no connector {missing.group(1)} for this scheme; add it to the "
+            "session, e.g. --conf spark.jars.packages=org.apache.hadoop:hadoop-aws:HADOOP_VERSION for s3a://"
+        )
+    causes = [line for line in text.splitlines() if line.startswith("Caused by: ")]
+    line = (
+        causes[-1][len("Caused by: ") :] if causes else next((x for x in text.splitlines() if x.strip()), "")
+    )
+    return line.strip().lstrip(": ") or type(e).__name__

@@ -37,6 +37,7 @@ from wirelog.engine.gc_tuning import tune_gc
 from wirelog.engine.local import Options, run
 from wirelog.export import parquet
 from wirelog.model import CaptureInfo, Finding, Message, Severity
+from wirelog.pcap import remote
 from wirelog.pcap.errors import CaptureError
 
 TS_UNIT = pa.timestamp("us", tz="UTC")
@@ -160,16 +161,6 @@ def option_strings(opts: Options, findings: str = "include", **extra: object) ->
     return out
 
 
-def _strip_scheme(path: str) -> str:
-    if path.startswith("file://"):
-        return path[len("file://") :]
-    if path.startswith("file:"):
-        return path[len("file:") :]
-    if "://" in path:
-        raise CaptureError(f"{path}: only local or mounted paths are supported (no {path.split(':')[0]}://)")
-    return path
-
-
 def _walk_names(directory: str, basedir: str) -> list[str]:
     """Files under a directory (named relative to `basedir`), sorted; names starting with `.` or `_`
     are skipped, as Spark does."""
@@ -186,46 +177,54 @@ def _walk_names(directory: str, basedir: str) -> list[str]:
     return out
 
 
-def expand(paths: list[str], basedir: str = "") -> list[str]:
-    """Capture files named by `paths`: files, directories (recursive), globs, comma-separated lists.
+@dataclass(frozen=True, slots=True)
+class Capture:
+    name: str  # the `capture` column
+    path: str  # what a task opens: an absolute path or a URI
+    size: int
+
+
+def _local_names(name: str, part: str, basedir: str) -> list[str]:
+    if glob.has_magic(name):
+        hits = sorted(glob.glob(name, root_dir=basedir or None, recursive=True))
+        files = [
+            f
+            for hit in hits
+            for f in (_walk_names(hit, basedir) if os.path.isdir(os.path.join(basedir, hit)) else [hit])
+        ]
+        if not files:
+            raise CaptureError(f"{part}: no file matches this pattern")
+        return files
+    full = os.path.join(basedir, name)
+    if os.path.isdir(full):
+        return _walk_names(name, basedir)
+    if os.path.exists(full):
+        return [name]
+    raise CaptureError(f"{part}: no such file or directory")
+
+
+def expand(paths: list[str], basedir: str = "") -> list[Capture]:
+    """Capture files named by `paths`: files, directories (recursive), globs, comma-separated lists,
+    local or URIs (s3a://, gs://, hdfs://, ... through wirelog.pcap.remote).
 
     Names stay as given (relative names are resolved against `basedir` only to look at them), so the
     `capture` column matches the local engine's for the same arguments. Duplicates are dropped.
     """
-    found: list[str] = []
+    found: dict[str, Capture] = {}
     for given in paths:
         parts = [given] if os.path.exists(os.path.join(basedir, given)) else given.split(",")
         for part in (p.strip() for p in parts):
             if not part:
                 continue
-            name = _strip_scheme(part)
-            full = os.path.join(basedir, name)
-            if glob.has_magic(name):
-                hits = sorted(glob.glob(name, root_dir=basedir or None, recursive=True))
-                files = [
-                    f
-                    for hit in hits
-                    for f in (
-                        _walk_names(hit, basedir) if os.path.isdir(os.path.join(basedir, hit)) else [hit]
-                    )
-                ]
-                if not files:
-                    raise CaptureError(f"{part}: no file matches this pattern")
-                found += files
-            elif os.path.isdir(full):
-                found += _walk_names(name, basedir)
-            elif os.path.exists(full):
-                found.append(name)
-            else:
-                raise CaptureError(f"{part}: no such file or directory")
-    return list(dict.fromkeys(found))
-
-
-@dataclass(frozen=True, slots=True)
-class Capture:
-    name: str  # the `capture` column
-    path: str  # absolute path to open
-    size: int
+            name = remote.local_path(part)
+            if remote.is_uri(name):
+                for f in remote.expand(name, directories=True):
+                    found.setdefault(f.uri, Capture(f.uri, f.uri, f.size))
+                continue
+            for local in _local_names(name, part, basedir):
+                full = os.path.abspath(os.path.join(basedir, local))
+                found.setdefault(local, Capture(local, full, os.path.getsize(full)))
+    return list(found.values())
 
 
 class Bin(InputPartition):
@@ -314,11 +313,7 @@ class WirelogReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list[Bin]:
-        base = self.opts.basedir or os.getcwd()
-        caps = []
-        for name in expand(self.paths, base):
-            full = os.path.abspath(os.path.join(base, name))
-            caps.append(Capture(name, full, os.path.getsize(full)))
+        caps = expand(self.paths, self.opts.basedir or os.getcwd())
         o = self.opts
         bins = pack(caps, o.max_partition_bytes, o.open_cost_bytes, o.min_partitions)
         return [Bin(i, b) for i, b in enumerate(bins)] or [Bin(0, [])]  # Spark wants one partition

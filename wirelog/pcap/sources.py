@@ -21,6 +21,7 @@ from typing import BinaryIO
 import lz4.frame
 import zstandard
 
+from wirelog.pcap import remote
 from wirelog.pcap.errors import CaptureError
 
 STDIN = "-"
@@ -59,15 +60,19 @@ READ_ERRORS: tuple[type[BaseException], ...] = (
 
 
 def expand_inputs(patterns: Iterable[str]) -> list[str]:
-    """File names for the command line's inputs: globs expanded (sorted), `-` kept for stdin.
+    """File names for the command line's inputs: globs expanded (sorted), `-` kept for stdin, URIs
+    (s3://, gs://, hdfs://, ...) listed through their file system (remote.py).
 
     Raises CaptureError for a name that does not exist or a glob that matches nothing, so a typo
     is reported before any work starts.
     """
     paths: list[str] = []
-    for pattern in patterns:
+    for given in patterns:
+        pattern = remote.local_path(given)
         if pattern == STDIN:
             paths.append(pattern)
+        elif remote.is_uri(pattern):
+            paths.extend(f.uri for f in remote.expand(pattern, directories=False))
         elif glob.has_magic(pattern):
             matches = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
             if not matches:
@@ -160,7 +165,10 @@ def open_input(path: str) -> tuple[BinaryIO, str | None]:
     closes it. Raises CaptureError when the input cannot be opened or its compressed header is bad.
     """
     try:
-        raw: BinaryIO = sys.stdin.buffer if path == STDIN else open(path, "rb")  # noqa: SIM115
+        if remote.is_uri(path):
+            raw: BinaryIO = remote.open_stream(path)
+        else:
+            raw = sys.stdin.buffer if path == STDIN else open(path, "rb")  # noqa: SIM115
     except OSError as e:
         raise CaptureError(f"{path}: cannot open: {e.strerror or e}") from e
     try:
