@@ -1,11 +1,15 @@
-"""Output targets that are not regular files are written through, never replaced by a renamed file."""
+"""Output targets that are not regular files are written through, never replaced by a renamed file;
+regular files appear complete, with the mode a new file gets."""
 
 from __future__ import annotations
 
 import os
 import stat
 
+import pytest
+
 from wirelog.cli.output import open_output
+from wirelog.export.parquet import ParquetWriter
 
 
 def test_dev_null_stays_a_character_device():
@@ -43,3 +47,29 @@ def test_regular_file_appears_only_when_complete(tmp_path):
         out.write(b"a\n")
         assert not path.exists()
     assert path.read_bytes() == b"a\n" and sorted(os.listdir(tmp_path)) == ["out.ndjson"]
+
+
+@pytest.fixture
+def umask_027():
+    old = os.umask(0o027)
+    yield
+    os.umask(old)
+
+
+def test_a_new_output_gets_the_mode_of_any_new_file_not_the_temporary_files(tmp_path, umask_027):
+    path = tmp_path / "out.ndjson"
+    with open_output(str(path)) as out:
+        out.write(b"x\n")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # 0666 minus the umask, not mkstemp's 0600
+    writer = ParquetWriter(str(tmp_path / "out.parquet"))
+    writer.close()
+    assert stat.S_IMODE((tmp_path / "out.parquet").stat().st_mode) == 0o640
+
+
+def test_a_replaced_output_keeps_its_mode(tmp_path, umask_027):
+    path = tmp_path / "shared.ndjson"
+    path.write_bytes(b"old")
+    path.chmod(0o664)
+    with open_output(str(path)) as out:
+        out.write(b"new\n")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o664 and path.read_bytes() == b"new\n"

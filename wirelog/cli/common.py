@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from wirelog.cli.output import flush_if_stdin_waits
 from wirelog.decoders import registry
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.local import Item, Options, run
@@ -162,7 +163,7 @@ class Session:
     def items(self, paths: list[str] | None = None, raw: bool = True) -> Iterator[Item]:
         """Pipeline items of `paths` (default: all inputs) and of the raw dumps when `raw`."""
         todo = self.paths if paths is None else paths
-        for item in run(todo, self.raw if raw else (), self.options):
+        for item in run(todo, self.raw if raw else (), self.options, flush_if_stdin_waits):
             if isinstance(item, CaptureInfo):
                 self.captures.append(item)
                 if item.error:

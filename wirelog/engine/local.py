@@ -17,7 +17,7 @@ from wirelog.model import CaptureInfo, Chunk, Direction, Finding, Gap, Message, 
 from wirelog.pcap.errors import CaptureError
 from wirelog.pcap.reassembly import Reassembler
 from wirelog.pcap.segments import iter_segments
-from wirelog.pcap.sources import open_input
+from wirelog.pcap.sources import STDIN, open_input
 
 Item = Message | Finding | StreamInfo | CaptureInfo | Chunk | Gap
 
@@ -36,24 +36,31 @@ class Options:
     input_format: str = "auto"  # auto: captures, else raw bytes a decoder recognises; pcap; or a protocol
 
 
-def run(inputs: Iterable[str], raw: Iterable[str] = (), options: Options | None = None) -> Iterator[Item]:
+def run(
+    inputs: Iterable[str],
+    raw: Iterable[str] = (),
+    options: Options | None = None,
+    before_stdin_read: Callable[[], None] | None = None,
+) -> Iterator[Item]:
     """Process capture files (and raw dumps as one extra input); see the module docstring.
 
     An unusable input yields a CaptureInfo with `error` set (and no records) instead of raising, so
-    one bad file never stops the others.
+    one bad file never stops the others. `before_stdin_read` runs before each read of a capture on
+    stdin, when every record of the bytes read so far has been consumed (a CLI flushes its output
+    there, so a live capture's records show as they come).
     """
     opts = options or Options()
     for path in inputs:
         if opts.input_format in ("auto", "pcap"):
-            yield from _run_capture(path, opts)
+            yield from _run_capture(path, opts, before_stdin_read if path == STDIN else None)
         else:
-            yield from _run_raw([path], opts, capture=path)
+            yield from _run_raw([path], opts, path, before_stdin_read)
     raw = list(raw)
     if raw:
-        yield from _run_raw(raw, opts)
+        yield from _run_raw(raw, opts, "raw", before_stdin_read)
 
 
-def _run_capture(path: str, opts: Options) -> Iterator[Item]:
+def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | None = None) -> Iterator[Item]:
     info = CaptureInfo(capture=path)
     reasm = Reassembler(
         path,
@@ -66,7 +73,7 @@ def _run_capture(path: str, opts: Options) -> Iterator[Item]:
     out = reasm.out
     segment = reasm.segment
     try:
-        for seg in iter_segments(path, info, findings):
+        for seg in iter_segments(path, info, findings, before_read):
             if findings:
                 yield from pipe.stamp_capture(findings)
             segment(*seg)
@@ -98,7 +105,9 @@ def _raw_protocol(path: str) -> bool:
     return bool(found) and found.name != "tls"
 
 
-def _run_raw(paths: list[str], opts: Options, capture: str = "raw") -> Iterator[Item]:
+def _run_raw(
+    paths: list[str], opts: Options, capture: str = "raw", before_stdin_read: Callable[[], None] | None = None
+) -> Iterator[Item]:
     """Raw stream dumps (`--raw`, or an input that is not a capture), decoded like TCP streams."""
     from wirelog.pcap.raw import iter_raw_chunks, pair_dumps  # imported here: captures never need it
 
@@ -107,7 +116,7 @@ def _run_raw(paths: list[str], opts: Options, capture: str = "raw") -> Iterator[
     pipe = _StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get, lambda _: None)
     for stream in streams:
         try:
-            for chunk in iter_raw_chunks(stream):
+            for chunk in iter_raw_chunks(stream, before_stdin_read):
                 yield from pipe.handle([chunk])
         except CaptureError as e:
             info.error = str(e)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from typing import Any
 
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from wirelog.export.atomic import publish, temporary_beside
 from wirelog.export.json import dumps_line, json_default
 from wirelog.model import Finding, Message
 
@@ -140,11 +140,7 @@ class ParquetWriter:
 
     def __init__(self, path: str, row_group: int = ROW_GROUP) -> None:
         self.path = path
-        directory = os.path.dirname(os.path.abspath(path))
-        try:
-            fd, self._tmp = tempfile.mkstemp(prefix=".wirelog-", suffix=".parquet", dir=directory)
-        except OSError as e:  # name the output, not our temporary file
-            raise OSError(e.errno, e.strerror, path) from e
+        fd, self._tmp = temporary_beside(path, ".parquet")
         os.close(fd)
         self._writer = pq.ParquetWriter(
             self._tmp,
@@ -182,7 +178,7 @@ class ParquetWriter:
     def close(self) -> None:
         self._flush()
         self._writer.close()
-        os.replace(self._tmp, self.path)
+        publish(self._tmp, self.path)
 
     def abort(self) -> None:
         with contextlib.suppress(Exception):

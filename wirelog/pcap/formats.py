@@ -42,44 +42,61 @@ _PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 _BOMS = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
 
 _SHB, _IDB, _OPB, _SPB, _EPB = 0x0A0D0D0A, 1, 2, 3, 6
+_HEADER_LEAST = 24  # a pcap file header; more than a pcapng section header's fixed part
 _FRAME_RECORDS = frozenset({9, 0x00000BAD, 0x40000BAD})  # journal export, custom (copyable or not)
 _OPT_TSRESOL, _OPT_TSOFFSET = 9, 14
 
 
 class _Input:
-    """Forward-only reads that never raise: a damaged stream ends the input and keeps the reason."""
+    """Forward-only reads that never raise: a damaged stream ends the input and keeps the reason.
 
-    __slots__ = ("error", "stream")
+    A read returns what the input has as soon as it has the `least` bytes asked for, so a live pipe
+    (`tcpdump -U -w - | wirelog ...`) yields its packets as they come instead of once a megabyte has
+    piled up; `before_read` (if any) runs before every read of the stream, e.g. to flush output
+    while the input may be about to wait.
+    """
 
-    def __init__(self, stream: BinaryIO) -> None:
-        self.stream = stream
+    __slots__ = ("before_read", "error", "read1")
+
+    def __init__(self, stream: BinaryIO, before_read: Callable[[], None] | None = None) -> None:
+        self.read1 = getattr(stream, "read1", stream.read)  # read1: at most one wait on the source
+        self.before_read = before_read
         self.error: str | None = None
 
-    def read(self, n: int) -> bytes:
-        """Up to `n` bytes; fewer only at the end of the input or after a read error."""
+    def read(self, most: int, least: int = 1) -> bytes:
+        """Between `least` and `most` bytes; fewer only at the end of the input or after a read error."""
         parts = []
-        while n > 0 and self.error is None:
+        got = 0
+        while got < least and self.error is None:
+            if self.before_read is not None:
+                self.before_read()
             try:
-                part = self.stream.read(min(n, 4 * READ_SIZE))
+                part = self.read1(min(most - got, 4 * READ_SIZE))
             except READ_ERRORS as e:
                 self.error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
                 break
             if not part:
                 break
             parts.append(part)
-            n -= len(part)
+            got += len(part)
         return b"".join(parts)
 
 
-def open_records(stream: BinaryIO, name: str, info: CaptureInfo, sink: FindingSink) -> Iterator[Record]:
-    """Recognise the capture format and return its record iterator.
+def open_records(
+    stream: BinaryIO,
+    name: str,
+    info: CaptureInfo,
+    sink: FindingSink,
+    before_read: Callable[[], None] | None = None,
+) -> Iterator[Record]:
+    """Recognise the capture format and return its record iterator (`before_read`: see _Input).
 
     Raises CaptureError (before any record) for an empty input, a damaged start, or bytes that are
     neither pcap nor pcapng. Sets info.format and info.link_types; the iterator sets info.truncated
     and info.error when reading stops early.
     """
-    inp = _Input(stream)
-    buf = inp.read(READ_SIZE)
+    inp = _Input(stream, before_read)
+    buf = inp.read(READ_SIZE, _HEADER_LEAST)
     what = f"after {info.compression} decompression " if info.compression else ""
     if not buf:
         if inp.error:
@@ -126,7 +143,8 @@ def _refill(
     """The unread tail of `buf` followed by more input (at least `need` bytes in all when the input
     has them), or None at the end of the input, after reporting a record `frame` cut in the middle.
     """
-    more = inp.read(max(READ_SIZE, need - (len(buf) - pos)))
+    lacking = need - (len(buf) - pos)
+    more = inp.read(max(READ_SIZE, lacking), max(1, lacking))
     if not more:
         if pos < len(buf) or inp.error:
             _truncated(inp, info, sink, frame, len(buf) - pos, need)

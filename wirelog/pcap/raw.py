@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from wirelog.model import Chunk, Direction, StreamInfo
 from wirelog.pcap.errors import CaptureError
-from wirelog.pcap.sources import open_input
+from wirelog.pcap.sources import STDIN, open_input
 
 READ_SIZE = 256 * 1024
 
@@ -124,15 +124,25 @@ def _endpoint(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-def iter_raw_chunks(stream: RawStream) -> Iterator[Chunk]:
-    """The bytes of each direction in read-sized chunks (no frames, no timestamps)."""
+def iter_raw_chunks(
+    stream: RawStream, before_stdin_read: Callable[[], None] | None = None
+) -> Iterator[Chunk]:
+    """The bytes of each direction in chunks as they can be read (no frames, no timestamps): a live
+    pipe gives what it has, after `before_stdin_read` (see engine.local.run)."""
     info = stream.info
     for direction, path in stream.files.items():
         offset = 0
+        hook = before_stdin_read if path == STDIN else None
         try:
-            stream, _ = open_input(path)
-            with stream:
-                while block := stream.read(READ_SIZE):
+            source, _ = open_input(path)
+            read = getattr(source, "read1", source.read)
+            with source:
+                while True:
+                    if hook is not None:
+                        hook()
+                    block = read(READ_SIZE)
+                    if not block:
+                        break
                     yield Chunk(info.stream, direction, offset, block)
                     offset += len(block)
         except OSError as e:

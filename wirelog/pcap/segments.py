@@ -8,7 +8,7 @@ slice; everything else goes to `packet.PacketParser`.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from wirelog.model import CaptureInfo, Finding, Severity
 from wirelog.pcap.errors import CaptureError
@@ -25,7 +25,9 @@ _ETH_IPV4 = struct.Struct("!H2xH1xB2x4s4s").unpack_from
 _TCP = struct.Struct("!HHIIBB").unpack_from
 
 
-def iter_segments(path: str, info: CaptureInfo, findings: list[Finding]) -> Iterator[Segment]:
+def iter_segments(
+    path: str, info: CaptureInfo, findings: list[Finding], before_read: Callable[[], None] | None = None
+) -> Iterator[Segment]:
     """Yield `(frame, ts_ns, src, sport, dst, dport, seq, ack, flags, payload, missing)` per TCP segment.
 
     - frame: 1-based packet number (every packet record counts, TCP or not; Wireshark's number).
@@ -41,7 +43,8 @@ def iter_segments(path: str, info: CaptureInfo, findings: list[Finding]) -> Iter
     Fills `info` (format, compression, packets, tcp_packets, non_tcp_packets, bytes = captured
     bytes of all packets, first_ts/last_ts = min/max, link_types, truncated, error) and appends
     findings to `findings` as they occur, plus end-of-capture summaries. Raises CaptureError before
-    the first segment when the input is unusable.
+    the first segment when the input is unusable. `before_read` runs before each read of the input
+    (formats._Input).
     """
     try:
         stream, info.compression = open_input(path)
@@ -54,7 +57,7 @@ def iter_segments(path: str, info: CaptureInfo, findings: list[Finding]) -> Iter
     last, tmin, tmax = _NEVER, _ALWAYS, _NEVER
     try:
         try:
-            records = open_records(stream, path, info, sink)
+            records = open_records(stream, path, info, sink, before_read)
         except CaptureError as e:
             info.error = str(e)
             raise

@@ -97,6 +97,9 @@ class _Replay(io.RawIOBase):
         super().__init__()
         self._head = head
         self._tail = tail
+        # read1: what a pipe has now, where read() waits to fill the whole request (and readinto1
+        # too, when part of the request is buffered and the rest exceeds the buffer: CPython 3.11)
+        self._read1 = getattr(tail, "read1", tail.read)
         self._owns_tail = owns_tail
 
     def readable(self) -> bool:
@@ -108,7 +111,9 @@ class _Replay(io.RawIOBase):
             b[:n] = self._head[:n]
             self._head = self._head[n:]
             return n
-        return self._tail.readinto(b)
+        data = self._read1(len(b))
+        b[: len(data)] = data
+        return len(data)
 
     def close(self) -> None:
         if self._owns_tail:
