@@ -5,12 +5,14 @@ and results, unframed, uncompressed). Both captures: N connections with TCP hand
 with the unframed OPTIONS/STARTUP handshake, then one QUERY and one RESULT Rows per packet. Prints
 messages/s for wirelog (v5 and v4) and tshark (v4), and the ratios: against `tshark -T fields` with two
 fields (the issue's peer), and against `tshark -T json`, which writes every decoded field as
-`convert --to json` does.
+`convert --to json` does. Last, the floor of any CPython decoder: wirelog's packet reader, the 9-byte
+envelope header and one JSON line per message (no reassembly, no bodies, no pairing), in process.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import struct
 import sys
@@ -75,6 +77,28 @@ def write_capture(path: Path, version: int, connections: int, pairs: int) -> int
     return messages
 
 
+def python_floor(path: Path) -> float:
+    """CPU seconds of the least a Python CQL converter does per message (one packet = one message here)."""
+    import time
+
+    import orjson
+
+    from wirelog.model import CaptureInfo
+    from wirelog.pcap.segments import iter_segments
+
+    header = struct.Struct(">BBhBi").unpack_from
+    start = time.process_time()
+    with open(os.devnull, "wb") as out:
+        for seg in iter_segments(str(path), CaptureInfo(capture=str(path)), []):
+            payload = seg[9]
+            if len(payload) >= 9:
+                version, flags, stream, opcode, length = header(payload)
+                record = {"frame": seg[0], "ts": seg[1], "version": version & 0x7F, "response": version >> 7,
+                          "flags": flags, "stream": stream, "opcode": opcode, "length": length}  # fmt: skip
+                out.write(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
+    return time.process_time() - start
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--connections", type=int, default=50)
@@ -109,6 +133,11 @@ def main() -> None:
             f"tshark v4 -T json: {n4} messages in {wj:.2f} s = {n4 / wj:,.0f} msg/s (peak RSS {rssj // 1024} MiB)"
         )
         print(f"ratio wirelog v5 LZ4 / tshark v4 -T json: {wj / w5:.1f}x")
+        floor = min(python_floor(v4) for _ in range(args.runs))
+        print(
+            f"floor of a Python decoder (reader + header + JSON line, no bodies): {floor:.2f} s CPU = "
+            f"{n4 / floor:,.0f} msg/s = {wt / floor:.1f}x tshark v4 (the 5x target leaves {wt / 5:.2f} s for everything)"
+        )
 
 
 if __name__ == "__main__":
