@@ -77,6 +77,11 @@ class ProtocolSpec:
     `detect(sample)` returns a confidence in [0, 1] from the content (ports are a hint the
     registry adds on top), or None when it needs more bytes to tell. `ports` are the usual server
     ports; they also help decide which side is the client when no SYN was seen.
+
+    `find_start(data)` (optional) finds where a capture that began mid-stream reaches a frame
+    boundary: in client→server bytes from anywhere in a stream, the offset of the first frame start
+    recognised by a signature too long to occur by chance, or None. The engine uses it when the
+    first bytes of a mid-stream capture are the inside of a frame, which `detect` cannot judge.
     """
 
     name: str
@@ -84,6 +89,7 @@ class ProtocolSpec:
     decoder: Callable[[StreamContext], Decoder]
     ports: frozenset[int] = frozenset()
     description: str = ""
+    find_start: Callable[[bytes], int | None] | None = None
 
 
 def lazy_decoder(module: str, name: str) -> Callable[[StreamContext], Decoder]:

@@ -12,6 +12,7 @@ from wirelog.decoders.base import ProtocolSpec, Sample
 # CQL comes last: when nothing else is certain it scans the sample for a mid-stream v5 frame header
 # (hundreds of CRC24 checks), which a stream another detector is certain of never needs.
 _SPECS: tuple[ProtocolSpec, ...] = (tls.SPEC, lumberjack.SPEC, courier.SPEC, hercules.SPEC, cql.SPEC)
+_FINDERS = tuple(s for s in _SPECS if s.find_start is not None)
 
 PORT_BONUS = 0.25  # added to the content score when the server port is one the protocol uses
 THRESHOLD = 0.5  # minimum score to claim a stream
@@ -44,6 +45,11 @@ def port_protocol(item: str) -> tuple[int, str]:
         return int(port), spec(proto).name
     except KeyError as e:
         raise ValueError(e.args[0]) from None
+
+
+def start_finders() -> tuple[ProtocolSpec, ...]:
+    """The protocols that can find a frame start in the middle of a stream (ProtocolSpec.find_start)."""
+    return _FINDERS
 
 
 def names() -> list[str]:

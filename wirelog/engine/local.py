@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from wirelog.decoders import registry
 from wirelog.decoders.base import Decoder, Limits, ProtocolSpec, Sample, StreamContext
 from wirelog.engine.filters import RecordFilter
+from wirelog.engine.midstream import FrameHunt
 from wirelog.model import CaptureInfo, Chunk, Direction, Finding, Gap, Message, Severity, StreamInfo
 from wirelog.pcap.errors import CaptureError
 from wirelog.pcap.reassembly import Reassembler
@@ -128,7 +129,7 @@ def _run_raw(
 class _StreamState:
     """Detection buffer, then decoder, of one stream."""
 
-    __slots__ = ("info", "decoder", "spec", "held", "sample", "dead")
+    __slots__ = ("info", "decoder", "spec", "held", "sample", "dead", "hunt")
 
     def __init__(self, info: StreamInfo) -> None:
         self.info = info
@@ -137,6 +138,7 @@ class _StreamState:
         self.held: list[Chunk | Gap] = []
         self.sample = {Direction.C2S: bytearray(), Direction.S2C: bytearray()}
         self.dead = False  # decided: nothing to decode (unknown protocol or decoder failure)
+        self.hunt: FrameHunt | None = None  # mid-stream and unknown: searching for a frame start
 
 
 class _StreamPipeline:
@@ -201,6 +203,8 @@ class _StreamPipeline:
             st = self._states[item.stream] = _StreamState(self._resolve(item.stream))
         if st.dead:
             return ()
+        if st.hunt is not None:
+            return self._hunt(st, item)
         if st.decoder is None:
             st.held.append(item)
             if isinstance(item, Chunk):
@@ -229,30 +233,81 @@ class _StreamPipeline:
         if spec is False:
             return
         held, st.held = st.held, []
-        if spec is None:
-            st.dead = True
-            info.protocol = "unknown"
-            if not self.opts.chunks:
-                self._mute(info.stream)
-            first = next((c for c in held if isinstance(c, Chunk)), None)
-            if first is not None:
-                preview = bytes(st.sample[first.direction][:16]).hex(" ")
-                yield from self._emit(
-                    Finding(
-                        "stream.unknown-protocol",
-                        Severity.INFO,
-                        f"no known protocol recognised; first {first.direction.value} bytes: {preview}"
-                        f" (if you know it: --decode-as {info.server_port}=PROTOCOL"
-                        f"{', the capture starts mid-stream' if info.midstream else ''})",
-                        "stream",
-                        first.direction,
-                        first.offset,
-                        first.frame,
-                        first.ts,
-                    ),
-                    info,
-                )
+        finders = registry.start_finders()
+        if spec is None and info.midstream and finders and not forced:
+            st.hunt = FrameHunt(finders)
+            for item in held:
+                yield from self._hunt(st, item)
+            if closed and st.hunt is not None:
+                yield from self._unknown(st, st.hunt.first)
             return
+        if spec is None:
+            yield from self._unknown(st, next((c for c in held if isinstance(c, Chunk)), None))
+            return
+        yield from self._start(st, spec, held)
+
+    def _unknown(self, st: _StreamState, first: Chunk | None) -> list[Item]:
+        """No protocol for this stream: stop looking at its bytes, say so once."""
+        info = st.info
+        st.dead = True
+        st.hunt = None
+        info.protocol = "unknown"
+        if not self.opts.chunks:
+            self._mute(info.stream)
+        if first is None:
+            return []
+        preview = bytes(st.sample[first.direction][:16]).hex(" ")
+        return self._emit(
+            Finding(
+                "stream.unknown-protocol",
+                Severity.INFO,
+                f"no known protocol recognised; first {first.direction.value} bytes: {preview}"
+                f" (if you know it: --decode-as {info.server_port}=PROTOCOL"
+                f"{', the capture starts mid-stream and no frame start was found' if info.midstream else ''})",
+                "stream",
+                first.direction,
+                first.offset,
+                first.frame,
+                first.ts,
+            ),
+            info,
+        )
+
+    def _hunt(self, st: _StreamState, item: Chunk | Gap) -> list[Item]:
+        """One item of a mid-stream stream no detector placed: search the client bytes for a frame
+        start (engine/midstream.py); once found, the protocol's decoder takes over from there."""
+        hunt = st.hunt
+        if hunt is None:  # found in an earlier item of the same batch
+            return [] if st.dead else self._call(st, item)
+        if isinstance(item, Gap) or item.direction is not Direction.C2S:
+            # server bytes before the client's first frame answer frames we never see
+            hunt.skip(item)
+            return self._unknown(st, hunt.first) if hunt.exhausted else []
+        found = hunt.feed(item)
+        if found is None:
+            return self._unknown(st, hunt.first) if hunt.exhausted else []
+        spec, parts = found
+        st.hunt = None
+        skipped = parts[0].offset - hunt.first.offset
+        out = self._emit(
+            Finding(
+                "stream.midstream-start",
+                Severity.INFO,
+                f"the capture starts inside a frame: {spec.name} recognised at its first frame start, "
+                f"c2s byte {parts[0].offset}; the {skipped} bytes before it are not decoded",
+                "stream",
+                Direction.C2S,
+                parts[0].offset,
+                parts[0].frame,
+                parts[0].ts,
+            ),
+            st.info,
+        )
+        return out + list(self._start(st, spec, parts))
+
+    def _start(self, st: _StreamState, spec: ProtocolSpec, items: list[Chunk | Gap]) -> Iterator[Item]:
+        """Create the stream's decoder and give it the bytes held so far."""
+        info = st.info
         st.spec = spec
         info.protocol = spec.name
         ctx = StreamContext(
@@ -267,7 +322,7 @@ class _StreamPipeline:
             midstream=info.midstream,
         )
         st.decoder = spec.decoder(ctx)
-        for item in held:
+        for item in items:
             yield from self._call(st, item)
 
     def _call(self, st: _StreamState, item: Chunk | Gap | None) -> list[Message | Finding]:
@@ -299,7 +354,9 @@ class _StreamPipeline:
     def _end(self, info: StreamInfo) -> Iterator[Item]:
         st = self._states.pop(info.stream, None)
         if st is not None and self.opts.decode:
-            if st.decoder is None and not st.dead:
+            if st.hunt is not None:
+                yield from self._unknown(st, st.hunt.first)
+            elif st.decoder is None and not st.dead:
                 yield from self._decide(st, closed=True)
             if st.decoder is not None and not st.dead:
                 yield from self._call(st, None)

@@ -8,7 +8,7 @@ Record kinds and finding codes: docs/protocols/lumberjack.md.
 
 from wirelog.decoders.base import ProtocolSpec
 from wirelog.decoders.lumberjack.decoder import LumberjackDecoder
-from wirelog.decoders.lumberjack.detect import PORTS, detect
+from wirelog.decoders.lumberjack.detect import PORTS, detect, find_start
 
 SPEC = ProtocolSpec(
     name="lumberjack",
@@ -16,6 +16,7 @@ SPEC = ProtocolSpec(
     decoder=LumberjackDecoder,
     ports=PORTS,
     description="Lumberjack v1/v2 (Beats, logstash-forwarder → Logstash, go-lumber)",
+    find_start=find_start,
 )
 
 __all__ = ["SPEC", "LumberjackDecoder"]

@@ -8,7 +8,7 @@ say what Logstash would say ("Invalid version of beats protocol: 123" for raw JS
 
 from __future__ import annotations
 
-from wirelog.decoders.base import Sample
+from wirelog.decoders.base import Limits, Sample
 from wirelog.decoders.lumberjack.framing import CLIENT_TYPES, VERSIONS, plausible
 
 PORTS = frozenset({5044, 5043})
@@ -41,6 +41,31 @@ def detect(sample: Sample) -> float | None:
     if c2s and sample.server_port in PORTS:
         return WRONG_CLIENT_ON_BEATS_PORT
     return 0.0
+
+
+_DATA_FRAMES = frozenset(b"JCD")
+_MAX_FRAME = Limits().max_frame
+
+
+def find_start(data: bytes) -> int | None:
+    """The first window start in client bytes from the middle of a stream: a plausible `?W` header
+    directly followed by a plausible data frame (`?J`, `?C`, `?D`) of the same version, a 12-byte
+    signature that compressed or JSON bytes do not spell by chance."""
+    end = len(data)
+    at = data.find(b"W", 1)
+    while at != -1 and at + 7 < end:
+        pos = at - 1
+        version = data[pos]
+        if (
+            version in VERSIONS
+            and data[pos + 6] == version
+            and data[pos + 7] in _DATA_FRAMES
+            and plausible(data, pos, end, _MAX_FRAME)
+            and plausible(data, pos + 6, end, _MAX_FRAME)
+        ):
+            return pos
+        at = data.find(b"W", at + 1)
+    return None
 
 
 def _server_acks(s2c: bytes) -> bool:
