@@ -8,7 +8,7 @@ bookkeeping), `resend` (nonces across connections), `fingerprint`, `detect`, `de
 from __future__ import annotations
 
 from wirelog.decoders.base import ProtocolSpec, lazy_decoder, lazy_exports
-from wirelog.decoders.courier.detect import detect
+from wirelog.decoders.courier.detect import detect, find_start
 
 SPEC = ProtocolSpec(
     name="courier",
@@ -16,6 +16,7 @@ SPEC = ProtocolSpec(
     decoder=lazy_decoder("wirelog.decoders.courier.decoder", "CourierDecoder"),
     ports=frozenset(),
     description="Log Courier (HELO/VERS, JDAT, streamed EVNT, ACKN, PING/PONG)",
+    find_start=find_start,
 )
 
 __all__ = ["SPEC", "CourierDecoder"]

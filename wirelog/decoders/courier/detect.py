@@ -20,6 +20,19 @@ def _opens(data: bytes, types: frozenset[bytes]) -> bool | None:
     return True
 
 
+def find_start(data: bytes) -> int | None:
+    """The first client message in bytes from the middle of a stream: framing.find_header's strict
+    header check (a JDAT/EVNT also needs its nonce and zlib byte), client types only."""
+    pos = 0
+    while True:
+        at, _ = framing.find_header(data[pos:], _MAX_FRAME)
+        if at is None:
+            return None
+        if data[pos + at : pos + at + 4] in framing.CLIENT_TYPES:
+            return pos + at
+        pos += at + 1
+
+
 def detect(sample: Sample) -> float | None:
     c2s = _opens(sample.c2s, framing.CLIENT_TYPES)
     s2c = _opens(sample.s2c, framing.SERVER_TYPES)
