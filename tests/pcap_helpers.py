@@ -259,3 +259,38 @@ def read_all(path: str | Path) -> tuple[list[tuple], CaptureInfo, list[Finding]]
 
 def codes(findings: Iterable[Finding]) -> list[str]:
     return [f.code for f in findings]
+
+
+def tcp_conversation(
+    turns: Iterable[tuple[str, bytes]],
+    *,
+    client: tuple[str, int] = ("10.1.0.5", 41000),
+    server: tuple[str, int] = ("10.1.0.9", 5044),
+    handshake: bool = True,
+    fin: bool = True,
+    mss: int = 1 << 16,
+    seqs: tuple[int, int] = (1000, 5000),
+) -> list[bytes]:
+    """Ethernet frames of one TCP connection: `turns` of ('c' | 's', bytes) in `mss`-byte segments,
+    with the handshake and the closing FINs unless told otherwise (a capture begun mid-stream)."""
+    ends = {"c": (client, server), "s": (server, client)}
+    seq = {"c": seqs[0], "s": seqs[1]}
+
+    def frame(side: str, flags: str, data: bytes = b"") -> bytes:
+        (src, sport), (dst, dport) = ends[side]
+        other = seq["s" if side == "c" else "c"]
+        return tcp_frame(seq[side], data, flags, src=src, dst=dst, sport=sport, dport=dport, ack=other)
+
+    frames = []
+    if handshake:
+        frames.append(frame("c", "S"))
+        seq["c"] += 1
+        frames.append(frame("s", "SA"))
+        seq["s"] += 1
+    for side, data in turns:
+        for i in range(0, len(data), mss):
+            frames.append(frame(side, "PA", data[i : i + mss]))
+            seq[side] += len(data[i : i + mss])
+    if fin:
+        frames += [frame("c", "FA"), frame("s", "FA")]
+    return frames

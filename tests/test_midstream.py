@@ -11,7 +11,7 @@ import zlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lumberjack_helpers import ack, cframe, jframe, window
-from pcap_helpers import tcp_frame, write_pcap
+from pcap_helpers import tcp_conversation, write_pcap
 
 from wirelog.decoders.lumberjack.detect import find_start
 from wirelog.engine.local import run
@@ -29,36 +29,12 @@ def lj_window(first: int, n: int, rng: random.Random) -> bytes:
     return window(n) + cframe(b"".join(jframe(first + i, d) for i, d in enumerate(docs(first, n, rng))))
 
 
-def midstream_capture(path, turns: list[tuple[str, bytes]], mss: int = 1400, c2s_seq: int = 7000, syn=False):
+def midstream_capture(path, turns: list[tuple[str, bytes]], mss: int = 1400, syn: bool = False):
     """A capture of `turns` ('c' or 's', bytes) in `mss`-byte segments, without a handshake unless
     `syn` (then the capture holds the connection's start)."""
-    seq = {"c": c2s_seq, "s": 90000}
-    frames = []
-    if syn:
-        frames.append(
-            tcp_frame(seq["c"] - 1, b"", "S", src=CLIENT[0], dst=SERVER[0], sport=CLIENT[1], dport=PORT)
-        )
-        frames.append(
-            tcp_frame(
-                seq["s"] - 1,
-                b"",
-                "SA",
-                src=SERVER[0],
-                dst=CLIENT[0],
-                sport=PORT,
-                dport=CLIENT[1],
-                ack=seq["c"],
-            )
-        )
-    for side, data in turns:
-        (src, sport), (dst, dport) = (CLIENT, SERVER) if side == "c" else (SERVER, CLIENT)
-        other = "s" if side == "c" else "c"
-        for i in range(0, len(data), mss):
-            part = data[i : i + mss]
-            frames.append(
-                tcp_frame(seq[side], part, "PA", src=src, dst=dst, sport=sport, dport=dport, ack=seq[other])
-            )
-            seq[side] += len(part)
+    frames = tcp_conversation(
+        turns, client=CLIENT, server=SERVER, handshake=syn, fin=False, mss=mss, seqs=(7000, 90000)
+    )
     return write_pcap(path, frames)
 
 

@@ -112,6 +112,8 @@ def _render(console: Console, r: dict[str, Any]) -> None:
         f"[bold]{t['streams']}[/] streams, [bold]{t['messages']}[/] messages, [bold]{t['events']}[/] events "
         f"([green]{t['acked']} acked[/], [red]{t['unacked']} unacked[/]); findings: {sev}"
     )
+    for name, d in r["delivery"].items():
+        console.print(_delivery_line(name, d))
     if r["findings"]:
         table = Table(title="Findings", title_justify="left", header_style="bold")
         for col in ("severity", "code", "count", "first frames", "example"):
@@ -127,6 +129,29 @@ def _render(console: Console, r: dict[str, Any]) -> None:
         console.print(table)
     for name, h in r["protocols"].items():
         console.print(Panel(_highlights(h), title=name, title_align="left", expand=False))
+
+
+def _delivery_line(protocol: str, d: dict[str, Any]) -> str:
+    """One line answering "was anything lost?" for a protocol with acknowledgements."""
+    at_least = "at least " if d["lower_bounds"] else ""
+    if protocol == "courier":
+        resent = (
+            f"{d['payloads_recovered_by_resend']} payloads delivered only by a resend, "
+            f"{d['payloads_delivered_twice']} delivered twice"
+        )
+    else:
+        resent = f"{d['recovered_by_resend']} only by a resend, {d['delivered_twice']} twice"
+    line = f"[bold]delivery ({protocol})[/]: {d['distinct_events']} distinct events, {d['delivered']} delivered ({resent})"
+    unknown = d.get("ack_unknown", 0)
+    if unknown:
+        line += f", [yellow]{unknown} with no ACK in the capture[/]"
+    if d["never_acknowledged"]:
+        where = ", ".join(
+            f"stream {w['stream']} frame {w['frame']}" + (f" seq {w['seq']}" if "seq" in w else "")
+            for w in d["never_acknowledged_at"]
+        )
+        return line + f"; [bold red]{at_least}{d['never_acknowledged']} never acknowledged[/] ({where})"
+    return line + "; [green]every event acknowledged[/]" if not unknown else line
 
 
 def _highlights(h: dict[str, Any]) -> Group:

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from wirelog.cli.delivery import CourierDelivery, LumberjackDelivery
 from wirelog.export.json import rfc3339
 from wirelog.model import CaptureInfo, Finding, Message, Severity, StreamInfo
 
@@ -58,6 +59,8 @@ class Summary:
         self._cql = _CqlHighlights()
         self._courier = _CourierHighlights()
         self._hercules = _HerculesHighlights()
+        self._delivery = {"lumberjack": LumberjackDelivery(), "courier": CourierDelivery()}
+        self._delivery_kind = {"lumberjack": "event", "courier": "delivery"}
 
     def add(self, item: Any) -> None:
         if isinstance(item, Message):
@@ -89,6 +92,8 @@ class Summary:
         }.get(m.protocol)
         if highlights is not None:
             highlights.add(m)
+        if self._delivery_kind.get(m.protocol) == m.kind:
+            self._delivery[m.protocol].add(m)
 
     def _finding(self, f: Finding) -> None:
         self._severities[f.severity.value] += 1
@@ -161,6 +166,11 @@ class Summary:
                 "acked": sum(s["acked"] for s in streams),
                 "unacked": sum(s["unacked"] for s in streams),
                 "findings": dict(sorted(self._severities.items())),
+            },
+            "delivery": {
+                name: d.result()
+                for name, d in self._delivery.items()
+                if self._kinds[name][self._delivery_kind[name]]
             },
             "findings": findings,
             "protocols": highlights,

@@ -1,0 +1,102 @@
+"""`inspect`'s delivery verdict: distinct events delivered, recovered by a resend, delivered twice,
+never acknowledged — across connections, for Lumberjack and Log Courier."""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+
+from lumberjack_helpers import ack, jframe, window
+from pcap_helpers import tcp_conversation, write_pcap
+
+from tests.capture_tools import run_cli
+from tests.conftest import REPO
+
+SERVER = ("10.1.0.9", 5044)
+
+
+def connections(path, conns: list[list[tuple[str, bytes]]], port: int = 5044):
+    """One pcap holding each connection (handshake, turns, FIN) in turn, from client ports 41000, 41001, ..."""
+    frames = []
+    for n, turns in enumerate(conns):
+        frames += tcp_conversation(turns, client=("10.1.0.5", 41000 + n), server=(SERVER[0], port))
+    return write_pcap(path, frames)
+
+
+def delivery(path) -> tuple[dict, str]:
+    code, out, err = run_cli("inspect", "--json", str(path))
+    assert code == 0, err
+    code, screen, err = run_cli("inspect", str(path))
+    assert code == 0, err
+    return json.loads(out)["delivery"], screen.decode()
+
+
+def batch(first: int, n: int) -> bytes:
+    return window(n) + b"".join(jframe(first + i, {"message": f"line {first + i}"}) for i in range(n))
+
+
+def test_an_unacknowledged_window_never_resent_is_lost(tmp_path):
+    path = connections(tmp_path / "lost.pcap", [[("c", batch(1, 3)), ("s", ack(3)), ("c", batch(4, 2))]])
+    d, screen = delivery(path)
+    lj = d["lumberjack"]
+    assert (lj["distinct_events"], lj["delivered"], lj["never_acknowledged"]) == (5, 3, 2)
+    assert lj["never_acknowledged_at"] == [
+        {"capture": str(path), "stream": 0, "frame": 5, "seq": 4},
+        {"capture": str(path), "stream": 0, "frame": 5, "seq": 5},
+    ]
+    assert "2 never acknowledged (stream 0 frame 5 seq 4, stream 0 frame 5 seq 5)" in screen
+
+
+def test_a_resend_acknowledged_on_a_new_connection_recovers_and_an_acked_one_is_delivered_twice(tmp_path):
+    first = [("c", batch(1, 2)), ("s", ack(2)), ("c", batch(3, 2))]  # events 3 and 4 get no ACK
+    second = [("c", batch(1, 4)), ("s", ack(4))]  # the client resends all four: 1, 2 twice, 3, 4 recovered
+    d, screen = delivery(connections(tmp_path / "resend.pcap", [first, second]))
+    lj = d["lumberjack"]
+    assert lj["events"] == 8 and lj["resent"] == 4 and lj["distinct_events"] == 4
+    assert (lj["delivered"], lj["recovered_by_resend"], lj["delivered_twice"], lj["never_acknowledged"]) == (
+        4,
+        2,
+        2,
+        0,
+    )
+    assert "4 delivered (2 only by a resend, 2 twice); every event acknowledged" in screen
+
+
+def test_the_real_pylogbeat_stall_loses_nothing():
+    d, _ = delivery(REPO / "tests" / "data" / "lumberjack" / "pylogbeat-stalled-resend.pcap")
+    lj = d["lumberjack"]
+    # 3 events unacknowledged on the stalled connection, resent and acknowledged on the next one
+    assert (lj["events"], lj["distinct_events"], lj["recovered_by_resend"], lj["never_acknowledged"]) == (
+        12,
+        9,
+        3,
+        0,
+    )
+
+
+def courier_jdat(nonce: bytes, events: list[bytes]) -> bytes:
+    payload = nonce + zlib.compress(b"".join(struct.pack(">I", len(e)) + e for e in events))
+    return b"JDAT" + struct.pack(">I", len(payload)) + payload
+
+
+def courier_ackn(nonce: bytes, n: int) -> bytes:
+    return b"ACKN" + struct.pack(">I", 20) + nonce + struct.pack(">I", n)
+
+
+def test_courier_payloads_by_nonce(tmp_path):
+    a, b, c = (bytes([i]) * 16 for i in (1, 2, 3))
+    ev = [b'{"message":"x"}'] * 3
+    first = [
+        ("c", courier_jdat(a, ev)),
+        ("s", courier_ackn(a, 3)),
+        ("c", courier_jdat(b, ev)),
+        ("s", courier_ackn(b, 1)),
+    ]
+    second = [("c", courier_jdat(b, ev)), ("s", courier_ackn(b, 3)), ("c", courier_jdat(c, ev))]
+    d, screen = delivery(connections(tmp_path / "courier.pcap", [first, second], port=12345))
+    co = d["courier"]
+    assert (co["payloads"], co["distinct_events"], co["resent_payloads"]) == (3, 9, 1)
+    assert (co["delivered"], co["payloads_recovered_by_resend"], co["never_acknowledged"]) == (6, 1, 3)
+    assert co["never_acknowledged_at"][0]["stream"] == 1
+    assert "3 never acknowledged" in screen
