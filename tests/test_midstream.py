@@ -148,3 +148,26 @@ def test_log_courier_picked_up_inside_a_payload_decodes_from_the_next_one(tmp_pa
     assert all(e.acked for e in events)
     (start,) = [f for f in findings if f.code == "stream.midstream-start"]
     assert start.offset == len(first) - cut
+
+
+@settings(max_examples=30, deadline=None)
+@given(cut=st.integers(0, 4000), sizes=st.lists(st.integers(5, 3000), min_size=1, max_size=8))
+def test_any_cut_and_segmentation_decodes_every_later_window(tmp_path_factory, cut, sizes):
+    rng = random.Random(7)
+    windows = [lj_window(1, 40, rng), lj_window(41, 40, rng), lj_window(81, 40, rng)]
+    cut %= len(windows[0])
+    windows[0] = windows[0][cut:]
+    turns: list[tuple[str, bytes]] = []
+    for n, w in enumerate(windows, 1):  # each window's bytes in the given packet sizes, cycled, then its ACK
+        at = 0
+        while at < len(w):
+            size = sizes[len(turns) % len(sizes)]
+            turns.append(("c", w[at : at + size]))
+            at += size
+        turns.append(("s", ack(40 * n)))
+    path = midstream_capture(tmp_path_factory.mktemp("seg") / "m.pcap", turns, mss=1 << 16)
+    messages, _ = records(path)
+    events = [m for m in messages if m.kind == "event"]
+    # every event of the windows whose start was captured, each once and acknowledged
+    assert [m.fields["seq"] for m in events] == list(range(1 if cut == 0 else 41, 121))
+    assert all(m.acked for m in events)

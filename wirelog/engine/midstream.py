@@ -19,13 +19,14 @@ CARRY = 64  # bytes of the previous chunk searched again: a signature may stradd
 class FrameHunt:
     """Searches successive client→server chunks of one stream for a protocol's frame start."""
 
-    __slots__ = ("specs", "first", "searched", "tail")
+    __slots__ = ("specs", "first", "searched", "recent")
 
     def __init__(self, specs: tuple[ProtocolSpec, ...]) -> None:
         self.specs = specs
         self.first: Chunk | None = None  # the first client bytes seen (quoted if nothing is found)
         self.searched = 0
-        self.tail: Chunk | None = None  # the last CARRY bytes searched, when contiguous with what comes
+        # the last chunks searched, at least CARRY bytes when there are, contiguous with what comes next
+        self.recent: list[Chunk] = []
 
     @property
     def exhausted(self) -> bool:
@@ -35,7 +36,7 @@ class FrameHunt:
         """Server bytes (not searched, but they count toward the limit) or a gap (client or server)."""
         if isinstance(item, Gap):
             if item.direction is Direction.C2S:
-                self.tail = None
+                self.recent = []
         else:
             self.searched += len(item.data)
 
@@ -43,11 +44,11 @@ class FrameHunt:
         """(protocol, the client bytes from its first frame on) once a start is found, else None."""
         if self.first is None:
             self.first = chunk
-        tail = self.tail
-        if tail is not None and tail.offset + len(tail.data) != chunk.offset:
-            tail = None
-        carried = len(tail.data) if tail is not None else 0
-        data = tail.data + chunk.data if tail is not None else chunk.data
+        recent = self.recent
+        if recent and recent[-1].offset + len(recent[-1].data) != chunk.offset:
+            recent.clear()
+        recent.append(chunk)
+        data = b"".join(c.data for c in recent) if len(recent) > 1 else chunk.data
         found: tuple[ProtocolSpec, int] | None = None
         for spec in self.specs:
             at = spec.find_start(data)
@@ -55,11 +56,13 @@ class FrameHunt:
                 found = (spec, at)
         if found is not None:
             spec, at = found
-            if at < carried:
-                return spec, [_from(tail, at), chunk]
-            return spec, [_from(chunk, at - carried)]
+            for i, c in enumerate(recent):  # the chunk holding the start, then the rest
+                if at < len(c.data):
+                    return spec, [_from(c, at), *recent[i + 1 :]]
+                at -= len(c.data)
         self.searched += len(chunk.data)
-        self.tail = _from(chunk, max(0, len(chunk.data) - CARRY))
+        while len(data) - len(recent[0].data) >= CARRY:  # keep CARRY bytes to search again
+            data = data[len(recent.pop(0).data) :]
         return None
 
 
