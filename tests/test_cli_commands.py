@@ -14,7 +14,7 @@ from tests.capture_tools import ndjson, run_cli
 from tests.conftest import REPO, shared_capture
 from tests.parquet_helpers import assert_wirelog_encodings
 from tests.pcap_helpers import tcp_frame, write_pcap
-from wirelog.cli import convert as convert_module
+from wirelog.cli import writing as writing_module
 from wirelog.cli.main import main
 from wirelog.export.parquet import ParquetWriter
 
@@ -200,7 +200,7 @@ def test_unexpected_error_is_one_line_unless_debug(monkeypatch, capsys):
     def explode(*a, **k):
         raise ValueError("kaboom")
 
-    monkeypatch.setattr(convert_module, "JsonWriter", explode)
+    monkeypatch.setattr(writing_module, "JsonWriter", explode)
     with pytest.raises(SystemExit) as e:
         main(["convert", str(EXAMPLE)])
     assert e.value.code == 3

@@ -165,12 +165,16 @@ class Session:
         todo = self.paths if paths is None else paths
         for item in run(todo, self.raw if raw else (), self.options, flush_if_stdin_waits):
             if isinstance(item, CaptureInfo):
-                self.captures.append(item)
-                if item.error:
-                    error(item.error)
-                    if not item.packets:
-                        self.failed += 1
+                self.account(item)
             yield item
+
+    def account(self, info: CaptureInfo) -> None:
+        """An input is done: keep it for the exit code, print its error line if any."""
+        self.captures.append(info)
+        if info.error:
+            error(info.error)
+            if not info.packets:
+                self.failed += 1
 
 
 def exit_code(session: Session) -> int:

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from pathlib import Path
 
 import click
 
 from wirelog.cli.common import Session, build_options, error, exit_code, input_options
-from wirelog.cli.output import open_output
-from wirelog.export.json import JsonWriter
-from wirelog.model import Finding, Message
+from wirelog.cli.parallel import convert_parallel
+from wirelog.cli.writing import SUFFIX, write_records
 from wirelog.pcap import remote
-
-SUFFIX = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}
 
 EXAMPLES = """
 \b
@@ -41,6 +37,14 @@ Examples:
     help="Output file, - for stdout, or a directory (one file per input).",
 )
 @click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="Convert this many capture files at once (0: one per CPU); output as with one job.",
+)
+@click.option(
     "--engine",
     type=click.Choice(["local", "spark"]),
     default="local",
@@ -54,7 +58,7 @@ Examples:
     "--conf", "conf", multiple=True, metavar="KEY=VALUE", help="With --engine spark: a Spark setting."
 )
 @click.pass_context
-def convert(ctx, fmt, output, engine, master, conf, **params):
+def convert(ctx, fmt, output, jobs, engine, master, conf, **params):
     """Decode CAPTURE... and write every message and finding.
 
     JSON: one record per line (docs/records.md). Parquet: one schema for all protocols, findings as
@@ -70,15 +74,28 @@ def convert(ctx, fmt, output, engine, master, conf, **params):
     is_dir = output.endswith(os.sep) or os.path.isdir(output)
     if fmt == "parquet" and output == "-":
         raise click.UsageError("Parquet needs a file or directory: -o FILE.parquet or -o DIR/")
+    jobs = jobs or os.cpu_count() or 1
+    parallel = jobs > 1 and len(session.paths) > 1
+    if parallel and ("-" in session.paths or session.raw):
+        raise click.UsageError("--jobs converts capture files: read stdin or --raw dumps without it")
+    if parallel and fmt == "hercules" and not is_dir:
+        # events without a timestamp take the previous event's: one writer must see every input in order
+        raise click.UsageError("--jobs with --to hercules writes one file per input: -o DIR/")
     if is_dir:
         os.makedirs(output, exist_ok=True)
         used: set[str] = set()
-        for path in session.paths:
-            _write(fmt, os.path.join(output, _output_name(path, fmt, used)), session.items([path], False))
+        outputs = [os.path.join(output, _output_name(path, fmt, used)) for path in session.paths]
+        if parallel:
+            convert_parallel(session, fmt, outputs, jobs)
+        else:
+            for path, out in zip(session.paths, outputs, strict=True):
+                write_records(fmt, out, session.items([path], False))
         if session.raw:
-            _write(fmt, os.path.join(output, "raw" + SUFFIX[fmt]), session.items([]))
+            write_records(fmt, os.path.join(output, "raw" + SUFFIX[fmt]), session.items([]))
+    elif parallel:
+        convert_parallel(session, fmt, output, jobs)
     else:
-        _write(fmt, output, session.items())
+        write_records(fmt, output, session.items())
     ctx.exit(exit_code(session))
 
 
@@ -120,39 +137,3 @@ def _output_name(path: str, fmt: str, used: set[str]) -> str:
         name = f"{stem}-{n}{SUFFIX[fmt]}"
     used.add(name)
     return name
-
-
-def _write(fmt: str, output: str, items: Iterable) -> None:
-    records = (i for i in items if isinstance(i, Message | Finding))
-    if fmt == "parquet":
-        from wirelog.export.parquet import ParquetWriter  # imported here: pyarrow costs ~70 ms of start-up
-
-        writer = ParquetWriter(output)
-        try:
-            for rec in records:
-                writer.write(rec)
-        except BaseException:
-            writer.abort()
-            raise
-        writer.close()
-        return
-    with open_output(output) as out:
-        if fmt == "json":
-            writer = JsonWriter(out)
-            for rec in records:
-                writer.write(rec)
-            writer.close()
-        else:
-            _write_hercules(out, records)
-
-
-def _write_hercules(out, records: Iterable[Message | Finding]) -> None:
-    """Messages become events; mapping notes (renamed keys, ...) are reported once on stderr."""
-    from wirelog.export.hercules import HerculesWriter  # imported here, like ParquetWriter
-
-    writer = HerculesWriter(out)
-    for rec in records:
-        if isinstance(rec, Message):
-            for note in writer.write(rec):
-                error(f"hercules: {note.message}")
-    out.flush()

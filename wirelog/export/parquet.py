@@ -163,6 +163,14 @@ class ParquetWriter:
             if sum(b.num_rows for b in self._batches) >= self._row_group:
                 self._flush()
 
+    def write_batch(self, rows: pa.RecordBatch) -> None:
+        """Rows already in columnar form (a batch of SCHEMA), after those written before."""
+        self._to_batch()
+        self._batches.append(rows)
+        self.count += rows.num_rows
+        if sum(b.num_rows for b in self._batches) >= self._row_group:
+            self._flush()
+
     def _to_batch(self) -> None:
         if self._rows:
             self._batches.append(batch(self._rows))

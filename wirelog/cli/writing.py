@@ -1,0 +1,49 @@
+"""Writing records to one output in one of `convert`'s formats (shared by the serial and the
+parallel conversion)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from wirelog.cli.common import error
+from wirelog.cli.output import open_output
+from wirelog.export.json import JsonWriter
+from wirelog.model import Finding, Message
+
+SUFFIX = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}
+
+
+def write_records(fmt: str, output: str, items: Iterable) -> None:
+    records = (i for i in items if isinstance(i, Message | Finding))
+    if fmt == "parquet":
+        from wirelog.export.parquet import ParquetWriter  # imported here: pyarrow costs ~70 ms of start-up
+
+        writer = ParquetWriter(output)
+        try:
+            for rec in records:
+                writer.write(rec)
+        except BaseException:
+            writer.abort()
+            raise
+        writer.close()
+        return
+    with open_output(output) as out:
+        if fmt == "json":
+            writer = JsonWriter(out)
+            for rec in records:
+                writer.write(rec)
+            writer.close()
+        else:
+            write_hercules(out, records)
+
+
+def write_hercules(out, records: Iterable[Message | Finding]) -> None:
+    """Messages become events; mapping notes (renamed keys, ...) are reported once on stderr."""
+    from wirelog.export.hercules import HerculesWriter  # imported here, like ParquetWriter
+
+    writer = HerculesWriter(out)
+    for rec in records:
+        if isinstance(rec, Message):
+            for note in writer.write(rec):
+                error(f"hercules: {note.message}")
+    out.flush()
