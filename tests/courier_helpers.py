@@ -6,6 +6,8 @@ Ruby gem 2.12.0 client and server, Go 2.0.6 legacy client); nonces are from thos
 
 from __future__ import annotations
 
+import struct
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,3 +189,14 @@ def tcp_capture(
     out.append((ns(last + 0.5), tcp_frame(seq[S2C], flags="FA", ack=seq[C2S] + 1, **server)))
     out.append((ns(last + 0.5), tcp_frame(seq[C2S] + 1, flags="A", ack=seq[S2C] + 1, **client)))
     return out
+
+
+def jdat_frame(nonce: bytes, events: list[bytes]) -> bytes:
+    """A JDAT message: nonce, then the zlib-compressed events, each behind its 4-byte length."""
+    payload = nonce + zlib.compress(b"".join(struct.pack(">I", len(e)) + e for e in events))
+    return b"JDAT" + struct.pack(">I", len(payload)) + payload
+
+
+def ackn_frame(nonce: bytes, n: int) -> bytes:
+    """An ACKN message: the payload's nonce and how many of its events are acknowledged."""
+    return b"ACKN" + struct.pack(">I", 20) + nonce + struct.pack(">I", n)

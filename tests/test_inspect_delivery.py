@@ -4,9 +4,8 @@ never acknowledged — across connections, for Lumberjack and Log Courier."""
 from __future__ import annotations
 
 import json
-import struct
-import zlib
 
+from courier_helpers import ackn_frame, jdat_frame
 from lumberjack_helpers import ack, jframe, window
 from pcap_helpers import tcp_conversation, write_pcap
 
@@ -75,25 +74,16 @@ def test_the_real_pylogbeat_stall_loses_nothing():
     )
 
 
-def courier_jdat(nonce: bytes, events: list[bytes]) -> bytes:
-    payload = nonce + zlib.compress(b"".join(struct.pack(">I", len(e)) + e for e in events))
-    return b"JDAT" + struct.pack(">I", len(payload)) + payload
-
-
-def courier_ackn(nonce: bytes, n: int) -> bytes:
-    return b"ACKN" + struct.pack(">I", 20) + nonce + struct.pack(">I", n)
-
-
 def test_courier_payloads_by_nonce(tmp_path):
     a, b, c = (bytes([i]) * 16 for i in (1, 2, 3))
     ev = [b'{"message":"x"}'] * 3
     first = [
-        ("c", courier_jdat(a, ev)),
-        ("s", courier_ackn(a, 3)),
-        ("c", courier_jdat(b, ev)),
-        ("s", courier_ackn(b, 1)),
+        ("c", jdat_frame(a, ev)),
+        ("s", ackn_frame(a, 3)),
+        ("c", jdat_frame(b, ev)),
+        ("s", ackn_frame(b, 1)),
     ]
-    second = [("c", courier_jdat(b, ev)), ("s", courier_ackn(b, 3)), ("c", courier_jdat(c, ev))]
+    second = [("c", jdat_frame(b, ev)), ("s", ackn_frame(b, 3)), ("c", jdat_frame(c, ev))]
     d, screen = delivery(connections(tmp_path / "courier.pcap", [first, second], port=12345))
     co = d["courier"]
     assert (co["payloads"], co["distinct_events"], co["resent_payloads"]) == (3, 9, 1)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import random
-import struct
 import zlib
 
+from courier_helpers import ackn_frame, jdat_frame
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lumberjack_helpers import ack, cframe, jframe, window
@@ -121,24 +121,15 @@ def test_find_start_finds_the_window_after_any_prefix_without_one(prefix, cut):
         assert find_start(prefix + w[:cut]) is None
 
 
-def jdat(nonce: bytes, events: list[bytes]) -> bytes:
-    payload = nonce + zlib.compress(b"".join(struct.pack(">I", len(e)) + e for e in events))
-    return b"JDAT" + struct.pack(">I", len(payload)) + payload
-
-
-def ackn(nonce: bytes, n: int) -> bytes:
-    return b"ACKN" + struct.pack(">I", 20) + nonce + struct.pack(">I", n)
-
-
 def test_log_courier_picked_up_inside_a_payload_decodes_from_the_next_one(tmp_path):
     rng = random.Random(6)
     batches = [[json.dumps(d).encode() for d in docs(100 * b, 100, rng)] for b in range(3)]
     nonces = [rng.randbytes(16) for _ in batches]
-    first = jdat(nonces[0], batches[0])
+    first = jdat_frame(nonces[0], batches[0])
     cut = len(first) // 2
-    turns = [("c", first[cut:]), ("s", ackn(nonces[0], 100))]
+    turns = [("c", first[cut:]), ("s", ackn_frame(nonces[0], 100))]
     for nonce, batch in zip(nonces[1:], batches[1:], strict=True):
-        turns += [("c", jdat(nonce, batch)), ("s", ackn(nonce, 100))]
+        turns += [("c", jdat_frame(nonce, batch)), ("s", ackn_frame(nonce, 100))]
     messages, findings = records(midstream_capture(tmp_path / "courier.pcap", turns))
     events = [m for m in messages if m.kind == "event"]
     assert {m.protocol for m in messages} == {"courier"}

@@ -72,18 +72,13 @@ def _join(session: Session, fmt: str, output: str, futures: list[Future], parts:
 
         from wirelog.export.parquet import ParquetWriter
 
-        writer = ParquetWriter(output)
-        try:
+        with ParquetWriter(output) as writer:
             for future, part in zip(futures, parts, strict=True):
                 for info in future.result():
                     session.account(info)
                 for batch in pq.ParquetFile(part).iter_batches(batch_size=ParquetWriter.BATCH_ROWS):
                     writer.write_batch(batch)
                 os.unlink(part)
-        except BaseException:
-            writer.abort()
-            raise
-        writer.close()
         return
     with open_output(output) as out:
         for future, part in zip(futures, parts, strict=True):

@@ -18,14 +18,9 @@ def write_records(fmt: str, output: str, items: Iterable) -> None:
     if fmt == "parquet":
         from wirelog.export.parquet import ParquetWriter  # imported here: pyarrow costs ~70 ms of start-up
 
-        writer = ParquetWriter(output)
-        try:
+        with ParquetWriter(output) as writer:
             for rec in records:
                 writer.write(rec)
-        except BaseException:
-            writer.abort()
-            raise
-        writer.close()
         return
     with open_output(output) as out:
         if fmt == "json":

@@ -188,6 +188,16 @@ class ParquetWriter:
         self._writer.close()
         publish(self._tmp, self.path)
 
+    def __enter__(self) -> ParquetWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        """Publish the file when the block ends normally, leave nothing when it raises."""
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
     def abort(self) -> None:
         with contextlib.suppress(Exception):
             self._writer.close()
