@@ -9,18 +9,27 @@ from courier_helpers import ackn_frame, jdat_frame
 from lumberjack_helpers import ack, jframe, window
 from pcap_helpers import tcp_conversation, write_pcap
 
-from tests.capture_tools import run_cli
+from tests.capture_tools import ndjson, run_cli
 from tests.conftest import REPO
 
 SERVER = ("10.1.0.9", 5044)
 
 
-def connections(path, conns: list[list[tuple[str, bytes]]], port: int = 5044):
-    """One pcap holding each connection (handshake, turns, FIN) in turn, from client ports 41000, 41001, ..."""
+def connections(path, conns: list[list[tuple[str, bytes]]], port: int = 5044, last_open: bool = False):
+    """One pcap holding each connection (handshake, turns, FIN) in turn, from client ports 41000, 41001, ...;
+    `last_open`: the capture ends before the last connection closes."""
     frames = []
     for n, turns in enumerate(conns):
-        frames += tcp_conversation(turns, client=("10.1.0.5", 41000 + n), server=(SERVER[0], port))
+        fin = not (last_open and n == len(conns) - 1)
+        frames += tcp_conversation(turns, client=("10.1.0.5", 41000 + n), server=(SERVER[0], port), fin=fin)
     return write_pcap(path, frames)
+
+
+def verdict_findings(path) -> tuple[int, list[dict]]:
+    """`validate --json`'s exit code and the delivery findings it lists."""
+    code, out, err = run_cli("validate", "--json", str(path))
+    assert code in (0, 1), err
+    return code, [f for f in ndjson(out) if f["code"].endswith(("never-acknowledged", "delivered-twice"))]
 
 
 def delivery(path) -> tuple[dict, str]:
@@ -90,3 +99,39 @@ def test_courier_payloads_by_nonce(tmp_path):
     assert (co["delivered"], co["payloads_recovered_by_resend"], co["never_acknowledged"]) == (6, 1, 3)
     assert co["never_acknowledged_at"][0]["stream"] == 1
     assert "3 never acknowledged" in screen
+    _, found = verdict_findings(tmp_path / "courier.pcap")
+    assert [(f["code"], f["events"]) for f in found] == [("courier.never-acknowledged", 3)]
+
+
+def test_loss_is_an_error_finding_that_fails_validate(tmp_path):
+    path = connections(tmp_path / "lost.pcap", [[("c", batch(1, 3)), ("s", ack(3)), ("c", batch(4, 2))]])
+    code, found = verdict_findings(path)
+    assert code == 1
+    (lost,) = found
+    assert (lost["code"], lost["severity"], lost["stream"], lost["frame"]) == (
+        "lumberjack.never-acknowledged",
+        "error",
+        0,
+        5,
+    )
+    assert lost["events"] == 2 and "2 of 5 distinct events" in lost["message"]
+
+
+def test_a_capture_that_ends_before_the_ack_is_not_a_loss(tmp_path):
+    path = connections(
+        tmp_path / "cut.pcap", [[("c", batch(1, 3)), ("s", ack(3)), ("c", batch(4, 2))]], last_open=True
+    )
+    code, found = verdict_findings(path)
+    assert code == 0 and found == []
+    d, screen = delivery(path)
+    assert (d["lumberjack"]["never_acknowledged"], d["lumberjack"]["ack_unknown"]) == (0, 2)
+    assert "2 with no ACK in the capture" in screen
+
+
+def test_duplicates_are_a_warning(tmp_path):
+    first = [("c", batch(1, 2)), ("s", ack(2)), ("c", batch(3, 2))]
+    second = [("c", batch(1, 4)), ("s", ack(4))]
+    code, found = verdict_findings(connections(tmp_path / "twice.pcap", [first, second]))
+    assert code == 0
+    (twice,) = found
+    assert (twice["code"], twice["severity"], twice["events"]) == ("lumberjack.delivered-twice", "warning", 2)

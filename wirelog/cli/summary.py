@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from wirelog.cli.delivery import CourierDelivery, LumberjackDelivery
+from wirelog.engine.delivery import DeliveryVerdict
 from wirelog.export.json import rfc3339
 from wirelog.model import CaptureInfo, Finding, Message, Severity, StreamInfo
 
@@ -59,8 +59,7 @@ class Summary:
         self._cql = _CqlHighlights()
         self._courier = _CourierHighlights()
         self._hercules = _HerculesHighlights()
-        self._delivery = {"lumberjack": LumberjackDelivery(), "courier": CourierDelivery()}
-        self._delivery_kind = {"lumberjack": "event", "courier": "delivery"}
+        self._delivery = DeliveryVerdict()
 
     def add(self, item: Any) -> None:
         if isinstance(item, Message):
@@ -69,6 +68,7 @@ class Summary:
             self._finding(item)
         elif isinstance(item, StreamInfo):
             self.streams.append(item)
+            self._delivery.stream_ended(item)
         elif isinstance(item, CaptureInfo):
             self.captures.append(item)
 
@@ -92,8 +92,7 @@ class Summary:
         }.get(m.protocol)
         if highlights is not None:
             highlights.add(m)
-        if self._delivery_kind.get(m.protocol) == m.kind:
-            self._delivery[m.protocol].add(m)
+        self._delivery.add(m)
 
     def _finding(self, f: Finding) -> None:
         self._severities[f.severity.value] += 1
@@ -167,11 +166,7 @@ class Summary:
                 "unacked": sum(s["unacked"] for s in streams),
                 "findings": dict(sorted(self._severities.items())),
             },
-            "delivery": {
-                name: d.result()
-                for name, d in self._delivery.items()
-                if self._kinds[name][self._delivery_kind[name]]
-            },
+            "delivery": self._delivery.results(),
             "findings": findings,
             "protocols": highlights,
         }

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from wirelog.decoders import registry
 from wirelog.decoders.base import Decoder, Limits, ProtocolSpec, Sample, StreamContext
+from wirelog.engine.delivery import DeliveryVerdict
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.midstream import FrameHunt
 from wirelog.model import CaptureInfo, Chunk, Direction, Finding, Gap, Message, Severity, StreamInfo
@@ -88,6 +89,7 @@ def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | Non
     reasm.finish()
     yield from pipe.stamp_capture(findings)
     yield from pipe.handle(out)
+    yield from pipe.verdict()
     yield info
 
 
@@ -123,6 +125,7 @@ def _run_raw(
             info.error = str(e)
         info.bytes += stream.info.bytes_c2s + stream.info.bytes_s2c
         yield from pipe.handle([stream.info])
+    yield from pipe.verdict()
     yield info
 
 
@@ -159,6 +162,11 @@ class _StreamPipeline:
         self._batch: list = []  # the reassembler output being handled
         self._states: dict[int, _StreamState] = {}
         self._shared: dict[str, dict] = {}
+        self._delivery = DeliveryVerdict()  # events across the capture's connections (engine/delivery.py)
+
+    def verdict(self) -> list[Message | Finding]:
+        """At the end of the capture: data loss and duplicates across connections, as findings."""
+        return self._stamp(self._delivery.findings(), None)
 
     def stamp_capture(self, findings: list[Finding]) -> Iterator[Message | Finding]:
         for f in findings:
@@ -349,6 +357,12 @@ class _StreamPipeline:
                     getattr(item, "ts", None),
                 )
             ]
+        if st.spec.name in DeliveryVerdict.KINDS:
+            stamped = self._stamp(records, st.info, keep_all=True)
+            for rec in stamped:
+                if isinstance(rec, Message):
+                    self._delivery.add(rec)
+            return self._keep(stamped, st.info)
         return self._stamp(records, st.info)
 
     def _end(self, info: StreamInfo) -> Iterator[Item]:
@@ -360,14 +374,18 @@ class _StreamPipeline:
                 yield from self._decide(st, closed=True)
             if st.decoder is not None and not st.dead:
                 yield from self._call(st, None)
+        self._delivery.stream_ended(info)
         yield info
 
     def _emit(self, rec: Message | Finding, info: StreamInfo | None) -> list[Message | Finding]:
         """Stamp a record with its capture and stream; [it] if the filter keeps it, else []."""
         return self._stamp([rec], info)
 
-    def _stamp(self, records: list[Message | Finding], info: StreamInfo | None) -> list[Message | Finding]:
-        """`_emit` for a decoder step's records at once (this runs per event: no per-record calls)."""
+    def _stamp(
+        self, records: list[Message | Finding], info: StreamInfo | None, keep_all: bool = False
+    ) -> list[Message | Finding]:
+        """`_emit` for a decoder step's records at once (this runs per event: no per-record calls);
+        `keep_all`: stamp only, the caller filters (`_keep`)."""
         capture = self.capture
         if info is None:
             for rec in records:
@@ -379,6 +397,9 @@ class _StreamPipeline:
                 rec.stream = stream
                 rec.client = client
                 rec.server = server
+        return records if keep_all else self._keep(records, info)
+
+    def _keep(self, records: list[Message | Finding], info: StreamInfo | None) -> list[Message | Finding]:
         if not self._filtering:
             return records
         return self.opts.keep.select(records, info.protocol if info else None)
