@@ -92,7 +92,7 @@ class Summary:
         }.get(m.protocol)
         if highlights is not None:
             highlights.add(m)
-        self._delivery.add(m)
+        self._delivery.add([m], m.protocol)
 
     def _finding(self, f: Finding) -> None:
         self._severities[f.severity.value] += 1

@@ -48,8 +48,14 @@ class LumberjackDelivery:
         self._resent_ok: set[tuple] = set()  # first copies whose resend was acknowledged
         self.capped = False
 
-    def add(self, m: Message) -> None:
-        self.events += 1
+    def add_all(self, events: list[Message]) -> None:
+        """Events of one decoder step: the acknowledged first copies (nearly all) are only counted."""
+        self.events += len(events)
+        for m in events:
+            if m.acked is not True or "resend_of" in m.fields:
+                self._track(m)
+
+    def _track(self, m: Message) -> None:
         first = m.fields.get("resend_of")
         if first is not None:
             self.resends += 1
@@ -113,7 +119,11 @@ class CourierDelivery:
         self._open_in: dict[tuple[str, int | None], list[_Payload]] = {}  # incomplete sendings by connection
         self.capped = False
 
-    def add(self, m: Message) -> None:
+    def add_all(self, deliveries: list[Message]) -> None:
+        for m in deliveries:
+            self._add(m)
+
+    def _add(self, m: Message) -> None:
         f = m.fields
         key = (m.capture, str(f.get("nonce")))
         p = self._payloads.get(key)
@@ -175,10 +185,15 @@ class DeliveryVerdict:
         }
         self._seen: set[str] = set()
 
-    def add(self, m: Message) -> None:
-        if self.KINDS.get(m.protocol) == m.kind:
-            self._seen.add(m.protocol)
-            self.trackers[m.protocol].add(m)
+    def add(self, records: list[Message | Finding], protocol: str) -> None:
+        """Records of `protocol` (any; those without acknowledgements are ignored)."""
+        kind = self.KINDS.get(protocol)
+        if kind is None:
+            return
+        mine = [r for r in records if r.__class__ is Message and r.kind == kind]
+        if mine:
+            self._seen.add(protocol)
+            self.trackers[protocol].add_all(mine)
 
     def stream_ended(self, info: StreamInfo) -> None:
         for name in self._seen:

@@ -359,9 +359,7 @@ class _StreamPipeline:
             ]
         if st.spec.name in DeliveryVerdict.KINDS:
             stamped = self._stamp(records, st.info, keep_all=True)
-            for rec in stamped:
-                if isinstance(rec, Message):
-                    self._delivery.add(rec)
+            self._delivery.add(stamped, st.spec.name)
             return self._keep(stamped, st.info)
         return self._stamp(records, st.info)
 
