@@ -18,6 +18,8 @@ Examples:
   wirelog convert beats.pcap --to json | jq 'select(.record=="finding")'
   wirelog convert cql.pcapng.gz --to parquet -o cql.parquet
   wirelog convert 'captures/*.pcap' --to parquet -o out/      # one file per capture
+  wirelog convert 'ring-*.pcap' --to parquet -o out/ -j 0    # all CPUs, one file per capture
+  wirelog convert 's3://bucket/incident/*.pcap.gz' --to json   # captures in S3 (gs://, hdfs://)
   tcpdump -w - port 5044 | wirelog convert - --events --to json
   wirelog convert beats.pcap --to hercules -o events.bin
   wirelog convert captures/ --engine spark --master 'local[2]' --to parquet -o dataset/

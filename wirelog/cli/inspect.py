@@ -26,6 +26,7 @@ Examples:
   wirelog inspect capture.pcap --json | jq '.findings[] | select(.severity=="error")'
   wirelog inspect capture.pcap --stream 2          every message of stream 2
   wirelog inspect capture.pcap --frame 1234        what frame 1234 carries, with a hex dump
+  wirelog inspect capture.pcap --json | jq .delivery   was anything lost or delivered twice?
 """
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}

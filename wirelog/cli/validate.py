@@ -14,6 +14,7 @@ EXAMPLES = """
 \b
 Examples:
   wirelog validate capture.pcap                      exit 1 when any error-level finding exists
+                                                     (events never acknowledged = data loss included)
   wirelog validate 'night/*.pcap.gz' --fail-on warning --json > findings.ndjson
 """
 
