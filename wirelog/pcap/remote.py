@@ -14,12 +14,12 @@ from __future__ import annotations
 import glob
 import re
 from dataclasses import dataclass
-from typing import BinaryIO
-
-import pyarrow as pa
-import pyarrow.fs as pafs
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from wirelog.pcap.errors import CaptureError
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # `?` is also a glob character: only a tail of key=value options is the URI's query
@@ -59,6 +59,14 @@ def _split_query(uri: str) -> tuple[str, str]:
     return (uri[: m.start()], m.group(0)) if m else (uri, "")
 
 
+def _pyarrow() -> tuple[Any, Any]:
+    """pyarrow and pyarrow.fs, imported on first use: a run without URIs does not pay ~45 ms for them."""
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    return pa, pafs
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
@@ -78,6 +86,7 @@ class _Location:
 
 
 def _locate(uri: str) -> _Location:
+    pa, pafs = _pyarrow()
     head, query = _split_query(uri)
     scheme, _, rest = head.partition("://")
     target = f"{_ALIASES.get(scheme.lower(), scheme.lower())}://{rest}{query}"
@@ -96,7 +105,8 @@ def _locate(uri: str) -> _Location:
     return _Location(fs, path, prefix, query)
 
 
-def _info(loc: _Location, uri: str, what: pafs.FileSelector | str):
+def _info(loc: _Location, uri: str, what: pafs.FileSelector | str) -> Any:
+    pa, _ = _pyarrow()
     try:
         return loc.fs.get_file_info(what)
     except FileNotFoundError as e:
@@ -107,6 +117,7 @@ def _info(loc: _Location, uri: str, what: pafs.FileSelector | str):
 
 def open_stream(uri: str) -> BinaryIO:
     """A forward-only binary stream of the object's bytes (no decompression: sources.py does that)."""
+    pa, _ = _pyarrow()
     loc = _locate(uri)
     try:
         return loc.fs.open_input_stream(loc.path, compression=None, buffer_size=READ_BUFFER)
@@ -122,6 +133,7 @@ def _hidden(relative: str) -> bool:
 
 
 def _files_under(loc: _Location, uri: str, directory: str) -> list[RemoteFile]:
+    _, pafs = _pyarrow()
     infos = _info(loc, uri, pafs.FileSelector(directory, recursive=True))
     base = directory.rstrip("/") + "/"
     return [
@@ -151,6 +163,7 @@ def expand(uri: str, directories: bool) -> list[RemoteFile]:
 
     Raises CaptureError when nothing is found or the store cannot be reached.
     """
+    _, pafs = _pyarrow()
     head, query = _split_query(uri)
     if not glob.has_magic(head):
         loc = _locate(uri)
