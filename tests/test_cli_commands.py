@@ -272,3 +272,16 @@ def test_spark_engine_writes_the_same_rows(tmp_path):
 def test_bad_decode_as_is_a_usage_error(value):
     code, _, err = run_cli("convert", str(EXAMPLE), "--decode-as", value, "--to", "json", "-o", "/dev/null")
     assert code == 2 and "--decode-as" in err and "internal error" not in err
+
+
+def test_a_json_conversion_of_a_local_file_imports_no_heavy_library():
+    """pyarrow (~45 ms), multiprocessing and pyspark are imported only when a run needs them."""
+    code = (
+        "import sys\n"
+        "from wirelog.cli.main import main\n"
+        f"try: main(['convert', {str(EXAMPLE)!r}, '-o', '/dev/null'])\n"
+        "except SystemExit: pass\n"
+        "print(sorted(m for m in ('pyarrow', 'multiprocessing', 'pyspark') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
