@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from tests.capture_tools import ndjson, run_cli
 from tests.conftest import REPO
@@ -173,17 +175,48 @@ def test_unusable_remote_inputs_exit_2_with_one_line(s3):
         "*/*/*",
     ],
 )
-def test_globs_match_what_glob_glob_matches_on_the_same_tree(s3, tmp_path, pattern):
+def test_globs_match_what_glob_glob_matches_on_the_same_tree(s3, local_tree, pattern):
+    assert remote_matches(pattern) == local_matches(local_tree, pattern)
+
+
+@pytest.fixture(scope="module")
+def local_tree(tmp_path_factory) -> Path:
+    """The bucket's keys as a local directory tree, for glob.glob to answer the same patterns."""
+    root = tmp_path_factory.mktemp("tree")
     for key in (*KEYS, "cut/truncated.pcap"):
-        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / key).write_bytes(b"x")
-    local = sorted(
-        str(p.relative_to(tmp_path))
-        for p in map(Path, glob.glob(str(tmp_path / pattern), recursive=True))
-        if p.is_file()
-    )
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(b"x")
+    return root
+
+
+def local_matches(root: Path, pattern: str) -> list[str]:
+    hits = map(Path, glob.glob(str(root / pattern), recursive=True))
+    return sorted({str(p.relative_to(root)) for p in hits if p.is_file()})  # `**/**` lists files twice
+
+
+def remote_matches(pattern: str) -> list[str]:
     try:
         found = remote.expand(u(pattern), directories=False)
     except CaptureError:
         found = []
-    assert [f.uri.removeprefix(u("")) for f in found] == local
+    return [f.uri.removeprefix(u("")) for f in found]
+
+
+SEGMENT = st.lists(
+    st.sampled_from(["*", "?", "a", "b", "o", "t", "n", "e", ".", "p", "c", "_", "[ot]", "[!a]", "[a-o]"]),
+    min_size=1,
+    max_size=5,
+).map("".join)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    segments=st.lists(
+        st.one_of(SEGMENT, st.just("**"), st.sampled_from(["a", "sub", "cut"])), min_size=1, max_size=4
+    )
+)
+def test_generated_globs_match_what_glob_glob_matches(s3, local_tree, segments):
+    pattern = "/".join(segments)
+    # literal names are not globs; `.` and `..` are path steps on disk, plain key text in a bucket
+    assume(glob.has_magic(pattern) and not {".", ".."} & set(segments))
+    assert remote_matches(pattern) == local_matches(local_tree, pattern), pattern

@@ -143,17 +143,27 @@ def _files_under(loc: _Location, uri: str, directory: str) -> list[RemoteFile]:
     ]
 
 
+def _char_class(m: re.Match[str]) -> str:
+    """A glob `[...]`/`[!...]` (as re.escape left it) as a regex class, ranges kept."""
+    members = re.sub(r"\\(.)", r"\1", m[2]).replace("\\", "\\\\")
+    if not m[1] and members.startswith("^"):
+        members = "\\" + members
+    return "[" + ("^" if m[1] else "") + members + "]"
+
+
 def _pattern(glob_path: str) -> re.Pattern[str]:
     """A glob over `/`-separated paths as a regex: `*`, `?`, `[...]` stay within a segment, `**`
-    spans segments (as glob.glob(recursive=True))."""
+    spans segments (as glob.glob(recursive=True): any number inside a pattern, at least one at its end,
+    where zero would name the directory itself)."""
     out = []
-    for i, part in enumerate(glob_path.split("/")):
+    parts = glob_path.split("/")
+    for i, part in enumerate(parts):
         sep = "/" if i else ""
         if part == "**" and i:
-            out.append("(?:/[^/]+)*")
+            out.append("(?:/[^/]+)+" if i == len(parts) - 1 else "(?:/[^/]+)*")
             continue
-        piece = re.sub(r"\\\*", "[^/]*", re.escape(part)).replace(r"\?", "[^/]")
-        piece = re.sub(r"\\\[(!?)(.+?)\\\]", lambda m: "[" + ("^" if m[1] else "") + m[2] + "]", piece)
+        piece = re.sub(r"\\\[(!?)(.+?)\\\]", _char_class, re.escape(part))  # classes first: `[*]` is a star
+        piece = re.sub(r"\\\*", "[^/]*", piece).replace(r"\?", "[^/]")
         out.append(sep + piece)
     return re.compile("".join(out) + r"\Z")
 

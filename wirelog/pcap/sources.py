@@ -74,7 +74,8 @@ def expand_inputs(patterns: Iterable[str]) -> list[str]:
         elif remote.is_uri(pattern):
             paths.extend(f.uri for f in remote.expand(pattern, directories=False))
         elif glob.has_magic(pattern):
-            matches = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+            # a set: glob.glob lists a file once per way `**/**` reaches it
+            matches = sorted({p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p)})
             if not matches:
                 raise CaptureError(f"{pattern}: no file matches this pattern")
             paths.extend(matches)
