@@ -209,7 +209,7 @@ SEGMENT = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     segments=st.lists(
         st.one_of(SEGMENT, st.just("**"), st.sampled_from(["a", "sub", "cut"])), min_size=1, max_size=4

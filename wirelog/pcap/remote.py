@@ -148,7 +148,7 @@ def _char_class(m: re.Match[str]) -> str:
     members = re.sub(r"\\(.)", r"\1", m[2]).replace("\\", "\\\\")
     if not m[1] and members.startswith("^"):
         members = "\\" + members
-    return "[" + ("^" if m[1] else "") + members + "]"
+    return "[" + ("^/" if m[1] else "") + members + "]"  # like a path segment, a class never matches `/`
 
 
 def _pattern(glob_path: str) -> re.Pattern[str]:
