@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 from courier_helpers import ackn_frame, jdat_frame
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lumberjack_helpers import ack, jframe, window
 from pcap_helpers import tcp_conversation, write_pcap
 
@@ -135,3 +137,59 @@ def test_duplicates_are_a_warning(tmp_path):
     assert code == 0
     (twice,) = found
     assert (twice["code"], twice["severity"], twice["events"]) == ("lumberjack.delivered-twice", "warning", 2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 3), min_size=1, max_size=4),
+    acked_first=st.integers(0, 4),
+    first_closed=st.booleans(),
+    resent=st.lists(st.booleans(), min_size=4, max_size=4),
+    acked_again=st.integers(0, 4),
+)
+def test_the_verdict_matches_a_model_of_stalls_and_resends(
+    tmp_path_factory, sizes, acked_first, first_closed, resent, acked_again
+):
+    """Connection A sends windows and gets ACKs for the first `acked_first`; connection B resends some
+    of them (same bytes) and gets ACKs for the first `acked_again` of those. A may still be open when
+    the capture ends (then it comes last in the file, so B's copies are the first ones)."""
+    windows, seq = [], 1
+    for n in sizes:
+        windows.append((batch(seq, n), n, seq + n - 1))
+        seq += n
+    again = [i for i, r in zip(range(len(windows)), resent, strict=False) if r]
+    # per window, its copies in capture order: True acked, False never (closed), None unknown (open)
+    a_state = {
+        i: (True if i < acked_first else (False if first_closed else None)) for i in range(len(windows))
+    }
+    b_state = {i: k < acked_again or False for k, i in enumerate(again)}
+
+    def turns(indices, acked_count):
+        out = []
+        for k, i in enumerate(indices):
+            out.append(("c", windows[i][0]))
+            if k < acked_count:
+                out.append(("s", ack(windows[i][2])))
+        return out
+
+    a, b = turns(range(len(windows)), acked_first), turns(again, acked_again)
+    conns, copies = ([a, b], [a_state, b_state]) if first_closed else ([b, a], [b_state, a_state])
+    conns, copies = (conns, copies) if again else ([a], [a_state])
+    path = connections(tmp_path_factory.mktemp("model") / "m.pcap", conns, last_open=not first_closed)
+    expected = dict.fromkeys(
+        ("delivered", "recovered_by_resend", "delivered_twice", "never_acknowledged", "ack_unknown"), 0
+    )
+    for i, (_, n, _) in enumerate(windows):
+        states = [c[i] for c in copies if i in c]
+        if any(states):
+            expected["delivered"] += n
+            expected["recovered_by_resend"] += n if not states[0] else 0
+            expected["delivered_twice"] += n if states[0] and len(states) > 1 and states[1] else 0
+        elif None in states:
+            expected["ack_unknown"] += n
+        else:
+            expected["never_acknowledged"] += n
+    d, _ = delivery(path)
+    got = d["lumberjack"]
+    assert {k: got[k] for k in expected} == expected
+    assert got["distinct_events"] == sum(sizes)

@@ -46,6 +46,8 @@ class LumberjackDelivery:
         self._open: dict[tuple, bool | None] = {}
         self._open_in: dict[tuple[str, int | None], list[tuple]] = {}  # the same keys by connection
         self._resent_ok: set[tuple] = set()  # first copies whose resend was acknowledged
+        self._resent_unknown: set[tuple] = set()  # first copies with a resend whose ACK may still come
+        self._resends_in: dict[tuple[str, int | None], list[tuple]] = {}  # unacked resends by connection
         self.capped = False
 
     def add_all(self, events: list[Message]) -> None:
@@ -59,11 +61,15 @@ class LumberjackDelivery:
         first = m.fields.get("resend_of")
         if first is not None:
             self.resends += 1
-            if m.acked:
-                if len(self._resent_ok) < KEYS_LIMIT:
-                    self._resent_ok.add((m.capture, first["stream"], first["frame"], first["seq"]))
-                else:
-                    self.capped = True
+            key = (m.capture, first["stream"], first["frame"], first["seq"])
+            if len(self._resent_ok) + len(self._resent_unknown) >= KEYS_LIMIT:
+                self.capped = True
+            elif m.acked:
+                self._resent_ok.add(key)
+            elif m.acked is None:
+                self._resent_unknown.add(key)
+            else:
+                self._resends_in.setdefault((m.capture, m.stream), []).append(key)
         elif not m.acked:
             if len(self._open) < KEYS_LIMIT:
                 key = (m.capture, m.stream, m.frame, m.fields.get("seq"))
@@ -75,15 +81,18 @@ class LumberjackDelivery:
     def stream_ended(self, info: StreamInfo) -> None:
         """Events unacknowledged on a connection still open at the end of the capture: unknown."""
         keys = self._open_in.pop((info.capture, info.stream), ())
+        resent = self._resends_in.pop((info.capture, info.stream), ())
         if not _closed(info):
             for key in keys:
                 self._open[key] = None
+            self._resent_unknown.update(resent)
 
     def result(self) -> dict[str, Any]:
+        ok, pending = self._resent_ok, self._resent_unknown
         lost = sorted(
-            (k for k, a in self._open.items() if a is False and k not in self._resent_ok), key=_order
+            (k for k, a in self._open.items() if a is False and k not in ok and k not in pending), key=_order
         )
-        unknown = sum(1 for k, a in self._open.items() if a is None and k not in self._resent_ok)
+        unknown = sum(1 for k, a in self._open.items() if k not in ok and (a is None or k in pending))
         distinct = self.events - self.resends
         return {
             "events": self.events,
