@@ -220,3 +220,11 @@ def test_generated_globs_match_what_glob_glob_matches(s3, local_tree, segments):
     # literal names are not globs; `.` and `..` are path steps on disk, plain key text in a bucket
     assume(glob.has_magic(pattern) and not {".", ".."} & set(segments))
     assert remote_matches(pattern) == local_matches(local_tree, pattern), pattern
+
+
+def test_an_unreachable_google_store_fails_within_the_retry_limit(monkeypatch):
+    # offline (or without credentials) Google's client would retry for 15 minutes by default
+    monkeypatch.setattr(remote, "GCS_RETRY_SECONDS", 1)
+    with pytest.raises(CaptureError) as e:
+        remote.expand("gs://wirelog-test-bucket/x.pcap", directories=False)
+    assert str(e.value).startswith("gs://wirelog-test-bucket/x.pcap: ") and "\n" not in str(e.value)

@@ -26,6 +26,9 @@ _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _QUERY = re.compile(r"\?([A-Za-z_]+=[^/?&]*(?:&[A-Za-z_]+=[^/?&]*)*)\Z")
 _ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
 READ_BUFFER = 1 << 20  # one request per MiB: object stores charge latency per request
+# Google's client retries an unreachable store or a missing credential for 15 minutes by default: a
+# command line gives up sooner (a `retry_limit_seconds` in the URI wins).
+GCS_RETRY_SECONDS = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +92,12 @@ def _locate(uri: str) -> _Location:
     pa, pafs = _pyarrow()
     head, query = _split_query(uri)
     scheme, _, rest = head.partition("://")
-    target = f"{_ALIASES.get(scheme.lower(), scheme.lower())}://{rest}{query}"
+    system = _ALIASES.get(scheme.lower(), scheme.lower())
+    options = query
+    if system == "gs" and "retry_limit_seconds=" not in query:
+        options = f"{query}&" if query else "?"
+        options += f"retry_limit_seconds={GCS_RETRY_SECONDS}"
+    target = f"{system}://{rest}{options}"
     try:
         fs, path = pafs.FileSystem.from_uri(target)
     except (pa.ArrowException, OSError, ValueError) as e:
