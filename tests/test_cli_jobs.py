@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -69,3 +71,17 @@ def test_what_jobs_cannot_do_is_a_usage_error(inputs):
     assert code == 2 and "stdin" in err
     # one input, or one job: nothing to share out, no restriction
     assert convert(inputs[0], "--to", "hercules", "-j", "4")[0] == 0
+
+
+def test_an_output_in_a_missing_directory_is_named_in_the_error(inputs, tmp_path):
+    out = tmp_path / "missing" / "all.ndjson"
+    for jobs in ("1", "2"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "wirelog.cli", "convert", *inputs[:2], "-j", jobs, "-o", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 2 and proc.stderr.strip() == f"wirelog: {out}: No such file or directory", (
+            jobs
+        )

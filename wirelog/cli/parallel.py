@@ -11,7 +11,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
-import tempfile
 from concurrent.futures import Future, ProcessPoolExecutor
 
 from wirelog.cli.common import Session
@@ -19,6 +18,7 @@ from wirelog.cli.output import open_output
 from wirelog.cli.writing import SUFFIX, write_records
 from wirelog.engine.gc_tuning import tune_gc
 from wirelog.engine.local import Options, run
+from wirelog.export.atomic import temporary_dir_beside
 from wirelog.model import CaptureInfo
 
 
@@ -50,8 +50,7 @@ def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs:
                 for info in future.result():
                     session.account(info)
             return
-        where = os.path.dirname(os.path.abspath(outputs)) if outputs != "-" else None
-        with tempfile.TemporaryDirectory(prefix=".wirelog-parts-", dir=where) as parts:
+        with temporary_dir_beside(outputs) as parts:
             names = [os.path.join(parts, f"{i}{SUFFIX[fmt]}") for i in range(len(session.paths))]
             futures = [
                 pool.submit(_convert_one, fmt, p, n, session.options)

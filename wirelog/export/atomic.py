@@ -22,6 +22,16 @@ def temporary_beside(path: str, suffix: str = "") -> tuple[int, str]:
         raise OSError(e.errno, e.strerror, path) from e
 
 
+def temporary_dir_beside(path: str) -> tempfile.TemporaryDirectory:
+    """A temporary directory in `path`'s directory (or the system's for stdout), removed with its
+    contents when the `with` block ends; an OSError names `path`, not it."""
+    where = os.path.dirname(os.path.abspath(path)) if path != "-" else None
+    try:
+        return tempfile.TemporaryDirectory(prefix=".wirelog-parts-", dir=where)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, path) from e
+
+
 def _new_file_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)
