@@ -76,9 +76,9 @@ def convert(ctx, fmt, output, jobs, engine, master, conf, **params):
     if fmt == "parquet" and output == "-":
         raise click.UsageError("Parquet needs a file or directory: -o FILE.parquet or -o DIR/")
     jobs = jobs or os.cpu_count() or 1
-    if jobs > 1:
-        from wirelog.cli.parallel import convert_parallel  # multiprocessing: only when asked for
     parallel = jobs > 1 and len(session.paths) > 1
+    if parallel:
+        from wirelog.cli.parallel import convert_parallel  # multiprocessing: only when asked for
     if parallel and ("-" in session.paths or session.raw):
         raise click.UsageError("--jobs converts capture files: read stdin or --raw dumps without it")
     if parallel and fmt == "hercules" and not is_dir:

@@ -8,6 +8,7 @@ in the same order for Parquet (row groups are re-cut). Input errors are reported
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import shutil
@@ -39,25 +40,25 @@ def _convert_one(fmt: str, path: str, output: str, options: Options) -> list[Cap
 
 def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs: int) -> None:
     """`outputs`: one output per input (a directory's files), or the single output to join parts into."""
-    pool = ProcessPoolExecutor(min(jobs, len(session.paths)), mp_context=multiprocessing.get_context("spawn"))
-    with pool:
+    with contextlib.ExitStack() as stack:  # the parts directory outlives the pool: workers write into it
         if isinstance(outputs, list):
+            targets = outputs
+        else:
+            parts = stack.enter_context(temporary_dir_beside(outputs))
+            targets = [os.path.join(parts, f"{i}{SUFFIX[fmt]}") for i in range(len(session.paths))]
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(jobs, len(session.paths)), mp_context=spawn) as pool:
             futures = [
-                pool.submit(_convert_one, fmt, p, o, session.options)
-                for p, o in zip(session.paths, outputs, strict=True)
-            ]
-            for future in futures:
-                for info in future.result():
-                    session.account(info)
-            return
-        with temporary_dir_beside(outputs) as parts:
-            names = [os.path.join(parts, f"{i}{SUFFIX[fmt]}") for i in range(len(session.paths))]
-            futures = [
-                pool.submit(_convert_one, fmt, p, n, session.options)
-                for p, n in zip(session.paths, names, strict=True)
+                pool.submit(_convert_one, fmt, p, t, session.options)
+                for p, t in zip(session.paths, targets, strict=True)
             ]
             try:
-                _join(session, fmt, outputs, futures, names)
+                if isinstance(outputs, list):
+                    for future in futures:
+                        for info in future.result():
+                            session.account(info)
+                else:
+                    _join(session, fmt, outputs, futures, targets)
             except BaseException:
                 for future in futures:
                     future.cancel()

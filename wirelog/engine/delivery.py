@@ -48,6 +48,7 @@ class LumberjackDelivery:
         self._resent_ok: set[tuple] = set()  # first copies whose resend was acknowledged
         self._resent_unknown: set[tuple] = set()  # first copies with a resend whose ACK may still come
         self._resends_in: dict[tuple[str, int | None], list[tuple]] = {}  # unacked resends by connection
+        self._resends_waiting = 0  # keys in _resends_in (they count toward KEYS_LIMIT too)
         self.capped = False
 
     def add_all(self, events: list[Message]) -> None:
@@ -62,7 +63,7 @@ class LumberjackDelivery:
         if first is not None:
             self.resends += 1
             key = (m.capture, first["stream"], first["frame"], first["seq"])
-            if len(self._resent_ok) + len(self._resent_unknown) >= KEYS_LIMIT:
+            if len(self._resent_ok) + len(self._resent_unknown) + self._resends_waiting >= KEYS_LIMIT:
                 self.capped = True
             elif m.acked:
                 self._resent_ok.add(key)
@@ -70,6 +71,7 @@ class LumberjackDelivery:
                 self._resent_unknown.add(key)
             else:
                 self._resends_in.setdefault((m.capture, m.stream), []).append(key)
+                self._resends_waiting += 1
         elif not m.acked:
             if len(self._open) < KEYS_LIMIT:
                 key = (m.capture, m.stream, m.frame, m.fields.get("seq"))
@@ -82,6 +84,7 @@ class LumberjackDelivery:
         """Events unacknowledged on a connection still open at the end of the capture: unknown."""
         keys = self._open_in.pop((info.capture, info.stream), ())
         resent = self._resends_in.pop((info.capture, info.stream), ())
+        self._resends_waiting -= len(resent)
         if not _closed(info):
             for key in keys:
                 self._open[key] = None
