@@ -1,0 +1,390 @@
+//! The capture reader: bytes in (any split), packets numbered and timed, TCP segments out.
+//!
+//! Sans-IO: the caller feeds what it read. Records are parsed straight from the fed bytes; only a
+//! record cut by the end of a feed is copied, into `tail`, and completed from the next feeds, so
+//! every byte is copied at most once and nothing consumed is kept. `need` (how much the first
+//! pending record needs) comes from a length field only after that field passed its cap, and the
+//! tail never grows beyond the bytes actually fed.
+
+use super::packet::{Packet, PacketParser};
+use super::pcap::{self, Pcap};
+use super::pcapng::{self, Pcapng};
+use super::report::limited;
+use super::{CaptureInfo, Segment};
+use crate::records::{Finding, FindingSink, Severity};
+
+/// No pcap record or pcapng block is believed beyond this.
+pub(super) const MAX_BLOCK: u32 = 256 << 20;
+/// A tail buffer larger than this is released once empty rather than kept for reuse.
+const KEEP_TAIL_CAPACITY: usize = 1 << 20;
+
+/// What a format parser could not do with the bytes it was given.
+#[derive(Debug, PartialEq)]
+pub(super) enum Progress {
+    /// The next record needs this many bytes in all (header or whole record).
+    Need(usize),
+    /// The capture is damaged here (what is wrong); reading stops.
+    Corrupt(String),
+}
+
+#[derive(Debug)]
+enum State {
+    /// Waiting for the bytes that tell the format.
+    Detect,
+    Pcap(Pcap),
+    Pcapng(Pcapng),
+    /// Damaged: reading stopped, later bytes are ignored.
+    Stopped,
+    /// Unusable input: every call returns this error.
+    Failed(String),
+    Finished,
+}
+
+/// Reads one capture (pcap or pcapng): see the module docs of `capture`.
+#[derive(Debug)]
+pub struct CaptureReader {
+    name: String,
+    compression: Option<String>,
+    state: State,
+    tail: Vec<u8>,
+    need: usize,
+    flow: Flow,
+}
+
+impl CaptureReader {
+    /// `name`: the input's name for error messages; `compression`: e.g. Some("gzip") when the
+    /// bytes were decompressed (error texts then say "after gzip decompression").
+    pub fn new(name: &str, compression: Option<&str>) -> Self {
+        CaptureReader {
+            name: name.to_owned(),
+            compression: compression.map(str::to_owned),
+            state: State::Detect,
+            tail: Vec::new(),
+            need: 4,
+            flow: Flow::default(),
+        }
+    }
+
+    pub fn info(&self) -> &CaptureInfo {
+        &self.flow.info
+    }
+
+    /// Feeds the next bytes of the input (any split). Parses every complete record, calls
+    /// `on_segment` for each TCP segment in frame order and reports findings as they occur.
+    /// Err only for an input that is not a usable capture (before any packet); a damaged capture
+    /// stops with a finding instead, and later bytes are ignored.
+    pub fn feed(
+        &mut self,
+        data: &[u8],
+        sink: &mut FindingSink,
+        on_segment: &mut dyn FnMut(&Segment),
+    ) -> Result<(), String> {
+        if !self.running()? {
+            return Ok(());
+        }
+        let mut data = data;
+        while !self.tail.is_empty() {
+            let want = self.need.saturating_sub(self.tail.len()).min(data.len());
+            let (more, rest) = data.split_at(want);
+            self.tail.extend_from_slice(more);
+            data = rest;
+            if self.tail.len() < self.need {
+                return Ok(());
+            }
+            let tail = std::mem::take(&mut self.tail);
+            let used = self.step(&tail, false, sink, on_segment)?;
+            self.tail = tail;
+            self.tail.drain(..used);
+            if !self.running()? {
+                self.tail = Vec::new();
+                return Ok(());
+            }
+        }
+        if self.tail.capacity() > KEEP_TAIL_CAPACITY {
+            self.tail = Vec::new();
+        }
+        let used = self.step(data, false, sink, on_segment)?;
+        if self.running()? {
+            self.tail
+                .extend_from_slice(data.get(used..).unwrap_or_default());
+        }
+        Ok(())
+    }
+
+    /// End of input; `read_error` says why reading stopped early, if it did. Reports a record cut
+    /// in the middle and the IP datagrams never completed. Err for an empty input or one too
+    /// short to tell its format. Does not call `sink.finish()`.
+    pub fn finish(
+        &mut self,
+        read_error: Option<&str>,
+        sink: &mut FindingSink,
+        on_segment: &mut dyn FnMut(&Segment),
+    ) -> Result<(), String> {
+        if matches!(self.state, State::Detect) {
+            let tail = std::mem::take(&mut self.tail);
+            if tail.is_empty() {
+                let what = self.what();
+                let message = match read_error {
+                    Some(error) => format!("{}: cannot read {what}({error})", self.name),
+                    None => format!("{}: empty input {what}(not a capture)", self.name)
+                        .replace("  ", " "),
+                };
+                return Err(self.fail(message));
+            }
+            self.step(&tail, true, sink, on_segment)?;
+        }
+        if !self.running()? {
+            if matches!(self.state, State::Finished) {
+                return Ok(());
+            }
+        } else if !self.tail.is_empty() || read_error.is_some() {
+            self.truncated(sink, read_error);
+        }
+        self.tail = Vec::new();
+        self.state = State::Finished;
+        self.flow.parser.finish(sink);
+        Ok(())
+    }
+
+    /// Whether records are being read: false once stopped or finished, Err once failed.
+    fn running(&self) -> Result<bool, String> {
+        match &self.state {
+            State::Failed(message) => Err(message.clone()),
+            State::Stopped | State::Finished => Ok(false),
+            State::Detect | State::Pcap(_) | State::Pcapng(_) => Ok(true),
+        }
+    }
+
+    /// Parses what it can of `buf` (the start of the unread input); returns the bytes used and
+    /// sets `need`. `at_end`: no more bytes will come (an unrecognised start is then an error).
+    fn step(
+        &mut self,
+        buf: &[u8],
+        at_end: bool,
+        sink: &mut FindingSink,
+        on_segment: &mut dyn FnMut(&Segment),
+    ) -> Result<usize, String> {
+        let mut start = 0;
+        if matches!(self.state, State::Detect) {
+            match self.recognise(buf, at_end) {
+                Ok(Some((state, header))) => {
+                    self.state = state;
+                    start = header;
+                }
+                Ok(None) => return Ok(0),
+                Err(message) => return Err(self.fail(message)),
+            }
+        }
+        let rest = buf.get(start..).unwrap_or_default();
+        let mut h = Handler {
+            flow: &mut self.flow,
+            sink,
+            on_segment,
+        };
+        let (used, progress) = match &mut self.state {
+            State::Pcap(pcap) => pcap.parse(rest, &mut h),
+            State::Pcapng(pcapng) => pcapng.parse(rest, &mut h),
+            _ => return Ok(buf.len()),
+        };
+        match progress {
+            Progress::Need(need) => self.need = need,
+            Progress::Corrupt(what) => self.corrupt(sink, &what),
+        }
+        Ok(start + used)
+    }
+
+    /// The format, from the first bytes: Some((state, header bytes used)), or None (and `need`
+    /// set) while more bytes are needed to tell; Err when the input is not a usable capture.
+    fn recognise(&mut self, buf: &[u8], at_end: bool) -> Result<Option<(State, usize)>, String> {
+        let Some(magic) = buf.get(..4) else {
+            if at_end {
+                return Err(self.not_a_capture(buf));
+            }
+            self.need = 4;
+            return Ok(None);
+        };
+        if pcap::is_magic(magic) {
+            self.flow.info.format = "pcap";
+            let Some(header) = buf.get(..pcap::HEADER_LEN) else {
+                if at_end {
+                    return Err(format!(
+                        "{}: truncated pcap file header ({} of 24 bytes)",
+                        self.name,
+                        buf.len()
+                    ));
+                }
+                self.need = pcap::HEADER_LEN;
+                return Ok(None);
+            };
+            let pcap = Pcap::new(header).ok_or_else(|| self.not_a_capture(buf))?;
+            self.flow.info.link_types = vec![pcap.linktype()];
+            return Ok(Some((State::Pcap(pcap), pcap::HEADER_LEN)));
+        }
+        if magic == pcapng::SHB_MAGIC {
+            let Some(big) = buf.get(8..12).and_then(pcapng::byte_order) else {
+                if buf.len() < 12 && !at_end {
+                    self.need = 12;
+                    return Ok(None);
+                }
+                return Err(format!(
+                    "{}: damaged pcapng section header (bad byte-order magic)",
+                    self.name
+                ));
+            };
+            self.flow.info.format = "pcapng";
+            return Ok(Some((State::Pcapng(Pcapng::new(big)), 0)));
+        }
+        Err(self.not_a_capture(buf))
+    }
+
+    /// "after gzip decompression " when the bytes were decompressed, else "".
+    fn what(&self) -> String {
+        match &self.compression {
+            Some(kind) => format!("after {kind} decompression "),
+            None => String::new(),
+        }
+    }
+
+    fn not_a_capture(&self, buf: &[u8]) -> String {
+        let head: Vec<String> = buf.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        format!(
+            "{}: not a pcap or pcapng capture {}(starts with {})",
+            self.name,
+            self.what(),
+            head.join(" ")
+        )
+    }
+
+    /// The input is unusable: remember why (every later call says it again).
+    fn fail(&mut self, message: String) -> String {
+        self.flow.info.error = Some(message.clone());
+        self.state = State::Failed(message.clone());
+        self.tail = Vec::new();
+        message
+    }
+
+    /// Reading ends early: keep everything before, say why once.
+    fn stop(
+        &mut self,
+        sink: &mut FindingSink,
+        code: &'static str,
+        severity: Severity,
+        message: String,
+    ) {
+        let frame = self.flow.frame + 1;
+        self.flow.info.truncated = true;
+        self.flow.info.error = Some(message.clone());
+        sink.add(Finding::new(code, severity, message).at(Some(frame), None));
+        self.state = State::Stopped;
+    }
+
+    fn corrupt(&mut self, sink: &mut FindingSink, what: &str) {
+        let frame = self.flow.frame;
+        let message =
+            format!("capture damaged after packet {frame} ({what}); reading stopped there");
+        self.stop(sink, "pcap.corrupt", Severity::Error, message);
+    }
+
+    fn truncated(&mut self, sink: &mut FindingSink, read_error: Option<&str>) {
+        let frame = self.flow.frame + 1;
+        let why = read_error.map(|e| format!(" ({e})")).unwrap_or_default();
+        let message = format!(
+            "capture ends in the middle of record {frame} ({} of {} bytes present){why}; the {} \
+             packets before it were read",
+            self.tail.len(),
+            self.need,
+            frame - 1
+        );
+        self.stop(sink, "pcap.truncated", Severity::Warning, message);
+    }
+}
+
+/// Everything after the record layer: frame numbers, the clock, the counts, the packet parser.
+#[derive(Debug, Default)]
+struct Flow {
+    info: CaptureInfo,
+    frame: u64,
+    /// The last timestamp a packet carried (Simple Packet Blocks carry none).
+    last_ts: Option<i64>,
+    parser: PacketParser,
+}
+
+/// Where the format parsers hand their records.
+pub(super) struct Handler<'a> {
+    flow: &'a mut Flow,
+    sink: &'a mut FindingSink,
+    on_segment: &'a mut dyn FnMut(&Segment),
+}
+
+impl Handler<'_> {
+    /// The next packet record (Wireshark numbers every one): `ts` None for a record without a
+    /// timestamp (it gets the previous packet's), `linktype` None for a record that is not a
+    /// packet of a described interface.
+    pub fn packet(&mut self, ts: Option<i64>, linktype: Option<u32>, data: &[u8], wirelen: u32) {
+        let flow = &mut *self.flow;
+        flow.frame += 1;
+        let frame = flow.frame;
+        let info = &mut flow.info;
+        info.packets = frame;
+        info.bytes += data.len() as u64;
+        let ts = match ts {
+            None => flow.last_ts.unwrap_or(0),
+            Some(ts) => {
+                if let Some(last) = flow.last_ts.filter(|&last| ts < last) {
+                    backwards(self.sink, frame, ts, last);
+                }
+                flow.last_ts = Some(ts);
+                info.first_ts = Some(info.first_ts.map_or(ts, |first| first.min(ts)));
+                info.last_ts = Some(info.last_ts.map_or(ts, |last| last.max(ts)));
+                ts
+            }
+        };
+        let mut packet = Packet {
+            frame,
+            ts,
+            sink: self.sink,
+            on_segment: self.on_segment,
+        };
+        flow.parser.packet(&mut packet, linktype, data, wirelen);
+        info.non_tcp_packets = flow.parser.non_tcp();
+        info.tcp_packets = frame - info.non_tcp_packets;
+    }
+
+    /// The next packet record names interface `id`, which its section does not describe.
+    pub fn unknown_interface(&mut self, id: u32, data: &[u8], wirelen: u32) {
+        let frame = self.flow.frame + 1;
+        limited(
+            self.sink,
+            "pcap.malformed-record",
+            Severity::Warning,
+            || {
+                let message = format!(
+                    "packet {frame} names interface {id}, which the section does not describe"
+                );
+                Finding::new("pcap.malformed-record", Severity::Warning, message)
+                    .at(Some(frame), None)
+                    .field("interface", id)
+            },
+        );
+        self.packet(None, None, data, wirelen);
+    }
+
+    /// An interface of this link type was described.
+    pub fn link_type(&mut self, linktype: u32) {
+        let types = &mut self.flow.info.link_types;
+        if let Err(at) = types.binary_search(&linktype) {
+            types.insert(at, linktype);
+        }
+    }
+}
+
+fn backwards(sink: &mut FindingSink, frame: u64, ts: i64, last: i64) {
+    limited(sink, "pcap.time-backwards", Severity::Info, || {
+        let seconds = (i128::from(last) - i128::from(ts)) as f64 / 1e9;
+        let message =
+            format!("packet {frame} is timestamped {seconds:.6} s before the packet preceding it");
+        Finding::new("pcap.time-backwards", Severity::Info, message)
+            .at(Some(frame), Some(ts))
+            .field("previous_ts", last)
+    });
+}
