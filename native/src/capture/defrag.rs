@@ -154,7 +154,7 @@ impl Set {
     fn overlaps(&self, sink: &mut FindingSink, at: Origin, offset: u32, data: &[u8]) -> bool {
         let end = offset + data.len() as u32;
         let i = self.covered.partition_point(|&(_, e)| e <= offset);
-        if !self.covered.get(i).is_some_and(|&(s, _)| s < end) {
+        if self.covered.get(i).is_none_or(|&(s, _)| s >= end) {
             return false;
         }
         let mut reported = 0;
@@ -388,5 +388,402 @@ impl Defragmenter {
         while let Some(&oldest) = self.sets.keys().next() {
             self.evict(sink, oldest, "capture ended");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::testkit::*;
+    use crate::records::Value;
+
+    fn payload() -> Vec<u8> {
+        (0..=255u8).cycle().take(3072).collect()
+    }
+
+    fn v4(size: usize, ident: u16) -> Vec<Vec<u8>> {
+        let mut tcp = Tcp::new(555, &payload()).addrs("10.0.0.1", "10.0.0.2");
+        (tcp.sport, tcp.ident) = (1234, ident);
+        v4_fragments(&tcp, size)
+    }
+
+    fn v6(size: usize, ident: u32, dest_opts: bool) -> Vec<Vec<u8>> {
+        let mut tcp = Tcp::new(999, &payload()).v6();
+        tcp.sport = 1234;
+        let mut part = Vec::new();
+        let first = if dest_opts {
+            part.extend_from_slice(&[6, 0, 1, 4, 0, 0, 0, 0]);
+            60
+        } else {
+            6
+        };
+        part.extend(tcp.segment());
+        v6_fragments("2001:db8::1", "2001:db8::2", ident, first, &part, size)
+    }
+
+    fn pick(frames: &[Vec<u8>], order: &[usize]) -> Vec<Vec<u8>> {
+        order.iter().map(|&i| frames[i].clone()).collect()
+    }
+
+    #[test]
+    fn ipv4_fragments_in_order() {
+        let frags = v4(800, 77);
+        assert_eq!(frags.len(), 4);
+        let out = read(&pcap(&frags));
+        assert!(out.findings.is_empty());
+        let s = &out.segs[0];
+        assert_eq!(
+            (s.sport, s.dport, s.seq, &s.payload, s.missing),
+            (1234, 5044, 555, &payload(), 0)
+        );
+        // the completing fragment's number and time
+        assert_eq!((s.frame, s.ts), (4, T0_NS / 1000 * 1000 + 3_000_000));
+        assert_eq!((out.info.packets, out.info.tcp_packets), (4, 4));
+    }
+
+    #[test]
+    fn ipv4_fragments_out_of_order_and_interleaved() {
+        let (a, b) = (v4(800, 1), v4(504, 2));
+        assert_eq!(b.len(), 7);
+        let order = [
+            &a[2], &b[5], &a[0], &b[0], &b[1], &a[3], &b[2], &b[3], &b[4], &a[1], &b[6],
+        ];
+        let out = read(&pcap(&order.map(Vec::clone)));
+        assert!(out.findings.is_empty());
+        let got: Vec<_> = out
+            .segs
+            .iter()
+            .map(|s| (s.frame, s.payload.clone()))
+            .collect();
+        assert_eq!(got, [(10, payload()), (11, payload())]);
+    }
+
+    #[test]
+    fn ipv4_duplicate_fragment_is_harmless() {
+        let out = read(&pcap(&pick(&v4(800, 77), &[0, 1, 1, 2, 3])));
+        assert_eq!(out.payloads(), [payload()]);
+        assert!(out.findings.is_empty());
+    }
+
+    #[test]
+    fn ipv4_overlap_with_different_bytes_first_wins() {
+        let f = v4(800, 77);
+        let mut forged = f[1].clone();
+        let n = forged.len();
+        forged[n - 10..].copy_from_slice(&[b'X'; 10]);
+        let out = read(&pcap(&[
+            f[0].clone(),
+            f[1].clone(),
+            forged,
+            f[2].clone(),
+            f[3].clone(),
+        ]));
+        assert_eq!(out.payloads(), [payload()]);
+        assert_eq!(out.codes(), ["ip.fragment-overlap"]);
+        let o = &out.findings[0];
+        assert_eq!(o.frame, Some(3));
+        assert_eq!(
+            o.message,
+            "IP fragment in packet 3 overlaps packet 2 with different bytes (datagram bytes \
+             800..1600); the first copy is kept"
+        );
+        let fields: Vec<_> = o.fields.iter().map(|(k, v)| (*k, v.clone())).collect();
+        assert_eq!(
+            fields,
+            [
+                ("first_frame", Value::Int(2)),
+                ("start", Value::Int(800)),
+                ("end", Value::Int(1600))
+            ]
+        );
+    }
+
+    #[test]
+    fn ipv4_missing_fragment_reported_at_end() {
+        let out = read(&pcap(&pick(&v4(800, 77), &[0, 1, 3])));
+        assert!(out.segs.is_empty());
+        assert_eq!(out.info.tcp_packets, 3);
+        assert_eq!(out.codes(), ["ip.fragments-incomplete"]);
+        let f = &out.findings[0];
+        assert_eq!(
+            (f.frame, f.ts, f.protocol()),
+            (Some(1), Some(T0_NS / 1000 * 1000), "ip")
+        );
+        assert_eq!(
+            f.message,
+            "IP datagram whose first fragment is packet 1 was never completed (2292 bytes of 3092 \
+             bytes seen, 3 fragments; capture ended)"
+        );
+        assert_eq!(field(f, "fragments"), Some(Value::Int(3)));
+    }
+
+    #[test]
+    fn ipv6_fragments_in_and_out_of_order() {
+        let f = v6(1000, 9, false);
+        assert!(f.len() >= 3);
+        for order in [vec![0, 1, 2, 3], vec![2, 0, 3, 1]] {
+            let out = read(&pcap(&pick(&f, &order)));
+            assert!(out.findings.is_empty());
+            let s = &out.segs[0];
+            assert_eq!(
+                (s.seq, &s.payload, s.src.is_ipv6(), s.frame),
+                (999, &payload(), true, 4)
+            );
+        }
+    }
+
+    #[test]
+    fn ipv6_fragment_with_destination_options_inside() {
+        let out = read(&pcap(&v6(1200, 3, true)));
+        assert_eq!(out.payloads(), [payload()]);
+        assert!(out.findings.is_empty());
+    }
+
+    #[test]
+    fn unfragmented_tcp_between_fragments() {
+        let f = v4(800, 77);
+        let plain = Tcp::new(1, b"plain").frame();
+        let out = read(&pcap(&[
+            f[0].clone(),
+            plain,
+            f[1].clone(),
+            f[2].clone(),
+            f[3].clone(),
+        ]));
+        let got: Vec<_> = out
+            .segs
+            .iter()
+            .map(|s| (s.frame, s.payload.clone()))
+            .collect();
+        assert_eq!(got, [(2, b"plain".to_vec()), (5, payload())]);
+    }
+
+    // ------------------------------------------------------------------ bounds
+
+    fn key(i: u32) -> Key {
+        Key::v4([10, 0, 0, 1], [10, 0, 0, 2], i as u16)
+    }
+
+    fn frag(key: Key, offset: u32, data: &[u8], length: u64, more: bool) -> Fragment<'_> {
+        Fragment {
+            key,
+            offset,
+            data,
+            length,
+            more,
+            meta: None,
+        }
+    }
+
+    fn at(frame: u64, ts: i64) -> Origin {
+        Origin { frame, ts }
+    }
+
+    fn limits(max_sets: usize, max_bytes: usize, timeout_ns: i64) -> Limits {
+        Limits {
+            max_sets,
+            max_bytes,
+            timeout_ns,
+        }
+    }
+
+    #[test]
+    fn set_count_is_bounded_and_oldest_evicted() {
+        let mut d = Defragmenter::new(limits(3, MAX_BYTES, TIMEOUT_NS));
+        let mut sink = FindingSink::default();
+        for i in 0..5 {
+            assert!(d
+                .add(
+                    &mut sink,
+                    at(u64::from(i) + 1, 0),
+                    frag(key(i), 0, b"aaaaaaaa", 8, true)
+                )
+                .is_none());
+        }
+        let frames: Vec<_> = sink.out.iter().map(|f| (f.code, f.frame)).collect();
+        assert_eq!(
+            frames,
+            [
+                ("ip.fragments-incomplete", Some(1)),
+                ("ip.fragments-incomplete", Some(2))
+            ]
+        );
+        assert!(sink.out[0]
+            .message
+            .ends_with("(8 bytes of unknown size seen, 1 fragments; evicted to bound memory)"));
+        let done = d.add(&mut sink, at(9, 0), frag(key(4), 8, b"b", 1, false));
+        assert_eq!(done, Some((b"aaaaaaaab".to_vec(), None)));
+    }
+
+    #[test]
+    fn buffered_bytes_are_bounded() {
+        let mut d = Defragmenter::new(limits(MAX_SETS, 1000, TIMEOUT_NS));
+        let mut sink = FindingSink::default();
+        for i in 0..10 {
+            d.add(
+                &mut sink,
+                at(u64::from(i) + 1, 0),
+                frag(key(i), 0, &[b'z'; 400], 400, true),
+            );
+        }
+        assert!(d.bytes <= 1000);
+        assert_eq!(sink.out.len(), 8);
+    }
+
+    #[test]
+    fn old_sets_time_out() {
+        let mut d = Defragmenter::new(limits(MAX_SETS, MAX_BYTES, 10));
+        let mut sink = FindingSink::default();
+        d.add(&mut sink, at(1, 0), frag(key(1), 0, b"aaaaaaaa", 8, true));
+        d.add(&mut sink, at(2, 10), frag(key(2), 0, b"aaaaaaaa", 8, true));
+        assert!(sink.out.is_empty());
+        d.add(&mut sink, at(3, 11), frag(key(3), 0, b"aaaaaaaa", 8, true));
+        assert_eq!(sink.out.len(), 1);
+        assert!(sink.out[0].message.ends_with("timed out)"));
+        // extreme timestamps never overflow
+        d.add(&mut sink, at(4, i64::MIN), frag(key(4), 0, b"a", 8, true));
+        d.add(&mut sink, at(5, i64::MAX), frag(key(5), 0, b"a", 8, true));
+        assert_eq!(sink.out.len(), 4);
+    }
+
+    #[test]
+    fn fragment_beyond_largest_datagram_is_malformed() {
+        let mut d = Defragmenter::default();
+        let mut sink = FindingSink::default();
+        assert!(d
+            .add(
+                &mut sink,
+                at(1, 0),
+                frag(key(1), 65528, &[b'x'; 16], 16, false)
+            )
+            .is_none());
+        assert_eq!(sink.out.len(), 1);
+        assert_eq!(
+            sink.out[0].message,
+            "fragment in packet 1 ends at byte 65544, beyond the largest datagram"
+        );
+        assert!(d.sets.is_empty());
+    }
+
+    #[test]
+    fn snaplen_cut_fragment_never_completes_falsely() {
+        let mut d = Defragmenter::default();
+        let mut sink = FindingSink::default();
+        d.add(&mut sink, at(1, 0), frag(key(1), 0, b"aaaaaaaa", 8, true));
+        assert!(d
+            .add(&mut sink, at(2, 0), frag(key(1), 8, b"bbbb", 8, false))
+            .is_none());
+        d.finish(&mut sink);
+        assert_eq!(sink.out.len(), 1);
+        assert!(sink.out[0]
+            .message
+            .contains("(12 bytes of 16 bytes seen, 2 fragments; capture ended)"));
+    }
+
+    #[test]
+    fn an_empty_fragment_beyond_the_end_keeps_the_datagram_incomplete() {
+        // like the sorted sweep of the Python original: an empty fragment past the covered bytes
+        // is a hole
+        let mut d = Defragmenter::default();
+        let mut sink = FindingSink::default();
+        d.add(&mut sink, at(1, 0), frag(key(1), 64, b"", 0, true));
+        d.add(&mut sink, at(2, 0), frag(key(1), 0, b"aaaaaaaa", 8, true));
+        assert!(d
+            .add(&mut sink, at(3, 0), frag(key(1), 8, b"b", 1, false))
+            .is_none());
+        // one inside the covered bytes does not
+        d.add(&mut sink, at(4, 0), frag(key(2), 8, b"", 0, true));
+        d.add(&mut sink, at(5, 0), frag(key(2), 0, b"aaaaaaaa", 8, true));
+        let done = d.add(&mut sink, at(6, 0), frag(key(2), 8, b"b", 1, false));
+        assert_eq!(done, Some((b"aaaaaaaab".to_vec(), None)));
+        d.finish(&mut sink);
+        assert!(sink.out[0]
+            .message
+            .contains("(9 bytes of 9 bytes seen, 3 fragments; capture ended)"));
+    }
+
+    #[test]
+    fn meta_comes_from_the_last_offset_zero_fragment() {
+        let mut d = Defragmenter::default();
+        let mut sink = FindingSink::default();
+        let mut first = frag(key(1), 0, b"aaaaaaaa", 8, true);
+        first.meta = Some(6);
+        d.add(&mut sink, at(1, 0), first);
+        let mut again = frag(key(1), 0, b"aaaaaaaa", 8, true);
+        again.meta = Some(60);
+        d.add(&mut sink, at(2, 0), again); // a duplicate: not stored, but its meta counts
+        let done = d.add(&mut sink, at(3, 0), frag(key(1), 8, b"b", 1, false));
+        assert_eq!(done, Some((b"aaaaaaaab".to_vec(), Some(60))));
+    }
+
+    #[test]
+    fn overlaps_are_reported_per_earlier_fragment_and_the_first_copy_wins() {
+        let mut d = Defragmenter::default();
+        let mut sink = FindingSink::default();
+        d.add(&mut sink, at(1, 0), frag(key(1), 0, b"aaaaaaaa", 8, true));
+        d.add(&mut sink, at(2, 0), frag(key(1), 8, b"bbbbbbbb", 8, true));
+        d.add(
+            &mut sink,
+            at(3, 0),
+            frag(key(1), 4, b"XXXXbbbbbb", 10, true),
+        );
+        let spans: Vec<_> = sink
+            .out
+            .iter()
+            .map(|f| (field(f, "first_frame"), field(f, "start"), field(f, "end")))
+            .collect();
+        assert_eq!(
+            spans,
+            [(
+                Some(Value::Int(1)),
+                Some(Value::Int(4)),
+                Some(Value::Int(8))
+            )]
+        );
+        let done = d.add(&mut sink, at(4, 0), frag(key(1), 16, b"c", 1, false));
+        assert_eq!(done, Some((b"aaaaaaaabbbbbbbbc".to_vec(), None)));
+    }
+
+    #[test]
+    fn overlap_reports_per_fragment_are_capped() {
+        let mut d = Defragmenter::default();
+        let mut sink = FindingSink::default();
+        for i in 0..40u32 {
+            d.add(
+                &mut sink,
+                at(u64::from(i) + 1, 0),
+                frag(key(1), i * 8, b"aaaaaaaa", 8, true),
+            );
+        }
+        d.add(
+            &mut sink,
+            at(41, 0),
+            frag(key(1), 0, &[b'X'; 320], 320, true),
+        );
+        assert_eq!(sink.out.len(), MAX_OVERLAP_REPORTS);
+    }
+
+    #[test]
+    fn too_many_fragments_in_one_set_evict_it() {
+        let mut d = Defragmenter::default();
+        let mut sink = FindingSink::default();
+        for i in 0..=MAX_SET_FRAGMENTS as u32 {
+            let byte = [(i % 251) as u8];
+            d.add(
+                &mut sink,
+                at(u64::from(i) + 1, 0),
+                frag(key(1), 8 * (i % 8000), &byte, 8, true),
+            );
+        }
+        let incomplete: Vec<_> = sink
+            .out
+            .iter()
+            .filter(|f| f.code == "ip.fragments-incomplete")
+            .collect();
+        assert_eq!(incomplete.len(), 1);
+        assert!(incomplete[0]
+            .message
+            .ends_with("8193 fragments; evicted to bound memory)"));
+        assert!(d.sets.is_empty() && d.index.is_empty() && d.bytes == 0 && d.fragments == 0);
     }
 }

@@ -599,25 +599,10 @@ mod tests {
 
     #[test]
     fn sample_with_every_block_kind_reads_fully() {
-        let out = read(&sample());
+        let out = read(&pcapng_sample());
         assert_eq!(out.payloads(), [&b"one"[..], b"two", b"three", b"four"]);
         assert!(out.findings.is_empty());
         assert_eq!(out.info.link_types, [1, 101, 113]);
-    }
-
-    pub(crate) fn sample() -> Vec<u8> {
-        [
-            shb(false),
-            idb(1, Some(9), 0, 0, false),
-            idb(113, Some(0x80 | 20), 0, 0, false),
-            epb1(0, 5, &Tcp::new(1, b"one").frame()),
-            spb(&Tcp::new(2, b"two").frame(), false),
-            opb(1, 7, &link(&Tcp::new(3, b"three").ip(), "sll"), false),
-            shb(true),
-            idb(101, None, 0, 0, true),
-            epb(0, 9, &link(&Tcp::new(4, b"four").ip(), "raw"), None, true),
-        ]
-        .concat()
     }
 
     #[test]

@@ -388,3 +388,270 @@ fn backwards(sink: &mut FindingSink, frame: u64, ts: i64, last: i64) {
             .field("previous_ts", last)
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::testkit::*;
+
+    fn error_of(data: &[u8], compression: Option<&str>, read_error: Option<&str>) -> String {
+        let mut reader = CaptureReader::new("x.txt", compression);
+        let mut sink = FindingSink::default();
+        let mut nothing = |_: &Segment| panic!("no segment expected");
+        let fed = reader.feed(data, &mut sink, &mut nothing);
+        let err = fed
+            .and_then(|()| reader.finish(read_error, &mut sink, &mut nothing))
+            .unwrap_err();
+        assert_eq!(reader.info().error.as_deref(), Some(err.as_str()));
+        assert!(sink.out.is_empty());
+        err
+    }
+
+    #[test]
+    fn not_a_capture_is_one_line_error() {
+        let cases: [(&[u8], &str); 6] = [
+            (
+                b"Hello, world\n",
+                "x.txt: not a pcap or pcapng capture (starts with 48 65 6c 6c)",
+            ),
+            (b"", "x.txt: empty input (not a capture)"),
+            (
+                b"He",
+                "x.txt: not a pcap or pcapng capture (starts with 48 65)",
+            ),
+            (
+                b"\xd4\xc3\xb2\xa1\x02\x00\x04\x00",
+                "x.txt: truncated pcap file header (8 of 24 bytes)",
+            ),
+            (
+                b"\x0a\x0d\x0d\x0a\x1c\x00\x00\x00\x00\x00\x00\x00",
+                "x.txt: damaged pcapng section header (bad byte-order magic)",
+            ),
+            (
+                b"\x0a\x0d\x0d\x0a\x1c\x00",
+                "x.txt: damaged pcapng section header (bad byte-order magic)",
+            ),
+        ];
+        for (data, message) in cases {
+            assert_eq!(error_of(data, None, None), message);
+            let mut chunks = CaptureReader::new("x.txt", None);
+            let mut sink = FindingSink::default();
+            let mut nothing = |_: &Segment| {};
+            let mut result = Ok(());
+            for byte in data.chunks(1) {
+                result = result.and_then(|()| chunks.feed(byte, &mut sink, &mut nothing));
+            }
+            let result = result.and_then(|()| chunks.finish(None, &mut sink, &mut nothing));
+            assert_eq!(result.unwrap_err(), message);
+        }
+        // the modified pcap format (0xa1b2cd34) is not read
+        assert!(error_of(&[0x34, 0xcd, 0xb2, 0xa1, 0, 0], None, None)
+            .contains("starts with 34 cd b2 a1"));
+    }
+
+    #[test]
+    fn errors_after_decompression_say_so() {
+        assert_eq!(
+            error_of(b"this is just text", Some("gzip"), None),
+            "x.txt: not a pcap or pcapng capture after gzip decompression (starts with 74 68 69 73)"
+        );
+        assert_eq!(
+            error_of(b"", Some("zstd"), None),
+            "x.txt: empty input after zstd decompression (not a capture)"
+        );
+        assert_eq!(
+            error_of(
+                b"",
+                Some("gzip"),
+                Some("BadGzipFile: Not a gzipped file (b'ga')")
+            ),
+            "x.txt: cannot read after gzip decompression (BadGzipFile: Not a gzipped file (b'ga'))"
+        );
+        assert_eq!(
+            error_of(b"", None, Some("OSError: boom")),
+            "x.txt: cannot read (OSError: boom)"
+        );
+    }
+
+    #[test]
+    fn unusable_input_stays_an_error() {
+        let mut reader = CaptureReader::new("x", None);
+        let mut sink = FindingSink::default();
+        let mut nothing = |_: &Segment| {};
+        assert!(reader
+            .feed(b"GET / HTTP/1.1", &mut sink, &mut nothing)
+            .is_err());
+        let again = reader.feed(&pcap(&[]), &mut sink, &mut nothing);
+        assert_eq!(
+            again.unwrap_err(),
+            "x: not a pcap or pcapng capture (starts with 47 45 54 20)"
+        );
+        assert!(reader.finish(None, &mut sink, &mut nothing).is_err());
+    }
+
+    #[test]
+    fn a_pcap_header_announces_the_format_before_it_is_complete() {
+        let mut reader = CaptureReader::new("x", None);
+        let mut sink = FindingSink::default();
+        reader
+            .feed(&[0xd4, 0xc3, 0xb2, 0xa1], &mut sink, &mut |_| {})
+            .unwrap();
+        assert_eq!(reader.info().format, "pcap");
+        assert!(reader.finish(None, &mut sink, &mut |_| {}).is_err());
+        assert_eq!(reader.info().format, "pcap");
+    }
+
+    #[test]
+    fn after_a_stop_feeds_are_ignored_and_finish_runs_once() {
+        let f = Tcp::new(1, b"a").frame();
+        let mut data = pcap(std::slice::from_ref(&f));
+        data.extend([0, 0, 0xFFFF_FFF0, 0].map(u32::to_le_bytes).concat());
+        let mut reader = CaptureReader::new("x", None);
+        let mut sink = FindingSink::default();
+        let mut segs = 0;
+        reader.feed(&data, &mut sink, &mut |_| segs += 1).unwrap();
+        reader
+            .feed(&pcap(&[f])[24..], &mut sink, &mut |_| segs += 1)
+            .unwrap();
+        reader.finish(None, &mut sink, &mut |_| segs += 1).unwrap();
+        reader
+            .finish(Some("late"), &mut sink, &mut |_| segs += 1)
+            .unwrap();
+        reader.feed(b"more", &mut sink, &mut |_| segs += 1).unwrap();
+        assert_eq!(segs, 1);
+        assert_eq!(
+            sink.out.iter().map(|f| f.code).collect::<Vec<_>>(),
+            ["pcap.corrupt"]
+        );
+        assert_eq!(reader.info().packets, 1);
+    }
+
+    #[test]
+    fn findings_come_as_they_occur() {
+        let fs = [
+            Tcp::new(1, b"a").frame(),
+            Tcp::new(2, b"b").frame(),
+            Tcp::new(3, b"c").frame(),
+        ];
+        let records = vec![
+            (T0_NS, fs[0].clone(), 55),
+            (T0_NS - 1000, fs[1].clone(), 55),
+            (T0_NS + 5000, fs[2].clone(), 55),
+        ];
+        let data = pcap_with(
+            &records,
+            PcapOpts {
+                nano: true,
+                ..PcapOpts::default()
+            },
+        );
+        let mut reader = CaptureReader::new("x", None);
+        let mut sink = FindingSink::default();
+        let mut seen = Vec::new();
+        let record = |n: usize| 24 + n * (16 + 55);
+        reader
+            .feed(&data[..record(1)], &mut sink, &mut |s| seen.push(s.frame))
+            .unwrap();
+        assert!(sink.out.is_empty() && seen == [1]);
+        reader
+            .feed(&data[record(1)..record(2)], &mut sink, &mut |s| {
+                seen.push(s.frame)
+            })
+            .unwrap();
+        assert_eq!((sink.out.len(), &seen[..]), (1, &[1, 2][..]));
+        assert_eq!(reader.info().packets, 2);
+    }
+
+    #[test]
+    fn every_split_reads_the_same() {
+        let pcapng = pcapng_sample();
+        let mut frames: Vec<Vec<u8>> = (0..6)
+            .map(|i| Tcp::new(i, &[i as u8; 100]).frame())
+            .collect();
+        frames.insert(2, [&[2u8; 12][..], &[0x08, 0x06], &[0; 28]].concat());
+        let classic = pcap(&frames);
+        for data in [pcapng, classic] {
+            let whole = read_chunked(&data, 0, None);
+            assert!(!whole.segs.is_empty() && whole.findings.is_empty());
+            for chunk in [1, 2, 3, 5, 7, 11, 13, 64, 100, 1000] {
+                assert_eq!(read_chunked(&data, chunk, None), whole, "chunk {chunk}");
+            }
+            // every cut point: the same packets before it, a truncation after
+            for cut in 0..data.len() {
+                let (a, b) = data.split_at(cut);
+                let mut reader = CaptureReader::new("t", None);
+                let mut sink = FindingSink::default();
+                let mut segs = Vec::new();
+                reader
+                    .feed(a, &mut sink, &mut |s| segs.push(Seg::from(s)))
+                    .unwrap();
+                reader
+                    .feed(b, &mut sink, &mut |s| segs.push(Seg::from(s)))
+                    .unwrap();
+                reader
+                    .finish(None, &mut sink, &mut |s| segs.push(Seg::from(s)))
+                    .unwrap();
+                assert_eq!(segs, whole.segs, "cut {cut}");
+                assert_eq!(reader.info(), &whole.info);
+            }
+        }
+    }
+
+    #[test]
+    fn every_truncation_keeps_what_came_before() {
+        let frames: Vec<Vec<u8>> = (0..6)
+            .map(|i| Tcp::new(i, format!("payload{i:03}").as_bytes()).frame())
+            .collect();
+        let mut ng = [shb(false), idb1(1)].concat();
+        for (i, f) in frames.iter().enumerate() {
+            ng.extend(epb1(0, i as u64, f));
+        }
+        for data in [ng, pcap(&frames)] {
+            for cut in 24..=data.len() {
+                let out = read_chunked(&data[..cut], 0, None);
+                let want: Vec<Vec<u8>> = (0..out.segs.len())
+                    .map(|i| format!("payload{i:03}").into_bytes())
+                    .collect();
+                assert_eq!(out.payloads(), want);
+                assert_eq!(out.info.truncated, out.codes().contains(&"pcap.truncated"));
+                if cut == data.len() {
+                    assert!(out.segs.len() == 6 && !out.info.truncated);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_record_announced_long_allocates_only_what_arrives() {
+        let mut data = pcap_with(
+            &[],
+            PcapOpts {
+                snaplen: 256 << 20,
+                ..PcapOpts::default()
+            },
+        );
+        data.extend([0, 0, 200 << 20, 0].map(u32::to_le_bytes).concat());
+        data.extend([0; 100]);
+        let mut reader = CaptureReader::new("x", None);
+        let mut sink = FindingSink::default();
+        for byte in data.chunks(1) {
+            reader.feed(byte, &mut sink, &mut |_| {}).unwrap();
+        }
+        assert_eq!(reader.tail.len(), 116);
+        assert!(reader.tail.capacity() < 4096, "{}", reader.tail.capacity());
+    }
+
+    #[test]
+    fn the_tail_holds_at_most_one_record() {
+        let frames: Vec<Vec<u8>> = (0..50).map(|i| Tcp::new(i, &[7; 300]).frame()).collect();
+        let data = pcap(&frames);
+        let mut reader = CaptureReader::new("x", None);
+        let mut sink = FindingSink::default();
+        let mut n = 0;
+        for piece in data.chunks(1000) {
+            reader.feed(piece, &mut sink, &mut |_| n += 1).unwrap();
+            assert!(reader.tail.len() < 16 + frames[0].len());
+        }
+        assert_eq!(n, 50);
+    }
+}

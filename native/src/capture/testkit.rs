@@ -509,3 +509,19 @@ pub fn read(data: &[u8]) -> Outcome {
     );
     whole
 }
+
+/// A pcapng capture with two sections (both byte orders), EPB, SPB and OPB, three link types.
+pub fn pcapng_sample() -> Vec<u8> {
+    [
+        shb(false),
+        idb(1, Some(9), 0, 0, false),
+        idb(113, Some(0x80 | 20), 0, 0, false),
+        epb1(0, 5, &Tcp::new(1, b"one").frame()),
+        spb(&Tcp::new(2, b"two").frame(), false),
+        opb(1, 7, &link(&Tcp::new(3, b"three").ip(), "sll"), false),
+        shb(true),
+        idb(101, None, 0, 0, true),
+        epb(0, 9, &link(&Tcp::new(4, b"four").ip(), "raw"), None, true),
+    ]
+    .concat()
+}
