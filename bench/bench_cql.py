@@ -83,8 +83,8 @@ def python_floor(path: Path) -> float:
 
     import orjson
 
+    from wirelog.engine.capture import iter_segments
     from wirelog.model import CaptureInfo
-    from wirelog.pcap.segments import iter_segments
 
     header = struct.Struct(">BBhBi").unpack_from
     start = time.process_time()

@@ -1,9 +1,13 @@
-"""Throughput of `wirelog streams --json` (read + full TCP reassembly) against tshark.
+"""Throughput of `wirelog streams --json` (read + full TCP reassembly, in the native core) against tshark.
 
-Generates a ~200k-packet capture (and one twice as large, to show memory stays flat), then runs
+Generates a ~1M-packet capture (2,000 connections, 100–600-byte segments, ~2 % of adjacent segments
+swapped) and one twice as large (to show memory stays flat), then runs
     wirelog streams --json FILE            (our reader + reassembler)
+    wirelog convert FILE --to json         (the same plus detection and the NDJSON writer)
     tshark -r FILE -T fields -e tcp.stream (tshark's reader + TCP analysis, the peer)
-on the same file, each several times (median), and prints packets/s, the ratio and peak RSS.
+on the same file, each several times (median), and prints packets/s, the ratios and peak RSS.
+`--short N` adds a capture of N short connections (SYN, one request, FIN each): time must grow
+linearly with the number of connections and memory must stay bounded.
 """
 
 from __future__ import annotations
@@ -54,18 +58,22 @@ def measure(cmd: list[str], runs: int) -> tuple[float, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--packets", type=int, default=200_000)
+    ap.add_argument("--packets", type=int, default=1_000_000)
+    ap.add_argument("--connections", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--short", type=int, default=0, metavar="N", help="also N short connections")
     args = ap.parse_args()
     wirelog = [sys.executable, "-m", "wirelog.cli", "streams", "--json"]
+    convert = [sys.executable, "-m", "wirelog.cli", "convert", "--to", "json"]
     tshark = shutil.which("tshark")
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "bench.pcap"
         double = Path(tmp) / "bench2.pcap"
-        n = generate(str(base), args.packets)
-        n2 = generate(str(double), args.packets * 2, seed=2)  # same concurrency, twice the data
+        n = generate(str(base), args.packets, args.connections)
+        n2 = generate(str(double), args.packets * 2, args.connections, seed=2)  # twice the data
         print(
-            f"capture: {n} packets, {base.stat().st_size / 1e6:.1f} MB (Ethernet/IPv4/TCP, 400 connections)"
+            f"capture: {n} packets, {base.stat().st_size / 1e6:.1f} MB "
+            f"(Ethernet/IPv4/TCP, {args.connections} connections)"
         )
         ours, rss = measure([*wirelog, str(base)], args.runs)
         ours2, rss2 = measure([*wirelog, str(double)], 1)
@@ -75,12 +83,26 @@ def main() -> None:
         print(
             f"  twice the capture    : {ours2:6.2f} s  {n2 / ours2:10,.0f} pkt/s  peak RSS {rss2 / 1024:6.1f} MiB"
         )
+        conv, crss = measure([*convert, str(base)], args.runs)
+        print(
+            f"wirelog convert --to json: {conv:4.2f} s  {n / conv:10,.0f} pkt/s  peak RSS {crss / 1024:6.1f} MiB"
+        )
+        if args.short:
+            for count in (args.short // 2, args.short):
+                path = Path(tmp) / f"short{count}.pcap"
+                m = generate(str(path), count * 8, count, seed=3)
+                t, r = measure([*wirelog, str(path)], 1)
+                print(
+                    f"{count:,} short connections ({m:,} packets): {t:6.2f} s  "
+                    f"{count / t:10,.0f} conn/s  peak RSS {r / 1024:6.1f} MiB"
+                )
         if tshark:
             theirs, trss = measure([tshark, "-r", str(base), "-T", "fields", "-e", "tcp.stream"], args.runs)
             print(
                 f"tshark -T fields       : {theirs:6.2f} s  {n / theirs:10,.0f} pkt/s  peak RSS {trss / 1024:6.1f} MiB"
             )
-            print(f"ratio (wirelog / tshark throughput): {theirs / ours:.2f}x")
+            print(f"ratio streams --json / tshark throughput: {theirs / ours:.2f}x")
+            print(f"ratio convert --to json / tshark throughput: {theirs / conv:.2f}x")
         else:
             print("tshark not installed: no reference run")
 

@@ -22,8 +22,8 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import CookedLinux, CookedLinuxV2, Dot1AD, Dot1Q, Ether
 from scapy.packet import Packet, Raw
 
+from wirelog.engine.capture import iter_segments
 from wirelog.model import CaptureInfo, Finding
-from wirelog.pcap import iter_segments
 
 # LINKTYPE_* numbers per link name understood by tcp_frame().
 LINKTYPES = {

@@ -8,10 +8,6 @@ from pcap_helpers import T0_NS, codes, link_frame, read_all, tcp_packet, write_p
 from scapy.layers.inet import IP, TCP, UDP, fragment
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, fragment6
 
-from wirelog.model import Finding
-from wirelog.pcap.defrag import Defragmenter
-from wirelog.pcap.findings import FindingSink
-
 PAYLOAD = bytes(range(256)) * 12  # 3072 bytes
 
 
@@ -117,47 +113,41 @@ def test_unfragmented_tcp_between_fragments(tmp_path):
     assert [(s[0], s[9]) for s in segs] == [(2, b"plain"), (5, PAYLOAD)]
 
 
-# ------------------------------------------------------------------ bounds
+# ------------------------------------------------------------------ bounds (defaults: 1024 sets, 60 s)
 
 
-def _defrag(**kw) -> tuple[Defragmenter, list[Finding]]:
-    out: list[Finding] = []
-    return Defragmenter(FindingSink(out), **kw), out
+def _first_fragment(ident: int, size: int = 8) -> bytes:
+    """The first fragment of a TCP datagram whose other fragments never come."""
+    return link_frame(IP(src="10.0.0.1", dst="10.0.0.2", id=ident, flags="MF", proto=6) / (b"a" * size))
 
 
-def test_set_count_is_bounded_and_oldest_evicted():
-    d, out = _defrag(max_sets=3)
-    for i in range(5):
-        assert d.add((4, i), 0, b"a" * 8, 8, True, i + 1, 0) is None
-    assert codes(out) == ["ip.fragments-incomplete"] * 2
-    assert [f.frame for f in out] == [1, 2]
-    assert d.add((4, 4), 8, b"b", 1, False, 9, 0) == (b"a" * 8 + b"b", None)
+def test_set_count_is_bounded_and_oldest_evicted(tmp_path):
+    frags = [_first_fragment(i) for i in range(1030)]
+    last = IP(src="10.0.0.1", dst="10.0.0.2", id=1029, frag=1, proto=6) / b"b"
+    segs, _, findings = read_all(write_pcap(tmp_path / "n.pcap", [*frags, link_frame(last)]))
+    evicted = [f for f in findings if f.code == "ip.fragments-incomplete"]
+    assert [f.frame for f in evicted[:6]] == [1, 2, 3, 4, 5, 6]
+    assert all("evicted to bound memory" in f.message for f in evicted[:6])
+    assert len(segs) == 0  # the completed datagram is 9 bytes: too short for a TCP header
+    assert "tcp.malformed" in codes(findings)
 
 
-def test_buffered_bytes_are_bounded():
-    d, out = _defrag(max_bytes=1000)
-    for i in range(10):
-        d.add((4, i), 0, b"z" * 400, 400, True, i + 1, 0)
-    assert d._bytes <= 1000
-    assert len(out) == 8
+def test_old_sets_time_out(tmp_path):
+    packets = [(T0_NS, _first_fragment(1)), (T0_NS + 61 * 10**9, _first_fragment(2))]
+    _, _, findings = read_all(write_pcap(tmp_path / "t.pcap", packets))
+    timed_out = [f for f in findings if "timed out" in f.message]
+    assert codes(timed_out) == ["ip.fragments-incomplete"] and timed_out[0].frame == 1
 
 
-def test_old_sets_time_out():
-    d, out = _defrag(timeout_ns=10)
-    d.add((4, 1), 0, b"a" * 8, 8, True, 1, 0)
-    d.add((4, 2), 0, b"a" * 8, 8, True, 2, 11)
-    assert codes(out) == ["ip.fragments-incomplete"] and "timed out" in out[0].message
+def test_fragment_beyond_largest_datagram_is_malformed(tmp_path):
+    pkt = IP(src="10.0.0.1", dst="10.0.0.2", id=5, frag=65528 // 8, proto=6) / (b"x" * 16)
+    segs, _, findings = read_all(write_pcap(tmp_path / "b.pcap", [link_frame(pkt)]))
+    assert segs == [] and codes(findings) == ["ip.malformed"]
 
 
-def test_fragment_beyond_largest_datagram_is_malformed():
-    d, out = _defrag()
-    assert d.add((4, 1), 65528, b"x" * 16, 16, False, 1, 0) is None
-    assert codes(out) == ["ip.malformed"]
-
-
-def test_snaplen_cut_fragment_never_completes_falsely():
-    d, out = _defrag()
-    d.add((4, 1), 0, b"a" * 8, 8, True, 1, 0)
-    assert d.add((4, 1), 8, b"b" * 4, 8, False, 2, 0) is None  # 4 of 8 bytes captured
-    d.finish()
-    assert codes(out) == ["ip.fragments-incomplete"]
+def test_snaplen_cut_fragment_never_completes_falsely(tmp_path):
+    head = _first_fragment(1, 8)
+    tail = link_frame(IP(src="10.0.0.1", dst="10.0.0.2", id=1, frag=1, proto=6) / (b"b" * 8))
+    cut = (T0_NS + 10**6, tail[:-4], len(tail))  # 4 of its 8 payload bytes captured
+    segs, _, findings = read_all(write_pcap(tmp_path / "s.pcap", [(T0_NS, head), cut]))
+    assert segs == [] and "ip.fragments-incomplete" in codes(findings)

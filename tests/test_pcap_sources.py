@@ -15,8 +15,9 @@ import pytest
 import zstandard
 from pcap_helpers import codes, fast_pcap, pcap_bytes, read_all, tcp_frame
 
+from wirelog.engine.capture import iter_segments
 from wirelog.model import CaptureInfo
-from wirelog.pcap import CaptureError, expand_inputs, iter_segments, open_input
+from wirelog.pcap import CaptureError, expand_inputs, open_input
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -155,7 +156,7 @@ def test_stdin_dash_reads_a_trickling_pipe(monkeypatch, kind):
 
 def test_stdin_through_a_real_pipe(tmp_path):
     code = (
-        "import sys; from wirelog.model import CaptureInfo; from wirelog.pcap import iter_segments\n"
+        "import sys; from wirelog.model import CaptureInfo; from wirelog.engine.capture import iter_segments\n"
         "info = CaptureInfo('-')\n"
         "print(len(list(iter_segments('-', info, []))), info.packets, info.compression)\n"
     )

@@ -1,4 +1,5 @@
-"""TCP reassembly on hand-built segments: ordering, overlaps, gaps, wraparound, reuse, limits."""
+"""TCP reassembly (the core's, through `_core.Reassembler`) on hand-built segments: ordering,
+overlaps, gaps, wraparound, reuse, limits."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wirelog.engine.capture import Reassembler
 from wirelog.model import Chunk, Direction, Finding, Gap, StreamInfo
-from wirelog.pcap.reassembly import ACK, FIN, RST, SYN, Reassembler
+
+FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 
 C = bytes([10, 0, 0, 1])
 S = bytes([10, 0, 0, 2])
@@ -21,7 +24,7 @@ class Conv:
     """Drives a Reassembler like a capture of one connection would."""
 
     def __init__(self, overlap="first", cisn=1000, sisn=5000, ports=frozenset({5044}), **kw):
-        self.r = Reassembler("t", ports, overlap, **kw)
+        self.r = Reassembler("t", sorted(ports), overlap, **kw)
         self.frame = 0
         self.cisn, self.sisn = cisn, sisn
         self.items: list = []
@@ -36,8 +39,7 @@ class Conv:
             flags &= ~ACK
         self.r.segment(self.frame, self.frame * 1000, src, sport, dst, dport, seq % 2**32, ack % 2**32, flags,
                        data, missing)  # fmt: skip
-        self.items += self.r.out
-        self.r.out.clear()
+        self.items += self.r.drain()
 
     def handshake(self):
         self.send(True, self.cisn, flags=SYN)
@@ -46,8 +48,7 @@ class Conv:
 
     def finish(self):
         self.r.finish()
-        self.items += self.r.out
-        self.r.out.clear()
+        self.items += self.r.drain()
         return self
 
     def data(self, direction=Direction.C2S, stream=None) -> bytes:
@@ -140,15 +141,19 @@ def test_overlap_in_out_of_order_buffer_first_wins():
     assert f.code == "tcp.overlap-conflict" and f.offset == 4
 
 
-def test_gap_in_the_middle_declared_by_ack():
-    t = Conv()
+def test_gap_in_the_middle_declared_once_the_reorder_window_after_the_ack_passed():
+    t = Conv(reorder_packets=2)
     t.handshake()
     t.send(True, 1001, b"VERY", ack=5001)
     t.send(True, 1009, b"DATA", ack=5001)
     assert not t.of(Gap)  # not yet: the bytes may still come
+    t.send(False, 5001, flags=ACK, ack=1013)  # frame 6 proves the hole
+    t.send(False, 5001, flags=ACK, ack=1013)
+    t.send(False, 5001, flags=ACK, ack=1013)
+    assert not t.of(Gap)  # the missing segment may still come later in the file
     t.send(False, 5001, flags=ACK, ack=1013)
     gap = t.of(Gap)
-    assert [(g.offset, g.length) for g in gap] == [(4, 4)]
+    assert [(g.offset, g.length, g.frame) for g in gap] == [(4, 4, 6)]
     assert t.data() == b"VERYDATA"
     chunks = [i for i in t.items if isinstance(i, Chunk | Gap)]
     assert [type(i).__name__ for i in chunks] == ["Chunk", "Gap", "Chunk"]  # gap sits between
@@ -261,7 +266,7 @@ def test_fin_both_sides_closes_and_evicts_after_grace():
     t.send(True, 1005, flags=ACK, ack=5002)
     assert not t.of(StreamInfo)  # still within its grace period
     t.r.segment(99, 10**9, C, 1, S, 2, 1, 0, SYN, b"")  # another connection, later: sweep
-    t.items += t.r.out
+    t.items += t.r.drain()
     infos = t.of(StreamInfo)
     assert len(infos) == 1 and infos[0].fin_c2s and infos[0].fin_s2c
     assert not t.of(Gap)  # the FIN's sequence number is not a missing byte
@@ -278,10 +283,10 @@ def test_buffer_limit_forces_delivery_with_gap():
 
 
 def test_connection_cap_evicts_oldest():
-    r = Reassembler("t", frozenset(), max_connections=2)
+    r = Reassembler("t", [], max_connections=2)
     for port in (1, 2, 3):
         r.segment(port, port, C, port, S, 80, 1, 0, SYN, b"")
-    infos = [i for i in r.out if isinstance(i, StreamInfo)]
+    infos = [i for i in r.drain() if isinstance(i, StreamInfo)]
     assert [i.client_port for i in infos] == [1]
 
 

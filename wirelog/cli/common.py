@@ -67,6 +67,16 @@ def input_options(f: Callable) -> Callable:
                 help="Which copy wins when TCP bytes are sent twice with different content.",
             ),
             click.option(
+                "--reorder-window",
+                "reorder_window",
+                type=click.IntRange(min=0),
+                default=2048,
+                show_default=True,
+                metavar="PACKETS",
+                help="Packets a late TCP segment may come after the ACK that covers it before its "
+                "bytes count as missing.",
+            ),
+            click.option(
                 "--format",
                 "input_format",
                 type=click.Choice(["auto", "pcap", *registry.names()]),
@@ -129,6 +139,7 @@ def build_options(params: dict, **overrides) -> Options:
     return Options(
         decode_as=parse_decode_as(params["decode_as"]),
         overlap=params["overlap"],
+        reorder_window=params["reorder_window"],
         show_secrets=params["show_secrets"],
         keep=keep,
         input_format=params["input_format"],

@@ -83,6 +83,14 @@ class LazyGroup(click.Group):
         return None if module is None else getattr(importlib.import_module(module), cmd_name)
 
 
+def _core_debug(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """With --debug, an internal.panic finding of the native core carries its Rust backtrace."""
+    if value:
+        from wirelog import _core
+
+        _core.set_debug(True)
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXAMPLES)
 @click.option(
     "--version",
@@ -93,8 +101,12 @@ class LazyGroup(click.Group):
     help="Show versions.",
 )
 @click.option(
-    "--debug", is_flag=True, expose_value=False, help="Show a Python traceback for unexpected errors."
-)  # read by main(), which is where unexpected errors are caught
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    callback=_core_debug,
+    help="Show a Python traceback for unexpected errors (and the core's Rust backtrace).",
+)  # also read by main(), which is where unexpected errors are caught
 def cli() -> None:
     """Forensics and conversion for log wire protocols in packet captures.
 

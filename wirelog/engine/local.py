@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 
 from wirelog.decoders import registry
 from wirelog.decoders.base import Decoder, Limits, ProtocolSpec, Sample, StreamContext
+from wirelog.engine.capture import CoreCapture
 from wirelog.engine.delivery import DeliveryVerdict
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.midstream import FrameHunt
 from wirelog.model import CaptureInfo, Chunk, Direction, Finding, Gap, Message, Severity, StreamInfo
 from wirelog.pcap.errors import CaptureError
-from wirelog.pcap.reassembly import Reassembler
-from wirelog.pcap.segments import iter_segments
 from wirelog.pcap.sources import STDIN, open_input
 
 Item = Message | Finding | StreamInfo | CaptureInfo | Chunk | Gap
@@ -32,6 +31,7 @@ class Options:
     chunks: bool = False  # also yield the reassembled Chunk/Gap items (`streams --dump`)
     decode_as: dict[int, str] = field(default_factory=dict)  # server or client port → protocol
     overlap: str = "first"
+    reorder_window: int = 2048  # packets a late segment may trail the ACK covering it (docs/records.md)
     show_secrets: bool = False
     limits: Limits = field(default_factory=Limits)
     keep: RecordFilter = field(default_factory=RecordFilter)  # records not accepted are not yielded
@@ -64,31 +64,28 @@ def run(
 
 def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | None = None) -> Iterator[Item]:
     info = CaptureInfo(capture=path)
-    reasm = Reassembler(
-        path,
-        registry.well_known_ports() | frozenset(opts.decode_as),
-        opts.overlap,
-        emit_data=opts.decode or opts.chunks,
-    )
-    pipe = _StreamPipeline(path, opts, reasm.stream_info, reasm.mute)
-    findings: list[Finding] = []
-    out = reasm.out
-    segment = reasm.segment
     try:
-        for seg in iter_segments(path, info, findings, before_read):
-            if findings:
-                yield from pipe.stamp_capture(findings)
-            segment(*seg)
-            if out:
-                yield from pipe.handle(out)
+        capture = CoreCapture(
+            path,
+            info,
+            before_read,
+            server_ports=sorted(registry.well_known_ports() | frozenset(opts.decode_as)),
+            overlap=opts.overlap,
+            reorder_packets=opts.reorder_window,
+            emit_data=opts.decode or opts.chunks,
+        )
+    except CaptureError:
+        yield info
+        return
+    pipe = _StreamPipeline(path, opts, capture.stream_info, capture.mute)
+    try:
+        for batch in capture.records():
+            yield from pipe.handle(batch)
     except CaptureError as e:
         if not info.format and opts.input_format == "auto" and path != "-" and _raw_protocol(path):
             yield from _run_raw([path], opts, capture=path)  # not a capture, but bytes we can decode
             return
         info.error = str(e)
-    reasm.finish()
-    yield from pipe.stamp_capture(findings)
-    yield from pipe.handle(out)
     yield from pipe.verdict()
     yield info
 
@@ -365,6 +362,9 @@ class _StreamPipeline:
 
     def _end(self, info: StreamInfo) -> Iterator[Item]:
         st = self._states.pop(info.stream, None)
+        if st is not None and st.info is not info:  # the live snapshot gives way to the final info
+            info.protocol = st.info.protocol
+            st.info = info
         if st is not None and self.opts.decode:
             if st.hunt is not None:
                 yield from self._unknown(st, st.hunt.first)

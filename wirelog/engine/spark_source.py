@@ -124,6 +124,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     engine = Options(
         decode_as=_decode_as(o.get("decodeas", "")),
         overlap=overlap,
+        reorder_window=int(o.get("reorderwindow", Options.reorder_window)),
         show_secrets=_bool(o.get("showsecrets", "false"), "showSecrets"),
         limits=limits,
         keep=keep,
@@ -146,6 +147,7 @@ def option_strings(opts: Options, findings: str = "include", **extra: object) ->
     out = {
         "decodeAs": ",".join(f"{p}={n}" for p, n in sorted(opts.decode_as.items())),
         "overlap": opts.overlap,
+        "reorderWindow": str(opts.reorder_window),
         "showSecrets": str(opts.show_secrets).lower(),
         "eventsOnly": str(keep.events).lower(),
         "findings": findings,

@@ -26,7 +26,7 @@ pub(super) struct Packet<'a> {
     pub frame: u64,
     pub ts: i64,
     pub sink: &'a mut FindingSink,
-    pub on_segment: &'a mut dyn FnMut(&Segment),
+    pub on_segment: &'a mut dyn FnMut(&Segment, &mut FindingSink),
 }
 
 impl Packet<'_> {

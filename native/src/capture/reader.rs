@@ -77,7 +77,7 @@ impl CaptureReader {
         &mut self,
         data: &[u8],
         sink: &mut FindingSink,
-        on_segment: &mut dyn FnMut(&Segment),
+        on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
     ) -> Result<(), String> {
         if !self.running()? {
             return Ok(());
@@ -118,7 +118,7 @@ impl CaptureReader {
         &mut self,
         read_error: Option<&str>,
         sink: &mut FindingSink,
-        on_segment: &mut dyn FnMut(&Segment),
+        on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
     ) -> Result<(), String> {
         if matches!(self.state, State::Detect) {
             let tail = std::mem::take(&mut self.tail);
@@ -162,7 +162,7 @@ impl CaptureReader {
         buf: &[u8],
         at_end: bool,
         sink: &mut FindingSink,
-        on_segment: &mut dyn FnMut(&Segment),
+        on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
     ) -> Result<usize, String> {
         let mut start = 0;
         if matches!(self.state, State::Detect) {
@@ -313,7 +313,7 @@ struct Flow {
 pub(super) struct Handler<'a> {
     flow: &'a mut Flow,
     sink: &'a mut FindingSink,
-    on_segment: &'a mut dyn FnMut(&Segment),
+    on_segment: &'a mut dyn FnMut(&Segment, &mut FindingSink),
 }
 
 impl Handler<'_> {
@@ -397,7 +397,7 @@ mod tests {
     fn error_of(data: &[u8], compression: Option<&str>, read_error: Option<&str>) -> String {
         let mut reader = CaptureReader::new("x.txt", compression);
         let mut sink = FindingSink::default();
-        let mut nothing = |_: &Segment| panic!("no segment expected");
+        let mut nothing = |_: &Segment, _: &mut FindingSink| panic!("no segment expected");
         let fed = reader.feed(data, &mut sink, &mut nothing);
         let err = fed
             .and_then(|()| reader.finish(read_error, &mut sink, &mut nothing))
@@ -436,7 +436,7 @@ mod tests {
             assert_eq!(error_of(data, None, None), message);
             let mut chunks = CaptureReader::new("x.txt", None);
             let mut sink = FindingSink::default();
-            let mut nothing = |_: &Segment| {};
+            let mut nothing = |_: &Segment, _: &mut FindingSink| {};
             let mut result = Ok(());
             for byte in data.chunks(1) {
                 result = result.and_then(|()| chunks.feed(byte, &mut sink, &mut nothing));
@@ -477,7 +477,7 @@ mod tests {
     fn unusable_input_stays_an_error() {
         let mut reader = CaptureReader::new("x", None);
         let mut sink = FindingSink::default();
-        let mut nothing = |_: &Segment| {};
+        let mut nothing = |_: &Segment, _: &mut FindingSink| {};
         assert!(reader
             .feed(b"GET / HTTP/1.1", &mut sink, &mut nothing)
             .is_err());
@@ -494,10 +494,10 @@ mod tests {
         let mut reader = CaptureReader::new("x", None);
         let mut sink = FindingSink::default();
         reader
-            .feed(&[0xd4, 0xc3, 0xb2, 0xa1], &mut sink, &mut |_| {})
+            .feed(&[0xd4, 0xc3, 0xb2, 0xa1], &mut sink, &mut |_, _| {})
             .unwrap();
         assert_eq!(reader.info().format, "pcap");
-        assert!(reader.finish(None, &mut sink, &mut |_| {}).is_err());
+        assert!(reader.finish(None, &mut sink, &mut |_, _| {}).is_err());
         assert_eq!(reader.info().format, "pcap");
     }
 
@@ -509,15 +509,15 @@ mod tests {
         let mut reader = CaptureReader::new("x", None);
         let mut sink = FindingSink::default();
         let mut segs = 0;
-        reader.feed(&data, &mut sink, &mut |_| segs += 1).unwrap();
+        reader.feed(&data, &mut sink, &mut |_, _| segs += 1).unwrap();
         reader
-            .feed(&pcap(&[f])[24..], &mut sink, &mut |_| segs += 1)
+            .feed(&pcap(&[f])[24..], &mut sink, &mut |_, _| segs += 1)
             .unwrap();
-        reader.finish(None, &mut sink, &mut |_| segs += 1).unwrap();
+        reader.finish(None, &mut sink, &mut |_, _| segs += 1).unwrap();
         reader
-            .finish(Some("late"), &mut sink, &mut |_| segs += 1)
+            .finish(Some("late"), &mut sink, &mut |_, _| segs += 1)
             .unwrap();
-        reader.feed(b"more", &mut sink, &mut |_| segs += 1).unwrap();
+        reader.feed(b"more", &mut sink, &mut |_, _| segs += 1).unwrap();
         assert_eq!(segs, 1);
         assert_eq!(
             sink.out.iter().map(|f| f.code).collect::<Vec<_>>(),
@@ -550,11 +550,11 @@ mod tests {
         let mut seen = Vec::new();
         let record = |n: usize| 24 + n * (16 + 55);
         reader
-            .feed(&data[..record(1)], &mut sink, &mut |s| seen.push(s.frame))
+            .feed(&data[..record(1)], &mut sink, &mut |s, _| seen.push(s.frame))
             .unwrap();
         assert!(sink.out.is_empty() && seen == [1]);
         reader
-            .feed(&data[record(1)..record(2)], &mut sink, &mut |s| {
+            .feed(&data[record(1)..record(2)], &mut sink, &mut |s, _| {
                 seen.push(s.frame)
             })
             .unwrap();
@@ -583,13 +583,13 @@ mod tests {
                 let mut sink = FindingSink::default();
                 let mut segs = Vec::new();
                 reader
-                    .feed(a, &mut sink, &mut |s| segs.push(Seg::from(s)))
+                    .feed(a, &mut sink, &mut |s, _| segs.push(Seg::from(s)))
                     .unwrap();
                 reader
-                    .feed(b, &mut sink, &mut |s| segs.push(Seg::from(s)))
+                    .feed(b, &mut sink, &mut |s, _| segs.push(Seg::from(s)))
                     .unwrap();
                 reader
-                    .finish(None, &mut sink, &mut |s| segs.push(Seg::from(s)))
+                    .finish(None, &mut sink, &mut |s, _| segs.push(Seg::from(s)))
                     .unwrap();
                 assert_eq!(segs, whole.segs, "cut {cut}");
                 assert_eq!(reader.info(), &whole.info);
@@ -635,7 +635,7 @@ mod tests {
         let mut reader = CaptureReader::new("x", None);
         let mut sink = FindingSink::default();
         for byte in data.chunks(1) {
-            reader.feed(byte, &mut sink, &mut |_| {}).unwrap();
+            reader.feed(byte, &mut sink, &mut |_, _| {}).unwrap();
         }
         assert_eq!(reader.tail.len(), 116);
         assert!(reader.tail.capacity() < 4096, "{}", reader.tail.capacity());
@@ -649,7 +649,7 @@ mod tests {
         let mut sink = FindingSink::default();
         let mut n = 0;
         for piece in data.chunks(1000) {
-            reader.feed(piece, &mut sink, &mut |_| n += 1).unwrap();
+            reader.feed(piece, &mut sink, &mut |_, _| n += 1).unwrap();
             assert!(reader.tail.len() < 16 + frames[0].len());
         }
         assert_eq!(n, 50);

@@ -37,19 +37,22 @@ pub(super) fn segment(
     }
     let flags = header.slice().get(13).copied().unwrap_or(0);
     let payload = data.get(header.slice().len()..).unwrap_or_default();
-    (p.on_segment)(&Segment {
-        frame: p.frame,
-        ts: p.ts,
-        src,
-        sport: header.source_port(),
-        dst,
-        dport: header.destination_port(),
-        seq: header.sequence_number(),
-        ack: header.acknowledgment_number(),
-        flags,
-        payload,
-        missing: u32::try_from(missing).unwrap_or(u32::MAX),
-    });
+    (p.on_segment)(
+        &Segment {
+            frame: p.frame,
+            ts: p.ts,
+            src,
+            sport: header.source_port(),
+            dst,
+            dport: header.destination_port(),
+            seq: header.sequence_number(),
+            ack: header.acknowledgment_number(),
+            flags,
+            payload,
+            missing: u32::try_from(missing).unwrap_or(u32::MAX),
+        },
+        p.sink,
+    );
     Verdict::Tcp
 }
 

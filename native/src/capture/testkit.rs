@@ -474,7 +474,7 @@ pub fn read_chunked(data: &[u8], chunk: usize, read_error: Option<&str>) -> Outc
     let mut reader = CaptureReader::new("test.pcap", None);
     let mut sink = FindingSink::default();
     let mut segs = Vec::new();
-    let mut on_segment = |s: &Segment| segs.push(Seg::from(s));
+    let mut on_segment = |s: &Segment, _: &mut FindingSink| segs.push(Seg::from(s));
     let mut error = None;
     let pieces: Vec<&[u8]> = if chunk == 0 {
         vec![data]

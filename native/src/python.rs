@@ -1,0 +1,674 @@
+//! The PyO3 module `wirelog._core`: the only file of the core that knows Python.
+//!
+//! Work runs with the GIL released and inside `catch_unwind`: a panic never crosses into Python.
+//! It becomes an `internal.panic` finding (message and location; the Rust backtrace too when
+//! `set_debug(True)`), every record before it is kept, and the capture stops there.
+
+use std::cell::RefCell;
+use std::net::IpAddr;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use crate::capture::{CaptureInfo, CaptureReader, Segment};
+use crate::pipeline::Pipeline as CorePipeline;
+use crate::records::{Direction, Finding, FindingSink, Severity, Value};
+use crate::tcp::{Config, Event, Reassembler as CoreReassembler, StreamInfo};
+
+create_exception!(
+    _core,
+    CaptureFormatError,
+    PyValueError,
+    "The input is not a usable capture."
+);
+
+static DEBUG: AtomicBool = AtomicBool::new(false);
+static HOOK: Once = Once::new();
+
+thread_local! {
+    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Record panics for the boundary to report instead of printing them to stderr.
+fn install_hook() {
+    HOOK.call_once(|| {
+        panic::set_hook(Box::new(|info| {
+            let what = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".to_owned());
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            let mut text = format!("{what}{at}");
+            if DEBUG.load(Ordering::Relaxed) {
+                text.push_str(&format!("\n{}", std::backtrace::Backtrace::force_capture()));
+            }
+            LAST_PANIC.with(|p| *p.borrow_mut() = Some(text));
+        }));
+    });
+}
+
+/// Run `f`, turning a panic into the finding that reports it.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, Box<Finding>> {
+    panic::catch_unwind(AssertUnwindSafe(f)).map_err(|_| {
+        let text = LAST_PANIC
+            .with(|p| p.borrow_mut().take())
+            .unwrap_or_else(|| "panic".to_owned());
+        let (first, trace) = text.split_once('\n').unwrap_or((&text, ""));
+        let mut finding = Finding::new(
+            "internal.panic",
+            Severity::Error,
+            format!(
+                "wirelog's core failed on this input ({first}); the records before it are kept and \
+                 the rest of this capture is not read (please report it with the capture)"
+            ),
+        );
+        if !trace.is_empty() {
+            finding = finding.field("backtrace", trace);
+        }
+        Box::new(finding)
+    })
+}
+
+/// The Python classes records become (wirelog.model), looked up once per object.
+struct Model {
+    chunk: Py<PyAny>,
+    gap: Py<PyAny>,
+    finding: Py<PyAny>,
+    stream_info: Py<PyAny>,
+    c2s: Py<PyAny>,
+    s2c: Py<PyAny>,
+    info: Py<PyAny>,
+    warning: Py<PyAny>,
+    error: Py<PyAny>,
+}
+
+impl Model {
+    fn load(py: Python<'_>) -> PyResult<Self> {
+        let m = py.import("wirelog.model")?;
+        let direction = m.getattr("Direction")?;
+        let severity = m.getattr("Severity")?;
+        Ok(Model {
+            chunk: m.getattr("Chunk")?.unbind(),
+            gap: m.getattr("Gap")?.unbind(),
+            finding: m.getattr("Finding")?.unbind(),
+            stream_info: m.getattr("StreamInfo")?.unbind(),
+            c2s: direction.getattr("C2S")?.unbind(),
+            s2c: direction.getattr("S2C")?.unbind(),
+            info: severity.getattr("INFO")?.unbind(),
+            warning: severity.getattr("WARNING")?.unbind(),
+            error: severity.getattr("ERROR")?.unbind(),
+        })
+    }
+
+    fn direction<'py>(&self, py: Python<'py>, d: Direction) -> Bound<'py, PyAny> {
+        match d {
+            Direction::C2S => self.c2s.bind(py).clone(),
+            Direction::S2C => self.s2c.bind(py).clone(),
+        }
+    }
+
+    fn finding<'py>(&self, py: Python<'py>, f: &Finding) -> PyResult<Bound<'py, PyAny>> {
+        let severity = match f.severity {
+            Severity::Info => &self.info,
+            Severity::Warning => &self.warning,
+            Severity::Error => &self.error,
+        };
+        let fields = PyDict::new(py);
+        for (name, value) in &f.fields {
+            match value {
+                Value::Int(v) => fields.set_item(name, v)?,
+                Value::Str(v) => fields.set_item(name, v)?,
+            }
+        }
+        self.finding.bind(py).call1((
+            f.code,
+            severity.bind(py),
+            &f.message,
+            f.protocol(),
+            f.direction.map(|d| self.direction(py, d)),
+            f.offset,
+            f.frame,
+            f.ts,
+            fields,
+            f.stream,
+        ))
+    }
+
+    fn stream_info<'py>(
+        &self,
+        py: Python<'py>,
+        capture: &str,
+        s: &StreamInfo,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("capture", capture)?;
+        kwargs.set_item("stream", s.stream)?;
+        kwargs.set_item("client", &s.client)?;
+        kwargs.set_item("server", &s.server)?;
+        kwargs.set_item("client_port", s.client_port)?;
+        kwargs.set_item("server_port", s.server_port)?;
+        kwargs.set_item("client_by", s.client_by)?;
+        kwargs.set_item("first_ts", s.first_ts)?;
+        kwargs.set_item("last_ts", s.last_ts)?;
+        kwargs.set_item("first_frame", s.first_frame)?;
+        kwargs.set_item("last_frame", s.last_frame)?;
+        kwargs.set_item("packets_c2s", s.packets_c2s)?;
+        kwargs.set_item("packets_s2c", s.packets_s2c)?;
+        kwargs.set_item("bytes_c2s", s.bytes_c2s)?;
+        kwargs.set_item("bytes_s2c", s.bytes_s2c)?;
+        kwargs.set_item("gaps", s.gaps)?;
+        kwargs.set_item("gap_bytes", s.gap_bytes)?;
+        kwargs.set_item("retransmissions", s.retransmissions)?;
+        kwargs.set_item("out_of_order", s.out_of_order)?;
+        kwargs.set_item("conflicts", s.conflicts)?;
+        kwargs.set_item("handshake", s.handshake)?;
+        kwargs.set_item("midstream", s.midstream)?;
+        kwargs.set_item("fin_c2s", s.fin_c2s)?;
+        kwargs.set_item("fin_s2c", s.fin_s2c)?;
+        kwargs.set_item("reset", s.reset)?;
+        kwargs.set_item("port_reuse", s.port_reuse)?;
+        self.stream_info.bind(py).call((), Some(&kwargs))
+    }
+
+    fn events<'py>(
+        &self,
+        py: Python<'py>,
+        capture: &str,
+        events: Vec<Event>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for event in events {
+            let item = match event {
+                Event::Chunk {
+                    stream,
+                    direction,
+                    offset,
+                    data,
+                    frame,
+                    ts,
+                } => self.chunk.bind(py).call1((
+                    stream,
+                    self.direction(py, direction),
+                    offset,
+                    PyBytes::new(py, &data),
+                    frame,
+                    ts,
+                ))?,
+                Event::Gap {
+                    stream,
+                    direction,
+                    offset,
+                    length,
+                    frame,
+                    ts,
+                } => self.gap.bind(py).call1((
+                    stream,
+                    self.direction(py, direction),
+                    offset,
+                    length,
+                    frame,
+                    ts,
+                ))?,
+                Event::Finding(f) => self.finding(py, &f)?,
+                Event::End(info) => self.stream_info(py, capture, &info)?,
+            };
+            list.append(item)?;
+        }
+        Ok(list)
+    }
+}
+
+fn ip_bytes<'py>(py: Python<'py>, ip: IpAddr) -> Bound<'py, PyBytes> {
+    match ip {
+        IpAddr::V4(a) => PyBytes::new(py, &a.octets()),
+        IpAddr::V6(a) => PyBytes::new(py, &a.octets()),
+    }
+}
+
+fn ip_from(bytes: &[u8]) -> PyResult<IpAddr> {
+    match bytes.len() {
+        4 => Ok(IpAddr::from(<[u8; 4]>::try_from(bytes).unwrap_or_default())),
+        16 => Ok(IpAddr::from(
+            <[u8; 16]>::try_from(bytes).unwrap_or_default(),
+        )),
+        n => Err(PyValueError::new_err(format!(
+            "an IP address has 4 or 16 bytes, not {n}"
+        ))),
+    }
+}
+
+fn info_dict<'py>(py: Python<'py>, info: &CaptureInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("format", info.format)?;
+    d.set_item("packets", info.packets)?;
+    d.set_item("tcp_packets", info.tcp_packets)?;
+    d.set_item("non_tcp_packets", info.non_tcp_packets)?;
+    d.set_item("bytes", info.bytes)?;
+    d.set_item("first_ts", info.first_ts)?;
+    d.set_item("last_ts", info.last_ts)?;
+    d.set_item("link_types", info.link_types.clone())?;
+    d.set_item("truncated", info.truncated)?;
+    d.set_item("error", info.error.clone())?;
+    Ok(d)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn config(
+    server_ports: Vec<u16>,
+    overlap: &str,
+    emit_data: bool,
+    max_pending: usize,
+    max_segments: usize,
+    history: usize,
+    idle_timeout: f64,
+    close_grace: f64,
+    max_connections: usize,
+    sweep_every: u32,
+    reorder_packets: u64,
+    reorder_bytes: usize,
+) -> PyResult<Config> {
+    if overlap != "first" && overlap != "last" {
+        return Err(PyValueError::new_err(format!(
+            "overlap policy must be one of ('first', 'last'), not {overlap:?}"
+        )));
+    }
+    Ok(Config {
+        server_ports,
+        last_wins: overlap == "last",
+        emit_data,
+        max_pending,
+        max_segments,
+        history,
+        idle_timeout_ns: (idle_timeout * 1e9) as i64,
+        close_grace_ns: (close_grace * 1e9) as i64,
+        max_connections,
+        sweep_every,
+        reorder_packets,
+        reorder_bytes,
+    })
+}
+
+/// One capture through capture reading and TCP reassembly: `feed` bytes, get model records
+/// (Chunk, Gap, Finding, StreamInfo) back in order.
+#[pyclass(module = "wirelog._core")]
+struct Pipeline {
+    inner: CorePipeline,
+    capture: String,
+    model: Model,
+    stopped: bool,
+}
+
+#[pymethods]
+impl Pipeline {
+    #[new]
+    #[pyo3(signature = (
+        capture, compression=None, server_ports=Vec::new(), overlap="first", emit_data=true,
+        max_pending=4<<20, max_segments=4096, history=32<<10, idle_timeout=600.0, close_grace=5.0,
+        max_connections=50_000, sweep_every=8192, reorder_packets=2048, reorder_bytes=2<<20,
+        panic_at_frame=None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        capture: String,
+        compression: Option<String>,
+        server_ports: Vec<u16>,
+        overlap: &str,
+        emit_data: bool,
+        max_pending: usize,
+        max_segments: usize,
+        history: usize,
+        idle_timeout: f64,
+        close_grace: f64,
+        max_connections: usize,
+        sweep_every: u32,
+        reorder_packets: u64,
+        reorder_bytes: usize,
+        panic_at_frame: Option<u64>,
+    ) -> PyResult<Self> {
+        install_hook();
+        let cfg = config(
+            server_ports,
+            overlap,
+            emit_data,
+            max_pending,
+            max_segments,
+            history,
+            idle_timeout,
+            close_grace,
+            max_connections,
+            sweep_every,
+            reorder_packets,
+            reorder_bytes,
+        )?;
+        let mut inner = CorePipeline::new(&capture, compression.as_deref(), cfg);
+        inner.panic_at_frame = panic_at_frame;
+        Ok(Pipeline {
+            inner,
+            capture,
+            model: Model::load(py)?,
+            stopped: false,
+        })
+    }
+
+    /// The next bytes of the capture; returns the records they completed.
+    /// Raises CaptureFormatError when the input is not a usable capture.
+    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        if !self.stopped {
+            let inner = &mut self.inner;
+            let result = py.detach(|| guarded(|| inner.feed(data)));
+            self.settle(result)?;
+        }
+        self.model
+            .events(py, &self.capture, self.inner.take_events())
+    }
+
+    /// End of input (`read_error`: why reading stopped early); returns the last records.
+    #[pyo3(signature = (read_error=None))]
+    fn finish<'py>(
+        &mut self,
+        py: Python<'py>,
+        read_error: Option<&str>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let inner = &mut self.inner;
+        let result = if self.stopped {
+            py.detach(|| guarded(|| inner.abandon())).map(Ok)
+        } else {
+            py.detach(|| guarded(|| inner.finish(read_error)))
+        };
+        self.stopped = true;
+        self.settle(result)?;
+        self.model
+            .events(py, &self.capture, self.inner.take_events())
+    }
+
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        info_dict(py, self.inner.info())
+    }
+
+    /// The StreamInfo of a live stream, or None.
+    fn stream_info<'py>(
+        &self,
+        py: Python<'py>,
+        stream: u64,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner
+            .stream_info(stream)
+            .map(|s| self.model.stream_info(py, &self.capture, s))
+            .transpose()
+    }
+
+    /// Stop producing Chunks for a live stream (its protocol is unknown).
+    fn mute(&mut self, stream: u64) {
+        self.inner.mute(stream);
+    }
+}
+
+impl Pipeline {
+    fn settle(&mut self, result: Result<Result<(), String>, Box<Finding>>) -> PyResult<()> {
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(message)) => {
+                self.stopped = true;
+                Err(CaptureFormatError::new_err(message))
+            }
+            Err(mut finding) => {
+                self.stopped = true;
+                finding.frame = Some(self.inner.info().packets);
+                self.inner.push_finding(*finding);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// TCP reassembly alone, fed one segment at a time: the core's surface for tests of hand-built
+/// segment sequences (the conversion path uses Pipeline).
+#[pyclass(module = "wirelog._core")]
+struct Reassembler {
+    inner: CoreReassembler,
+    capture: String,
+    model: Model,
+    events: Vec<Event>,
+}
+
+#[pymethods]
+impl Reassembler {
+    #[new]
+    #[pyo3(signature = (
+        capture, server_ports=Vec::new(), overlap="first", emit_data=true,
+        max_pending=4<<20, max_segments=4096, history=32<<10, idle_timeout=600.0, close_grace=5.0,
+        max_connections=50_000, sweep_every=8192, reorder_packets=2048, reorder_bytes=2<<20,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        capture: String,
+        server_ports: Vec<u16>,
+        overlap: &str,
+        emit_data: bool,
+        max_pending: usize,
+        max_segments: usize,
+        history: usize,
+        idle_timeout: f64,
+        close_grace: f64,
+        max_connections: usize,
+        sweep_every: u32,
+        reorder_packets: u64,
+        reorder_bytes: usize,
+    ) -> PyResult<Self> {
+        install_hook();
+        let cfg = config(
+            server_ports,
+            overlap,
+            emit_data,
+            max_pending,
+            max_segments,
+            history,
+            idle_timeout,
+            close_grace,
+            max_connections,
+            sweep_every,
+            reorder_packets,
+            reorder_bytes,
+        )?;
+        Ok(Reassembler {
+            inner: CoreReassembler::new(cfg),
+            capture,
+            model: Model::load(py)?,
+            events: Vec::new(),
+        })
+    }
+
+    #[pyo3(signature = (frame, ts, src, sport, dst, dport, seq, ack, flags, payload, missing=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn segment(
+        &mut self,
+        frame: u64,
+        ts: i64,
+        src: &[u8],
+        sport: u16,
+        dst: &[u8],
+        dport: u16,
+        seq: u32,
+        ack: u32,
+        flags: u8,
+        payload: &[u8],
+        missing: u32,
+    ) -> PyResult<()> {
+        let seg = Segment {
+            frame,
+            ts,
+            src: ip_from(src)?,
+            sport,
+            dst: ip_from(dst)?,
+            dport,
+            seq,
+            ack,
+            flags,
+            payload,
+            missing,
+        };
+        let (inner, events) = (&mut self.inner, &mut self.events);
+        if let Err(finding) = guarded(|| inner.segment(&seg, events)) {
+            self.events.push(Event::Finding(*finding));
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) {
+        let (inner, events) = (&mut self.inner, &mut self.events);
+        if let Err(finding) = guarded(|| inner.finish(events)) {
+            self.events.push(Event::Finding(*finding));
+        }
+    }
+
+    /// The records produced since the last call.
+    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.model
+            .events(py, &self.capture, std::mem::take(&mut self.events))
+    }
+
+    fn stream_info<'py>(
+        &self,
+        py: Python<'py>,
+        stream: u64,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner
+            .stream_info(stream)
+            .map(|s| self.model.stream_info(py, &self.capture, s))
+            .transpose()
+    }
+
+    fn mute(&mut self, stream: u64) {
+        self.inner.mute(stream);
+    }
+}
+
+/// Capture reading alone: the TCP segments of a capture as tuples
+/// `(frame, ts, src, sport, dst, dport, seq, ack, flags, payload, missing)` and its findings, in
+/// order. The core's surface for tests and benchmarks of the capture layer.
+#[pyclass(module = "wirelog._core")]
+struct SegmentReader {
+    inner: CaptureReader,
+    sink: FindingSink,
+    model: Model,
+}
+
+impl SegmentReader {
+    fn run<'py>(
+        &mut self,
+        py: Python<'py>,
+        step: impl FnOnce(
+            &mut CaptureReader,
+            &mut FindingSink,
+            &mut dyn FnMut(&Segment, &mut FindingSink),
+        ) -> Result<(), String>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        let mut failure = None;
+        let model = &self.model;
+        let result = guarded(|| {
+            step(&mut self.inner, &mut self.sink, &mut |seg, sink| {
+                let item = (|| -> PyResult<()> {
+                    for f in sink.drain() {
+                        list.append(model.finding(py, &f)?)?;
+                    }
+                    list.append((
+                        seg.frame,
+                        seg.ts,
+                        ip_bytes(py, seg.src),
+                        seg.sport,
+                        ip_bytes(py, seg.dst),
+                        seg.dport,
+                        seg.seq,
+                        seg.ack,
+                        seg.flags,
+                        PyBytes::new(py, seg.payload),
+                        seg.missing,
+                    ))
+                })();
+                if let Err(e) = item {
+                    failure.get_or_insert(e);
+                }
+            })
+        });
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        match result {
+            Ok(Err(message)) => return Err(CaptureFormatError::new_err(message)),
+            Err(finding) => self.sink.add(*finding),
+            Ok(Ok(())) => {}
+        }
+        for f in self.sink.drain() {
+            list.append(model.finding(py, &f)?)?;
+        }
+        Ok(list)
+    }
+}
+
+#[pymethods]
+impl SegmentReader {
+    #[new]
+    #[pyo3(signature = (name, compression=None))]
+    fn new(py: Python<'_>, name: &str, compression: Option<&str>) -> PyResult<Self> {
+        install_hook();
+        Ok(SegmentReader {
+            inner: CaptureReader::new(name, compression),
+            sink: FindingSink::default(),
+            model: Model::load(py)?,
+        })
+    }
+
+    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        self.run(py, |r, s, f| r.feed(data, s, f))
+    }
+
+    #[pyo3(signature = (read_error=None))]
+    fn finish<'py>(
+        &mut self,
+        py: Python<'py>,
+        read_error: Option<&str>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.run(py, |r, s, f| {
+            let result = r.finish(read_error, s, f);
+            s.finish();
+            result
+        })
+    }
+
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        info_dict(py, self.inner.info())
+    }
+}
+
+/// With debug on, an internal.panic finding carries the Rust backtrace (`wirelog --debug`).
+#[pyfunction]
+fn set_debug(on: bool) {
+    DEBUG.store(on, Ordering::Relaxed);
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Pipeline>()?;
+    m.add_class::<Reassembler>()?;
+    m.add_class::<SegmentReader>()?;
+    m.add_function(wrap_pyfunction!(set_debug, m)?)?;
+    m.add(
+        "CaptureFormatError",
+        m.py().get_type::<CaptureFormatError>(),
+    )?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

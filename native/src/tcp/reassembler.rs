@@ -1,0 +1,847 @@
+//! The flow table and the per-segment logic (see the module docs in mod.rs).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+use std::net::IpAddr;
+
+use super::half::{Half, Piece};
+use super::seq::{at_or_after, HALF, MOD};
+use super::{Config, Event, StreamInfo};
+use crate::capture::{Segment, ACK, FIN, RST, SYN};
+use crate::records::{Direction, Finding, Severity};
+
+type Key = (IpAddr, u16, IpAddr, u16);
+
+const C2S: usize = 0;
+const S2C: usize = 1;
+
+/// Where a connection's events go: the caller's output, unless the connection holds them while a
+/// hole waits its reorder window.
+struct Out<'a> {
+    cfg: &'a Config,
+    events: &'a mut Vec<Event>,
+}
+
+struct Conn {
+    info: StreamInfo,
+    halves: [Half; 2],
+    closed: bool,
+    client_key: Key,
+    /// Produce Chunk events (false once nobody wants this stream's bytes).
+    emit: bool,
+    /// Data events waiting for a hole in one direction to be filled or declared (kept in order).
+    held: Vec<Event>,
+    held_bytes: usize,
+    held_of: [usize; 2], // held events per direction
+}
+
+fn endpoint(ip: IpAddr, port: u16) -> String {
+    match ip {
+        IpAddr::V4(a) => format!("{a}:{port}"),
+        IpAddr::V6(a) => format!("[{a}]:{port}"),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+impl Conn {
+    fn stream(&self) -> u64 {
+        self.info.stream
+    }
+
+    /// Send a data event (chunk, gap and its finding) out, or hold it while a hole waits. What the
+    /// waiting direction itself delivers (its hole filled or declared) precedes what was held.
+    fn route(&mut self, h: usize, event: Event, bytes: usize, out: &mut Out) {
+        let resolving = self.halves[h].hole_proven.is_some() && self.held_of[h] == 0;
+        if !resolving && (self.halves[1 - h].hole_proven.is_some() || !self.held.is_empty()) {
+            self.held_bytes += bytes;
+            self.held_of[h] += 1;
+            self.held.push(event);
+        } else {
+            out.events.push(event);
+        }
+    }
+
+    /// Release held events once no direction waits for a hole.
+    fn settle(&mut self, out: &mut Out) {
+        if self.halves.iter().all(|h| h.hole_proven.is_none()) && !self.held.is_empty() {
+            out.events.append(&mut self.held);
+            self.held_bytes = 0;
+            self.held_of = [0, 0];
+        }
+    }
+
+    fn deliver(&mut self, h: usize, off: i64, data: &[u8], frame: u64, ts: i64, out: &mut Out) {
+        let n = data.len();
+        if self.emit {
+            let event = Event::Chunk {
+                stream: self.stream(),
+                direction: self.halves[h].direction,
+                offset: off.max(0) as u64,
+                data: data.to_vec(),
+                frame,
+                ts,
+            };
+            self.route(h, event, n, out);
+        }
+        let half = &mut self.halves[h];
+        half.next_off = off + n as i64;
+        if half.is_c2s() {
+            self.info.bytes_c2s += n as u64;
+        } else {
+            self.info.bytes_s2c += n as u64;
+        }
+        half.history.push(off, data, frame, out.cfg.history);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn gap(
+        &mut self,
+        h: usize,
+        off: i64,
+        length: i64,
+        frame: u64,
+        ts: i64,
+        why: &str,
+        out: &mut Out,
+    ) {
+        self.info.gaps += 1;
+        self.info.gap_bytes += length as u64;
+        let half = &self.halves[h];
+        let direction = half.direction;
+        let seq_no = (i64::from(half.base.unwrap_or(0)) + off).rem_euclid(MOD);
+        let stream = self.stream();
+        let gap = Event::Gap {
+            stream,
+            direction,
+            offset: off.max(0) as u64,
+            length: length as u64,
+            frame,
+            ts,
+        };
+        let mut finding = Finding::new(
+            "tcp.gap",
+            Severity::Warning,
+            format!("{length} bytes missing in capture ({direction} offset {off}){why}"),
+        )
+        .at(Some(frame), Some(ts))
+        .field("length", length)
+        .field("seq", seq_no);
+        finding.direction = Some(direction);
+        finding.offset = Some(off.max(0) as u64);
+        finding.stream = Some(stream);
+        self.route(h, gap, 0, out);
+        self.route(h, Event::Finding(finding), 0, out);
+        self.halves[h].next_off = off + length;
+    }
+
+    /// Deliver pending pieces that are now in order (and acknowledged, under `last`).
+    fn release(&mut self, h: usize, out: &mut Out) {
+        let last_wins = out.cfg.last_wins;
+        let limit = if last_wins {
+            self.halves[h].acked_offset()
+        } else {
+            None
+        };
+        loop {
+            let half = &mut self.halves[h];
+            let Some(entry) = half.pending.first_entry() else {
+                return;
+            };
+            let off = *entry.key();
+            if off > half.next_off {
+                return;
+            }
+            let end = off + entry.get().data.len() as i64;
+            if last_wins
+                && limit.is_none_or(|l| l < end)
+                && half.pending_bytes <= out.cfg.max_pending
+            {
+                return;
+            }
+            let piece = entry.remove();
+            half.pending_bytes -= piece.data.len();
+            let next = half.next_off;
+            if end > next {
+                self.deliver(
+                    h,
+                    next,
+                    &piece.data[(next - off) as usize..],
+                    piece.frame,
+                    piece.ts,
+                    out,
+                );
+            }
+        }
+    }
+
+    /// The slow path: retransmissions, overlaps and out-of-order segments.
+    fn insert(
+        &mut self,
+        h: usize,
+        mut off: i64,
+        mut data: &[u8],
+        frame: u64,
+        ts: i64,
+        out: &mut Out,
+    ) {
+        let end = off + data.len() as i64;
+        let next = self.halves[h].next_off;
+        if off < next {
+            self.compare_history(h, off, data, frame, ts, out);
+            if end <= next {
+                self.info.retransmissions += 1;
+                return;
+            }
+            data = &data[(next - off) as usize..];
+            off = next;
+        } else if off > next {
+            self.info.out_of_order += 1;
+        }
+        for (p_off, piece) in self.merge(h, off, data, frame, ts, out) {
+            let half = &mut self.halves[h];
+            half.pending_bytes += piece.data.len();
+            half.pending.insert(p_off, piece);
+        }
+        self.release(h, out);
+        if !self.halves[h].pending.is_empty() {
+            self.maybe_gap(h, frame, ts, out);
+        }
+        let half = &self.halves[h];
+        if half.pending_bytes > out.cfg.max_pending || half.pending.len() > out.cfg.max_segments {
+            self.force(h, frame, ts, out);
+        }
+    }
+
+    /// Fit a new segment among the pending ones under the policy; report differing bytes.
+    fn merge(
+        &mut self,
+        h: usize,
+        off: i64,
+        data: &[u8],
+        frame: u64,
+        ts: i64,
+        out: &mut Out,
+    ) -> Vec<(i64, Piece)> {
+        let end = off + data.len() as i64;
+        let half = &self.halves[h];
+        let from = half
+            .pending
+            .range(..=off)
+            .next_back()
+            .map_or(off, |(k, _)| *k);
+        let touching: Vec<i64> = half.pending.range(from..end).map(|(k, _)| *k).collect();
+        let mut pieces = Vec::new();
+        let mut cursor = off;
+        let piece = |a: i64, b: i64| Piece {
+            data: data[(a - off) as usize..(b - off) as usize].to_vec(),
+            frame,
+            ts,
+        };
+        for s_off in touching {
+            let (s_len, s_frame) = {
+                let s = &self.halves[h].pending[&s_off];
+                (s.data.len() as i64, s.frame)
+            };
+            let s_end = s_off + s_len;
+            let (lo, hi) = (off.max(s_off), end.min(s_end));
+            if lo >= hi {
+                continue;
+            }
+            let differs = {
+                let s = &self.halves[h].pending[&s_off];
+                s.data[(lo - s_off) as usize..(hi - s_off) as usize]
+                    != data[(lo - off) as usize..(hi - off) as usize]
+            };
+            if differs {
+                let old = self.halves[h].pending[&s_off].data
+                    [(lo - s_off) as usize..(hi - s_off) as usize]
+                    .to_vec();
+                let new = &data[(lo - off) as usize..(hi - off) as usize];
+                self.conflict(h, lo, &old, new, s_frame, frame, ts, false, out);
+            }
+            if out.cfg.last_wins {
+                let half = &mut self.halves[h];
+                let Some(s) = half.pending.remove(&s_off) else {
+                    continue;
+                };
+                half.pending_bytes -= s.data.len();
+                if s_off < off {
+                    let head = s.data[..(off - s_off) as usize].to_vec();
+                    pieces.push((
+                        s_off,
+                        Piece {
+                            data: head,
+                            frame: s.frame,
+                            ts: s.ts,
+                        },
+                    ));
+                }
+                if s_end > end {
+                    let tail = s.data[(end - s_off) as usize..].to_vec();
+                    pieces.push((
+                        end,
+                        Piece {
+                            data: tail,
+                            frame: s.frame,
+                            ts: s.ts,
+                        },
+                    ));
+                }
+            } else {
+                if lo > cursor {
+                    pieces.push((cursor, piece(cursor, lo)));
+                }
+                cursor = cursor.max(hi);
+            }
+        }
+        if out.cfg.last_wins {
+            pieces.push((off, piece(off, end)));
+        } else if cursor < end {
+            pieces.push((cursor, piece(cursor, end)));
+        }
+        pieces
+    }
+
+    /// A copy of bytes already delivered: equal is a plain retransmission, different is a finding.
+    fn compare_history(
+        &mut self,
+        h: usize,
+        off: i64,
+        data: &[u8],
+        frame: u64,
+        ts: i64,
+        out: &mut Out,
+    ) {
+        if let Some(d) = self.halves[h].history.first_difference(off, data) {
+            self.conflict(
+                h,
+                d.start,
+                &d.old,
+                &d.new,
+                d.old_frame,
+                frame,
+                ts,
+                true,
+                out,
+            );
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn conflict(
+        &mut self,
+        h: usize,
+        off: i64,
+        old: &[u8],
+        new: &[u8],
+        old_frame: u64,
+        frame: u64,
+        ts: i64,
+        delivered: bool,
+        out: &mut Out,
+    ) {
+        self.info.conflicts += 1;
+        let last_wins = out.cfg.last_wins;
+        let kept = if delivered || !last_wins {
+            "first"
+        } else {
+            "last"
+        };
+        let note = if delivered && last_wins {
+            " (first copy already acknowledged and delivered)"
+        } else {
+            ""
+        };
+        let direction = self.halves[h].direction;
+        let mut finding = Finding::new(
+            "tcp.overlap-conflict",
+            Severity::Warning,
+            format!(
+                "{} bytes at {direction} offset {off} were sent twice with different content \
+                 (frames {old_frame} and {frame}); kept the {kept} copy{note}",
+                new.len()
+            ),
+        )
+        .at(Some(frame), Some(ts))
+        .field("first_frame", old_frame)
+        .field("length", new.len())
+        .field("first_bytes", hex(&old[..old.len().min(64)]))
+        .field("second_bytes", hex(&new[..new.len().min(64)]))
+        .field("kept", kept);
+        finding.direction = Some(direction);
+        finding.offset = Some(off.max(0) as u64);
+        finding.stream = Some(self.stream());
+        out.events.push(Event::Finding(finding));
+    }
+
+    /// The peer acknowledged more of direction `h`: release held bytes, detect holes it skipped.
+    fn acked(&mut self, h: usize, frame: u64, ts: i64, out: &mut Out) {
+        self.release(h, out);
+        if !self.halves[h].pending.is_empty() {
+            self.maybe_gap(h, frame, ts, out);
+        }
+    }
+
+    /// A hole the peer acknowledged past starts its reorder window (at the proving packet).
+    fn maybe_gap(&mut self, h: usize, frame: u64, ts: i64, out: &mut Out) {
+        let half = &mut self.halves[h];
+        if half.hole_proven.is_none() && half.hole_acknowledged() {
+            half.hole_proven = Some((frame, ts));
+        }
+        self.check_window(h, frame, out);
+    }
+
+    /// Declare the waiting hole a gap once its reorder window has passed; forget it once filled.
+    fn check_window(&mut self, h: usize, now: u64, out: &mut Out) {
+        while let Some((proof_frame, proof_ts)) = self.halves[h].hole_proven {
+            let half = &self.halves[h];
+            let Some(first) = half.hole_end().filter(|_| half.hole_acknowledged()) else {
+                self.halves[h].hole_proven = None;
+                break;
+            };
+            let waited = now.saturating_sub(proof_frame);
+            if waited <= out.cfg.reorder_packets
+                && half.pending_bytes + self.held_bytes <= out.cfg.reorder_bytes
+            {
+                return;
+            }
+            let next = half.next_off;
+            self.gap(h, next, first - next, proof_frame, proof_ts, "", out);
+            self.release(h, out);
+        }
+        self.settle(out);
+    }
+
+    /// Out-of-order buffer full: give up on the hole (or the ack wait) and deliver.
+    fn force(&mut self, h: usize, frame: u64, ts: i64, out: &mut Out) {
+        let half = &self.halves[h];
+        let mut finding = Finding::new(
+            "tcp.buffer-full",
+            Severity::Warning,
+            format!(
+                "more than {} bytes or {} segments waiting in {}; \
+                 delivering without waiting for missing or unacknowledged bytes",
+                out.cfg.max_pending, out.cfg.max_segments, half.direction
+            ),
+        )
+        .at(Some(frame), Some(ts));
+        finding.direction = Some(half.direction);
+        finding.offset = Some(half.next_off.max(0) as u64);
+        finding.stream = Some(self.stream());
+        out.events.push(Event::Finding(finding));
+        self.flush(h, frame, ts, out);
+    }
+
+    /// Deliver everything pending, with gaps for the holes between. A hole the peer acknowledged
+    /// keeps the frame of the packet that proved it.
+    fn flush(&mut self, h: usize, frame: u64, ts: i64, out: &mut Out) {
+        let mut proof = self.halves[h].hole_proven;
+        while let Some(entry) = self.halves[h].pending.first_entry() {
+            let first = *entry.key();
+            let next = self.halves[h].next_off;
+            if first > next {
+                let (g_frame, g_ts) = proof.take().unwrap_or((frame, ts));
+                self.gap(h, next, first - next, g_frame, g_ts, "", out);
+                continue;
+            }
+            let half = &mut self.halves[h];
+            let Some(piece) = half.pending.remove(&first) else {
+                break;
+            };
+            half.pending_bytes -= piece.data.len();
+            let end = first + piece.data.len() as i64;
+            if end > next {
+                self.deliver(
+                    h,
+                    next,
+                    &piece.data[(next - first) as usize..],
+                    piece.frame,
+                    piece.ts,
+                    out,
+                );
+            }
+        }
+        self.halves[h].hole_proven = None;
+        self.settle(out);
+    }
+
+    /// Flush both directions and report what the peer acknowledged but the capture never held.
+    fn finish(&mut self, out: &mut Out) {
+        let (frame, ts) = (self.info.last_frame, self.info.last_ts);
+        for h in [C2S, S2C] {
+            self.flush(h, frame, ts, out);
+            let half = &self.halves[h];
+            if half.base.is_some() {
+                let next = half.next_off;
+                let fin = half.fin_off.is_some();
+                if let Some(acked) = half.acked_offset() {
+                    let beyond = acked - next - i64::from(fin);
+                    // One byte acknowledged past the data with no FIN captured is the FIN itself.
+                    let lost_fin = !fin && beyond == 1;
+                    if beyond > 0 && beyond < HALF && !lost_fin {
+                        let why = " (acknowledged by the peer but not captured)";
+                        self.gap(h, next, beyond, frame, ts, why, out);
+                    }
+                }
+            } else if let (Some(first), Some(last)) = (half.ack_first, half.ack_raw) {
+                if first != last {
+                    let unseen = i64::from(last.wrapping_sub(first));
+                    let direction = half.direction;
+                    let stream = self.stream();
+                    let gap = Event::Gap {
+                        stream,
+                        direction,
+                        offset: 0,
+                        length: unseen as u64,
+                        frame,
+                        ts,
+                    };
+                    let mut finding = Finding::new(
+                        "tcp.unseen-data",
+                        Severity::Warning,
+                        format!(
+                            "the peer acknowledged {unseen} bytes of {direction} data that the capture \
+                             does not contain"
+                        ),
+                    )
+                    .at(Some(frame), Some(ts))
+                    .field("length", unseen);
+                    finding.direction = Some(direction);
+                    finding.stream = Some(stream);
+                    self.route(h, gap, 0, out);
+                    self.route(h, Event::Finding(finding), 0, out);
+                }
+            }
+        }
+        self.settle(out);
+    }
+}
+
+/// Reassembles every TCP connection of one capture. Feed segments in capture order; events are
+/// appended to the caller's vector.
+pub struct Reassembler {
+    cfg: Config,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    keys: HashMap<Key, (usize, usize)>, // 4-tuple as sent → (connection slot, direction index)
+    live: BTreeMap<u64, usize>,         // stream id → slot, oldest first
+    next_id: u64,
+    now: i64,
+    frame: u64,
+    until_sweep: u32,
+}
+
+impl Reassembler {
+    pub fn new(cfg: Config) -> Self {
+        let until_sweep = cfg.sweep_every.max(1);
+        Reassembler {
+            cfg,
+            conns: Vec::new(),
+            free: Vec::new(),
+            keys: HashMap::new(),
+            live: BTreeMap::new(),
+            next_id: 0,
+            now: i64::MIN,
+            frame: 0,
+            until_sweep,
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The StreamInfo of a live (not yet finished) stream.
+    pub fn stream_info(&self, stream: u64) -> Option<&StreamInfo> {
+        let slot = *self.live.get(&stream)?;
+        self.conns[slot].as_ref().map(|c| &c.info)
+    }
+
+    /// Stop producing Chunks for a live stream (its protocol is unknown); gaps still come.
+    pub fn mute(&mut self, stream: u64) {
+        if let Some(&slot) = self.live.get(&stream) {
+            if let Some(conn) = self.conns[slot].as_mut() {
+                conn.emit = false;
+            }
+        }
+    }
+
+    /// Account one TCP segment.
+    pub fn segment(&mut self, seg: &Segment, events: &mut Vec<Event>) {
+        self.now = self.now.max(seg.ts);
+        self.frame = self.frame.max(seg.frame);
+        let key = (seg.src, seg.sport, seg.dst, seg.dport);
+        let mut entry = self.keys.get(&key).copied();
+        if let Some((slot, h)) = entry {
+            if seg.flags & SYN != 0 && self.reopens(slot, h, seg.seq) {
+                entry = None;
+            }
+        }
+        let (slot, h) = match entry {
+            Some(e) => e,
+            None => self.open(seg, events),
+        };
+        let cfg = &self.cfg;
+        let mut out = Out { cfg, events };
+        let Some(conn) = self.conns[slot].as_mut() else {
+            return;
+        };
+        let p = 1 - h;
+        conn.info.last_ts = seg.ts;
+        conn.info.last_frame = seg.frame;
+        if h == C2S {
+            conn.info.packets_c2s += 1;
+        } else {
+            conn.info.packets_s2c += 1;
+        }
+        let mut seq_no = seg.seq;
+        if seg.flags & SYN != 0 {
+            let half = &mut conn.halves[h];
+            if !half.syn_seen {
+                half.syn_seen = true;
+                if half.base.is_none() || half.next_off == 0 {
+                    half.base = Some(seg.seq.wrapping_add(1));
+                }
+                if seg.flags & ACK != 0 {
+                    conn.info.handshake = true;
+                }
+            }
+            seq_no = seg.seq.wrapping_add(1);
+        } else if conn.halves[h].base.is_none() {
+            conn.halves[h].base = Some(seg.seq);
+            conn.info.midstream = true;
+        }
+        if seg.flags & ACK != 0 {
+            let peer = &mut conn.halves[p];
+            if peer.ack_raw.is_none_or(|last| at_or_after(seg.ack, last)) {
+                if peer.ack_raw.is_none() {
+                    peer.ack_first = Some(seg.ack);
+                }
+                peer.ack_raw = Some(seg.ack);
+                if !peer.pending.is_empty() {
+                    conn.acked(p, seg.frame, seg.ts, &mut out);
+                }
+            }
+        }
+        // A hole whose window has passed becomes a gap before this packet's bytes are placed.
+        for half in [C2S, S2C] {
+            conn.check_window(half, seg.frame, &mut out);
+        }
+        if !seg.payload.is_empty() {
+            let half = &conn.halves[h];
+            let off = half.offset(seq_no);
+            if off == half.next_off && half.pending.is_empty() && !cfg.last_wins {
+                conn.deliver(h, off, seg.payload, seg.frame, seg.ts, &mut out);
+                if seg.missing > 0 {
+                    let next = conn.halves[h].next_off;
+                    conn.gap(
+                        h,
+                        next,
+                        i64::from(seg.missing),
+                        seg.frame,
+                        seg.ts,
+                        "",
+                        &mut out,
+                    );
+                }
+            } else {
+                conn.insert(h, off, seg.payload, seg.frame, seg.ts, &mut out);
+            }
+        }
+        if seg.flags & (FIN | RST) != 0 {
+            let length = seg.payload.len() as i64 + i64::from(seg.missing);
+            if seg.flags & FIN != 0 && conn.halves[h].fin_off.is_none() {
+                conn.halves[h].fin_off = Some(conn.halves[h].offset(seq_no) + length);
+                if h == C2S {
+                    conn.info.fin_c2s = true;
+                } else {
+                    conn.info.fin_s2c = true;
+                }
+                if conn.halves[p].fin_off.is_some() {
+                    conn.closed = true;
+                }
+            }
+            if seg.flags & RST != 0 {
+                conn.info.reset = true;
+                conn.closed = true;
+            }
+        }
+        for half in [C2S, S2C] {
+            conn.check_window(half, seg.frame, &mut out);
+        }
+        self.until_sweep -= 1;
+        if self.until_sweep == 0 {
+            self.sweep(events);
+        }
+    }
+
+    /// A SYN on a known 4-tuple: a new connection unless it repeats the one we have.
+    fn reopens(&self, slot: usize, h: usize, seq_no: u32) -> bool {
+        let Some(conn) = self.conns[slot].as_ref() else {
+            return true;
+        };
+        if conn.closed {
+            return true;
+        }
+        let half = &conn.halves[h];
+        half.syn_seen && half.base != Some(seq_no.wrapping_add(1)) && half.next_off > 0
+    }
+
+    /// Create a connection, deciding which side is the client: the SYN sender; else the side
+    /// talking to a well-known server port (the protocols', then any port below 1024 against one
+    /// above); else the first sender.
+    fn open(&mut self, seg: &Segment, events: &mut Vec<Event>) -> (usize, usize) {
+        let ports = &self.cfg.server_ports;
+        let (src_is_client, by) = if seg.flags & SYN != 0 {
+            (seg.flags & ACK == 0, "syn")
+        } else if ports.contains(&seg.dport) != ports.contains(&seg.sport) {
+            (ports.contains(&seg.dport), "port")
+        } else if (seg.dport < 1024) != (seg.sport < 1024) {
+            (seg.dport < 1024, "port")
+        } else {
+            (true, "first")
+        };
+        let key = (seg.src, seg.sport, seg.dst, seg.dport);
+        let old = self.keys.get(&key).map(|&(slot, _)| slot);
+        let previous = old.and_then(|slot| {
+            self.conns[slot]
+                .as_ref()
+                .map(|c| (c.info.stream, c.info.reset))
+        });
+        if let Some(slot) = old {
+            self.finish_slot(slot, events);
+        }
+        let (c_ip, c_port, s_ip, s_port) = if src_is_client {
+            (seg.src, seg.sport, seg.dst, seg.dport)
+        } else {
+            (seg.dst, seg.dport, seg.src, seg.sport)
+        };
+        let stream = self.next_id;
+        self.next_id += 1;
+        let info = StreamInfo {
+            stream,
+            client: endpoint(c_ip, c_port),
+            server: endpoint(s_ip, s_port),
+            client_port: c_port,
+            server_port: s_port,
+            client_by: by,
+            first_ts: seg.ts,
+            last_ts: seg.ts,
+            first_frame: seg.frame,
+            last_frame: seg.frame,
+            port_reuse: previous.is_some(),
+            ..StreamInfo::default()
+        };
+        let client_key = (c_ip, c_port, s_ip, s_port);
+        let conn = Conn {
+            info,
+            halves: [Half::new(Direction::C2S), Half::new(Direction::S2C)],
+            closed: false,
+            client_key,
+            emit: self.cfg.emit_data,
+            held: Vec::new(),
+            held_bytes: 0,
+            held_of: [0, 0],
+        };
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.conns[slot] = Some(conn);
+                slot
+            }
+            None => {
+                self.conns.push(Some(conn));
+                self.conns.len() - 1
+            }
+        };
+        self.keys.insert(client_key, (slot, C2S));
+        self.keys.insert((s_ip, s_port, c_ip, c_port), (slot, S2C));
+        self.live.insert(stream, slot);
+        if let Some((prev, reset)) = previous {
+            let how = if reset {
+                "after a reset"
+            } else {
+                "after it closed"
+            };
+            let mut finding = Finding::new(
+                "tcp.port-reuse",
+                Severity::Info,
+                format!("new connection on the ports of stream {prev} ({how})"),
+            )
+            .at(Some(seg.frame), Some(seg.ts))
+            .field("previous_stream", prev);
+            finding.stream = Some(stream);
+            events.push(Event::Finding(finding));
+        }
+        if self.live.len() > self.cfg.max_connections {
+            if let Some((_, &oldest)) = self.live.iter().next() {
+                self.finish_slot(oldest, events);
+            }
+        }
+        (slot, if src_is_client { C2S } else { S2C })
+    }
+
+    /// Flush a connection, report what never arrived, and emit its StreamInfo.
+    fn finish_slot(&mut self, slot: usize, events: &mut Vec<Event>) {
+        let Some(mut conn) = self.conns[slot].take() else {
+            return;
+        };
+        conn.finish(&mut Out {
+            cfg: &self.cfg,
+            events,
+        });
+        let (c_ip, c_port, s_ip, s_port) = conn.client_key;
+        for (key, h) in [
+            ((c_ip, c_port, s_ip, s_port), C2S),
+            ((s_ip, s_port, c_ip, c_port), S2C),
+        ] {
+            if self.keys.get(&key) == Some(&(slot, h)) {
+                self.keys.remove(&key);
+            }
+        }
+        self.live.remove(&conn.info.stream);
+        self.free.push(slot);
+        events.push(Event::End(Box::new(conn.info)));
+    }
+
+    /// Evict idle connections and closed ones past their grace period (capture time); let holes
+    /// whose reorder window passed become gaps.
+    fn sweep(&mut self, events: &mut Vec<Event>) {
+        self.until_sweep = self.cfg.sweep_every.max(1);
+        let now = self.now;
+        let mut done = Vec::new();
+        for &slot in self.live.values() {
+            let Some(conn) = self.conns[slot].as_mut() else {
+                continue;
+            };
+            let idle = now.saturating_sub(conn.info.last_ts);
+            if idle > self.cfg.idle_timeout_ns || (conn.closed && idle > self.cfg.close_grace_ns) {
+                done.push(slot);
+            } else if conn.halves.iter().any(|h| h.hole_proven.is_some()) {
+                let mut out = Out {
+                    cfg: &self.cfg,
+                    events,
+                };
+                for h in [C2S, S2C] {
+                    conn.check_window(h, self.frame, &mut out);
+                }
+            }
+        }
+        for slot in done {
+            self.finish_slot(slot, events);
+        }
+    }
+
+    /// End of capture: finish every live connection in stream order.
+    pub fn finish(&mut self, events: &mut Vec<Event>) {
+        while let Some((_, &slot)) = self.live.iter().next() {
+            self.finish_slot(slot, events);
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Reassembly on hand-built segments (the Python suite drives the same code through `_core`).
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use super::{Config, Event, Reassembler, StreamInfo};
+use crate::capture::{Segment, ACK, FIN, SYN};
+use crate::records::Direction;
+
+const C: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+const S: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+
+struct Conv {
+    r: Reassembler,
+    frame: u64,
+    events: Vec<Event>,
+}
+
+impl Conv {
+    fn new(cfg: Config) -> Self {
+        Conv {
+            r: Reassembler::new(Config {
+                server_ports: vec![5044],
+                ..cfg
+            }),
+            frame: 0,
+            events: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, c2s: bool, seq: u32, data: &[u8], flags: u8, ack: u32) {
+        self.frame += 1;
+        let (src, sport, dst, dport) = if c2s {
+            (C, 40000, S, 5044)
+        } else {
+            (S, 5044, C, 40000)
+        };
+        let seg = Segment {
+            frame: self.frame,
+            ts: self.frame as i64 * 1000,
+            src,
+            sport,
+            dst,
+            dport,
+            seq,
+            ack,
+            flags,
+            payload: data,
+            missing: 0,
+        };
+        self.r.segment(&seg, &mut self.events);
+    }
+
+    fn handshake(&mut self, cisn: u32, sisn: u32) {
+        self.send(true, cisn, b"", SYN, 0);
+        self.send(false, sisn, b"", SYN | ACK, cisn.wrapping_add(1));
+        self.send(true, cisn.wrapping_add(1), b"", ACK, sisn.wrapping_add(1));
+    }
+
+    fn finish(mut self) -> Vec<Event> {
+        self.r.finish(&mut self.events);
+        self.events
+    }
+}
+
+fn data(events: &[Event], dir: Direction) -> Vec<u8> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Chunk {
+                direction, data, ..
+            } if *direction == dir => Some(data.as_slice()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .concat()
+}
+
+fn codes(events: &[Event]) -> Vec<&'static str> {
+    events
+        .iter()
+        .filter_map(|e| {
+            if let Event::Finding(f) = e {
+                Some(f.code)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+fn info(events: &[Event]) -> &StreamInfo {
+    events
+        .iter()
+        .find_map(|e| {
+            if let Event::End(i) = e {
+                Some(i.as_ref())
+            } else {
+                None
+            }
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_segment_behind_the_ack_that_covers_it_is_placed_not_lost() {
+    let mut t = Conv::new(Config::default());
+    t.handshake(1000, 5000);
+    t.send(true, 1001, b"AAAA", ACK, 5001);
+    t.send(true, 1009, b"CCCC", ACK, 5001); // BBBB comes later in the file
+    t.send(false, 5001, b"ok", ACK, 1013); // the server acknowledged all twelve bytes
+    t.send(true, 1005, b"BBBB", ACK, 5001);
+    let events = t.finish();
+    assert_eq!(data(&events, Direction::C2S), b"AAAABBBBCCCC");
+    assert!(!codes(&events).contains(&"tcp.gap"), "{:?}", codes(&events));
+    assert_eq!(info(&events).gaps, 0);
+    // the reply that followed the acknowledged bytes reaches the consumer after them
+    let order: Vec<_> = events
+        .iter()
+        .filter_map(|e| {
+            if let Event::Chunk { data, .. } = e {
+                Some(data.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            b"AAAA".to_vec(),
+            b"BBBB".to_vec(),
+            b"CCCC".to_vec(),
+            b"ok".to_vec()
+        ]
+    );
+}
+
+#[test]
+fn a_hole_still_open_after_the_reorder_window_is_a_gap_at_the_proving_packet() {
+    let mut t = Conv::new(Config {
+        reorder_packets: 2,
+        ..Config::default()
+    });
+    t.handshake(1000, 5000);
+    t.send(true, 1001, b"AAAA", ACK, 5001);
+    t.send(true, 1009, b"CCCC", ACK, 5001);
+    t.send(false, 5001, b"", ACK, 1013); // frame 6 proves the hole
+    t.send(false, 5001, b"x", ACK, 1013);
+    t.send(false, 5002, b"y", ACK, 1013);
+    assert!(
+        !codes(&t.events).contains(&"tcp.gap"),
+        "still within the window"
+    );
+    t.send(false, 5003, b"z", ACK, 1013); // frame 9: the window has passed
+    let gap = t.events.iter().find_map(|e| match e {
+        Event::Gap {
+            offset,
+            length,
+            frame,
+            ..
+        } => Some((*offset, *length, *frame)),
+        _ => None,
+    });
+    assert_eq!(gap, Some((4, 4, 6)));
+    let events = t.finish();
+    assert_eq!(data(&events, Direction::C2S), b"AAAACCCC");
+    assert_eq!(data(&events, Direction::S2C), b"xyz");
+}
+
+#[test]
+fn a_fin_missing_from_the_capture_is_not_a_missing_byte() {
+    let mut t = Conv::new(Config::default());
+    t.handshake(1000, 5000);
+    t.send(true, 1001, b"hello", ACK, 5001);
+    t.send(false, 5001, b"", ACK | FIN, 1007); // acknowledges the client's FIN, which we never saw
+    let events = t.finish();
+    assert!(!codes(&events).contains(&"tcp.gap"), "{:?}", codes(&events));
+    assert_eq!(info(&events).gap_bytes, 0);
+}
+
+#[test]
+fn acknowledged_data_never_captured_is_still_a_gap() {
+    let mut t = Conv::new(Config::default());
+    t.handshake(1000, 5000);
+    t.send(true, 1001, b"hello", ACK, 5001);
+    t.send(false, 5001, b"", ACK, 1016);
+    let events = t.finish();
+    assert_eq!(info(&events).gap_bytes, 10);
+}
+
+#[test]
+fn sequence_numbers_wrap() {
+    let mut t = Conv::new(Config::default());
+    t.handshake(u32::MAX - 2, 7);
+    t.send(true, u32::MAX - 1, b"abcd", ACK, 8);
+    t.send(true, 2, b"efgh", ACK, 8);
+    let events = t.finish();
+    assert_eq!(data(&events, Direction::C2S), b"abcdefgh");
+    assert_eq!(info(&events).gaps, 0);
+}
+
+#[test]
+fn different_bytes_sent_twice_keep_the_policys_copy() {
+    for (last_wins, expected) in [(false, &b"GOOD"[..]), (true, &b"EVIL"[..])] {
+        let mut t = Conv::new(Config {
+            last_wins,
+            ..Config::default()
+        });
+        t.handshake(1, 1000);
+        t.send(true, 2, b"GOOD", ACK, 1001);
+        t.send(true, 2, b"EVIL", ACK, 1001);
+        t.send(false, 1001, b"", ACK, 6);
+        let events = t.finish();
+        assert_eq!(data(&events, Direction::C2S), expected);
+        assert_eq!(codes(&events), ["tcp.overlap-conflict"]);
+    }
+}
+
+#[test]
+fn many_short_connections_are_finished_as_they_close() {
+    let mut r = Reassembler::new(Config {
+        sweep_every: 64,
+        ..Config::default()
+    });
+    let mut events = Vec::new();
+    let mut frame = 0;
+    for i in 0..5000u32 {
+        let port = 1024 + (i % 60000) as u16;
+        let ts = i64::from(i) * 1_000_000_000;
+        for (c2s, flags, payload) in [
+            (true, SYN, &b""[..]),
+            (true, ACK, b"hi"),
+            (true, FIN | ACK, b""),
+            (false, FIN | ACK, b""),
+        ] {
+            frame += 1;
+            let (src, sport, dst, dport) = if c2s {
+                (C, port, S, 80)
+            } else {
+                (S, 80, C, port)
+            };
+            let seq = if c2s {
+                100 + u32::from(flags & ACK != 0)
+            } else {
+                500
+            };
+            let seg = Segment {
+                frame,
+                ts,
+                src,
+                sport,
+                dst,
+                dport,
+                seq,
+                ack: 0,
+                flags,
+                payload,
+                missing: 0,
+            };
+            r.segment(&seg, &mut events);
+        }
+    }
+    let ended_before_finish = events.iter().filter(|e| matches!(e, Event::End(_))).count();
+    assert!(ended_before_finish > 4900, "{ended_before_finish}");
+    r.finish(&mut events);
+    assert_eq!(
+        events.iter().filter(|e| matches!(e, Event::End(_))).count(),
+        5000
+    );
+}

@@ -1,0 +1,137 @@
+"""Captures through the native core (`wirelog._core`): input bytes in, TCP-level records out.
+
+Python opens the input (files, globs, stdin, URIs, decompression: pcap/sources.py) and hands its
+bytes to the core in large reads; the core parses packets, reassembles TCP and returns the records
+each read completed (Chunk, Gap, Finding, StreamInfo, in the order a consumer must see them). No
+Python object exists per packet: only per reassembled chunk, for the decoders still in Python.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
+
+from wirelog import _core
+from wirelog.model import CaptureInfo, Finding, StreamInfo
+from wirelog.pcap.errors import CaptureError
+from wirelog.pcap.sources import READ_ERRORS, open_input
+
+READ_SIZE = 1 << 20
+# Test hook: the core panics when this frame arrives (tests prove a panic becomes a finding).
+PANIC_AT_FRAME = "WIRELOG_TEST_PANIC_AT_FRAME"
+
+# The segment tuple of `iter_segments`: (frame, ts_ns, src, sport, dst, dport, seq, ack, flags,
+# payload, missing); src/dst are packed addresses (4 or 16 bytes).
+Segment = tuple[int, int, bytes, int, bytes, int, int, int, int, bytes, int]
+
+Reassembler = _core.Reassembler  # reassembly alone, one segment at a time (tests of crafted segments)
+
+
+def _reads(stream: BinaryIO, before_read: Callable[[], None] | None) -> Iterator[bytes | str]:
+    """The input in reads of at most READ_SIZE, as soon as each is available (a live pipe yields
+    packets as they come); a read error ends it with its reason (a str)."""
+    read = getattr(stream, "read1", stream.read)  # read1: at most one wait on the source
+    while True:
+        if before_read is not None:
+            before_read()
+        try:
+            data = read(READ_SIZE)
+        except READ_ERRORS as e:
+            yield f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            return
+        if not data:
+            return
+        yield data
+
+
+def _fill(info: CaptureInfo, core: Any) -> None:
+    for key, value in core.info().items():
+        if key == "error":
+            info.error = info.error or value
+        else:
+            setattr(info, key, value)
+
+
+class CoreCapture:
+    """One capture input read by the core. `records()` yields lists of records; `stream_info` and
+    `mute` reach the live streams of the reassembler. Raises CaptureError for an unusable input."""
+
+    def __init__(
+        self,
+        path: str,
+        info: CaptureInfo,
+        before_read: Callable[[], None] | None = None,
+        **options: Any,
+    ) -> None:
+        try:
+            self._stream, info.compression = open_input(path)
+        except CaptureError as e:
+            info.error = str(e)
+            raise
+        self._info = info
+        self._before_read = before_read
+        if os.environ.get(PANIC_AT_FRAME):
+            options["panic_at_frame"] = int(os.environ[PANIC_AT_FRAME])
+        self.core = _core.Pipeline(path, info.compression, **options)
+
+    def stream_info(self, stream: int) -> StreamInfo | None:
+        return self.core.stream_info(stream)
+
+    def mute(self, stream: int) -> None:
+        self.core.mute(stream)
+
+    def records(self) -> Iterator[list]:
+        core, info = self.core, self._info
+        read_error = None
+        try:
+            try:
+                for data in _reads(self._stream, self._before_read):
+                    if isinstance(data, str):
+                        read_error = data
+                        break
+                    batch = core.feed(data)
+                    if batch:
+                        yield batch
+                yield core.finish(read_error)
+            except _core.CaptureFormatError as e:
+                info.error = str(e)
+                raise CaptureError(str(e)) from None
+        finally:
+            self._stream.close()
+            _fill(info, core)
+
+
+def iter_segments(path: str, info: CaptureInfo, findings: list[Finding]) -> Iterator[Segment]:
+    """The TCP segments of one capture, as tuples (see `Segment`), with the capture-level findings
+    appended to `findings` as they occur and `info` filled. The capture layer alone, for tests and
+    benchmarks; raises CaptureError for an unusable input."""
+    try:
+        stream, info.compression = open_input(path)
+    except CaptureError as e:
+        info.error = str(e)
+        raise
+    reader = _core.SegmentReader(path, info.compression)
+    read_error = None
+    try:
+        try:
+            for data in _reads(stream, None):
+                if isinstance(data, str):
+                    read_error = data
+                    break
+                yield from _split(reader.feed(data), findings)
+            yield from _split(reader.finish(read_error), findings)
+        except _core.CaptureFormatError as e:
+            info.error = str(e)
+            raise CaptureError(str(e)) from None
+    finally:
+        stream.close()
+        _fill(info, reader)
+
+
+def _split(items: list, findings: list[Finding]) -> Iterator[Segment]:
+    for item in items:
+        if isinstance(item, tuple):
+            yield item
+        else:
+            findings.append(item)
