@@ -509,15 +509,21 @@ mod tests {
         let mut reader = CaptureReader::new("x", None);
         let mut sink = FindingSink::default();
         let mut segs = 0;
-        reader.feed(&data, &mut sink, &mut |_, _| segs += 1).unwrap();
+        reader
+            .feed(&data, &mut sink, &mut |_, _| segs += 1)
+            .unwrap();
         reader
             .feed(&pcap(&[f])[24..], &mut sink, &mut |_, _| segs += 1)
             .unwrap();
-        reader.finish(None, &mut sink, &mut |_, _| segs += 1).unwrap();
+        reader
+            .finish(None, &mut sink, &mut |_, _| segs += 1)
+            .unwrap();
         reader
             .finish(Some("late"), &mut sink, &mut |_, _| segs += 1)
             .unwrap();
-        reader.feed(b"more", &mut sink, &mut |_, _| segs += 1).unwrap();
+        reader
+            .feed(b"more", &mut sink, &mut |_, _| segs += 1)
+            .unwrap();
         assert_eq!(segs, 1);
         assert_eq!(
             sink.out.iter().map(|f| f.code).collect::<Vec<_>>(),
@@ -550,7 +556,9 @@ mod tests {
         let mut seen = Vec::new();
         let record = |n: usize| 24 + n * (16 + 55);
         reader
-            .feed(&data[..record(1)], &mut sink, &mut |s, _| seen.push(s.frame))
+            .feed(&data[..record(1)], &mut sink, &mut |s, _| {
+                seen.push(s.frame)
+            })
             .unwrap();
         assert!(sink.out.is_empty() && seen == [1]);
         reader
