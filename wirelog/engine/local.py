@@ -22,6 +22,8 @@ from wirelog.pcap.sources import STDIN, open_input
 
 Item = Message | Finding | StreamInfo | CaptureInfo | Chunk | Gap
 
+REORDER_WINDOW = 2048  # packets a late segment may trail the ACK covering it (docs/records.md)
+
 
 @dataclass(frozen=True, slots=True)
 class Options:
@@ -31,7 +33,7 @@ class Options:
     chunks: bool = False  # also yield the reassembled Chunk/Gap items (`streams --dump`)
     decode_as: dict[int, str] = field(default_factory=dict)  # server or client port → protocol
     overlap: str = "first"
-    reorder_window: int = 2048  # packets a late segment may trail the ACK covering it (docs/records.md)
+    reorder_window: int = REORDER_WINDOW
     show_secrets: bool = False
     limits: Limits = field(default_factory=Limits)
     keep: RecordFilter = field(default_factory=RecordFilter)  # records not accepted are not yielded

@@ -34,7 +34,7 @@ from wirelog.decoders import registry
 from wirelog.decoders.base import Limits
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.gc_tuning import tune_gc
-from wirelog.engine.local import Options, run
+from wirelog.engine.local import REORDER_WINDOW, Options, run
 from wirelog.export import parquet
 from wirelog.model import CaptureInfo, Finding, Message, Severity
 from wirelog.pcap import remote
@@ -124,7 +124,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     engine = Options(
         decode_as=_decode_as(o.get("decodeas", "")),
         overlap=overlap,
-        reorder_window=int(o.get("reorderwindow", Options.reorder_window)),
+        reorder_window=int(o.get("reorderwindow", REORDER_WINDOW)),
         show_secrets=_bool(o.get("showsecrets", "false"), "showSecrets"),
         limits=limits,
         keep=keep,
