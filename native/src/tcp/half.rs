@@ -17,12 +17,14 @@ pub struct Piece {
     pub ts: i64,
 }
 
-/// The most recently delivered segments of a direction: their bytes in one ring, so a
-/// connection that only ever delivers small segments holds little.
+/// The most recently delivered segments of a direction: their bytes in one buffer (appended with a
+/// memcpy, compacted once the dropped prefix outweighs the rest), so a connection that only ever
+/// delivers small segments holds little and a large transfer costs O(bytes).
 #[derive(Debug, Default)]
 pub struct History {
     segments: VecDeque<(i64, usize, u64)>, // (offset, length, frame)
-    bytes: VecDeque<u8>,
+    bytes: Vec<u8>,
+    start: usize, // bytes before this belong to dropped segments
 }
 
 /// Where a new copy of bytes differs from an older one.
@@ -36,32 +38,34 @@ pub struct Difference {
 impl History {
     pub fn push(&mut self, off: i64, data: &[u8], frame: u64, limit: usize) {
         self.segments.push_back((off, data.len(), frame));
-        self.bytes.extend(data);
-        while (self.bytes.len() > limit && self.segments.len() > 1)
+        self.bytes.extend_from_slice(data);
+        while (self.bytes.len() - self.start > limit && self.segments.len() > 1)
             || self.segments.len() > HISTORY_SEGMENTS
         {
             if let Some((_, n, _)) = self.segments.pop_front() {
-                self.bytes.drain(..n);
+                self.start += n;
             }
+        }
+        if self.start > 4096 && self.start * 2 > self.bytes.len() {
+            self.bytes.drain(..self.start);
+            self.start = 0;
         }
     }
 
     /// The first delivered segment that `data` at `off` overlaps with different bytes.
     pub fn first_difference(&self, off: i64, data: &[u8]) -> Option<Difference> {
         let end = off + data.len() as i64;
-        let mut at = 0usize;
+        let mut at = self.start;
         for &(h_off, len, frame) in &self.segments {
             let h_end = h_off + len as i64;
             let (lo, hi) = (off.max(h_off), end.min(h_end));
             if lo < hi {
-                let old = self
-                    .bytes
-                    .range(at + (lo - h_off) as usize..at + (hi - h_off) as usize);
+                let old = &self.bytes[at + (lo - h_off) as usize..at + (hi - h_off) as usize];
                 let new = &data[(lo - off) as usize..(hi - off) as usize];
-                if !old.clone().eq(new.iter()) {
+                if old != new {
                     return Some(Difference {
                         start: lo,
-                        old: old.copied().collect(),
+                        old: old.to_vec(),
                         new: new.to_vec(),
                         old_frame: frame,
                     });
