@@ -17,14 +17,16 @@ pub struct Piece {
     pub ts: i64,
 }
 
-/// The most recently delivered segments of a direction: their bytes in one buffer (appended with a
-/// memcpy, compacted once the dropped prefix outweighs the rest), so a connection that only ever
-/// delivers small segments holds little and a large transfer costs O(bytes).
+/// The last `limit` bytes a direction delivered, with the segments they came in: a byte ring
+/// that grows with what the connection sent (a short connection holds little) up to the limit, so
+/// memory is bounded per connection and O(1) per byte.
 #[derive(Debug, Default)]
 pub struct History {
-    segments: VecDeque<(i64, usize, u64)>, // (offset, length, frame)
-    bytes: Vec<u8>,
-    start: usize, // bytes before this belong to dropped segments
+    segments: VecDeque<(i64, usize, u64)>, // (offset, length, frame), oldest first
+    front_skip: usize,                     // bytes of the oldest segment no longer held
+    ring: Vec<u8>,
+    head: usize, // ring index of the oldest held byte
+    len: usize,  // bytes held
 }
 
 /// Where a new copy of bytes differs from an older one.
@@ -37,41 +39,105 @@ pub struct Difference {
 
 impl History {
     pub fn push(&mut self, off: i64, data: &[u8], frame: u64, limit: usize) {
-        self.segments.push_back((off, data.len(), frame));
-        self.bytes.extend_from_slice(data);
-        while (self.bytes.len() - self.start > limit && self.segments.len() > 1)
-            || self.segments.len() > HISTORY_SEGMENTS
-        {
-            if let Some((_, n, _)) = self.segments.pop_front() {
-                self.start += n;
-            }
+        if limit == 0 || data.is_empty() {
+            return;
         }
-        if self.start > 4096 && self.start * 2 > self.bytes.len() {
-            self.bytes.drain(..self.start);
-            self.start = 0;
+        self.segments.push_back((off, data.len(), frame));
+        let keep = &data[data.len().saturating_sub(limit)..];
+        self.make_room(keep.len(), limit);
+        let cap = self.ring.len();
+        let tail = (self.head + self.len) % cap;
+        let first = keep.len().min(cap - tail);
+        self.ring[tail..tail + first].copy_from_slice(&keep[..first]);
+        self.ring[..keep.len() - first].copy_from_slice(&keep[first..]);
+        self.len += keep.len();
+        self.drop_front(
+            (data.len() - keep.len()) + self.len.saturating_sub(limit),
+            limit,
+        );
+        while self.segments.len() > HISTORY_SEGMENTS {
+            let held = self.segments.front().map_or(0, |s| s.1 - self.front_skip);
+            self.drop_front(held, limit);
         }
     }
 
-    /// The first delivered segment that `data` at `off` overlaps with different bytes.
+    /// Grow the ring (up to `limit`) so that `n` more bytes fit, dropping the oldest if it is full.
+    fn make_room(&mut self, n: usize, limit: usize) {
+        let cap = self.ring.len();
+        if self.len + n <= cap {
+            return;
+        }
+        if cap < limit {
+            let size = (self.len + n).max(cap * 2).max(256).min(limit);
+            let mut ring = Vec::with_capacity(size);
+            ring.extend_from_slice(&self.ring[self.head..(self.head + self.len).min(cap)]);
+            if self.head + self.len > cap {
+                ring.extend_from_slice(&self.ring[..self.head + self.len - cap]);
+            }
+            ring.resize(size, 0);
+            self.ring = ring;
+            self.head = 0;
+        }
+        let cap = self.ring.len();
+        if self.len + n > cap {
+            self.drop_front(self.len + n - cap, limit);
+        }
+    }
+
+    /// Forget the `n` oldest held bytes (whole segments leave once none of their bytes is held).
+    fn drop_front(&mut self, mut n: usize, limit: usize) {
+        let cap = self.ring.len().max(1);
+        while n > 0 {
+            let Some(&(_, seg_len, _)) = self.segments.front() else {
+                break;
+            };
+            let held = seg_len - self.front_skip;
+            let take = held.min(n).min(self.len);
+            self.head = (self.head + take) % cap;
+            self.len -= take;
+            n -= take;
+            if take == held {
+                self.segments.pop_front();
+                self.front_skip = 0;
+            } else {
+                self.front_skip += take;
+                if take == 0 {
+                    break;
+                }
+            }
+        }
+        debug_assert!(self.len <= limit.max(self.ring.len()));
+    }
+
+    fn held(&self, from: usize, to: usize) -> Vec<u8> {
+        let cap = self.ring.len();
+        (from..to)
+            .map(|i| self.ring[(self.head + i) % cap])
+            .collect()
+    }
+
+    /// The first held segment that `data` at `off` overlaps with different bytes.
     pub fn first_difference(&self, off: i64, data: &[u8]) -> Option<Difference> {
         let end = off + data.len() as i64;
-        let mut at = self.start;
-        for &(h_off, len, frame) in &self.segments {
-            let h_end = h_off + len as i64;
+        let mut at = 0usize; // position of the segment's first held byte among the held bytes
+        for (i, &(s_off, len, frame)) in self.segments.iter().enumerate() {
+            let skip = if i == 0 { self.front_skip } else { 0 };
+            let h_off = s_off + skip as i64;
+            let h_end = s_off + len as i64;
             let (lo, hi) = (off.max(h_off), end.min(h_end));
             if lo < hi {
-                let old = &self.bytes[at + (lo - h_off) as usize..at + (hi - h_off) as usize];
+                let old = self.held(at + (lo - h_off) as usize, at + (hi - h_off) as usize);
                 let new = &data[(lo - off) as usize..(hi - off) as usize];
                 if old != new {
                     return Some(Difference {
                         start: lo,
-                        old: old.to_vec(),
+                        old,
                         new: new.to_vec(),
                         old_frame: frame,
                     });
                 }
             }
-            at += len;
+            at += len - skip;
         }
         None
     }
