@@ -304,7 +304,11 @@ impl Defragmenter {
             });
             return None;
         }
-        // within MAX_DATAGRAM from here on, so every offset and end fits in u32
+        // within MAX_DATAGRAM from here on, so every offset and end fits in u32; what was captured
+        // of a fragment is never more than its length
+        let data = data
+            .get(..data.len().min(length as usize))
+            .unwrap_or_default();
         self.expire(sink, at.ts);
         let age = *self.index.entry(key).or_insert_with(|| {
             let age = self.next_age;
