@@ -6,8 +6,8 @@ swapped) and one twice as large (to show memory stays flat), then runs
     wirelog convert FILE --to json         (the same plus detection and the NDJSON writer)
     tshark -r FILE -T fields -e tcp.stream (tshark's reader + TCP analysis, the peer)
 on the same file, each several times (median), and prints packets/s, the ratios and peak RSS.
-`--short N` adds a capture of N short connections (SYN, one request, FIN each): time must grow
-linearly with the number of connections and memory must stay bounded.
+`--short N` adds captures of N/2 and N short connections (handshake, request, reply, FINs; 64 open
+at a time): time must grow linearly with the number of connections and memory must stay bounded.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gen_capture import generate
+from gen_capture import generate, short
 
 # A child's ru_maxrss starts from its parent's RSS at fork (Linux keeps the pre-exec peak), so a bench
 # process holding a big table would inflate every number: a small fresh interpreter starts the command
@@ -90,7 +90,7 @@ def main() -> None:
         if args.short:
             for count in (args.short // 2, args.short):
                 path = Path(tmp) / f"short{count}.pcap"
-                m = generate(str(path), count * 8, count, seed=3)
+                m = short(str(path), count)
                 t, r = measure([*wirelog, str(path)], 1)
                 print(
                     f"{count:,} short connections ({m:,} packets): {t:6.2f} s  "

@@ -185,6 +185,37 @@ def generate(path: str, packets: int, connections: int = 400, seed: int = 1, pay
     return writer.frames
 
 
+def short(path: str, connections: int, concurrency: int = 64, seed: int = 3) -> int:
+    """`connections` short connections (handshake, a 200-byte request, a 300-byte reply, FINs), at
+    most `concurrency` open at once, interleaved: the shape of a busy RPC or HTTP/1.0 service."""
+    rng = random.Random(seed)
+    server, sport = 0x0A010001, 9042
+    with open(path, "wb") as f:
+        writer = PcapWriter(f)
+        steps: dict[int, list[bytes]] = {}
+        started = 0
+        while started < connections or steps:
+            while started < connections and len(steps) < concurrency:
+                c, cp = 0x0A020000 + (started >> 14) + 1, 1024 + (started & 0x3FFF)
+                cs, ss = rng.getrandbits(32), rng.getrandbits(32)
+                req, rep = rng.randbytes(200), rng.randbytes(300)
+                steps[started] = [
+                    _packet(c, server, cp, sport, cs, 0, SYN, b""),
+                    _packet(server, c, sport, cp, ss, cs + 1, SYN | ACK, b""),
+                    _packet(c, server, cp, sport, cs + 1, ss + 1, ACK | PSH, req),
+                    _packet(server, c, sport, cp, ss + 1, cs + 201, ACK | PSH, rep),
+                    _packet(c, server, cp, sport, cs + 201, ss + 301, FIN | ACK, b""),
+                    _packet(server, c, sport, cp, ss + 301, cs + 202, FIN | ACK, b""),
+                    _packet(c, server, cp, sport, cs + 202, ss + 302, ACK, b""),
+                ][::-1]
+                started += 1
+            key = rng.choice(list(steps))
+            writer.emit(steps[key].pop(), rng.randrange(1000, 20000))
+            if not steps[key]:
+                del steps[key]
+    return writer.frames
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("output")

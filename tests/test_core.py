@@ -86,3 +86,18 @@ def test_a_fin_missing_from_the_capture_is_not_a_missing_byte(tmp_path):
 def test_the_core_is_an_abi3_extension_of_this_package():
     assert Path(_core.__file__).parent == Path(__file__).parent.parent / "wirelog"
     assert ".abi3." in Path(_core.__file__).name
+
+
+def test_stream_summaries_written_by_the_core_equal_the_python_writers(tmp_path):
+    """`streams --json` lines come from the core (records/json.rs); with a --stream filter they
+    come from StreamInfo objects through export/json.py: both must be the same bytes."""
+    shared = Path(__file__).parents[2] / "shared" / "captures"
+    captures = [EXAMPLE, *sorted(shared.rglob("*.pcap"))]
+    frames = tcp_conversation([("c", b"hello"), ("s", b"x")])
+    captures.append(write_pcap(tmp_path / 'we"ird\tnamé\\.pcap', frames))  # JSON escapes in the name
+    for path in captures:
+        code, core, _ = run_cli("streams", "--json", str(path))
+        ids = [str(r["stream"]) for r in ndjson(core)]
+        assert code == 0 and ids, path
+        _, python, _ = run_cli("streams", "--json", str(path), *[a for i in ids for a in ("--stream", i)])
+        assert core == python, path

@@ -83,6 +83,14 @@ class StreamInfo:
 
 
 @dataclass(slots=True)
+class StreamLines:
+    """Stream summaries the core already wrote as NDJSON (`streams --json`), in stream id order."""
+
+    capture: str
+    data: bytes
+
+
+@dataclass(slots=True)
 class Chunk:
     """Contiguous, in-order bytes of one direction of a stream, as carried by one frame."""
 

@@ -3,7 +3,7 @@
 //! reassembly output right after it).
 
 use crate::capture::{CaptureInfo, CaptureReader};
-use crate::records::{Finding, FindingSink};
+use crate::model::{Finding, FindingSink};
 use crate::tcp::{Config, Event, Reassembler, StreamInfo};
 
 pub struct Pipeline {

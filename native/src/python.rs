@@ -16,8 +16,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::capture::{CaptureInfo, CaptureReader, Segment};
+use crate::model::{Direction, Finding, FindingSink, Severity, Value};
 use crate::pipeline::Pipeline as CorePipeline;
-use crate::records::{Direction, Finding, FindingSink, Severity, Value};
+use crate::records::json::StreamLines;
 use crate::tcp::{Config, Event, Reassembler as CoreReassembler, StreamInfo};
 
 create_exception!(
@@ -306,6 +307,8 @@ struct Pipeline {
     capture: String,
     model: Model,
     stopped: bool,
+    /// With `stream_lines`: stream summaries become NDJSON here instead of StreamInfo objects.
+    lines: Option<StreamLines>,
 }
 
 #[pymethods]
@@ -315,7 +318,7 @@ impl Pipeline {
         capture, compression=None, server_ports=Vec::new(), overlap="first", emit_data=true,
         max_pending=4<<20, max_segments=4096, history=32<<10, idle_timeout=600.0, close_grace=5.0,
         max_connections=50_000, sweep_every=8192, reorder_packets=2048, reorder_bytes=2<<20,
-        panic_at_frame=None,
+        panic_at_frame=None, stream_lines=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -335,6 +338,7 @@ impl Pipeline {
         reorder_packets: u64,
         reorder_bytes: usize,
         panic_at_frame: Option<u64>,
+        stream_lines: bool,
     ) -> PyResult<Self> {
         install_hook();
         let cfg = config(
@@ -358,6 +362,7 @@ impl Pipeline {
             capture,
             model: Model::load(py)?,
             stopped: false,
+            lines: stream_lines.then(StreamLines::default),
         })
     }
 
@@ -369,8 +374,7 @@ impl Pipeline {
             let result = py.detach(|| guarded(|| inner.feed(data)));
             self.settle(result)?;
         }
-        self.model
-            .events(py, &self.capture, self.inner.take_events())
+        self.records(py)
     }
 
     /// End of input (`read_error`: why reading stopped early); returns the last records.
@@ -388,8 +392,18 @@ impl Pipeline {
         };
         self.stopped = true;
         self.settle(result)?;
-        self.model
-            .events(py, &self.capture, self.inner.take_events())
+        self.records(py)
+    }
+
+    /// With `stream_lines`: the NDJSON summary lines of the streams finished so far, in stream
+    /// id order (`wirelog streams --json` without a Python object per stream).
+    fn take_stream_lines<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let text = self
+            .lines
+            .as_mut()
+            .map(StreamLines::take)
+            .unwrap_or_default();
+        PyBytes::new(py, text.as_bytes())
     }
 
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -415,6 +429,21 @@ impl Pipeline {
 }
 
 impl Pipeline {
+    /// The records of the events produced so far (stream summaries go to `lines` when it is on).
+    fn records<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut events = self.inner.take_events();
+        if let Some(lines) = self.lines.as_mut() {
+            events.retain(|e| match e {
+                Event::End(info) => {
+                    lines.push(&self.capture, info);
+                    false
+                }
+                _ => true,
+            });
+        }
+        self.model.events(py, &self.capture, events)
+    }
+
     fn settle(&mut self, result: Result<Result<(), String>, Box<Finding>>) -> PyResult<()> {
         match result {
             Ok(Ok(())) => Ok(()),

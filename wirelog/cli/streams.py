@@ -9,7 +9,7 @@ from rich.table import Table
 
 from wirelog.cli.common import Session, error, exit_code, input_options, make_console
 from wirelog.export.json import dumps_line, rfc3339, stream_dict
-from wirelog.model import Chunk, Direction, Gap, StreamInfo
+from wirelog.model import Chunk, Direction, Gap, StreamInfo, StreamLines
 
 EXAMPLES = """
 \b
@@ -36,24 +36,41 @@ Examples:
 @click.pass_context
 def streams(ctx, as_json, dump, direction, **params):
     """List the TCP streams in CAPTURE... (files, globs, - for stdin)."""
-    session = Session(params, decode=False, chunks=dump is not None)
+    wanted = params["streams"]
+    # --json: the core writes the summaries (no Python object per stream) unless a filter picks some
+    session = Session(params, decode=False, chunks=dump is not None, stream_lines=as_json and not wanted)
     if dump is not None:
         if len(session.paths) + (1 if session.raw else 0) > 1:
             raise click.UsageError("--dump takes exactly one capture")
         ctx.exit(_dump(session, dump, Direction(direction)))
-    wanted = session.options.keep.streams
-    found: list[StreamInfo] = [
-        i for i in session.items() if isinstance(i, StreamInfo) and (not wanted or i.stream in wanted)
-    ]
-    found.sort(key=lambda i: (i.capture, i.stream))
     if as_json:
-        out = sys.stdout.buffer
-        for info in found:
-            out.write(dumps_line(stream_dict(info)))
-        out.flush()
+        _json(session, frozenset(wanted))
     else:
+        found = [
+            i for i in session.items() if isinstance(i, StreamInfo) and (not wanted or i.stream in wanted)
+        ]
+        found.sort(key=lambda i: (i.capture, i.stream))
         _table(found, len({i.capture for i in found}) > 1)
     ctx.exit(exit_code(session))
+
+
+def _json(session: Session, wanted: frozenset[int]) -> None:
+    """One NDJSON line per stream, captures in name order (each read in turn, so its lines are
+    written as its streams end), streams in id order."""
+    out = sys.stdout.buffer
+    inputs = sorted(
+        [(path, [path], False) for path in session.paths] + ([("raw", [], True)] if session.raw else [])
+    )
+    for _, paths, raw in inputs:
+        infos: list[StreamInfo] = []  # raw dumps, and captures when a filter is given
+        for item in session.items(paths, raw=raw):
+            if isinstance(item, StreamLines):
+                out.write(item.data)
+            elif isinstance(item, StreamInfo) and (not wanted or item.stream in wanted):
+                infos.append(item)
+        for info in sorted(infos, key=lambda i: i.stream):
+            out.write(dumps_line(stream_dict(info)))
+    out.flush()
 
 
 def _dump(session: Session, stream: int, direction: Direction) -> int:

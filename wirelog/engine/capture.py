@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from wirelog import _core
-from wirelog.model import CaptureInfo, Finding, StreamInfo
+from wirelog.model import CaptureInfo, Finding, StreamInfo, StreamLines
 from wirelog.pcap.errors import CaptureError
 from wirelog.pcap.sources import READ_ERRORS, open_input
 
@@ -82,6 +82,15 @@ class CoreCapture:
         self.core.mute(stream)
 
     def records(self) -> Iterator[list]:
+        """Lists of records, one per read; stream summaries as StreamLines when the core writes them."""
+        for batch in self._batches():
+            lines = self.core.take_stream_lines()
+            if lines:
+                batch.append(StreamLines(self._info.capture, lines))
+            if batch:
+                yield batch
+
+    def _batches(self) -> Iterator[list]:
         core, info = self.core, self._info
         read_error = None
         try:
@@ -90,9 +99,7 @@ class CoreCapture:
                     if isinstance(data, str):
                         read_error = data
                         break
-                    batch = core.feed(data)
-                    if batch:
-                        yield batch
+                    yield core.feed(data)
                 yield core.finish(read_error)
             except _core.CaptureFormatError as e:
                 info.error = str(e)

@@ -16,11 +16,21 @@ from wirelog.engine.capture import CoreCapture
 from wirelog.engine.delivery import DeliveryVerdict
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.midstream import FrameHunt
-from wirelog.model import CaptureInfo, Chunk, Direction, Finding, Gap, Message, Severity, StreamInfo
+from wirelog.model import (
+    CaptureInfo,
+    Chunk,
+    Direction,
+    Finding,
+    Gap,
+    Message,
+    Severity,
+    StreamInfo,
+    StreamLines,
+)
 from wirelog.pcap.errors import CaptureError
 from wirelog.pcap.sources import STDIN, open_input
 
-Item = Message | Finding | StreamInfo | CaptureInfo | Chunk | Gap
+Item = Message | Finding | StreamInfo | CaptureInfo | Chunk | Gap | StreamLines
 
 REORDER_WINDOW = 2048  # packets a late segment may trail the ACK covering it (docs/records.md)
 
@@ -31,6 +41,7 @@ class Options:
 
     decode: bool = True  # False: reassembly only (the `streams` command)
     chunks: bool = False  # also yield the reassembled Chunk/Gap items (`streams --dump`)
+    stream_lines: bool = False  # captures' stream summaries as StreamLines (NDJSON by the core)
     decode_as: dict[int, str] = field(default_factory=dict)  # server or client port → protocol
     overlap: str = "first"
     reorder_window: int = REORDER_WINDOW
@@ -75,6 +86,7 @@ def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | Non
             overlap=opts.overlap,
             reorder_packets=opts.reorder_window,
             emit_data=opts.decode or opts.chunks,
+            stream_lines=opts.stream_lines and not opts.decode,
         )
     except CaptureError:
         yield info
@@ -186,6 +198,8 @@ class _StreamPipeline:
                     out += self._data(item)
             elif isinstance(item, StreamInfo):
                 out += self._end(item)
+            elif isinstance(item, StreamLines):
+                out.append(item)
             else:
                 out += self._emit(item, self._info(item.stream))
         return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Set as AbstractSet
-from dataclasses import asdict
+from dataclasses import fields
 from functools import lru_cache
 from typing import IO, Any
 
@@ -127,9 +127,13 @@ def dumps(rec: Message | Finding) -> bytes:
     return dumps_line(record_dict(rec))
 
 
+_STREAM_FIELDS = tuple(f.name for f in fields(StreamInfo))
+
+
 def stream_dict(info: StreamInfo) -> dict[str, Any]:
-    """The JSON object of a stream summary (`wirelog streams --json`)."""
-    d = asdict(info)
+    """The JSON object of a stream summary (`wirelog streams --json`; for captures the core writes
+    the same line itself, native/src/records/json.rs)."""
+    d = {name: getattr(info, name) for name in _STREAM_FIELDS}
     d["first_ts"] = rfc3339(info.first_ts)
     d["last_ts"] = rfc3339(info.last_ts)
     d["flags"] = info.flags

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::report::limited;
-use crate::records::{Finding, FindingSink, Severity};
+use crate::model::{Finding, FindingSink, Severity};
 
 /// The largest IP datagram: no fragment may end beyond it.
 const MAX_DATAGRAM: u64 = 65535;
@@ -399,7 +399,7 @@ impl Defragmenter {
 mod tests {
     use super::*;
     use crate::capture::testkit::*;
-    use crate::records::Value;
+    use crate::model::Value;
 
     fn payload() -> Vec<u8> {
         (0..=255u8).cycle().take(3072).collect()

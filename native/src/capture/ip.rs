@@ -217,7 +217,7 @@ fn v6(addr: [u8; 16]) -> IpAddr {
 mod tests {
     use crate::capture::testkit::*;
     use crate::capture::SYN;
-    use crate::records::{Severity, Value};
+    use crate::model::{Severity, Value};
 
     const V6_SRC: &str = "2001:db8::1";
     const V6_DST: &str = "2001:db8::2";

@@ -12,7 +12,7 @@ use super::defrag::{Defragmenter, Origin};
 use super::link::{self, Ip, Link};
 use super::report::limited;
 use super::{ip, Segment};
-use crate::records::{Finding, FindingSink, Severity};
+use crate::model::{Finding, FindingSink, Severity};
 
 /// Whether a packet counts as TCP (even when it yields no segment) or not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -93,7 +93,7 @@ impl Pcap {
 #[cfg(test)]
 mod tests {
     use crate::capture::testkit::*;
-    use crate::records::{Severity, Value};
+    use crate::model::{Severity, Value};
 
     fn frames(n: usize) -> Vec<Vec<u8>> {
         (0..n)

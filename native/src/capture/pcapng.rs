@@ -247,7 +247,7 @@ impl Pcapng {
 mod tests {
     use super::Clock;
     use crate::capture::testkit::*;
-    use crate::records::Value;
+    use crate::model::Value;
 
     #[test]
     fn two_interfaces_link_types_and_resolutions() {

@@ -11,7 +11,7 @@ use super::pcap::{self, Pcap};
 use super::pcapng::{self, Pcapng};
 use super::report::limited;
 use super::{CaptureInfo, Segment};
-use crate::records::{Finding, FindingSink, Severity};
+use crate::model::{Finding, FindingSink, Severity};
 
 /// No pcap record or pcapng block is believed beyond this.
 pub(super) const MAX_BLOCK: u32 = 256 << 20;

@@ -1,7 +1,7 @@
 //! Reporting a repeatable (rate-limited) finding without building its message once the sink only
 //! counts it: a capture can repeat the same problem in every packet.
 
-use crate::records::{Finding, FindingSink, Severity};
+use crate::model::{Finding, FindingSink, Severity};
 
 /// Report one occurrence of a limited `code`; `finding` builds it when the sink keeps it.
 pub(super) fn limited(

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use super::{CaptureInfo, CaptureReader, Segment};
-use crate::records::{Finding, FindingSink, Value};
+use crate::model::{Finding, FindingSink, Value};
 
 pub const T0_NS: i64 = 1_700_000_000_123_456_789;
 pub const PA: u8 = 0x18;

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::seq;
-use crate::records::Direction;
+use crate::model::Direction;
 
 /// Delivered segments kept at most, whatever their size: a storm of tiny retransmissions stays linear.
 pub const HISTORY_SEGMENTS: usize = 512;

@@ -23,7 +23,7 @@ mod tests;
 
 pub use reassembler::Reassembler;
 
-use crate::records::{Direction, Finding};
+use crate::model::{Direction, Finding};
 
 /// What one connection was, as the reassembler saw it (StreamInfo in the record contract).
 #[derive(Clone, Debug, Default, PartialEq)]

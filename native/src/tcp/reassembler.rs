@@ -8,7 +8,7 @@ use super::half::{Half, Piece};
 use super::seq::{at_or_after, HALF, MOD};
 use super::{Config, Event, StreamInfo};
 use crate::capture::{Segment, ACK, FIN, RST, SYN};
-use crate::records::{Direction, Finding, Severity};
+use crate::model::{Direction, Finding, Severity};
 
 type Key = (IpAddr, u16, IpAddr, u16);
 

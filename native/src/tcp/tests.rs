@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use super::{Config, Event, Reassembler, StreamInfo};
 use crate::capture::{Segment, ACK, FIN, SYN};
-use crate::records::Direction;
+use crate::model::Direction;
 
 const C: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const S: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));

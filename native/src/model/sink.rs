@@ -114,7 +114,7 @@ impl FindingSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::Value;
+    use crate::model::Value;
 
     #[test]
     fn limited_codes_summarise_past_the_limit() {

@@ -1,0 +1,143 @@
+//! The record contract's basic types, shared by every layer of the core (docs/records.md): directions, severities,
+//! findings with their machine-readable fields, and the sink that rate-limits repeatable findings.
+
+mod sink;
+
+pub use sink::FindingSink;
+
+use std::fmt;
+
+/// Direction of bytes inside a stream, relative to the (possibly inferred) client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    C2S,
+    S2C,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::C2S => "c2s",
+            Direction::S2C => "s2c",
+        }
+    }
+
+    pub fn other(self) -> Direction {
+        match self {
+            Direction::C2S => Direction::S2C,
+            Direction::S2C => Direction::C2S,
+        }
+    }
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// A machine-readable detail of a finding (`fields` in the record contract).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Int(i64),
+    Str(String),
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Int(v)
+    }
+}
+
+impl From<u64> for Value {
+    fn from(v: u64) -> Self {
+        Value::Int(i64::try_from(v).unwrap_or(i64::MAX))
+    }
+}
+
+impl From<u32> for Value {
+    fn from(v: u32) -> Self {
+        Value::Int(v.into())
+    }
+}
+
+impl From<usize> for Value {
+    fn from(v: usize) -> Self {
+        Value::Int(i64::try_from(v).unwrap_or(i64::MAX))
+    }
+}
+
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::Str(v)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Str(v.to_owned())
+    }
+}
+
+/// A problem or notable fact with a stable dotted code (`tcp.gap`, `pcap.truncated`, ...).
+/// The protocol of a finding is its code's prefix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finding {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub message: String,
+    pub direction: Option<Direction>,
+    pub offset: Option<u64>,
+    pub frame: Option<u64>,
+    pub ts: Option<i64>,
+    pub fields: Vec<(&'static str, Value)>,
+    pub stream: Option<u64>,
+}
+
+impl Finding {
+    pub fn new(code: &'static str, severity: Severity, message: String) -> Self {
+        Finding {
+            code,
+            severity,
+            message,
+            direction: None,
+            offset: None,
+            frame: None,
+            ts: None,
+            fields: Vec::new(),
+            stream: None,
+        }
+    }
+
+    pub fn protocol(&self) -> &'static str {
+        self.code.split('.').next().unwrap_or(self.code)
+    }
+
+    pub fn at(mut self, frame: Option<u64>, ts: Option<i64>) -> Self {
+        self.frame = frame;
+        self.ts = ts;
+        self
+    }
+
+    pub fn field(mut self, name: &'static str, value: impl Into<Value>) -> Self {
+        self.fields.push((name, value.into()));
+        self
+    }
+}

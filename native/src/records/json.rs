@@ -1,0 +1,171 @@
+//! NDJSON written by the core, byte for byte what the Python writer (orjson) writes for the same
+//! record: keys in the contract's order, no spaces, UTF-8 as is, the control characters escaped.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::tcp::StreamInfo;
+
+/// A JSON string literal (orjson's escaping: `"`, `\` and control characters only).
+pub fn string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// Nanosecond RFC 3339 UTC text, e.g. `2026-11-21T04:41:22.700273042Z`.
+pub fn rfc3339(out: &mut String, ts: i64) {
+    let (sec, ns) = (ts.div_euclid(1_000_000_000), ts.rem_euclid(1_000_000_000));
+    let (days, rem) = (sec.div_euclid(86_400), sec.rem_euclid(86_400));
+    let (y, m, d) = civil(days);
+    let _ = write!(
+        out,
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ns:09}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    );
+}
+
+/// The stream summary line of `wirelog streams --json` (docs/records.md, "Stream summaries").
+pub fn stream_line(capture: &str, s: &StreamInfo) -> String {
+    let mut o = String::with_capacity(512);
+    o.push_str("{\"capture\":");
+    string(&mut o, capture);
+    let _ = write!(o, ",\"stream\":{},\"client\":", s.stream);
+    string(&mut o, &s.client);
+    o.push_str(",\"server\":");
+    string(&mut o, &s.server);
+    let _ = write!(
+        o,
+        ",\"client_port\":{},\"server_port\":{},\"client_by\":\"{}\",\"first_ts\":\"",
+        s.client_port, s.server_port, s.client_by
+    );
+    rfc3339(&mut o, s.first_ts);
+    o.push_str("\",\"last_ts\":\"");
+    rfc3339(&mut o, s.last_ts);
+    let _ = write!(
+        o,
+        "\",\"first_frame\":{},\"last_frame\":{},\"packets_c2s\":{},\"packets_s2c\":{},\
+         \"bytes_c2s\":{},\"bytes_s2c\":{},\"gaps\":{},\"gap_bytes\":{},\"retransmissions\":{},\
+         \"out_of_order\":{},\"conflicts\":{}",
+        s.first_frame,
+        s.last_frame,
+        s.packets_c2s,
+        s.packets_s2c,
+        s.bytes_c2s,
+        s.bytes_s2c,
+        s.gaps,
+        s.gap_bytes,
+        s.retransmissions,
+        s.out_of_order,
+        s.conflicts
+    );
+    let flags = [
+        ("handshake", s.handshake),
+        ("midstream", s.midstream),
+        ("fin_c2s", s.fin_c2s),
+        ("fin_s2c", s.fin_s2c),
+        ("reset", s.reset),
+        ("port_reuse", s.port_reuse),
+    ];
+    for (name, on) in flags {
+        let _ = write!(o, ",\"{name}\":{on}");
+    }
+    o.push_str(",\"protocol\":null,\"flags\":[");
+    let set: Vec<String> = flags
+        .iter()
+        .filter(|f| f.1)
+        .map(|f| format!("\"{}\"", f.0))
+        .collect();
+    o.push_str(&set.join(","));
+    o.push_str("]}\n");
+    o
+}
+
+/// Stream summary lines in stream id order, whatever order the streams end in: a line waits only
+/// while an older stream is still open.
+#[derive(Debug, Default)]
+pub struct StreamLines {
+    next: u64,
+    waiting: BTreeMap<u64, String>,
+    ready: String,
+}
+
+impl StreamLines {
+    pub fn push(&mut self, capture: &str, s: &StreamInfo) {
+        self.waiting.insert(s.stream, stream_line(capture, s));
+        while let Some(line) = self.waiting.remove(&self.next) {
+            self.ready.push_str(&line);
+            self.next += 1;
+        }
+    }
+
+    /// The lines ready so far.
+    pub fn take(&mut self) -> String {
+        std::mem::take(&mut self.ready)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_and_strings_as_the_python_writer_has_them() {
+        let mut o = String::new();
+        rfc3339(&mut o, 1_763_700_082_700_273_042);
+        assert_eq!(o, "2025-11-21T04:41:22.700273042Z");
+        o.clear();
+        rfc3339(&mut o, -1);
+        assert_eq!(o, "1969-12-31T23:59:59.999999999Z");
+        o.clear();
+        string(&mut o, "a\"b\\c\nd\u{1}é");
+        assert_eq!(o, "\"a\\\"b\\\\c\\nd\\u0001é\"");
+    }
+
+    #[test]
+    fn lines_come_out_in_stream_order() {
+        let mut lines = StreamLines::default();
+        let info = |stream| StreamInfo {
+            stream,
+            client_by: "syn",
+            ..StreamInfo::default()
+        };
+        lines.push("c", &info(1));
+        assert_eq!(lines.take(), "");
+        lines.push("c", &info(0));
+        let out = lines.take();
+        assert!(
+            out.starts_with("{\"capture\":\"c\",\"stream\":0,")
+                && out.contains("\n{\"capture\":\"c\",\"stream\":1,")
+        );
+    }
+}
