@@ -3,7 +3,7 @@
 #![no_main]
 
 use _core::capture::{CaptureInfo, CaptureReader, Segment};
-use _core::records::{Finding, FindingSink};
+use _core::model::{Finding, FindingSink};
 use libfuzzer_sys::fuzz_target;
 
 type Seg = (
