@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
@@ -263,40 +263,40 @@ fn info_dict<'py>(py: Python<'py>, info: &CaptureInfo) -> PyResult<Bound<'py, Py
     Ok(d)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn config(
-    server_ports: Vec<u16>,
-    overlap: &str,
-    emit_data: bool,
-    max_pending: usize,
-    max_segments: usize,
-    history: usize,
-    idle_timeout: f64,
-    close_grace: f64,
-    max_connections: usize,
-    sweep_every: u32,
-    reorder_packets: u64,
-    reorder_bytes: usize,
-) -> PyResult<Config> {
-    if overlap != "first" && overlap != "last" {
-        return Err(PyValueError::new_err(format!(
-            "overlap policy must be one of ('first', 'last'), not {overlap:?}"
-        )));
+/// The reassembler's Config from keyword options (those of `wirelog.engine.capture`); an unknown
+/// name is a TypeError, as for any Python call.
+fn config(options: Option<&Bound<'_, PyDict>>) -> PyResult<Config> {
+    let mut cfg = Config::default();
+    let Some(options) = options else {
+        return Ok(cfg);
+    };
+    for (key, value) in options.iter() {
+        let key: String = key.extract()?;
+        match key.as_str() {
+            "server_ports" => cfg.server_ports = value.extract()?,
+            "overlap" => {
+                let overlap: String = value.extract()?;
+                if overlap != "first" && overlap != "last" {
+                    return Err(PyValueError::new_err(format!(
+                        "overlap policy must be one of ('first', 'last'), not {overlap:?}"
+                    )));
+                }
+                cfg.last_wins = overlap == "last";
+            }
+            "emit_data" => cfg.emit_data = value.extract()?,
+            "max_pending" => cfg.max_pending = value.extract()?,
+            "max_segments" => cfg.max_segments = value.extract()?,
+            "history" => cfg.history = value.extract()?,
+            "idle_timeout" => cfg.idle_timeout_ns = (value.extract::<f64>()? * 1e9) as i64,
+            "close_grace" => cfg.close_grace_ns = (value.extract::<f64>()? * 1e9) as i64,
+            "max_connections" => cfg.max_connections = value.extract()?,
+            "sweep_every" => cfg.sweep_every = value.extract()?,
+            "reorder_packets" => cfg.reorder_packets = value.extract()?,
+            "reorder_bytes" => cfg.reorder_bytes = value.extract()?,
+            other => return Err(PyTypeError::new_err(format!("unexpected option {other:?}"))),
+        }
     }
-    Ok(Config {
-        server_ports,
-        last_wins: overlap == "last",
-        emit_data,
-        max_pending,
-        max_segments,
-        history,
-        idle_timeout_ns: (idle_timeout * 1e9) as i64,
-        close_grace_ns: (close_grace * 1e9) as i64,
-        max_connections,
-        sweep_every,
-        reorder_packets,
-        reorder_bytes,
-    })
+    Ok(cfg)
 }
 
 /// One capture through capture reading and TCP reassembly: `feed` bytes, get model records
@@ -314,48 +314,17 @@ struct Pipeline {
 #[pymethods]
 impl Pipeline {
     #[new]
-    #[pyo3(signature = (
-        capture, compression=None, server_ports=Vec::new(), overlap="first", emit_data=true,
-        max_pending=4<<20, max_segments=4096, history=32<<10, idle_timeout=600.0, close_grace=5.0,
-        max_connections=50_000, sweep_every=8192, reorder_packets=2048, reorder_bytes=2<<20,
-        panic_at_frame=None, stream_lines=false,
-    ))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (capture, compression=None, panic_at_frame=None, stream_lines=false, **options))]
     fn new(
         py: Python<'_>,
         capture: String,
         compression: Option<String>,
-        server_ports: Vec<u16>,
-        overlap: &str,
-        emit_data: bool,
-        max_pending: usize,
-        max_segments: usize,
-        history: usize,
-        idle_timeout: f64,
-        close_grace: f64,
-        max_connections: usize,
-        sweep_every: u32,
-        reorder_packets: u64,
-        reorder_bytes: usize,
         panic_at_frame: Option<u64>,
         stream_lines: bool,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         install_hook();
-        let cfg = config(
-            server_ports,
-            overlap,
-            emit_data,
-            max_pending,
-            max_segments,
-            history,
-            idle_timeout,
-            close_grace,
-            max_connections,
-            sweep_every,
-            reorder_packets,
-            reorder_bytes,
-        )?;
-        let mut inner = CorePipeline::new(&capture, compression.as_deref(), cfg);
+        let mut inner = CorePipeline::new(&capture, compression.as_deref(), config(options)?);
         inner.panic_at_frame = panic_at_frame;
         Ok(Pipeline {
             inner,
@@ -474,45 +443,23 @@ struct Reassembler {
 #[pymethods]
 impl Reassembler {
     #[new]
-    #[pyo3(signature = (
-        capture, server_ports=Vec::new(), overlap="first", emit_data=true,
-        max_pending=4<<20, max_segments=4096, history=32<<10, idle_timeout=600.0, close_grace=5.0,
-        max_connections=50_000, sweep_every=8192, reorder_packets=2048, reorder_bytes=2<<20,
-    ))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (capture, server_ports=Vec::new(), overlap="first", **options))]
     fn new(
         py: Python<'_>,
         capture: String,
         server_ports: Vec<u16>,
         overlap: &str,
-        emit_data: bool,
-        max_pending: usize,
-        max_segments: usize,
-        history: usize,
-        idle_timeout: f64,
-        close_grace: f64,
-        max_connections: usize,
-        sweep_every: u32,
-        reorder_packets: u64,
-        reorder_bytes: usize,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         install_hook();
-        let cfg = config(
-            server_ports,
-            overlap,
-            emit_data,
-            max_pending,
-            max_segments,
-            history,
-            idle_timeout,
-            close_grace,
-            max_connections,
-            sweep_every,
-            reorder_packets,
-            reorder_bytes,
-        )?;
+        let options = match options {
+            Some(o) => o.copy()?,
+            None => PyDict::new(py),
+        };
+        options.set_item("server_ports", server_ports)?;
+        options.set_item("overlap", overlap)?;
         Ok(Reassembler {
-            inner: CoreReassembler::new(cfg),
+            inner: CoreReassembler::new(config(Some(&options))?),
             capture,
             model: Model::load(py)?,
             events: Vec::new(),

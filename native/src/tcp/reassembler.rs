@@ -141,6 +141,15 @@ impl Conn {
         self.halves[h].next_off = off + length;
     }
 
+    /// Deliver what a pending piece at `off` holds beyond the delivery point.
+    fn deliver_beyond(&mut self, h: usize, off: i64, piece: &Piece, out: &mut Out) {
+        let next = self.halves[h].next_off;
+        if off + piece.data.len() as i64 > next {
+            let rest = &piece.data[(next - off) as usize..];
+            self.deliver(h, next, rest, piece.frame, piece.ts, out);
+        }
+    }
+
     /// Deliver pending pieces that are now in order (and acknowledged, under `last`).
     fn release(&mut self, h: usize, out: &mut Out) {
         let last_wins = out.cfg.last_wins;
@@ -167,17 +176,7 @@ impl Conn {
             }
             let piece = entry.remove();
             half.pending_bytes -= piece.data.len();
-            let next = half.next_off;
-            if end > next {
-                self.deliver(
-                    h,
-                    next,
-                    &piece.data[(next - off) as usize..],
-                    piece.frame,
-                    piece.ts,
-                    out,
-                );
-            }
+            self.deliver_beyond(h, off, &piece, out);
         }
     }
 
@@ -456,17 +455,7 @@ impl Conn {
                 break;
             };
             half.pending_bytes -= piece.data.len();
-            let end = first + piece.data.len() as i64;
-            if end > next {
-                self.deliver(
-                    h,
-                    next,
-                    &piece.data[(next - first) as usize..],
-                    piece.frame,
-                    piece.ts,
-                    out,
-                );
-            }
+            self.deliver_beyond(h, first, &piece, out);
         }
         self.halves[h].hole_proven = None;
         self.settle(out);
