@@ -2,12 +2,12 @@
 //! consumer must see them (a capture finding before the segment that follows it, each segment's
 //! reassembly output right after it).
 
-use crate::capture::{CaptureInfo, CaptureReader};
+use crate::capture::{CaptureInfo, CaptureInput};
 use crate::model::{Finding, FindingSink};
 use crate::tcp::{Config, Event, Reassembler, StreamInfo};
 
 pub struct Pipeline {
-    reader: CaptureReader,
+    reader: CaptureInput,
     reasm: Reassembler,
     sink: FindingSink,
     events: Vec<Event>,
@@ -24,7 +24,7 @@ fn capture_findings(sink: &mut FindingSink, events: &mut Vec<Event>) {
 impl Pipeline {
     pub fn new(name: &str, compression: Option<&str>, cfg: Config) -> Self {
         Pipeline {
-            reader: CaptureReader::new(name, compression),
+            reader: CaptureInput::new(name, compression),
             reasm: Reassembler::new(cfg),
             sink: FindingSink::default(),
             events: Vec::new(),

@@ -15,7 +15,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use crate::capture::{CaptureInfo, CaptureReader, Segment};
+use crate::capture::{CaptureInfo, CaptureInput, Segment};
 use crate::model::{Direction, Finding, FindingSink, Severity, Value};
 use crate::pipeline::Pipeline as CorePipeline;
 use crate::records::json::StreamLines;
@@ -536,7 +536,7 @@ impl Reassembler {
 /// order. The core's surface for tests and benchmarks of the capture layer.
 #[pyclass(module = "wirelog._core")]
 struct SegmentReader {
-    inner: CaptureReader,
+    inner: CaptureInput,
     sink: FindingSink,
     model: Model,
 }
@@ -546,7 +546,7 @@ impl SegmentReader {
         &mut self,
         py: Python<'py>,
         step: impl FnOnce(
-            &mut CaptureReader,
+            &mut CaptureInput,
             &mut FindingSink,
             &mut dyn FnMut(&Segment, &mut FindingSink),
         ) -> Result<(), String>,
@@ -601,7 +601,7 @@ impl SegmentReader {
     fn new(py: Python<'_>, name: &str, compression: Option<&str>) -> PyResult<Self> {
         install_hook();
         Ok(SegmentReader {
-            inner: CaptureReader::new(name, compression),
+            inner: CaptureInput::new(name, compression),
             sink: FindingSink::default(),
             model: Model::load(py)?,
         })

@@ -18,6 +18,7 @@ from wirelog.pcap.errors import CaptureError
 from wirelog.pcap.sources import READ_ERRORS, open_input
 
 READ_SIZE = 1 << 20
+CORE_INFLATES = frozenset({"gzip"})  # compressions the core undoes itself (capture/gzip.rs)
 # Test hook: the core panics when this frame arrives (tests prove a panic becomes a finding).
 PANIC_AT_FRAME = "WIRELOG_TEST_PANIC_AT_FRAME"
 
@@ -65,7 +66,7 @@ class CoreCapture:
         **options: Any,
     ) -> None:
         try:
-            self._stream, info.compression = open_input(path)
+            self._stream, info.compression = open_input(path, CORE_INFLATES)
         except CaptureError as e:
             info.error = str(e)
             raise
@@ -114,7 +115,7 @@ def iter_segments(path: str, info: CaptureInfo, findings: list[Finding]) -> Iter
     appended to `findings` as they occur and `info` filled. The capture layer alone, for tests and
     benchmarks; raises CaptureError for an unusable input."""
     try:
-        stream, info.compression = open_input(path)
+        stream, info.compression = open_input(path, CORE_INFLATES)
     except CaptureError as e:
         info.error = str(e)
         raise

@@ -164,11 +164,13 @@ def _read_head(stream: BinaryIO, n: int) -> bytes:
     return b"".join(parts)
 
 
-def open_input(path: str) -> tuple[BinaryIO, str | None]:
+def open_input(path: str, inflated_by_caller: frozenset[str] = frozenset()) -> tuple[BinaryIO, str | None]:
     """Open `path` (`-` = stdin) and undo its compression, if any.
 
     Returns (binary stream, compression name or None). The stream reads forward only; the caller
     closes it. Raises CaptureError when the input cannot be opened or its compressed header is bad.
+    A compression named in `inflated_by_caller` is recognised but left as it is (the native core
+    inflates gzip captures itself, faster than the stdlib's reader).
     """
     try:
         if remote.is_uri(path):
@@ -185,5 +187,5 @@ def open_input(path: str) -> tuple[BinaryIO, str | None]:
     stream = io.BufferedReader(_Replay(head, raw, owns_tail=path != STDIN), buffer_size=1 << 16)
     for magic, name, opener in _COMPRESSIONS:
         if head.startswith(magic):
-            return _Decompressed(opener(stream), stream), name
+            return (stream if name in inflated_by_caller else _Decompressed(opener(stream), stream)), name
     return stream, None

@@ -6,6 +6,8 @@
 
 mod bytes;
 mod defrag;
+mod gzip;
+mod input;
 mod ip;
 mod link;
 mod packet;
@@ -17,6 +19,7 @@ mod tcp_header;
 #[cfg(test)]
 mod testkit;
 
+pub use input::CaptureInput;
 pub use reader::CaptureReader;
 
 use std::net::IpAddr;
