@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import click
@@ -71,6 +72,8 @@ def convert(ctx, fmt, output, jobs, engine, master, conf, **params):
         raise click.UsageError(
             f"{output}: the local engine writes local files; write here and copy it, or use --engine spark"
         )
+    if _is_socket(output):
+        raise click.UsageError(f"{output}: is a socket; give a file, a directory, a device or a FIFO")
     session = Session(params)
     is_dir = output.endswith(os.sep) or os.path.isdir(output)
     if fmt == "parquet" and output == "-":
@@ -124,6 +127,13 @@ def _convert_spark(fmt: str, output: str, master: str | None, conf: tuple[str, .
         return 2
     error(f"spark: {rows} rows written to {output}")
     return 0
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:  # no such file yet: a new output
+        return False
 
 
 CAPTURE_SUFFIXES = (".gz", ".zst", ".lz4", ".bz2", ".xz", ".pcapng", ".pcap", ".cap")

@@ -1,15 +1,14 @@
-"""Where command output goes: stdout, or a file written under a temporary name and renamed."""
+"""Where command output goes: stdout, or a file that appears only when complete (export/atomic.py)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import sys
 from collections.abc import Iterator
 from typing import IO
 
-from wirelog.export.atomic import publish, temporary_beside
+from wirelog.export.atomic import AtomicFile
 
 
 def flush_if_stdin_waits() -> None:
@@ -35,16 +34,5 @@ def open_output(path: str | None) -> Iterator[IO[bytes]]:
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
-    if os.path.islink(path) or (os.path.exists(path) and not os.path.isfile(path)):
-        with open(path, "wb") as f:  # /dev/null, a FIFO, /dev/stdout: write through, never replace
-            yield f
-        return
-    fd, tmp = temporary_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-        publish(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with AtomicFile(path) as out:
+        yield out

@@ -1,5 +1,11 @@
-"""Output files that appear only when complete: written under a temporary name beside the target,
-then renamed over it.
+"""Output files that appear only when complete, and never replace what is not a regular file.
+
+A regular output is written under a temporary name beside it, then renamed over it: a reader never
+sees half a file, and a failed or interrupted run leaves the previous file as it was and no
+temporary file behind. Anything else is written in place, because renaming over it would replace
+it: a device (`/dev/null`; as root, for the whole machine), a FIFO, or a name for a descriptor this
+process holds (`/dev/stdout`, `/dev/fd/N`). A symbolic link is followed: its target is replaced
+beside the target, the link stays.
 
 mkstemp makes its file 0600; a published output gets the mode any new file would get (0666 minus
 the umask), or keeps the mode of the file it replaces, so `events.parquet` is as readable as a file
@@ -8,18 +14,62 @@ written by `cp` or a shell redirection.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
 import os
+import shutil
 import stat
 import tempfile
+from typing import BinaryIO
+
+_MAX_LINKS = 40  # as the kernel's own limit on a chain of symbolic links
 
 
-def temporary_beside(path: str, suffix: str = "") -> tuple[int, str]:
-    """(fd, name) of a new temporary file in `path`'s directory; an OSError names `path`, not it."""
-    directory = os.path.dirname(os.path.abspath(path))
+class _NamedFile(io.FileIO):
+    """The descriptor under an output: a failed write (ENOSPC, EIO, EPIPE) names the output as the
+    user gave it, not the temporary file nor nothing at all. Called once per buffer flush."""
+
+    def __init__(self, fd: int, shown: str) -> None:
+        super().__init__(fd, "wb")
+        self.shown = shown
+
+    def write(self, data) -> int | None:  # type: ignore[override]
+        try:
+            return super().write(data)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, self.shown) from None
+
+
+def _names_descriptor(path: str) -> bool:
+    """True for /dev/stdout, /dev/fd/N, /proc/self/fd/N or a link to them: "this descriptor", even
+    when it is a regular file a shell opened, so it is written where it points, never renamed over."""
+    for _ in range(_MAX_LINKS):
+        if os.path.realpath(os.path.dirname(os.path.abspath(path))).startswith("/proc/"):
+            return True
+        if not os.path.islink(path):
+            return False
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+    return False
+
+
+def destination(path: str) -> str | None:
+    """The regular file an output named `path` replaces (a link's target; `path` itself when it is
+    new), or None when `path` is to be written in place."""
+    if _names_descriptor(path):
+        return None
     try:
-        return tempfile.mkstemp(prefix=".wirelog-", suffix=suffix, dir=directory)
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return os.path.realpath(path)  # a new file, or the missing target of a link
+    return os.path.realpath(path) if stat.S_ISREG(mode) else None
+
+
+def _temporary_beside(target: str, suffix: str, shown: str) -> tuple[int, str]:
+    try:
+        return tempfile.mkstemp(prefix=".wirelog-", suffix=suffix, dir=os.path.dirname(target))
     except OSError as e:
-        raise OSError(e.errno, e.strerror, path) from e
+        raise OSError(e.errno, e.strerror, shown) from None
 
 
 def temporary_dir_beside(path: str) -> tempfile.TemporaryDirectory:
@@ -38,11 +88,85 @@ def _new_file_mode() -> int:
     return 0o666 & ~mask
 
 
-def publish(tmp: str, path: str) -> None:
-    """Rename the finished `tmp` over `path`, with the mode `path` has or a new file would get."""
+def _publish(tmp: str, target: str, shown: str) -> None:
+    """Rename the finished `tmp` over `target`, with the mode `target` has or a new file would get."""
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        mode = _new_file_mode()
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        except FileNotFoundError:
+            mode = _new_file_mode()
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, shown) from None
+
+
+class AtomicFile:
+    """The binary file `file` of the output `path`, published by `commit()` and removed by `abort()`.
+
+    As a context manager it gives `file`, commits when the block ends normally and aborts when it
+    raises (an error, SIGINT/SIGTERM, EPIPE...). A failed commit aborts too: whatever happens, the
+    name `path` holds the previous file or the complete new one, and no temporary file is left.
+    """
+
+    def __init__(self, path: str, suffix: str = "") -> None:
+        self.path = path
+        self._target = destination(path)
+        if self._target is None:
+            self._tmp = None
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        else:
+            fd, self._tmp = _temporary_beside(self._target, suffix, path)
+        try:
+            self.file: BinaryIO = io.BufferedWriter(_NamedFile(fd, path))
+        except BaseException:
+            with contextlib.suppress(OSError):  # already closed if _NamedFile took it
+                os.close(fd)
+            self._remove()
+            raise
+
+    def commit(self) -> None:
+        """Write what is buffered, then rename the temporary file over the destination."""
+        try:
+            self.file.close()
+            if self._tmp is not None and self._target is not None:
+                _publish(self._tmp, self._target, self.path)
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Leave the destination as it was (a device or FIFO keeps what already reached it)."""
+        self._remove()  # first: the close below may flush what is buffered into the removed file
+        with contextlib.suppress(OSError):
+            self.file.close()
+
+    def _remove(self) -> None:
+        if self._tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._tmp)
+
+    def __enter__(self) -> BinaryIO:
+        return self.file
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+def install(finished: str, path: str) -> None:
+    """Put the complete file `finished` (in a directory beside `path`) under the name `path`, as an
+    AtomicFile would have written it there: renamed when it can be, else copied."""
+    target = destination(path)
+    if target is not None:
+        try:
+            _publish(finished, target, path)
+            return
+        except OSError as e:
+            if e.errno != errno.EXDEV:  # a link's target on another file system
+                raise
+    with open(finished, "rb") as src, AtomicFile(path) as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+    os.unlink(finished)

@@ -4,20 +4,19 @@ Typed common columns come first so SQL engines can filter without parsing; proto
 event document are JSON text (DuckDB `json_extract`, Spark `from_json`). Findings are rows with
 `record = 'finding'` in the same file: one file answers "what happened and what went wrong" with
 one query. Rows are written in row groups as they come (memory stays flat), compressed with zstd,
-into a temporary file that is renamed only when complete.
+through an AtomicFile: complete or not at all, and written in place to a device or FIFO.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any
 
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from wirelog.export.atomic import publish, temporary_beside
+from wirelog.export.atomic import AtomicFile
 from wirelog.export.json import dumps_line, json_default
 from wirelog.model import Finding, Message
 
@@ -140,15 +139,18 @@ class ParquetWriter:
 
     def __init__(self, path: str, row_group: int = ROW_GROUP) -> None:
         self.path = path
-        fd, self._tmp = temporary_beside(path, ".parquet")
-        os.close(fd)
-        self._writer = pq.ParquetWriter(
-            self._tmp,
-            SCHEMA,
-            compression="zstd",
-            use_dictionary=list(DICTIONARY_COLUMNS),
-            write_statistics=[c for c in COLUMNS if c not in TEXT_COLUMNS],
-        )
+        self._out = AtomicFile(path, ".parquet")
+        try:
+            self._writer = pq.ParquetWriter(
+                self._out.file,
+                SCHEMA,
+                compression="zstd",
+                use_dictionary=list(DICTIONARY_COLUMNS),
+                write_statistics=[c for c in COLUMNS if c not in TEXT_COLUMNS],
+            )
+        except BaseException:
+            self._out.abort()
+            raise
         self._rows: list[tuple] = []
         self._batches: list[pa.RecordBatch] = []
         self._row_group = row_group
@@ -184,9 +186,14 @@ class ParquetWriter:
             self._batches = []
 
     def close(self) -> None:
-        self._flush()
-        self._writer.close()
-        publish(self._tmp, self.path)
+        """Write the last row group and the footer, then publish the file; on failure leave nothing."""
+        try:
+            self._flush()
+            self._writer.close()
+        except BaseException:
+            self.abort()
+            raise
+        self._out.commit()
 
     def __enter__(self) -> ParquetWriter:
         return self
@@ -199,7 +206,7 @@ class ParquetWriter:
             self.abort()
 
     def abort(self) -> None:
+        """Remove the temporary file; a device or FIFO gets no footer, so a reader sees no valid file."""
+        self._out.abort()  # first: closing the Parquet writer after it cannot write the footer
         with contextlib.suppress(Exception):
             self._writer.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self._tmp)
