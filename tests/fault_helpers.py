@@ -1,11 +1,19 @@
-"""Helpers for tests that run wirelog as a real process in a hostile environment."""
+"""Helpers for tests that run wirelog as a real process in a hostile environment: signals, closed
+pipes, full disks, low memory limits, killed workers."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+
+from bench.gen_capture import generate
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "lumberjack-pylogbeat.pcap"
@@ -14,11 +22,79 @@ FORMATS = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}  # conv
 PREVIOUS = b"the previous output\n"  # what an output file held before a run that fails
 
 
+@pytest.fixture(scope="module", name="big")
+def big_capture(tmp_path_factory) -> Path:
+    """A Lumberjack capture that takes a few seconds to convert: time to signal or kill a run."""
+    path = tmp_path_factory.mktemp("captures") / "big.pcap"
+    generate(str(path), 40_000, connections=20, payload="lumberjack")
+    return path
+
+
 def wirelog(*args: str, **kw) -> subprocess.CompletedProcess:
     """One run of `python -m wirelog.cli ARGS`, stdout and stderr captured."""
     return subprocess.run([*WIRELOG, *args], capture_output=True, timeout=300, **kw)
 
 
+def start(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([*WIRELOG, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
 def leftovers(directory: Path) -> list[str]:
     """Every temporary file or parts directory of wirelog under `directory`."""
     return sorted(str(p.relative_to(directory)) for p in directory.rglob(".wirelog-*"))
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()  # after "pid (comm) ": state, ppid, ...
+
+
+def workers(pid: int) -> list[int]:
+    """The --jobs worker processes of process `pid` (multiprocessing's spawned children)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        fields = _stat_fields(int(entry.name)) if entry.name.isdigit() else None
+        if fields and fields[1] == str(pid):
+            with contextlib.suppress(OSError):
+                if b"spawn_main" in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+@contextlib.contextmanager
+def small_tmpfs(mountpoint: Path, size: str = "256k") -> Iterator[Path]:
+    """A tmpfs of `size` at `mountpoint` (a real full disk); skips the test without the privilege."""
+    mountpoint.mkdir()
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mountpoint)], capture_output=True
+    )
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.decode().strip()}")
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=True)
+
+
+def fill(directory: Path) -> None:
+    """Fill the file system of `directory` to the last block."""
+    with open(directory / "filler", "wb", buffering=0) as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"\0" * 4096)
+    assert os.statvfs(directory).f_bavail == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -24,8 +26,13 @@ def make_console() -> Console:
     """Rich console for stdout; a pipe or file gets whole lines instead of a table wrapped at 80."""
     from rich.console import Console  # imported here: `convert` and `validate` print no tables
 
-    console = Console()
-    return console if console.is_terminal else Console(width=400)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """Raise EPIPE to main(), which ends every command alike (rich would exit 1)."""
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    console = _Console()
+    return console if console.is_terminal else _Console(width=400)
 
 
 def error(message: str) -> None:
@@ -182,8 +189,9 @@ class Session:
     def account(self, info: CaptureInfo) -> None:
         """An input is done: keep it for the exit code, print its error line if any."""
         self.captures.append(info)
-        if info.error:
-            error(info.error)
+        if info.error:  # named: a reader's message may not say which of several inputs it is about
+            named = info.error.startswith(f"{info.capture}: ")
+            error(info.error if named else f"{info.capture}: {info.error}")
             if not info.packets:
                 self.failed += 1
 

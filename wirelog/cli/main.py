@@ -1,13 +1,17 @@
-"""Entry point: `wirelog COMMAND ...`; turns anything unexpected into one line (or a traceback with --debug)."""
+"""Entry point: `wirelog COMMAND ...`; turns anything unexpected into one line (and a traceback with --debug)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 
 import click
 
 from wirelog import __version__
+from wirelog.cli import exits
+from wirelog.cli.output import silence_stdout
+from wirelog.cli.signals import Stopped, die_by, stopping_on_signals
 from wirelog.engine.gc_tuning import tune_gc
 
 LIBRARIES = (
@@ -82,6 +86,15 @@ class LazyGroup(click.Group):
         module = COMMANDS.get(cmd_name)
         return None if module is None else getattr(importlib.import_module(module), cmd_name)
 
+    def invoke(self, ctx: click.Context) -> object:
+        """The reader of stdout stopped reading (EPIPE): the command is done, quietly (cli/exits.py).
+        Caught here, where click would turn it into status 1."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            silence_stdout()
+            ctx.exit(exits.OK)
+
 
 def _core_debug(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     """With --debug, an internal.panic finding of the native core carries its Rust backtrace."""
@@ -115,23 +128,43 @@ def cli() -> None:
     """
 
 
+def _quiet(*_: object) -> None:
+    """Errors Python prints by itself, outside any handler (a generator closed while memory runs
+    out, a destructor at exit, a C extension's PyErr_Print): without --debug, the one line about
+    what stopped the run is the message."""
+
+
+def _run(args: list[str], debug: bool) -> tuple[int, str | None]:
+    """The exit status and the line to print, returned once the failed run's frames are gone (an
+    out-of-memory message needs the memory they held)."""
+    try:
+        code = cli.main(args, prog_name="wirelog", standalone_mode=False)
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code, None
+    except Stopped as e:  # the writers have removed their temporary files on the way here
+        die_by(e.signum)
+        return 128 + e.signum, None  # if the signal is blocked
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        return exits.outcome(e)
+    return code or exits.OK, None
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point: every way a run ends has a documented status (cli/exits.py)."""
     tune_gc()
     args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    hooks = sys.unraisablehook, sys.excepthook
+    if not debug:
+        sys.unraisablehook = sys.excepthook = _quiet
     try:
-        cli.main(args, prog_name="wirelog", standalone_mode=True)
-    except OSError as e:
-        if "--debug" in args:
-            raise
-        where = f"{e.filename}: " if e.filename else ""
-        click.echo(f"wirelog: {where}{e.strerror or e}", err=True)
-        sys.exit(2)
-    except Exception as e:
-        if "--debug" in args:
-            raise
-        click.echo(
-            f"wirelog: internal error: {type(e).__name__}: {e} (run with --debug for the traceback and report it)",
-            err=True,
-        )
-        sys.exit(3)
+        with stopping_on_signals():
+            code, message = _run(args, debug)
+    finally:
+        sys.unraisablehook, sys.excepthook = hooks
+    if message:
+        click.echo(f"wirelog: {message}", err=True)
+    sys.exit(code)

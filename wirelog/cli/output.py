@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import sys
 from collections.abc import Iterator
@@ -36,3 +37,15 @@ def open_output(path: str | None) -> Iterator[IO[bytes]]:
         return
     with AtomicFile(path) as out:
         yield out
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone (EPIPE): what is still buffered, and the
+    flush at interpreter exit, then go nowhere instead of raising again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real descriptor (replaced in a test)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)

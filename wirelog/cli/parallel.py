@@ -1,9 +1,14 @@
 """`convert --jobs N`: capture files converted side by side, one worker process per file at a time.
 
-Each worker runs the same pipeline on one input and writes its own output: the final file when the
-output is a directory (one file per input), else a part file that this process appends, in input
-order, to the single output. The result equals the serial run's: byte for byte for JSON, the same rows
-in the same order for Parquet (row groups are re-cut). Input errors are reported in input order.
+Each worker runs the same pipeline on one input and writes its own part file into a temporary
+directory beside the output; this process moves each part, in input order, to its final name when
+the output is a directory (one file per input), else appends it to the single output. The result
+equals the serial run's: byte for byte for JSON, the same rows in the same order for Parquet (row
+groups are re-cut). Input errors are reported in input order.
+
+Whatever stops the run (an error, a full disk, EPIPE, a signal, a worker killed by the system), this
+process kills its workers and removes the parts directory: no unfinished file is left, and no final
+name is touched by an input that was not converted completely.
 """
 
 from __future__ import annotations
@@ -13,13 +18,16 @@ import multiprocessing
 import os
 import shutil
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 from wirelog.cli.common import Session
+from wirelog.cli.exits import WorkerLost
 from wirelog.cli.output import open_output
+from wirelog.cli.signals import ignored_by_children
 from wirelog.cli.writing import SUFFIX, write_records
 from wirelog.engine.gc_tuning import tune_gc
 from wirelog.engine.local import Options, run
-from wirelog.export.atomic import temporary_dir_beside
+from wirelog.export.atomic import install, temporary_dir_beside
 from wirelog.model import CaptureInfo
 
 
@@ -41,28 +49,53 @@ def _convert_one(fmt: str, path: str, output: str, options: Options) -> list[Cap
 def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs: int) -> None:
     """`outputs`: one output per input (a directory's files), or the single output to join parts into."""
     with contextlib.ExitStack() as stack:  # the parts directory outlives the pool: workers write into it
-        if isinstance(outputs, list):
-            targets = outputs
-        else:
-            parts = stack.enter_context(temporary_dir_beside(outputs))
-            targets = [os.path.join(parts, f"{i}{SUFFIX[fmt]}") for i in range(len(session.paths))]
+        parts_dir = stack.enter_context(
+            temporary_dir_beside(outputs if isinstance(outputs, str) else outputs[0])
+        )
+        parts = [os.path.join(parts_dir, f"{i}{SUFFIX[fmt]}") for i in range(len(session.paths))]
         spawn = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(jobs, len(session.paths)), mp_context=spawn) as pool:
-            futures = [
-                pool.submit(_convert_one, fmt, p, t, session.options)
-                for p, t in zip(session.paths, targets, strict=True)
-            ]
-            try:
-                if isinstance(outputs, list):
-                    for future in futures:
-                        for info in future.result():
-                            session.account(info)
-                else:
-                    _join(session, fmt, outputs, futures, targets)
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+        pool = stack.enter_context(ProcessPoolExecutor(min(jobs, len(session.paths)), mp_context=spawn))
+        futures: list[Future] = []
+        try:
+            with ignored_by_children():  # the pool starts its workers in submit()
+                for path, part in zip(session.paths, parts, strict=True):
+                    futures.append(pool.submit(_convert_one, fmt, path, part, session.options))
+            if isinstance(outputs, str):
+                _join(session, fmt, outputs, futures, parts)
+            else:
+                for future, part, output in zip(futures, parts, outputs, strict=True):
+                    _account(session, future, part, output)
+                    install(part, output)
+        except BrokenProcessPool as e:
+            _stop(pool, futures)
+            raise WorkerLost(str(e)) from e
+        except BaseException:
+            _stop(pool, futures)
+            raise
+
+
+def _stop(pool: ProcessPoolExecutor, futures: list[Future]) -> None:
+    """Kill the workers (they ignore stop signals, and their files die with the parts directory)."""
+    for future in futures:
+        future.cancel()
+    workers = multiprocessing.active_children()  # the pool's: this process starts no others
+    for worker in workers:
+        worker.kill()
+    for worker in workers:
+        worker.join()
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _account(session: Session, future: Future, part: str, output: str) -> None:
+    """Wait for one input's worker and keep its CaptureInfo; a write error names the output."""
+    try:
+        infos = future.result()
+    except OSError as e:
+        if e.filename != part:
+            raise
+        raise OSError(e.errno, e.strerror, output) from None
+    for info in infos:
+        session.account(info)
 
 
 def _join(session: Session, fmt: str, output: str, futures: list[Future], parts: list[str]) -> None:
@@ -74,16 +107,14 @@ def _join(session: Session, fmt: str, output: str, futures: list[Future], parts:
 
         with ParquetWriter(output) as writer:
             for future, part in zip(futures, parts, strict=True):
-                for info in future.result():
-                    session.account(info)
+                _account(session, future, part, output)
                 for batch in pq.ParquetFile(part).iter_batches(batch_size=ParquetWriter.BATCH_ROWS):
                     writer.write_batch(batch)
                 os.unlink(part)
         return
     with open_output(output) as out:
         for future, part in zip(futures, parts, strict=True):
-            for info in future.result():
-                session.account(info)
+            _account(session, future, part, output)
             with open(part, "rb") as f:
                 shutil.copyfileobj(f, out, 1 << 20)
             os.unlink(part)

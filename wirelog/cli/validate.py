@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from typing import BinaryIO
 
 import click
 
 from wirelog.cli.common import Session, exit_code, input_options
+from wirelog.cli.output import silence_stdout
 from wirelog.export.json import dumps
 from wirelog.model import Finding, Severity
 
@@ -33,25 +35,40 @@ Examples:
 def validate(ctx, fail_on, as_json, **params):
     """Check CAPTURE... and print its findings.
 
-    Exit status: 0 no finding at or above --fail-on, 1 some, 2 no input could be read.
+    Exit status: 0 no finding at or above --fail-on, 1 some, 2 no input could be read. The verdict
+    covers every input even when the reader of stdout stops early (`| head`).
     """
     session = Session(params)
     threshold = Severity(fail_on).rank
     failing = 0
-    out = sys.stdout.buffer
+    out: BinaryIO | None = sys.stdout.buffer
     for item in session.items():
         if not isinstance(item, Finding):
             continue
         failing += item.severity.rank >= threshold
-        if as_json:
-            out.write(dumps(item))
-        else:
-            where = f"{item.capture}" + (f" stream {item.stream}" if item.stream is not None else "")
-            where += f" frame {item.frame}" if item.frame is not None else ""
-            where += (
-                f" {item.direction.value}@{item.offset}" if item.direction and item.offset is not None else ""
-            )
-            out.write(f"{item.severity.value:7} {item.code}  {where}: {item.message}\n".encode())
-    out.flush()
+        if out is not None:
+            out = _write(out, dumps(item) if as_json else _line(item))
+    if out is not None:
+        _write(out, b"", flush=True)  # what is still buffered
     code = exit_code(session)
     ctx.exit(code if code else (1 if failing else 0))
+
+
+def _line(f: Finding) -> bytes:
+    where = f"{f.capture}" + (f" stream {f.stream}" if f.stream is not None else "")
+    where += f" frame {f.frame}" if f.frame is not None else ""
+    where += f" {f.direction.value}@{f.offset}" if f.direction and f.offset is not None else ""
+    return f"{f.severity.value:7} {f.code}  {where}: {f.message}\n".encode()
+
+
+def _write(out: BinaryIO, data: bytes, flush: bool = False) -> BinaryIO | None:
+    """`out`, or None once its reader has gone (EPIPE): the exit status is the verdict on every
+    input, so the check goes on, silently, to the end (`validate x | head` fails as it should)."""
+    try:
+        out.write(data)
+        if flush:
+            out.flush()
+    except BrokenPipeError:
+        silence_stdout()
+        return None
+    return out

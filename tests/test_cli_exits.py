@@ -1,0 +1,176 @@
+"""How a run ends (issue 15): a closed stdout is quiet and exits 0; running out of memory is one
+line and exit 4, with --debug too; every message names what, why and what to do."""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import os
+import resource
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.fault_helpers import (
+    EXAMPLE,
+    alive,
+    big_capture,  # noqa: F401 - the `big` fixture
+    leftovers,
+    start,
+    wait_for,
+    wirelog,
+    workers,
+)
+from wirelog.cli import writing as writing_module
+from wirelog.cli.exits import OUT_OF_MEMORY_MESSAGE, oserror_message
+from wirelog.cli.main import main
+
+
+def _reader_gone(proc: subprocess.Popen, read_first: bool) -> tuple[int, bytes]:
+    """Close the process's stdout (after one line when `read_first`, as `head -1` does)."""
+    if read_first:
+        assert proc.stdout.readline()
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err
+
+
+# ---------------------------------------------------------------- 3. closed pipes
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("convert", "BIG", "--to", "json"),  # EPIPE in the middle of the records
+        ("convert", "EXAMPLE", "--to", "hercules"),
+        ("inspect", "EXAMPLE"),  # rich's console
+        ("inspect", "EXAMPLE", "--json"),
+        ("streams", "EXAMPLE"),
+    ],
+    ids=" ".join,
+)
+def test_a_closed_stdout_ends_quietly_with_status_0(big, args):
+    args = [{"BIG": str(big), "EXAMPLE": str(EXAMPLE)}.get(a, a) for a in args]
+    code, err = _reader_gone(start(*args), read_first=args[0] == "convert" and "json" in args)
+    assert (code, err) == (0, b"")
+
+
+def test_a_closed_stdout_stops_every_worker(big, tmp_path):
+    proc = start("convert", str(big), str(big), str(big), "-j", "2", "--to", "json", env=_tmpdir(tmp_path))
+    wait_for(lambda: len(workers(proc.pid)) == 2, "two workers", 120)
+    spawned = workers(proc.pid)
+    assert _reader_gone(proc, read_first=True) == (0, b"")
+    assert leftovers(tmp_path) == []  # the parts directory (in $TMPDIR for stdout)
+    wait_for(lambda: not any(alive(w) for w in spawned), "the workers to end", 10)
+
+
+def _tmpdir(path: Path) -> dict[str, str]:
+    return {**os.environ, "TMPDIR": str(path)}
+
+
+@pytest.mark.parametrize(("fail_on", "verdict"), [("error", 0), ("info", 1)])
+def test_validate_keeps_its_verdict_when_the_reader_goes(fail_on, verdict):
+    """validate's status is its verdict on every input, whoever reads its lines."""
+    code, err = _reader_gone(start("validate", str(EXAMPLE), "--fail-on", fail_on), read_first=False)
+    assert (code, err) == (verdict, b"")  # the example has info findings only
+
+
+# ---------------------------------------------------------------- 4. out of memory
+
+
+def _address_space(megabytes: int):
+    def apply() -> None:
+        limit = megabytes << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
+# Native code that cannot survive a failed allocation under RLIMIT_AS, out of the Python front's
+# reach: orjson (the JSON writer) dereferences a failed PyBytes allocation (SIGSEGV), and Rust's
+# default allocation-error handler aborts (SIGABRT). A limit where one of them fails is skipped.
+NATIVE_CRASHES = (-signal.SIGSEGV, -signal.SIGABRT)
+
+
+def test_out_of_memory_is_one_line_and_status_4(big):
+    """Real runs under larger and larger address-space limits, until one runs out of memory in the
+    middle of the check (some findings out): each ends with a documented status and at most one
+    line on stderr (no "Exception ignored in: <generator ...>"). Then the same with --debug.
+
+    `validate` runs the whole decoding pipeline and writes its lines in Python (no orjson); the
+    conversion's own handling of a MemoryError is test_debug_shows_the_traceback_with_the_same_status.
+    """
+    for megabytes in range(24, 200, 2):
+        proc = wirelog("validate", str(big), preexec_fn=_address_space(megabytes))
+        if proc.returncode in NATIVE_CRASHES:
+            continue
+        lines = proc.stderr.decode().splitlines()
+        assert proc.returncode in (0, 1, 4) and len(lines) <= 1, (megabytes, proc.stderr)
+        if proc.returncode == 4:
+            assert lines == [f"wirelog: {OUT_OF_MEMORY_MESSAGE}"]
+            if proc.stdout:
+                break
+    else:
+        pytest.fail("no limit made the check run out of memory in its middle")
+    for _ in range(5):  # where memory runs out varies a little from run to run
+        debug = wirelog("--debug", "validate", str(big), preexec_fn=_address_space(megabytes))
+        if debug.returncode == 4:
+            lines = debug.stderr.decode().splitlines()
+            assert (
+                lines[0] == "Traceback (most recent call last):"
+                and lines[-1] == f"wirelog: {OUT_OF_MEMORY_MESSAGE}"
+            )
+            return
+    pytest.fail("--debug never ran out of memory at the same limit")
+
+
+def _out_of_memory(*_args, **_kw):
+    raise MemoryError
+
+
+def test_debug_shows_the_traceback_with_the_same_status(monkeypatch, capsys):
+    monkeypatch.setattr(writing_module, "JsonWriter", _out_of_memory)
+    for args, traceback in (([], False), (["--debug"], True)):
+        with pytest.raises(SystemExit) as e:
+            main([*args, "convert", str(EXAMPLE)])
+        err = capsys.readouterr().err
+        assert e.value.code == 4 and ("Traceback" in err) == traceback
+        assert err.splitlines()[-1] == f"wirelog: {OUT_OF_MEMORY_MESSAGE}"
+
+
+# ---------------------------------------------------------------- 5. messages
+
+
+def test_an_unwritable_output_is_named_with_what_to_do(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    cases = {
+        str(
+            tmp_path / "missing" / "out.ndjson"
+        ): "No such file or directory (check the name and that its directory exists)",
+        str(
+            tmp_path / "EXAMPLE.pcap" / "out.ndjson"
+        ): "Not a directory (a part of the path is a file, not a directory)",
+    }
+    (tmp_path / "EXAMPLE.pcap").write_bytes(EXAMPLE.read_bytes())
+    for output, expected in cases.items():
+        proc = wirelog("convert", str(EXAMPLE), "-o", output)
+        assert proc.returncode == 2 and proc.stderr.decode() == f"wirelog: {output}: {expected}\n"
+
+
+@pytest.mark.parametrize(
+    "code", [errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EROFS, errno.EIO]
+)
+def test_every_output_error_says_what_to_do(code):
+    message = oserror_message(OSError(code, "strerror", "out.parquet"))
+    assert message.startswith("out.parquet: strerror (") and message.endswith(")")
+
+
+def test_a_truncated_capture_is_named(tmp_path):
+    cut = tmp_path / "cut.pcap.gz"
+    cut.write_bytes(gzip.compress(EXAMPLE.read_bytes())[:1000])
+    proc = wirelog("inspect", str(cut), "--json")
+    lines = proc.stderr.decode().splitlines()
+    assert proc.returncode == 0 and len(lines) == 1 and lines[0].startswith(f"wirelog: {cut}: "), lines

@@ -1,0 +1,142 @@
+"""No litter on failure (issue 15): a full disk, a write the kernel refuses, a stop signal or a
+killed --jobs worker leave the previous output under its name and no temporary file.
+
+Process behaviour runs in real subprocesses (`python -m wirelog.cli`); a full disk is a real small
+tmpfs when mounting is permitted, else a file size limit (RLIMIT_FSIZE: EFBIG from the kernel)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fault_helpers import (
+    EXAMPLE,
+    FORMATS,
+    PREVIOUS,
+    alive,
+    big_capture,  # noqa: F401 - the `big` fixture
+    fill,
+    leftovers,
+    small_tmpfs,
+    start,
+    wait_for,
+    wirelog,
+    workers,
+)
+
+# (format, extra options, inputs: "example" and/or "big", output: a file name or DIR/)
+FAILING_WRITERS = [
+    pytest.param("parquet", (), ("example",), "out.parquet", id="parquet-written-at-close"),
+    pytest.param("parquet", (), ("big",), "out.parquet", id="parquet"),
+    pytest.param("json", (), ("big",), "out.ndjson", id="json"),
+    pytest.param("hercules", (), ("big",), "out.bin", id="hercules"),
+    pytest.param("json", ("-j", "2"), ("big", "big"), "out.ndjson", id="json-jobs"),
+    pytest.param("parquet", ("-j", "2"), ("example", "big"), "out.parquet", id="parquet-jobs"),
+    pytest.param("parquet", ("-j", "2"), ("example", "big"), "dir/", id="parquet-jobs-directory"),
+    pytest.param("parquet", (), ("example", "big"), "dir/", id="parquet-directory"),
+]
+
+
+def _prepare(where: Path, output: str, first_input: str, fmt: str) -> tuple[Path, Path]:
+    """(the output given to wirelog, the file under the final name holding PREVIOUS: for DIR/, the
+    output of the first input)."""
+    if output.endswith("/"):
+        (where / output).mkdir()
+        previous = where / output / (Path(first_input).stem + FORMATS[fmt])
+    else:
+        previous = where / output
+    previous.write_bytes(PREVIOUS)
+    return where / output, previous
+
+
+def _inputs(names: tuple[str, ...], big: Path) -> list[str]:
+    return [str(EXAMPLE) if n == "example" else str(big) for n in names]
+
+
+def _assert_failed_cleanly(proc, where: Path, previous: Path, error: str) -> None:
+    err = proc.stderr.decode()
+    assert proc.returncode == 2, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert err.splitlines()[-1].startswith(f"wirelog: {previous}: {error} ("), err  # names the output
+    assert previous.read_bytes() == PREVIOUS
+    assert leftovers(where) == []
+
+
+@pytest.mark.parametrize(("fmt", "options", "names", "output"), FAILING_WRITERS)
+def test_a_full_disk_leaves_the_previous_output_and_no_temporary_file(
+    tmp_path, big, fmt, options, names, output
+):
+    inputs = _inputs(names, big)
+    with small_tmpfs(tmp_path / "disk") as disk:
+        out, previous = _prepare(disk, output, inputs[0], fmt)
+        fill(disk)
+        proc = wirelog("convert", *inputs, "--to", fmt, *options, "-o", str(out))
+        _assert_failed_cleanly(proc, disk, previous, "No space left on device")
+
+
+def _file_size_limit(limit: int):
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+@pytest.mark.parametrize(("fmt", "options", "names", "output"), FAILING_WRITERS)
+def test_a_write_refused_by_the_kernel_leaves_the_previous_output(tmp_path, big, fmt, options, names, output):
+    """RLIMIT_FSIZE: the kernel refuses writes past 4 KiB with EFBIG (Python ignores SIGXFSZ), a
+    write fault at the OS boundary without any privilege."""
+    inputs = _inputs(names, big)
+    out, previous = _prepare(tmp_path, output, inputs[0], fmt)
+    proc = wirelog(
+        "convert", *inputs, "--to", fmt, *options, "-o", str(out), preexec_fn=_file_size_limit(4096)
+    )
+    _assert_failed_cleanly(proc, tmp_path, previous, "File too large")
+
+
+# (signal, format, extra options, how many inputs, output)
+SIGNALS = [
+    pytest.param(signal.SIGTERM, "json", (), 1, "out.ndjson", id="SIGTERM-json"),
+    pytest.param(signal.SIGINT, "parquet", (), 1, "out.parquet", id="SIGINT-parquet"),
+    pytest.param(signal.SIGHUP, "hercules", (), 1, "out.bin", id="SIGHUP-hercules"),
+    pytest.param(signal.SIGTERM, "json", ("-j", "2"), 2, "out.ndjson", id="SIGTERM-json-jobs"),
+    pytest.param(signal.SIGINT, "parquet", ("-j", "2"), 2, "dir/", id="SIGINT-parquet-jobs-directory"),
+]
+
+
+@pytest.mark.parametrize(("sig", "fmt", "options", "count", "output"), SIGNALS)
+def test_a_stop_signal_removes_unfinished_outputs_and_ends_by_that_signal(
+    tmp_path, big, sig, fmt, options, count, output
+):
+    out, previous = _prepare(tmp_path, output, str(big), fmt)
+    proc = start("convert", *[str(big)] * count, "--to", fmt, *options, "-o", str(out))
+    parallel = bool(options)
+    # wait until the output is being written: by this process, or by the workers in the parts directory
+    wait_for(lambda: len(leftovers(tmp_path)) >= 1 + parallel, "a temporary output", 120)
+    spawned = workers(proc.pid)
+    time.sleep(0.3)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == -sig, err  # a shell shows 128 + the signal number
+    assert b"Traceback" not in err and b"Exception ignored" not in err
+    assert previous.read_bytes() == PREVIOUS
+    assert leftovers(tmp_path) == []
+    wait_for(lambda: not any(alive(w) for w in spawned), "the workers to end", 10)
+
+
+def test_a_killed_worker_is_one_line_and_leaves_nothing(tmp_path, big):
+    out = tmp_path / "all.parquet"
+    out.write_bytes(PREVIOUS)
+    proc = start("convert", str(big), str(big), str(big), "-j", "2", "--to", "parquet", "-o", str(out))
+    wait_for(lambda: len(workers(proc.pid)) == 2 and len(leftovers(tmp_path)) >= 2, "two busy workers", 120)
+    spawned = workers(proc.pid)
+    os.kill(spawned[0], signal.SIGKILL)  # as the out-of-memory killer does
+    _, err = proc.communicate(timeout=120)
+    lines = err.decode().splitlines()
+    assert proc.returncode == 4 and len(lines) == 1 and "worker process was killed" in lines[0], err
+    assert out.read_bytes() == PREVIOUS and leftovers(tmp_path) == []
+    wait_for(lambda: not any(alive(w) for w in spawned), "the other worker to end", 10)

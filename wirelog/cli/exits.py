@@ -1,0 +1,70 @@
+"""How a run ends when something stops it: the exit status and the one line that says why.
+
+Exit statuses (README, docs/commands/*.md):
+  0  done; also when the reader of stdout went away (EPIPE: `wirelog convert x | head` is not an error)
+  1  `validate`: a finding at or above --fail-on
+  2  no input could be read, an output could not be written, or a usage error
+  3  internal error: a bug to report
+  4  out of memory, or a --jobs worker process killed (usually by the kernel's out-of-memory killer)
+  a stop signal (SIGINT, SIGTERM, SIGHUP) ends the process by that signal: 128 + its number in a shell
+"""
+
+from __future__ import annotations
+
+import errno
+
+OK = 0
+UNUSABLE = 2
+INTERNAL = 3
+OUT_OF_MEMORY = 4
+
+
+class WorkerLost(Exception):
+    """A --jobs worker process ended without a result (killed by a signal or the system)."""
+
+
+# glibc's loader, when mapping an extension module imported late (pyarrow for Parquet) is refused
+_LOADER_OUT_OF_MEMORY = "failed to map segment from shared object"
+
+# What to do about an OSError, after its file name and its strerror.
+_HINTS = {
+    errno.ENOSPC: "free some space or write elsewhere",
+    errno.EDQUOT: "free some space or write elsewhere",
+    errno.EFBIG: "the file size limit was reached (ulimit -f); lift it or write elsewhere",
+    errno.EACCES: "check the permissions",
+    errno.EPERM: "check the permissions",
+    errno.EROFS: "write elsewhere",
+    errno.EIO: "the device failed; check it (dmesg) before trying again",
+    errno.ENOENT: "check the name and that its directory exists",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+    errno.ENXIO: "nothing is there to write to (a socket?); give a file, a device or a FIFO",
+}
+
+OUT_OF_MEMORY_MESSAGE = (
+    "out of memory: the run stopped and removed its unfinished output files; "
+    "raise the memory limit (ulimit -v, the container's) or use fewer --jobs"
+)
+WORKER_LOST_MESSAGE = (
+    "a --jobs worker process was killed (usually by the out-of-memory killer): the run stopped and "
+    "removed its unfinished output files; use fewer --jobs or give it more memory"
+)
+
+
+def oserror_message(e: OSError) -> str:
+    """`name: what went wrong (what to do)`."""
+    where = f"{e.filename}: " if e.filename else ""
+    hint = _HINTS.get(e.errno) if e.errno is not None else None
+    return f"{where}{e.strerror or e}" + (f" ({hint})" if hint else "")
+
+
+def outcome(e: BaseException) -> tuple[int, str]:
+    """Exit status and message for an error that ended the run (not EPIPE nor a signal)."""
+    if isinstance(e, MemoryError) or (isinstance(e, ImportError) and _LOADER_OUT_OF_MEMORY in str(e)):
+        return OUT_OF_MEMORY, OUT_OF_MEMORY_MESSAGE
+    if isinstance(e, WorkerLost):
+        return OUT_OF_MEMORY, WORKER_LOST_MESSAGE
+    if isinstance(e, OSError):
+        return UNUSABLE, oserror_message(e)
+    return INTERNAL, (
+        f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback and report it)"
+    )
