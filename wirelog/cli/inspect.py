@@ -16,6 +16,7 @@ from rich.tree import Tree
 from wirelog.cli.common import Session, exit_code, input_options, make_console
 from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary
+from wirelog.cli.tables import Column, print_fitted
 from wirelog.export.json import dumps_line, record_dict, rfc3339
 from wirelog.model import REDACTED, Chunk, Finding, Message
 
@@ -39,8 +40,11 @@ HEX_CONTEXT = 256  # bytes of a frame's payload shown around the highlighted rec
 @click.option(
     "--frame", "frame", type=int, metavar="N", help="Show what frame N carries, as a tree plus hex."
 )
+@click.option(
+    "--wide", is_flag=True, help="Every column of the tables, even wider than the terminal (for less -S)."
+)
 @click.pass_context
-def inspect(ctx, as_json, frame, **params):
+def inspect(ctx, as_json, frame, wide, **params):
     """Summarise CAPTURE...: streams, protocols, messages, events, findings."""
     console = make_console()
     if frame is not None:
@@ -61,52 +65,67 @@ def inspect(ctx, as_json, frame, **params):
             sys.stdout.buffer.write(dumps_line(result))
             sys.stdout.buffer.flush()
         else:
-            _render(console, result)
+            _render(console, result, wide)
     ctx.exit(exit_code(session))
 
 
-def _render(console: Console, r: dict[str, Any]) -> None:
-    caps = Table(title="Captures", title_justify="left", header_style="bold")
-    for col in (
-        "capture",
-        "format",
-        "packets",
-        "tcp",
-        "non-tcp",
-        "first",
-        "last",
-        "span s",
-        "link types",
-        "notes",
-    ):
-        caps.add_column(col)
+# Essential columns (drop 0) are what a user reads a row for; the others are left out, in `drop`
+# order, when the table does not fit the terminal, and then the server goes under the client
+# (cli/tables.py).
+CAPTURE_COLUMNS = (
+    Column("capture"),
+    Column("format", drop=4),
+    Column("packets", "right"),
+    Column("tcp", "right", drop=3),
+    Column("non-tcp", "right", drop=2),
+    Column("first", drop=7),
+    Column("last", drop=6),
+    Column("span s", "right", drop=5),
+    Column("link types", drop=1),
+    Column("notes"),
+)
+STREAM_COLUMNS = (
+    Column("id", "right"),
+    Column("protocol"),
+    Column("ver", "right", drop=3),
+    Column("client"),
+    Column("server", under="client"),
+    Column("msgs", "right", drop=4),
+    Column("events", "right"),
+    Column("acked", "right", drop=5),
+    Column("unacked", "right"),
+    Column("bytes c→s", "right", drop=2),
+    Column("bytes s→c", "right", drop=1),
+    Column("gaps", "right", drop=7),
+    Column("findings", "right"),
+    Column("flags", drop=6),
+)
+
+
+def _render(console: Console, r: dict[str, Any], wide: bool = False) -> None:
+    captures = []
     for c in r["captures"]:
         notes = ", ".join(
             x for x in (c["compression"], "truncated" if c["truncated"] else "", c["error"] or "") if x
         )
         span = f"{c['span_s']:.3f}" if c["span_s"] is not None else ""
-        caps.add_row(
+        captures.append((
             c["capture"], c["format"], str(c["packets"]), str(c["tcp_packets"]), str(c["non_tcp_packets"]),
             c["first_ts"] or "", c["last_ts"] or "", span, ",".join(map(str, c["link_types"])), notes,
-        )  # fmt: skip
-    console.print(caps)
+        ))  # fmt: skip
+    print_fitted(console, "Captures", CAPTURE_COLUMNS, captures, wide)
 
-    streams = Table(title="Streams", title_justify="left", header_style="bold")
-    for col in ("id", "protocol", "ver", "client", "server", "msgs", "events", "acked", "unacked", "bytes c→s",
-                "bytes s→c", "gaps", "findings", "flags"):  # fmt: skip
-        streams.add_column(
-            col, justify="right" if col not in ("protocol", "client", "server", "flags") else "left"
-        )
+    streams = []
     multi = len(r["captures"]) > 1
     for s in r["streams"]:
         ident = f"{Path(s['capture']).name}:{s['stream']}" if multi else str(s["stream"])
         unacked = Text(str(s["unacked"]), style="bold red" if s["unacked"] else "")
-        streams.add_row(
+        streams.append((
             ident, s["protocol"] or "", s["version"] or "", s["client"], s["server"], str(s["messages"]),
             str(s["events"]), str(s["acked"]), unacked, str(s["bytes_c2s"]), str(s["bytes_s2c"]),
             str(s["gaps"]), str(s["findings"]), ",".join(s["flags"]),
-        )  # fmt: skip
-    console.print(streams)
+        ))  # fmt: skip
+    print_fitted(console, "Streams", STREAM_COLUMNS, streams, wide)
     t = r["totals"]
     sev = ", ".join(f"{n} {k}" for k, n in t["findings"].items()) or "none"
     console.print(
@@ -118,7 +137,7 @@ def _render(console: Console, r: dict[str, Any]) -> None:
     if r["findings"]:
         table = Table(title="Findings", title_justify="left", header_style="bold")
         for col in ("severity", "code", "count", "first frames", "example"):
-            table.add_column(col)
+            table.add_column(col, no_wrap=col in ("severity", "code", "count"))  # the example wraps
         for f in r["findings"]:
             table.add_row(
                 Text(f["severity"], style=SEVERITY_STYLE[f["severity"]]),
