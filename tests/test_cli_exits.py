@@ -116,12 +116,10 @@ def test_out_of_memory_is_one_line_and_status_4(big):
         pytest.fail("no limit made the check run out of memory in its middle")
     for _ in range(5):  # where memory runs out varies a little from run to run
         debug = wirelog("--debug", "validate", str(big), preexec_fn=_address_space(megabytes))
-        if debug.returncode == 4:
+        if debug.returncode == 4:  # all of it, "Exception ignored in: <generator ...>" too
             lines = debug.stderr.decode().splitlines()
-            assert (
-                lines[0] == "Traceback (most recent call last):"
-                and lines[-1] == f"wirelog: {OUT_OF_MEMORY_MESSAGE}"
-            )
+            assert "Traceback (most recent call last):" in lines
+            assert lines[-1] == f"wirelog: {OUT_OF_MEMORY_MESSAGE}"
             return
     pytest.fail("--debug never ran out of memory at the same limit")
 
