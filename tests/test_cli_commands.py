@@ -206,8 +206,10 @@ def test_unexpected_error_is_one_line_unless_debug(monkeypatch, capsys):
     assert e.value.code == 3
     err = capsys.readouterr().err
     assert "internal error: ValueError: kaboom" in err and "Traceback" not in err
-    with pytest.raises(ValueError):
+    with pytest.raises(SystemExit) as e:
         main(["--debug", "convert", str(EXAMPLE)])
+    err = capsys.readouterr().err
+    assert e.value.code == 3 and "Traceback" in err and "kaboom" in err  # same status, plus the traceback
 
 
 def test_real_subprocess_pipeline_from_stdin():

@@ -82,6 +82,5 @@ def test_an_output_in_a_missing_directory_is_named_in_the_error(inputs, tmp_path
             text=True,
             timeout=120,
         )
-        assert proc.returncode == 2 and proc.stderr.strip() == f"wirelog: {out}: No such file or directory", (
-            jobs
-        )
+        expected = f"wirelog: {out}: No such file or directory (check the name and that its directory exists)"
+        assert proc.returncode == 2 and proc.stderr.strip() == expected, jobs

@@ -355,6 +355,8 @@ class _StreamPipeline:
                 records = st.decoder.feed(item)
             else:
                 records = st.decoder.gap(item)
+        except MemoryError:
+            raise  # the run cannot go on: one line and status 4 (cli/exits.py), not a finding
         except Exception as e:
             st.dead = True
             records = [
