@@ -31,8 +31,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.utils import wrpcap
 
+from wirelog.inputs import CaptureError
 from wirelog.model import Severity
-from wirelog.pcap import CaptureError
 
 
 def frames(n: int, link: str = "ether") -> list[bytes]:

@@ -16,8 +16,8 @@ import zstandard
 from pcap_helpers import codes, fast_pcap, pcap_bytes, read_all, tcp_frame
 
 from wirelog.engine.capture import iter_segments
+from wirelog.inputs import CaptureError, expand_inputs, open_input
 from wirelog.model import CaptureInfo
-from wirelog.pcap import CaptureError, expand_inputs, open_input
 
 REPO = Path(__file__).resolve().parents[1]
 

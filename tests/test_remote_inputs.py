@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from tests.capture_tools import ndjson, run_cli
 from tests.conftest import REPO
 from tests.s3_helpers import BUCKET, s3_server
-from wirelog.pcap import remote
-from wirelog.pcap.errors import CaptureError
+from wirelog.inputs import remote
+from wirelog.inputs.errors import CaptureError
 
 EXAMPLE = (REPO / "examples" / "lumberjack-pylogbeat.pcap").read_bytes()
 KEYS = ("a/one.pcap", "a/sub/two.pcap", "a/_SUCCESS", "a/.hidden.pcap", "a/three.cap", "b.pcap", "c.pcap.gz")

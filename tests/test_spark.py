@@ -32,8 +32,8 @@ from wirelog.engine.filters import RecordFilter
 from wirelog.engine.local import Options, run
 from wirelog.export import parquet
 from wirelog.export.hercules import HerculesWriter
+from wirelog.inputs.errors import CaptureError
 from wirelog.model import CaptureInfo, Direction, Finding, Message
-from wirelog.pcap.errors import CaptureError
 
 pytest.importorskip("pyspark")
 if not (shutil.which("java") or os.environ.get("JAVA_HOME")):

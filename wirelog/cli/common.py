@@ -14,9 +14,9 @@ from wirelog.cli.output import flush_if_stdin_waits
 from wirelog.decoders import registry
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.local import Item, Options, run
+from wirelog.inputs.errors import CaptureError
+from wirelog.inputs.sources import expand_inputs
 from wirelog.model import CaptureInfo
-from wirelog.pcap.errors import CaptureError
-from wirelog.pcap.sources import expand_inputs
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -10,7 +10,7 @@ import click
 
 from wirelog.cli.common import Session, build_options, error, exit_code, input_options
 from wirelog.cli.writing import SUFFIX, write_records
-from wirelog.pcap import remote
+from wirelog.inputs import remote
 
 EXAMPLES = """
 \b
@@ -108,7 +108,7 @@ def convert(ctx, fmt, output, jobs, engine, master, conf, **params):
 def _convert_spark(fmt: str, output: str, master: str | None, conf: tuple[str, ...], params: dict) -> int:
     """The same conversion as Spark tasks; inputs are expanded by the engine (directories too)."""
     from wirelog.engine.spark import SparkEngineError, convert_spark  # pyspark itself loads only here
-    from wirelog.pcap.errors import CaptureError
+    from wirelog.inputs.errors import CaptureError
 
     if not params["captures"] or "-" in params["captures"] or params["raw"]:
         raise click.UsageError("--engine spark reads capture files or directories (no stdin, no --raw)")

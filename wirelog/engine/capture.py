@@ -1,6 +1,6 @@
 """Captures through the native core (`wirelog._core`): input bytes in, TCP-level records out.
 
-Python opens the input (files, globs, stdin, URIs, decompression: pcap/sources.py) and hands its
+Python opens the input (files, globs, stdin, URIs, decompression: inputs/sources.py) and hands its
 bytes to the core in large reads; the core parses packets, reassembles TCP and returns the records
 each read completed (Chunk, Gap, Finding, StreamInfo, in the order a consumer must see them). No
 Python object exists per packet: only per reassembled chunk, for the decoders still in Python.
@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from wirelog import _core
+from wirelog.inputs.errors import CaptureError
+from wirelog.inputs.sources import READ_ERRORS, open_input
 from wirelog.model import CaptureInfo, Finding, StreamInfo, StreamLines
-from wirelog.pcap.errors import CaptureError
-from wirelog.pcap.sources import READ_ERRORS, open_input
 
 READ_SIZE = 1 << 20
 CORE_INFLATES = frozenset({"gzip"})  # compressions the core undoes itself (capture/gzip.rs)

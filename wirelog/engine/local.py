@@ -16,6 +16,8 @@ from wirelog.engine.capture import CoreCapture
 from wirelog.engine.delivery import DeliveryVerdict
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.midstream import FrameHunt
+from wirelog.inputs.errors import CaptureError
+from wirelog.inputs.sources import STDIN, open_input
 from wirelog.model import (
     CaptureInfo,
     Chunk,
@@ -27,8 +29,6 @@ from wirelog.model import (
     StreamInfo,
     StreamLines,
 )
-from wirelog.pcap.errors import CaptureError
-from wirelog.pcap.sources import STDIN, open_input
 
 Item = Message | Finding | StreamInfo | CaptureInfo | Chunk | Gap | StreamLines
 
@@ -123,7 +123,7 @@ def _run_raw(
     paths: list[str], opts: Options, capture: str = "raw", before_stdin_read: Callable[[], None] | None = None
 ) -> Iterator[Item]:
     """Raw stream dumps (`--raw`, or an input that is not a capture), decoded like TCP streams."""
-    from wirelog.pcap.raw import iter_raw_chunks, pair_dumps  # imported here: captures never need it
+    from wirelog.inputs.raw import iter_raw_chunks, pair_dumps  # imported here: captures never need it
 
     info = CaptureInfo(capture=capture, format="raw")
     streams = pair_dumps(paths, capture, registry.well_known_ports() | frozenset(opts.decode_as))

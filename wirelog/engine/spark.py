@@ -17,8 +17,8 @@ import tempfile
 from typing import TYPE_CHECKING
 
 from wirelog.engine.local import Options
-from wirelog.pcap import remote
-from wirelog.pcap.errors import CaptureError
+from wirelog.inputs import remote
+from wirelog.inputs.errors import CaptureError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -36,9 +36,9 @@ from wirelog.engine.filters import RecordFilter
 from wirelog.engine.gc_tuning import tune_gc
 from wirelog.engine.local import REORDER_WINDOW, Options, run
 from wirelog.export import parquet
+from wirelog.inputs import remote
+from wirelog.inputs.errors import CaptureError
 from wirelog.model import CaptureInfo, Finding, Message, Severity
-from wirelog.pcap import remote
-from wirelog.pcap.errors import CaptureError
 
 TS_UNIT = pa.timestamp("us", tz="UTC")
 ARROW_SCHEMA = parquet.SCHEMA.set(parquet.COLUMNS.index("ts"), parquet.SCHEMA.field("ts").with_type(TS_UNIT))
@@ -207,7 +207,7 @@ def _local_names(name: str, part: str, basedir: str) -> list[str]:
 
 def expand(paths: list[str], basedir: str = "") -> list[Capture]:
     """Capture files named by `paths`: files, directories (recursive), globs, comma-separated lists,
-    local or URIs (s3a://, gs://, hdfs://, ... through wirelog.pcap.remote).
+    local or URIs (s3a://, gs://, hdfs://, ... through wirelog.inputs.remote).
 
     Names stay as given (relative names are resolved against `basedir` only to look at them), so the
     `capture` column matches the local engine's for the same arguments. Duplicates are dropped.

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from wirelog.pcap.errors import CaptureError
+from wirelog.inputs.errors import CaptureError
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs

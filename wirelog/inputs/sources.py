@@ -21,8 +21,8 @@ from typing import BinaryIO
 import lz4.frame
 import zstandard
 
-from wirelog.pcap import remote
-from wirelog.pcap.errors import CaptureError
+from wirelog.inputs import remote
+from wirelog.inputs.errors import CaptureError
 
 STDIN = "-"
 

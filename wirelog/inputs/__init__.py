@@ -3,7 +3,7 @@ raw stream dumps (raw), and `CaptureError` for unusable inputs. The bytes go to 
 (wirelog._core) through engine/capture.py.
 """
 
-from wirelog.pcap.errors import CaptureError
-from wirelog.pcap.sources import expand_inputs, open_input
+from wirelog.inputs.errors import CaptureError
+from wirelog.inputs.sources import expand_inputs, open_input
 
 __all__ = ["CaptureError", "expand_inputs", "open_input"]

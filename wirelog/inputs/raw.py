@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from wirelog.inputs.errors import CaptureError
+from wirelog.inputs.sources import STDIN, open_input
 from wirelog.model import Chunk, Direction, StreamInfo
-from wirelog.pcap.errors import CaptureError
-from wirelog.pcap.sources import STDIN, open_input
 
 READ_SIZE = 256 * 1024
 
