@@ -291,14 +291,6 @@ def test_syn_written_after_data(name: str, tmp_path: Path) -> None:
     assert (got.data, got.gaps) == (want, [])
 
 
-RING_CONFLICT = (
-    "wirelog defect since a6f5e75 (32 KiB history ring): after a delivered segment longer than 32 KiB, "
-    "an exact copy of the next segment is reported as tcp.overlap-conflict, compared with the wrong "
-    "history bytes"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=RING_CONFLICT)
 def test_exact_copy_after_a_long_segment_is_no_conflict(tmp_path: Path) -> None:
     """Three packets: 32,769 bytes of "a", then "b", then the same "b" again."""
     packets = [c2s(1000, b"a" * 32_769), c2s(33_769, b"b"), c2s(33_769, b"b")]
@@ -308,14 +300,6 @@ def test_exact_copy_after_a_long_segment_is_no_conflict(tmp_path: Path) -> None:
     assert (got.data, got.conflicts) == (b"a" * 32_769 + b"b", 0)
 
 
-SUMMARY_VS_DUMP = (
-    "wirelog defect: the bytes held while a hole waits are counted only when chunks are produced, so "
-    "the 2 MiB bound that ends the wait applies to --dump (and convert) but not to streams --json: on "
-    "one capture the summary places a late segment that the dump reports as a gap"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=SUMMARY_VS_DUMP)
 def test_summary_and_dump_agree_when_held_bytes_end_a_hole(tmp_path: Path) -> None:
     """A client hole proven by an ACK, 33 server segments of 65,000 bytes held behind it (over
     2 MiB), then the client segment that fills it."""
@@ -330,15 +314,9 @@ def test_summary_and_dump_agree_when_held_bytes_end_a_hole(tmp_path: Path) -> No
     assert (summary["bytes_c2s"], summary["gaps"]) == (len(data), len(GAP.findall(err)))
 
 
-LATER_HOLE = (
-    "wirelog defect: when a hole's reorder window (or the 2 MiB bound) ends, every later hole the peer "
-    "has acknowledged is declared with it, as if proven by the first hole's ACK; a segment that then "
-    "arrives within its own window is dropped as a retransmission of a gap"
-)
 E = b"E" * 10
 
 
-@pytest.mark.xfail(strict=True, reason=LATER_HOLE)
 @pytest.mark.parametrize("window", [1, 2048])
 def test_a_later_hole_gets_its_own_window(window: int, tmp_path: Path) -> None:
     """Holes at 10 (never filled, proven by the 3rd packet) and at 30 (proven by the last ACK);
@@ -479,10 +457,6 @@ def wrapped(pcap: Pcap) -> Pcap:
     return dataclasses.replace(pcap, records=shift_sequences(pcap, 100_000))
 
 
-# Drops and moves are not combined on these multi-MB streams: a packet moved across the moment a
-# dropped packet's hole is declared is lost by a wirelog defect (test_a_later_hole_gets_its_own_window),
-# which would make these tests fail at random on a live capture. The shared captures' copies combine
-# all three, deterministically.
 VARIANTS: dict[str, Callable[[Pcap], list[tuple[bytes, bytes]]]] = {
     "as-captured": lambda pcap: pcap.records,
     "drops-only": lambda pcap: mutate(pcap, 1, dup=0, move=0).records,
@@ -493,9 +467,15 @@ VARIANTS: dict[str, Callable[[Pcap], list[tuple[bytes, bytes]]]] = {
     "wrapped": lambda pcap: wrapped(pcap).records,
     "wrapped-drops-and-duplicates": lambda pcap: mutate(wrapped(pcap), 6, move=0).records,
     "wrapped-moves-and-duplicates": lambda pcap: mutate(wrapped(pcap), 7, drop=0).records,
+    "drops-moves-and-duplicates": lambda pcap: mutate(pcap, 8).records,
     "copies-after-long-segments": lambda pcap: duplicate_after_large(pcap, 32 << 10)[0],
 }
-WITH_DROPS = {"drops-only", "drops-and-duplicates", "wrapped-drops-and-duplicates"}
+WITH_DROPS = {
+    "drops-only",
+    "drops-and-duplicates",
+    "wrapped-drops-and-duplicates",
+    "drops-moves-and-duplicates",
+}
 
 
 @pytest.fixture(scope="module")
@@ -526,7 +506,6 @@ def test_loopback_capture_matches_oracle(variant: str, loopback_variants: dict[s
     assert has_holes == (variant in WITH_DROPS)
 
 
-@pytest.mark.xfail(strict=True, reason=RING_CONFLICT)
 def test_exact_copies_in_loopback_capture_are_no_conflicts(loopback_variants: dict[str, Path]) -> None:
     dumps = wirelog_dumps(loopback_variants["copies-after-long-segments"])
     assert not any(d.conflicts for d in dumps.values())

@@ -42,19 +42,22 @@ impl History {
         if limit == 0 || data.is_empty() {
             return;
         }
-        self.segments.push_back((off, data.len(), frame));
         let keep = &data[data.len().saturating_sub(limit)..];
+        if keep.len() < data.len() {
+            // the segment alone fills the history: it is all there is, its head not held
+            self.segments.clear();
+            self.len = 0;
+            self.head = 0;
+            self.front_skip = data.len() - keep.len();
+        }
         self.make_room(keep.len(), limit);
+        self.segments.push_back((off, data.len(), frame));
         let cap = self.ring.len();
         let tail = (self.head + self.len) % cap;
         let first = keep.len().min(cap - tail);
         self.ring[tail..tail + first].copy_from_slice(&keep[..first]);
         self.ring[..keep.len() - first].copy_from_slice(&keep[first..]);
         self.len += keep.len();
-        self.drop_front(
-            (data.len() - keep.len()) + self.len.saturating_sub(limit),
-            limit,
-        );
         while self.segments.len() > HISTORY_SEGMENTS {
             let held = self.segments.front().map_or(0, |s| s.1 - self.front_skip);
             self.drop_front(held, limit);
@@ -161,6 +164,8 @@ pub struct Half {
     /// The packet (frame, ts) whose ACK first covered the hole before the first pending piece: the
     /// hole waits the reorder window from there.
     pub hole_proven: Option<(u64, i64)>,
+    /// Pending bytes when the hole was proven: the window bounds what arrives while it waits.
+    pub pending_at_proof: usize,
 }
 
 impl Half {
@@ -177,6 +182,15 @@ impl Half {
             fin_off: None,
             syn_seen: false,
             hole_proven: None,
+            pending_at_proof: 0,
+        }
+    }
+
+    /// A hole the peer acknowledged past starts its reorder window at this packet.
+    pub fn start_window(&mut self, frame: u64, ts: i64) {
+        if self.hole_proven.is_none() && self.hole_acknowledged() {
+            self.hole_proven = Some((frame, ts));
+            self.pending_at_proof = self.pending_bytes;
         }
     }
 
@@ -235,5 +249,36 @@ mod tests {
             "the oldest segment was dropped"
         );
         assert_eq!(h.first_difference(8, b"MORX").unwrap().old_frame, 3);
+    }
+
+    #[test]
+    fn a_copy_after_a_segment_longer_than_the_history_is_no_difference() {
+        let mut h = History::default();
+        h.push(0, &[b'a'; 32_769], 1, 32_768);
+        h.push(32_769, b"b", 2, 32_768);
+        assert!(h.first_difference(32_769, b"b").is_none());
+        assert!(h.first_difference(32_760, &[b'a'; 9]).is_none());
+        assert_eq!(h.first_difference(32_769, b"c").unwrap().old, b"b");
+    }
+
+    #[test]
+    fn history_is_the_last_bytes_whatever_the_segment_sizes() {
+        let mut h = History::default();
+        let mut all = Vec::new();
+        let mut off = 0i64;
+        let sizes = [1usize, 300, 7, 4000, 2, 999, 64, 5000, 3, 1000, 1001];
+        for (i, n) in sizes.iter().cycle().take(300).enumerate() {
+            let data: Vec<u8> = (0..*n).map(|j| (i * 31 + j) as u8).collect();
+            h.push(off, &data, i as u64, 1000);
+            all.extend_from_slice(&data);
+            off += *n as i64;
+            assert!(h.len <= 1000 && h.ring.len() <= 1000);
+            let start = off - h.len as i64;
+            let tail = &all[all.len() - h.len..];
+            assert!(h.first_difference(start, tail).is_none(), "step {i}");
+            let mut changed = tail.to_vec();
+            changed[0] ^= 1;
+            assert_eq!(h.first_difference(start, &changed).unwrap().start, start);
+        }
     }
 }

@@ -31,8 +31,10 @@ struct Conn {
     emit: bool,
     /// Data events waiting for a hole in one direction to be filled or declared (kept in order).
     held: Vec<Event>,
-    held_bytes: usize,
     held_of: [usize; 2], // held events per direction
+    /// Bytes the other direction delivered while a hole waits (emitted or not: every mode decides
+    /// the same gaps).
+    waiting_bytes: usize,
 }
 
 fn endpoint(ip: IpAddr, port: u16) -> String {
@@ -57,10 +59,9 @@ impl Conn {
 
     /// Send a data event (chunk, gap and its finding) out, or hold it while a hole waits. What the
     /// waiting direction itself delivers (its hole filled or declared) precedes what was held.
-    fn route(&mut self, h: usize, event: Event, bytes: usize, out: &mut Out) {
+    fn route(&mut self, h: usize, event: Event, out: &mut Out) {
         let resolving = self.halves[h].hole_proven.is_some() && self.held_of[h] == 0;
         if !resolving && (self.halves[1 - h].hole_proven.is_some() || !self.held.is_empty()) {
-            self.held_bytes += bytes;
             self.held_of[h] += 1;
             self.held.push(event);
         } else {
@@ -70,10 +71,10 @@ impl Conn {
 
     /// Release held events once no direction waits for a hole.
     fn settle(&mut self, out: &mut Out) {
-        if self.halves.iter().all(|h| h.hole_proven.is_none()) && !self.held.is_empty() {
+        if self.halves.iter().all(|h| h.hole_proven.is_none()) {
             out.events.append(&mut self.held);
-            self.held_bytes = 0;
             self.held_of = [0, 0];
+            self.waiting_bytes = 0;
         }
     }
 
@@ -88,7 +89,10 @@ impl Conn {
                 frame,
                 ts,
             };
-            self.route(h, event, n, out);
+            self.route(h, event, out);
+        }
+        if self.halves[1 - h].hole_proven.is_some() {
+            self.waiting_bytes += n;
         }
         let half = &mut self.halves[h];
         half.next_off = off + n as i64;
@@ -136,8 +140,8 @@ impl Conn {
         finding.direction = Some(direction);
         finding.offset = Some(off.max(0) as u64);
         finding.stream = Some(stream);
-        self.route(h, gap, 0, out);
-        self.route(h, Event::Finding(finding), 0, out);
+        self.route(h, gap, out);
+        self.route(h, Event::Finding(finding), out);
         self.halves[h].next_off = off + length;
     }
 
@@ -390,32 +394,35 @@ impl Conn {
 
     /// A hole the peer acknowledged past starts its reorder window (at the proving packet).
     fn maybe_gap(&mut self, h: usize, frame: u64, ts: i64, out: &mut Out) {
-        let half = &mut self.halves[h];
-        if half.hole_proven.is_none() && half.hole_acknowledged() {
-            half.hole_proven = Some((frame, ts));
-        }
-        self.check_window(h, frame, out);
+        self.halves[h].start_window(frame, ts);
+        self.check_window(h, frame, ts, out);
     }
 
-    /// Declare the waiting hole a gap once its reorder window has passed; forget it once filled.
-    fn check_window(&mut self, h: usize, now: u64, out: &mut Out) {
-        while let Some((proof_frame, proof_ts)) = self.halves[h].hole_proven {
+    /// Declare the waiting hole a gap once its reorder window has passed (packets since the ACK
+    /// that proved it, or bytes arrived since); forget it once filled. A later hole the peer also
+    /// acknowledged then waits a window of its own, from now.
+    fn check_window(&mut self, h: usize, now: u64, now_ts: i64, out: &mut Out) {
+        if let Some((proof_frame, proof_ts)) = self.halves[h].hole_proven {
             let half = &self.halves[h];
-            let Some(first) = half.hole_end().filter(|_| half.hole_acknowledged()) else {
-                self.halves[h].hole_proven = None;
-                break;
-            };
-            let waited = now.saturating_sub(proof_frame);
-            if waited <= out.cfg.reorder_packets
-                && half.pending_bytes + self.held_bytes <= out.cfg.reorder_bytes
-            {
-                return;
+            match half.hole_end().filter(|_| half.hole_acknowledged()) {
+                None => self.halves[h].hole_proven = None,
+                Some(first) => {
+                    let waited = now.saturating_sub(proof_frame);
+                    let arrived = half.pending_bytes.saturating_sub(half.pending_at_proof);
+                    if waited <= out.cfg.reorder_packets
+                        && arrived + self.waiting_bytes <= out.cfg.reorder_bytes
+                    {
+                        return;
+                    }
+                    let next = half.next_off;
+                    self.gap(h, next, first - next, proof_frame, proof_ts, "", out);
+                    self.release(h, out);
+                    self.halves[h].hole_proven = None;
+                }
             }
-            let next = half.next_off;
-            self.gap(h, next, first - next, proof_frame, proof_ts, "", out);
-            self.release(h, out);
         }
         self.settle(out);
+        self.halves[h].start_window(now, now_ts);
     }
 
     /// Out-of-order buffer full: give up on the hole (or the ack wait) and deliver.
@@ -504,8 +511,8 @@ impl Conn {
                     .field("length", unseen);
                     finding.direction = Some(direction);
                     finding.stream = Some(stream);
-                    self.route(h, gap, 0, out);
-                    self.route(h, Event::Finding(finding), 0, out);
+                    self.route(h, gap, out);
+                    self.route(h, Event::Finding(finding), out);
                 }
             }
         }
@@ -621,7 +628,7 @@ impl Reassembler {
         }
         // A hole whose window has passed becomes a gap before this packet's bytes are placed.
         for half in [C2S, S2C] {
-            conn.check_window(half, seg.frame, &mut out);
+            conn.check_window(half, seg.frame, seg.ts, &mut out);
         }
         if !seg.payload.is_empty() {
             let half = &conn.halves[h];
@@ -663,7 +670,7 @@ impl Reassembler {
             }
         }
         for half in [C2S, S2C] {
-            conn.check_window(half, seg.frame, &mut out);
+            conn.check_window(half, seg.frame, seg.ts, &mut out);
         }
         self.until_sweep -= 1;
         if self.until_sweep == 0 {
@@ -736,8 +743,8 @@ impl Reassembler {
             client_key,
             emit: self.cfg.emit_data,
             held: Vec::new(),
-            held_bytes: 0,
             held_of: [0, 0],
+            waiting_bytes: 0,
         };
         let slot = match self.free.pop() {
             Some(slot) => {
@@ -818,7 +825,7 @@ impl Reassembler {
                     events,
                 };
                 for h in [C2S, S2C] {
-                    conn.check_window(h, self.frame, &mut out);
+                    conn.check_window(h, self.frame, self.now, &mut out);
                 }
             }
         }

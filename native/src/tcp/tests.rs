@@ -268,3 +268,21 @@ fn many_short_connections_are_finished_as_they_close() {
         5000
     );
 }
+
+#[test]
+fn a_later_hole_waits_its_own_window() {
+    let mut t = Conv::new(Config {
+        reorder_packets: 1,
+        ..Config::default()
+    });
+    t.handshake(1000, 5000);
+    t.send(true, 1001, b"AAAA", ACK, 5001);
+    t.send(true, 1009, b"CCCC", ACK, 5001); // hole at 4..8, never filled
+    t.send(false, 5001, b"", ACK, 1013); // proves it
+    t.send(true, 1017, b"EEEE", ACK, 5001); // hole at 12..16
+    t.send(false, 5001, b"", ACK, 1021); // proves the second hole, as the first is declared
+    t.send(true, 1013, b"DDDD", ACK, 5001); // one packet later: within its own window
+    let events = t.finish();
+    assert_eq!(data(&events, Direction::C2S), b"AAAACCCCDDDDEEEE");
+    assert_eq!(info(&events).gap_bytes, 4);
+}
