@@ -9,10 +9,19 @@ use crate::tcp::{Config, Event, Reassembler};
 
 /// The reassembler on arbitrary segment sequences: a few connections sharing ports, every flag
 /// combination, sequence and ack numbers near each other and across the 2^32 wrap, both overlap
-/// policies, small limits so that eviction, buffer-full and reorder-window paths all run.
+/// policies, small limits so that eviction, buffer-full and reorder-window paths all run. Checks:
+/// each direction's chunks and gaps tile its offsets, and producing chunks or not (convert and
+/// `streams --dump` vs `streams --json`) decides the same streams, gaps and byte counts.
 pub fn reassembly(data: &[u8]) {
+    assert_eq!(reassemble(data, true), reassemble(data, false));
+}
+
+/// What one run decided, in a canonical order: its stream summaries, gaps and findings (chunks are
+/// checked as they come).
+fn reassemble(data: &[u8], emit_data: bool) -> Vec<String> {
+    let mut kept = Vec::new();
     let Some((&mode, mut rest)) = data.split_first() else {
-        return;
+        return Vec::new();
     };
     let cfg = Config {
         server_ports: vec![5044],
@@ -26,7 +35,7 @@ pub fn reassembly(data: &[u8]) {
         sweep_every: 7,
         reorder_packets: u64::from(mode >> 4),
         reorder_bytes: 2048,
-        ..Config::default()
+        emit_data,
     };
     let mut r = Reassembler::new(cfg);
     let mut events = Vec::new();
@@ -65,14 +74,31 @@ pub fn reassembly(data: &[u8]) {
             missing: u32::from(head[7] >> 7) * 3,
         };
         r.segment(&seg, &mut events);
-        check(&mut next, events.drain(..));
+        if emit_data {
+            check(&mut next, &events);
+        }
+        kept.extend(
+            events
+                .drain(..)
+                .filter(|e| !matches!(e, Event::Chunk { .. })),
+        );
     }
     r.finish(&mut events);
-    check(&mut next, events.drain(..));
+    if emit_data {
+        check(&mut next, &events);
+    }
+    kept.extend(
+        events
+            .drain(..)
+            .filter(|e| !matches!(e, Event::Chunk { .. })),
+    );
+    let mut decided: Vec<String> = kept.iter().map(|e| format!("{e:?}")).collect();
+    decided.sort();
+    decided
 }
 
 /// Each direction's bytes and gaps tile its offsets: every chunk or gap starts where the last ended.
-fn check(next: &mut HashMap<(u64, bool), u64>, events: impl Iterator<Item = Event>) {
+fn check(next: &mut HashMap<(u64, bool), u64>, events: &[Event]) {
     for event in events {
         let (key, offset, length) = match event {
             Event::Chunk {
@@ -84,8 +110,8 @@ fn check(next: &mut HashMap<(u64, bool), u64>, events: impl Iterator<Item = Even
             } => {
                 assert!(!data.is_empty());
                 (
-                    (stream, direction.as_str() == "c2s"),
-                    offset,
+                    (*stream, direction.as_str() == "c2s"),
+                    *offset,
                     data.len() as u64,
                 )
             }
@@ -95,7 +121,7 @@ fn check(next: &mut HashMap<(u64, bool), u64>, events: impl Iterator<Item = Even
                 offset,
                 length,
                 ..
-            } => ((stream, direction.as_str() == "c2s"), offset, length),
+            } => ((*stream, direction.as_str() == "c2s"), *offset, *length),
             _ => continue,
         };
         let expected = next.entry(key).or_insert(0);
