@@ -172,27 +172,46 @@ def tcp_segments(path: Path) -> Iterable[Segment]:
             )
 
 
-def oracle(path: Path) -> dict[tuple[str, str], Direction]:
+REORDER_WINDOW = 2048  # wirelog's default: packets a late segment may trail in the file
+
+
+def oracle(path: Path, window: int = REORDER_WINDOW) -> dict[tuple[str, str], Direction]:
     """(source, destination) endpoints → that direction's captured bytes (see the module docstring).
 
-    The base is the first SYN's sequence number + 1 wherever the SYN sits in the file, else the
-    sequence number of the direction's first packet in file order. Bytes before it are not part of
-    the stream. One connection per 4-tuple: captures that reuse ports are not for this oracle."""
+    The base is the first SYN's sequence number + 1 wherever the SYN sits in the file; without a
+    SYN, the earliest sequence number of the direction's data segments written within `window`
+    packets after its first packet (else that packet's; `window=0`: tshark's rule, the first
+    packet's). Bytes before the base are not part of the stream. One connection per 4-tuple: captures that reuse ports are not for this oracle."""
     directions: dict[tuple[str, str], Direction] = {}
     segments = list(tcp_segments(path))
-    for seg in segments:
-        d = directions.setdefault((seg.src, seg.dst), Direction())
+    first_packet: dict[tuple[str, str], int] = {}
+    for i, seg in enumerate(segments):
+        key = (seg.src, seg.dst)
+        d = directions.setdefault(key, Direction())
+        first_packet.setdefault(key, i)
         if seg.flags & SYN and not d.syn:
             d.syn, d.base = True, (seg.seq + 1) % SEQ_MOD
+    for key, d in directions.items():
+        if d.base is None:
+            first = segments[first_packet[key]].seq
+            starts = [
+                s.seq
+                for s in segments[first_packet[key] : first_packet[key] + window + 1]
+                if (s.src, s.dst) == key and s.payload
+            ]
+            d.base = min(starts, key=lambda seq: _signed(seq - first)) if starts else first
     for seg in segments:
         d = directions[(seg.src, seg.dst)]
-        if d.base is None:
-            d.base = seg.seq
         start = seg.seq + 1 if seg.flags & SYN else seg.seq
         if seg.payload:
-            rel = (start - d.base) % SEQ_MOD
-            d.add(rel - SEQ_MOD if rel >= SEQ_MOD // 2 else rel, seg.payload)
+            d.add(_signed(start - d.base), seg.payload)
     return directions
+
+
+def _signed(delta: int) -> int:
+    """A sequence-number difference as the nearest signed value (32-bit serial arithmetic)."""
+    rel = delta % SEQ_MOD
+    return rel - SEQ_MOD if rel >= SEQ_MOD // 2 else rel
 
 
 # ---------------------------------------------------------------- pcap records rewritten with struct

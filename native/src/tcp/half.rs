@@ -166,6 +166,10 @@ pub struct Half {
     pub hole_proven: Option<(u64, i64)>,
     /// Pending bytes when the hole was proven: the window bounds what arrives while it waits.
     pub pending_at_proof: usize,
+    /// A direction first seen without its SYN: (frame, ts) of its first segment. Until the reorder
+    /// window passes (or the SYN comes) its offset 0 is not final: an earlier segment written later
+    /// in the file, or the SYN itself, may still move it back. Its bytes wait meanwhile.
+    pub provisional: Option<(u64, i64)>,
 }
 
 impl Half {
@@ -183,12 +187,35 @@ impl Half {
             syn_seen: false,
             hole_proven: None,
             pending_at_proof: 0,
+            provisional: None,
         }
+    }
+
+    /// Whether this direction holds its bytes back (a hole in its window, or its start not final);
+    /// the other direction's later bytes then wait too, to keep the order between them.
+    pub fn waiting(&self) -> bool {
+        self.hole_proven.is_some() || self.provisional.is_some()
+    }
+
+    /// Move offset 0 to raw sequence number `base`: pending pieces and the FIN keep their bytes.
+    /// Only while nothing was delivered.
+    pub fn rebase(&mut self, base: u32) {
+        let Some(old) = self.base else {
+            self.base = Some(base);
+            return;
+        };
+        let delta = i64::from(old.wrapping_sub(base) as i32);
+        if delta != 0 {
+            let pending = std::mem::take(&mut self.pending);
+            self.pending = pending.into_iter().map(|(k, v)| (k + delta, v)).collect();
+            self.fin_off = self.fin_off.map(|f| f + delta);
+        }
+        self.base = Some(base);
     }
 
     /// A hole the peer acknowledged past starts its reorder window at this packet.
     pub fn start_window(&mut self, frame: u64, ts: i64) {
-        if self.hole_proven.is_none() && self.hole_acknowledged() {
+        if self.hole_proven.is_none() && self.provisional.is_none() && self.hole_acknowledged() {
             self.hole_proven = Some((frame, ts));
             self.pending_at_proof = self.pending_bytes;
         }

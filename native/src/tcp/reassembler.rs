@@ -60,8 +60,8 @@ impl Conn {
     /// Send a data event (chunk, gap and its finding) out, or hold it while a hole waits. What the
     /// waiting direction itself delivers (its hole filled or declared) precedes what was held.
     fn route(&mut self, h: usize, event: Event, out: &mut Out) {
-        let resolving = self.halves[h].hole_proven.is_some() && self.held_of[h] == 0;
-        if !resolving && (self.halves[1 - h].hole_proven.is_some() || !self.held.is_empty()) {
+        let resolving = self.halves[h].waiting() && self.held_of[h] == 0;
+        if !resolving && (self.halves[1 - h].waiting() || !self.held.is_empty()) {
             self.held_of[h] += 1;
             self.held.push(event);
         } else {
@@ -71,7 +71,7 @@ impl Conn {
 
     /// Release held events once no direction waits for a hole.
     fn settle(&mut self, out: &mut Out) {
-        if self.halves.iter().all(|h| h.hole_proven.is_none()) {
+        if !self.halves.iter().any(Half::waiting) {
             out.events.append(&mut self.held);
             self.held_of = [0, 0];
             self.waiting_bytes = 0;
@@ -91,7 +91,7 @@ impl Conn {
             };
             self.route(h, event, out);
         }
-        if self.halves[1 - h].hole_proven.is_some() {
+        if self.halves[1 - h].waiting() {
             self.waiting_bytes += n;
         }
         let half = &mut self.halves[h];
@@ -156,6 +156,9 @@ impl Conn {
 
     /// Deliver pending pieces that are now in order (and acknowledged, under `last`).
     fn release(&mut self, h: usize, out: &mut Out) {
+        if self.halves[h].provisional.is_some() {
+            return;
+        }
         let last_wins = out.cfg.last_wins;
         let limit = if last_wins {
             self.halves[h].acked_offset()
@@ -196,7 +199,8 @@ impl Conn {
     ) {
         let end = off + data.len() as i64;
         let next = self.halves[h].next_off;
-        if off < next {
+        let provisional = self.halves[h].provisional.is_some();
+        if off < next && !provisional {
             self.compare_history(h, off, data, frame, ts, out);
             if end <= next {
                 self.info.retransmissions += 1;
@@ -204,7 +208,7 @@ impl Conn {
             }
             data = &data[(next - off) as usize..];
             off = next;
-        } else if off > next {
+        } else if off > next && !provisional {
             self.info.out_of_order += 1;
         }
         for (p_off, piece) in self.merge(h, off, data, frame, ts, out) {
@@ -402,6 +406,15 @@ impl Conn {
     /// that proved it, or bytes arrived since); forget it once filled. A later hole the peer also
     /// acknowledged then waits a window of its own, from now.
     fn check_window(&mut self, h: usize, now: u64, now_ts: i64, out: &mut Out) {
+        if let Some((first_frame, _)) = self.halves[h].provisional {
+            let half = &self.halves[h];
+            if now.saturating_sub(first_frame) <= out.cfg.reorder_packets
+                && half.pending_bytes + self.waiting_bytes <= out.cfg.reorder_bytes
+            {
+                return;
+            }
+            self.begin(h, None, out);
+        }
         if let Some((proof_frame, proof_ts)) = self.halves[h].hole_proven {
             let half = &self.halves[h];
             match half.hole_end().filter(|_| half.hole_acknowledged()) {
@@ -423,6 +436,28 @@ impl Conn {
         }
         self.settle(out);
         self.halves[h].start_window(now, now_ts);
+    }
+
+    /// A direction first seen without its SYN starts for good: at its SYN's `syn_base` when that
+    /// came, else at the earliest byte that arrived within the window. Its bytes then flow.
+    fn begin(&mut self, h: usize, syn_base: Option<u32>, out: &mut Out) {
+        let half = &mut self.halves[h];
+        if half.provisional.take().is_none() {
+            return;
+        }
+        let base = match (syn_base, half.base, half.pending.keys().next()) {
+            (Some(syn), _, _) => syn,
+            (None, Some(base), Some(&first)) => base.wrapping_add(first as u32),
+            (None, Some(base), None) => base,
+            (None, None, _) => return,
+        };
+        half.rebase(base);
+        self.release(h, out);
+        if !self.halves[h].pending.is_empty() {
+            let (frame, ts) = (self.info.last_frame, self.info.last_ts);
+            self.maybe_gap(h, frame, ts, out);
+        }
+        self.settle(out);
     }
 
     /// Out-of-order buffer full: give up on the hole (or the ack wait) and deliver.
@@ -448,6 +483,7 @@ impl Conn {
     /// Deliver everything pending, with gaps for the holes between. A hole the peer acknowledged
     /// keeps the frame of the packet that proved it.
     fn flush(&mut self, h: usize, frame: u64, ts: i64, out: &mut Out) {
+        self.begin(h, None, out);
         let mut proof = self.halves[h].hole_proven;
         while let Some(entry) = self.halves[h].pending.first_entry() {
             let first = *entry.key();
@@ -600,18 +636,22 @@ impl Reassembler {
         let mut seq_no = seg.seq;
         if seg.flags & SYN != 0 {
             let half = &mut conn.halves[h];
+            let isn_next = seg.seq.wrapping_add(1);
             if !half.syn_seen {
                 half.syn_seen = true;
-                if half.base.is_none() || half.next_off == 0 {
-                    half.base = Some(seg.seq.wrapping_add(1));
+                if half.provisional.is_some() {
+                    conn.begin(h, Some(isn_next), &mut out);
+                } else if half.base.is_none() || half.next_off == 0 {
+                    half.rebase(isn_next); // nothing delivered yet: what waits keeps its bytes
                 }
                 if seg.flags & ACK != 0 {
                     conn.info.handshake = true;
                 }
             }
-            seq_no = seg.seq.wrapping_add(1);
+            seq_no = isn_next;
         } else if conn.halves[h].base.is_none() {
             conn.halves[h].base = Some(seg.seq);
+            conn.halves[h].provisional = Some((seg.frame, seg.ts));
             conn.info.midstream = true;
         }
         if seg.flags & ACK != 0 {
@@ -633,7 +673,8 @@ impl Reassembler {
         if !seg.payload.is_empty() {
             let half = &conn.halves[h];
             let off = half.offset(seq_no);
-            if off == half.next_off && half.pending.is_empty() && !cfg.last_wins {
+            let in_order = off == half.next_off && half.pending.is_empty();
+            if in_order && half.provisional.is_none() && !cfg.last_wins {
                 conn.deliver(h, off, seg.payload, seg.frame, seg.ts, &mut out);
                 if seg.missing > 0 {
                     let next = conn.halves[h].next_off;
@@ -819,7 +860,7 @@ impl Reassembler {
             let idle = now.saturating_sub(conn.info.last_ts);
             if idle > self.cfg.idle_timeout_ns || (conn.closed && idle > self.cfg.close_grace_ns) {
                 done.push(slot);
-            } else if conn.halves.iter().any(|h| h.hole_proven.is_some()) {
+            } else if conn.halves.iter().any(Half::waiting) {
                 let mut out = Out {
                     cfg: &self.cfg,
                     events,

@@ -286,3 +286,41 @@ fn a_later_hole_waits_its_own_window() {
     assert_eq!(data(&events, Direction::C2S), b"AAAACCCCDDDDEEEE");
     assert_eq!(info(&events).gap_bytes, 4);
 }
+
+#[test]
+fn a_direction_without_its_syn_starts_at_its_earliest_byte_within_the_window() {
+    // B written before A, and the SYN after both: every byte is kept, in sequence order
+    let mut t = Conv::new(Config::default());
+    t.send(true, 110, b"BBBB", ACK, 5001);
+    t.send(true, 100, b"AAAAAAAAAA", ACK, 5001);
+    t.send(false, 5001, b"ok", ACK, 114);
+    let events = t.finish();
+    assert_eq!(data(&events, Direction::C2S), b"AAAAAAAAAABBBB");
+    assert_eq!(info(&events).gaps, 0);
+    let mut t = Conv::new(Config::default());
+    t.send(true, 110, b"BBBB", ACK, 5001);
+    t.send(true, 99, b"", SYN, 0);
+    t.send(true, 100, b"AAAAAAAAAA", ACK, 5001);
+    let events = t.finish();
+    assert_eq!(data(&events, Direction::C2S), b"AAAAAAAAAABBBB");
+    // the reply waited for the request it answers
+    let mut t = Conv::new(Config::default());
+    t.send(true, 110, b"BBBB", ACK, 5001);
+    t.send(false, 5001, b"ok", ACK, 114);
+    t.send(true, 100, b"AAAAAAAAAA", ACK, 5001);
+    let order: Vec<_> = t
+        .finish()
+        .iter()
+        .filter_map(|e| {
+            if let Event::Chunk { data, .. } = e {
+                Some(data.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [b"AAAAAAAAAA".to_vec(), b"BBBB".to_vec(), b"ok".to_vec()]
+    );
+}
