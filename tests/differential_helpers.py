@@ -141,6 +141,8 @@ class Segment:
     seq: int
     flags: int
     payload: bytes
+    frame: int = 0  # 1-based packet number in the file
+    ts: int = 0  # ns
 
 
 def tcp_segments(path: Path) -> Iterable[Segment]:
@@ -151,7 +153,7 @@ def tcp_segments(path: Path) -> Iterable[Segment]:
         frame = 0
         while True:
             try:  # iterating would cut packets at scapy's MTU (65535): loopback frames are longer
-                data, _meta = reader._read_packet(1 << 20)
+                data, meta = reader._read_packet(1 << 20)
             except EOFError:
                 return
             frame += 1
@@ -169,10 +171,13 @@ def tcp_segments(path: Path) -> Iterable[Segment]:
                 tcp.seq,
                 int(tcp.flags),
                 bytes(raw[tcp.dataofs * 4 :]),
+                frame,
+                meta.sec * 10**9 + meta.usec * (1 if reader.nano else 1000),
             )
 
 
-REORDER_WINDOW = 2048  # wirelog's default: packets a late segment may trail in the file
+REORDER_WINDOW = 2048  # wirelog's defaults: packets a late segment may trail in the file,
+REORDER_NS = 10**9  # or capture time
 
 
 def oracle(path: Path, window: int = REORDER_WINDOW) -> dict[tuple[str, str], Direction]:
@@ -180,7 +185,7 @@ def oracle(path: Path, window: int = REORDER_WINDOW) -> dict[tuple[str, str], Di
 
     The base is the first SYN's sequence number + 1 wherever the SYN sits in the file; without a
     SYN, the earliest sequence number of the direction's data segments written within `window`
-    packets after its first packet (else that packet's; `window=0`: tshark's rule, the first
+    packets and a second of capture time after its first packet (else that packet's; `window=0`: tshark's rule, the first
     packet's). Bytes before the base are not part of the stream. One connection per 4-tuple: captures that reuse ports are not for this oracle."""
     directions: dict[tuple[str, str], Direction] = {}
     segments = list(tcp_segments(path))
@@ -193,12 +198,16 @@ def oracle(path: Path, window: int = REORDER_WINDOW) -> dict[tuple[str, str], Di
             d.syn, d.base = True, (seg.seq + 1) % SEQ_MOD
     for key, d in directions.items():
         if d.base is None:
-            first = segments[first_packet[key]].seq
+            head = segments[first_packet[key]]
             starts = [
                 s.seq
-                for s in segments[first_packet[key] : first_packet[key] + window + 1]
-                if (s.src, s.dst) == key and s.payload
+                for s in segments[first_packet[key] :]
+                if (s.src, s.dst) == key
+                and s.payload
+                and s.frame - head.frame <= window
+                and s.ts - head.ts <= REORDER_NS
             ]
+            first = head.seq
             d.base = min(starts, key=lambda seq: _signed(seq - first)) if starts else first
     for seg in segments:
         d = directions[(seg.src, seg.dst)]

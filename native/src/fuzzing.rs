@@ -34,6 +34,7 @@ fn reassemble(data: &[u8], emit_data: bool) -> Vec<String> {
         max_connections: 3,
         sweep_every: 7,
         reorder_packets: u64::from(mode >> 4),
+        reorder_ns: i64::from((mode >> 1) & 7) * 50_000,
         reorder_bytes: 2048,
         emit_data,
     };

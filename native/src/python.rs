@@ -292,6 +292,7 @@ fn config(options: Option<&Bound<'_, PyDict>>) -> PyResult<Config> {
             "max_connections" => cfg.max_connections = value.extract()?,
             "sweep_every" => cfg.sweep_every = value.extract()?,
             "reorder_packets" => cfg.reorder_packets = value.extract()?,
+            "reorder_seconds" => cfg.reorder_ns = (value.extract::<f64>()? * 1e9) as i64,
             "reorder_bytes" => cfg.reorder_bytes = value.extract()?,
             other => return Err(PyTypeError::new_err(format!("unexpected option {other:?}"))),
         }

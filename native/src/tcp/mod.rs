@@ -10,8 +10,8 @@
 //!
 //! An ACK proves that bytes existed on the wire, not that the capture lacks them: captures from
 //! multi-queue NICs, SPAN ports and merged files put segments after the ACK that covers them. So a
-//! hole the peer acknowledged waits a reorder window (`reorder_packets` capture packets,
-//! `reorder_bytes` bytes held) before it is declared a gap; a late segment that arrives within it
+//! hole the peer acknowledged waits a reorder window (`reorder_packets` capture packets or
+//! `reorder_ns` of capture time, `reorder_bytes` bytes held) before it is declared a gap; a late segment that arrives within it
 //! fills the hole. While a direction waits, the other direction's later bytes wait with it, so a
 //! decoder still sees a request before the response that follows it.
 
@@ -105,6 +105,8 @@ pub struct Config {
     pub sweep_every: u32,
     /// Capture packets an acknowledged hole waits for its late segment before it becomes a gap.
     pub reorder_packets: u64,
+    /// ... or capture time (a slow live capture should not wait thousands of packets).
+    pub reorder_ns: i64,
     /// Bytes held (both directions of the connection) while a hole waits, before it becomes a gap.
     pub reorder_bytes: usize,
 }
@@ -123,6 +125,7 @@ impl Default for Config {
             max_connections: 50_000,
             sweep_every: 8192,
             reorder_packets: 2048,
+            reorder_ns: 1_000_000_000,
             reorder_bytes: 2 << 20,
         }
     }

@@ -37,6 +37,12 @@ struct Conn {
     waiting_bytes: usize,
 }
 
+/// Whether the packet (`now`, `now_ts`) is still within the reorder window that began at
+/// (`frame`, `ts`): in packets and in capture time (time that went backwards counts as none).
+fn within(cfg: &Config, now: u64, now_ts: i64, frame: u64, ts: i64) -> bool {
+    now.saturating_sub(frame) <= cfg.reorder_packets && now_ts.saturating_sub(ts) <= cfg.reorder_ns
+}
+
 fn endpoint(ip: IpAddr, port: u16) -> String {
     match ip {
         IpAddr::V4(a) => format!("{a}:{port}"),
@@ -406,9 +412,9 @@ impl Conn {
     /// that proved it, or bytes arrived since); forget it once filled. A later hole the peer also
     /// acknowledged then waits a window of its own, from now.
     fn check_window(&mut self, h: usize, now: u64, now_ts: i64, out: &mut Out) {
-        if let Some((first_frame, _)) = self.halves[h].provisional {
+        if let Some((first_frame, first_ts)) = self.halves[h].provisional {
             let half = &self.halves[h];
-            if now.saturating_sub(first_frame) <= out.cfg.reorder_packets
+            if within(out.cfg, now, now_ts, first_frame, first_ts)
                 && half.pending_bytes + self.waiting_bytes <= out.cfg.reorder_bytes
             {
                 return;
@@ -420,9 +426,8 @@ impl Conn {
             match half.hole_end().filter(|_| half.hole_acknowledged()) {
                 None => self.halves[h].hole_proven = None,
                 Some(first) => {
-                    let waited = now.saturating_sub(proof_frame);
                     let arrived = half.pending_bytes.saturating_sub(half.pending_at_proof);
-                    if waited <= out.cfg.reorder_packets
+                    if within(out.cfg, now, now_ts, proof_frame, proof_ts)
                         && arrived + self.waiting_bytes <= out.cfg.reorder_bytes
                     {
                         return;
