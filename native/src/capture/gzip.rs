@@ -118,19 +118,21 @@ impl Gunzip {
                 State::Body => {
                     let (before_in, before_out) =
                         (self.inflate.total_in(), self.inflate.total_out());
-                    let status = self
-                        .inflate
-                        .decompress(input, &mut self.piece, FlushDecompress::None)
-                        .map_err(|e| {
-                            format!("zlib.error: Error -3 while decompressing data: {e}")
-                        })?;
+                    let result =
+                        self.inflate
+                            .decompress(input, &mut self.piece, FlushDecompress::None);
+                    // what was inflated before damage is handed on all the same, so the bytes
+                    // kept do not depend on how the input was split
                     let used = (self.inflate.total_in() - before_in) as usize;
                     let made = (self.inflate.total_out() - before_out) as usize;
-                    input = &input[used..];
+                    input = &input[used.min(input.len())..];
                     self.crc.update(&self.piece[..made]);
                     if made > 0 {
                         out(&self.piece[..made]);
                     }
+                    let status = result.map_err(|e| {
+                        format!("zlib.error: Error -3 while decompressing data: {e}")
+                    })?;
                     if status == Status::StreamEnd {
                         self.state = State::Trailer;
                     } else if used == 0 && made == 0 {
