@@ -168,3 +168,24 @@ def test_stdin_through_a_real_pipe(tmp_path):
         check=True,
     )
     assert proc.stdout.split() == [b"12", b"12", b"gzip"]
+
+
+@pytest.mark.parametrize("kind", ["gzip", "zstd"])
+def test_a_cut_compressed_capture_says_it_is_truncated(tmp_path, kind):
+    """Cut before its first packet, the file is named as truncated (not "empty input"); cut later,
+    the truncation finding says why reading stopped (the core inflates these two itself)."""
+    small = tmp_path / "small.pcap"
+    small.write_bytes(COMPRESSORS[kind](capture())[:20])
+    with pytest.raises(CaptureError) as e:
+        read_all(small)
+    message = str(e.value)
+    assert message.startswith(f"{small}: ") and "empty input" not in message
+    assert "truncated" in message.split("(", 1)[-1] or "ended before" in message
+    full = fast_pcap(tmp_path / "full.pcap", 3000)
+    blob = COMPRESSORS[kind](full.read_bytes())
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(blob[: len(blob) * 2 // 3])
+    segs, info, findings = read_all(cut)
+    (finding,) = findings
+    assert segs and info.truncated and finding.code == "pcap.truncated"
+    assert "truncated" in finding.message or "ended before" in finding.message

@@ -15,7 +15,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use crate::capture::{CaptureInfo, CaptureInput, Segment};
+use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
 use crate::model::{Direction, Finding, FindingSink, Severity, Value};
 use crate::pipeline::Pipeline as CorePipeline;
 use crate::records::json::StreamLines;
@@ -647,5 +647,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.py().get_type::<CaptureFormatError>(),
     )?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("INFLATED", INFLATED.to_vec())?;
     Ok(())
 }

@@ -18,7 +18,7 @@ from wirelog.inputs.sources import READ_ERRORS, open_input
 from wirelog.model import CaptureInfo, Finding, StreamInfo, StreamLines
 
 READ_SIZE = 1 << 20
-CORE_INFLATES = frozenset({"gzip"})  # compressions the core undoes itself (capture/gzip.rs)
+CORE_INFLATES = frozenset(_core.INFLATED)  # compressions the core undoes itself (gzip, zstd)
 # Test hook: the core panics when this frame arrives (tests prove a panic becomes a finding).
 PANIC_AT_FRAME = "WIRELOG_TEST_PANIC_AT_FRAME"
 

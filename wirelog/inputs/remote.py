@@ -162,17 +162,19 @@ def _char_class(m: re.Match[str]) -> str:
 def _pattern(glob_path: str) -> re.Pattern[str]:
     """A glob over `/`-separated paths as a regex: `*`, `?`, `[...]` stay within a segment, `**`
     spans segments (as glob.glob(recursive=True): any number inside a pattern, at least one at its end,
-    where zero would name the directory itself)."""
+    where zero would name the directory itself); names starting with a dot only where the pattern's
+    segment starts with one."""
     out = []
     parts = glob_path.split("/")
     for i, part in enumerate(parts):
         sep = "/" if i else ""
         if part == "**" and i:
-            out.append("(?:/[^/]+)+" if i == len(parts) - 1 else "(?:/[^/]+)*")
+            out.append("(?:/(?!\\.)[^/]+)+" if i == len(parts) - 1 else "(?:/(?!\\.)[^/]+)*")
             continue
         piece = re.sub(r"\\\[(!?)(.+?)\\\]", _char_class, re.escape(part))  # classes first: `[*]` is a star
         piece = re.sub(r"\\\*", "[^/]*", piece).replace(r"\?", "[^/]")
-        out.append(sep + piece)
+        # like glob.glob: a name starting with a dot is matched only by a segment that starts with one
+        out.append(sep + ("" if part.startswith(".") else "(?!\\.)") + piece)
     return re.compile("".join(out) + r"\Z")
 
 
@@ -205,8 +207,8 @@ def expand(uri: str, directories: bool) -> list[RemoteFile]:
     matcher = _pattern(loc.path.rstrip("/") + head[slash:])
     found: list[RemoteFile] = []
     for i in sorted(_info(loc, uri, pafs.FileSelector(loc.path, recursive=True)), key=lambda i: i.path):
-        if not matcher.match(i.path) or "/." in "/" + i.path[len(loc.path) :]:
-            continue  # like glob.glob: a wildcard does not match names starting with a dot
+        if not matcher.match(i.path):
+            continue
         if i.type == pafs.FileType.File:
             found.append(RemoteFile(loc.name(i.path), i.size))
         elif directories and i.type == pafs.FileType.Directory:

@@ -170,7 +170,7 @@ def open_input(path: str, inflated_by_caller: frozenset[str] = frozenset()) -> t
     Returns (binary stream, compression name or None). The stream reads forward only; the caller
     closes it. Raises CaptureError when the input cannot be opened or its compressed header is bad.
     A compression named in `inflated_by_caller` is recognised but left as it is (the native core
-    inflates gzip captures itself, faster than the stdlib's reader).
+    inflates gzip and zstd captures itself: faster, and a cut stream is told from a complete one).
     """
     try:
         if remote.is_uri(path):

@@ -8,6 +8,8 @@
 
 use flate2::{Crc, Decompress, FlushDecompress, Status};
 
+use super::inflate::Inflate;
+
 const PIECE: usize = 256 << 10;
 /// A gzip header's optional fields (name, comment, extra) beyond this are not believed.
 const MAX_HEADER: usize = 1 << 20;
@@ -84,9 +86,8 @@ fn header_len(h: &[u8]) -> Result<Option<usize>, String> {
     Ok((h.len() >= at).then_some(at))
 }
 
-impl Gunzip {
-    /// Inflate what `input` completes; each piece of output goes to `out`.
-    pub fn feed(&mut self, mut input: &[u8], out: &mut dyn FnMut(&[u8])) -> Result<(), String> {
+impl Inflate for Gunzip {
+    fn feed(&mut self, mut input: &[u8], out: &mut dyn FnMut(&[u8])) -> Result<(), String> {
         if self.piece.is_empty() {
             self.piece = vec![0; PIECE];
         }
@@ -152,6 +153,19 @@ impl Gunzip {
         Ok(())
     }
 
+    fn finish(&self) -> Result<(), String> {
+        match self.state {
+            State::Between => Ok(()),
+            State::Header if self.gathered.is_empty() => Ok(()),
+            _ => Err(
+                "EOFError: Compressed file ended before the end-of-stream marker was reached"
+                    .to_owned(),
+            ),
+        }
+    }
+}
+
+impl Gunzip {
     fn end_member(&mut self) -> Result<(), String> {
         let t = &self.gathered;
         let crc = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
@@ -171,23 +185,12 @@ impl Gunzip {
         self.state = State::Between;
         Ok(())
     }
-
-    /// End of the compressed input: Err when it stopped inside a member.
-    pub fn finish(&self) -> Result<(), String> {
-        match self.state {
-            State::Between => Ok(()),
-            State::Header if self.gathered.is_empty() => Ok(()),
-            _ => Err(
-                "EOFError: Compressed file ended before the end-of-stream marker was reached"
-                    .to_owned(),
-            ),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capture::inflate::Inflate;
     use flate2::write::GzEncoder;
     use flate2::Compression;
     use std::io::Write;

@@ -1,25 +1,38 @@
-//! One capture input as the core reads it: its bytes, inflated first when they are gzip, into the
-//! capture reader. A damaged gzip stream ends the input like a read error: every packet before the
-//! damage is kept and the reader reports where it stopped, with the reason.
+//! One capture input as the core reads it: its bytes, inflated first when they are gzip or zstd,
+//! into the capture reader. A damaged or cut compressed stream ends the input like a read error:
+//! every packet before the damage is kept and the reader reports where it stopped, with the reason.
 
 use super::gzip::Gunzip;
+use super::inflate::Inflate;
+use super::zstd::Unzstd;
 use super::{CaptureInfo, CaptureReader, Segment};
 use crate::model::FindingSink;
 
+/// The compressions the core undoes itself (the caller tells which by the input's magic bytes).
+pub const INFLATED: [&str; 2] = ["gzip", "zstd"];
+
 pub struct CaptureInput {
-    gunzip: Option<Gunzip>,
+    inflater: Option<Box<dyn Inflate + Send + Sync>>,
     /// Why decompression stopped, if it did (later bytes are ignored).
     damaged: Option<String>,
     reader: CaptureReader,
 }
 
 impl CaptureInput {
-    /// `compression`: Some("gzip") when the input starts with the gzip magic (the core inflates
+    /// `compression`: one of `INFLATED` when the input starts with its magic (the core inflates
     /// it); another name when the caller already decompressed the bytes (for messages).
     pub fn new(name: &str, compression: Option<&str>) -> Self {
+        let (inflater, damaged): (Option<Box<dyn Inflate + Send + Sync>>, _) = match compression {
+            Some("gzip") => (Some(Box::new(Gunzip::default())), None),
+            Some("zstd") => match Unzstd::new() {
+                Ok(z) => (Some(Box::new(z)), None),
+                Err(why) => (None, Some(why)),
+            },
+            _ => (None, None),
+        };
         CaptureInput {
-            gunzip: (compression == Some("gzip")).then(Gunzip::default),
-            damaged: None,
+            inflater,
+            damaged,
             reader: CaptureReader::new(name, compression),
         }
     }
@@ -35,15 +48,15 @@ impl CaptureInput {
         sink: &mut FindingSink,
         on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
     ) -> Result<(), String> {
-        let Some(gunzip) = self.gunzip.as_mut() else {
-            return self.reader.feed(data, sink, on_segment);
-        };
         if self.damaged.is_some() {
             return Ok(());
         }
+        let Some(inflater) = self.inflater.as_mut() else {
+            return self.reader.feed(data, sink, on_segment);
+        };
         let reader = &mut self.reader;
         let mut result = Ok(());
-        let inflated = gunzip.feed(data, &mut |piece| {
+        let inflated = inflater.feed(data, &mut |piece| {
             if result.is_ok() {
                 result = reader.feed(piece, sink, on_segment);
             }
@@ -54,16 +67,24 @@ impl CaptureInput {
         result
     }
 
-    /// See `CaptureReader::finish`; a gzip stream cut or damaged is the read error.
+    /// See `CaptureReader::finish`; a compressed stream cut or damaged is the read error.
     pub fn finish(
         &mut self,
         read_error: Option<&str>,
         sink: &mut FindingSink,
         on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
     ) -> Result<(), String> {
-        let ended = self.gunzip.as_ref().and_then(|g| g.finish().err());
+        let ended = self.inflater.as_ref().and_then(|i| i.finish().err());
         let why = self.damaged.clone().or(ended);
-        self.reader
-            .finish(read_error.or(why.as_deref()), sink, on_segment)
+        let result = self
+            .reader
+            .finish(read_error.or(why.as_deref()), sink, on_segment);
+        match (result, why) {
+            // the capture is unusable because its compressed file is: say so
+            (Err(message), Some(why)) if !message.contains(&why) => {
+                Err(format!("{message} ({why})"))
+            }
+            (result, _) => result,
+        }
     }
 }

@@ -7,6 +7,7 @@
 mod bytes;
 mod defrag;
 mod gzip;
+mod inflate;
 mod input;
 mod ip;
 mod link;
@@ -18,8 +19,9 @@ mod report;
 mod tcp_header;
 #[cfg(test)]
 mod testkit;
+mod zstd;
 
-pub use input::CaptureInput;
+pub use input::{CaptureInput, INFLATED};
 pub use reader::CaptureReader;
 
 use std::net::IpAddr;
