@@ -146,8 +146,11 @@ type Seg = (
     u32,
 );
 
-fn read(pieces: &[&[u8]], gzip: bool) -> (Vec<Seg>, Vec<Finding>, CaptureInfo, Option<String>) {
-    let mut reader = CaptureInput::new("fuzz", gzip.then_some("gzip"));
+fn read(
+    pieces: &[&[u8]],
+    compression: Option<&str>,
+) -> (Vec<Seg>, Vec<Finding>, CaptureInfo, Option<String>) {
+    let mut reader = CaptureInput::new("fuzz", compression);
     let mut sink = FindingSink::default();
     let mut segs = Vec::new();
     let mut on_segment = |s: &Segment, _: &mut FindingSink| {
@@ -178,16 +181,22 @@ fn read(pieces: &[&[u8]], gzip: bool) -> (Vec<Seg>, Vec<Finding>, CaptureInfo, O
 
 /// Capture reading on arbitrary bytes: the first byte picks where the rest is split between two
 /// feeds; reading it so must give exactly what reading it in one feed gives, and never panic.
-/// Input that starts with the gzip magic is inflated first, as the core does with gzip captures.
+/// Input that starts with the gzip or zstd magic is inflated first, as the core does.
 pub fn capture(data: &[u8]) {
     let Some((&at, bytes)) = data.split_first() else {
         return;
     };
     let cut = bytes.len() * usize::from(at) / 255;
     let (first, second) = bytes.split_at(cut);
-    let gzip = bytes.starts_with(&[0x1f, 0x8b]);
-    let whole = read(&[bytes], gzip);
-    assert_eq!(read(&[first, second], gzip), whole);
+    let compression = if bytes.starts_with(&[0x1f, 0x8b]) {
+        Some("gzip")
+    } else if bytes.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Some("zstd")
+    } else {
+        None
+    };
+    let whole = read(&[bytes], compression);
+    assert_eq!(read(&[first, second], compression), whole);
     let (segs, _, info, _) = whole;
     assert!(info.packets >= segs.len() as u64);
     assert_eq!(info.tcp_packets + info.non_tcp_packets, info.packets);
