@@ -35,7 +35,10 @@ impl Inflate for Unzstd {
                 let hint = self
                     .decoder
                     .run(&mut source, &mut target)
-                    .map_err(|e| format!("ZstdError: zstd decompress error: {e}"))?;
+                    // one text whatever libzstd's detail (it depends on where the input was split)
+                    .map_err(|_| {
+                        "ZstdError: zstd decompress error: invalid zstd data".to_owned()
+                    })?;
                 (hint, target.pos())
             };
             if made > 0 {
