@@ -8,6 +8,9 @@ use super::zstd::Unzstd;
 use super::{CaptureInfo, CaptureReader, Segment};
 use crate::model::FindingSink;
 
+/// Compressed bytes go to the decompressor this many at a time.
+const CHUNK: usize = 64 << 10;
+
 /// The compressions the core undoes itself (the caller tells which by the input's magic bytes).
 pub const INFLATED: [&str; 2] = ["gzip", "zstd"];
 
@@ -15,6 +18,10 @@ pub struct CaptureInput {
     inflater: Option<Box<dyn Inflate + Send + Sync>>,
     /// Why decompression stopped, if it did (later bytes are ignored).
     damaged: Option<String>,
+    /// The reader already refused the input (its error stays the same at the end).
+    unusable: bool,
+    /// Compressed bytes waiting to make up the next chunk.
+    staged: Vec<u8>,
     reader: CaptureReader,
 }
 
@@ -33,6 +40,8 @@ impl CaptureInput {
         CaptureInput {
             inflater,
             damaged,
+            unusable: false,
+            staged: Vec::new(),
             reader: CaptureReader::new(name, compression),
         }
     }
@@ -41,22 +50,46 @@ impl CaptureInput {
         self.reader.info()
     }
 
-    /// See `CaptureReader::feed`.
+    /// See `CaptureReader::feed`. Compressed bytes go to the decompressor in fixed chunks whatever
+    /// the reads were: where it notices damage, and what it inflated before, then never depend
+    /// on how the input arrived (the same capture reads the same from a file or a pipe).
     pub fn feed(
         &mut self,
         data: &[u8],
         sink: &mut FindingSink,
         on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
     ) -> Result<(), String> {
-        if self.damaged.is_some() {
-            return Ok(());
-        }
-        let Some(inflater) = self.inflater.as_mut() else {
+        if self.inflater.is_none() {
             return self.reader.feed(data, sink, on_segment);
+        }
+        let mut data = data;
+        while !data.is_empty() {
+            let take = (CHUNK - self.staged.len()).min(data.len());
+            self.staged.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.staged.len() == CHUNK {
+                let chunk = std::mem::take(&mut self.staged);
+                let result = self.inflate(&chunk, sink, on_segment);
+                self.staged = chunk;
+                self.staged.clear();
+                result?;
+            }
+        }
+        Ok(())
+    }
+
+    fn inflate(
+        &mut self,
+        chunk: &[u8],
+        sink: &mut FindingSink,
+        on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
+    ) -> Result<(), String> {
+        let Some(inflater) = self.inflater.as_mut().filter(|_| self.damaged.is_none()) else {
+            return Ok(());
         };
         let reader = &mut self.reader;
         let mut result = Ok(());
-        let inflated = inflater.feed(data, &mut |piece| {
+        let inflated = inflater.feed(chunk, &mut |piece| {
             if result.is_ok() {
                 result = reader.feed(piece, sink, on_segment);
             }
@@ -64,6 +97,7 @@ impl CaptureInput {
         if let Err(why) = inflated {
             self.damaged = Some(why);
         }
+        self.unusable |= result.is_err();
         result
     }
 
@@ -74,6 +108,10 @@ impl CaptureInput {
         sink: &mut FindingSink,
         on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
     ) -> Result<(), String> {
+        let staged = std::mem::take(&mut self.staged);
+        if !staged.is_empty() {
+            self.inflate(&staged, sink, on_segment)?;
+        }
         let ended = self.inflater.as_ref().and_then(|i| i.finish().err());
         let why = self.damaged.clone().or(ended);
         let result = self
@@ -81,9 +119,7 @@ impl CaptureInput {
             .finish(read_error.or(why.as_deref()), sink, on_segment);
         match (result, why) {
             // the capture is unusable because its compressed file is: say so
-            (Err(message), Some(why)) if !message.contains(&why) => {
-                Err(format!("{message} ({why})"))
-            }
+            (Err(message), Some(why)) if !self.unusable => Err(format!("{message} ({why})")),
             (result, _) => result,
         }
     }
