@@ -515,21 +515,6 @@ impl Reassembler {
         self.model
             .events(py, &self.capture, std::mem::take(&mut self.events))
     }
-
-    fn stream_info<'py>(
-        &self,
-        py: Python<'py>,
-        stream: u64,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.inner
-            .stream_info(stream)
-            .map(|s| self.model.stream_info(py, &self.capture, s))
-            .transpose()
-    }
-
-    fn mute(&mut self, stream: u64) {
-        self.inner.mute(stream);
-    }
 }
 
 /// Capture reading alone: the TCP segments of a capture as tuples
