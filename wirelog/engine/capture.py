@@ -1,7 +1,8 @@
 """Captures through the native core (`wirelog._core`): input bytes in, TCP-level records out.
 
-Python opens the input (files, globs, stdin, URIs, decompression: inputs/sources.py) and hands its
-bytes to the core in large reads; the core parses packets, reassembles TCP and returns the records
+Python opens the input (files, globs, stdin, URIs; lz4/bzip2/xz undone there: inputs/sources.py) and
+hands its bytes to the core in large reads; the core inflates gzip and zstd, parses packets,
+reassembles TCP and returns the records
 each read completed (Chunk, Gap, Finding, StreamInfo, in the order a consumer must see them). No
 Python object exists per packet: only per reassembled chunk, for the decoders still in Python.
 """
