@@ -19,7 +19,7 @@ pub fn reassembly(data: &[u8]) {
 
 /// What one run decided, in a canonical order: its stream summaries, gaps and findings (chunks are
 /// checked as they come).
-fn reassemble(data: &[u8], emit_data: bool) -> Vec<String> {
+fn reassemble(data: &[u8], emit_data: bool) -> Vec<Decided> {
     let mut kept = Vec::new();
     let Some((&mode, mut rest)) = data.split_first() else {
         return Vec::new();
@@ -94,9 +94,59 @@ fn reassemble(data: &[u8], emit_data: bool) -> Vec<String> {
             .drain(..)
             .filter(|e| !matches!(e, Event::Chunk { .. })),
     );
-    let mut decided: Vec<String> = kept.iter().map(|e| format!("{e:?}")).collect();
-    decided.sort();
+    let mut decided: Vec<Decided> = kept.into_iter().filter_map(Decided::of).collect();
+    decided.sort_by(|a, b| (a.key, &a.what).cmp(&(b.key, &b.what)));
     decided
+}
+
+/// A decision of the reassembler, comparable across runs whatever the order of events.
+#[derive(Debug, PartialEq)]
+struct Decided {
+    key: (u64, u8, u64, u64, u64), // stream, kind, offset, length or frame, frame
+    what: Option<String>,          // a finding's code and sentence
+    end: Option<crate::tcp::StreamInfo>,
+}
+
+impl Decided {
+    fn of(event: Event) -> Option<Decided> {
+        Some(match event {
+            Event::Gap {
+                stream,
+                direction,
+                offset,
+                length,
+                frame,
+                ..
+            } => Decided {
+                key: (
+                    stream,
+                    direction.as_str().len() as u8,
+                    offset,
+                    length,
+                    frame,
+                ),
+                what: Some(direction.as_str().to_owned()),
+                end: None,
+            },
+            Event::Finding(f) => Decided {
+                key: (
+                    f.stream.unwrap_or(u64::MAX),
+                    9,
+                    f.offset.unwrap_or(0),
+                    0,
+                    f.frame.unwrap_or(0),
+                ),
+                what: Some(format!("{} {}", f.code, f.message)),
+                end: None,
+            },
+            Event::End(info) => Decided {
+                key: (info.stream, 10, 0, 0, 0),
+                what: None,
+                end: Some(*info),
+            },
+            Event::Chunk { .. } => return None,
+        })
+    }
 }
 
 /// Each direction's bytes and gaps tile its offsets: every chunk or gap starts where the last ended.
