@@ -76,27 +76,26 @@ fn reassemble(data: &[u8], emit_data: bool) -> Vec<Decided> {
             missing: u32::from(head[7] >> 7) * 3,
         };
         r.segment(&seg, &mut events);
-        if emit_data {
-            check(&mut next, &events);
-        }
-        kept.extend(
-            events
-                .drain(..)
-                .filter(|e| !matches!(e, Event::Chunk { .. })),
-        );
+        absorb(emit_data, &mut next, &mut events, &mut kept);
     }
     r.finish(&mut events);
-    if emit_data {
-        check(&mut next, &events);
-    }
-    kept.extend(
-        events
-            .drain(..)
-            .filter(|e| !matches!(e, Event::Chunk { .. })),
-    );
+    absorb(emit_data, &mut next, &mut events, &mut kept);
     let mut decided: Vec<Decided> = kept.into_iter().filter_map(Decided::of).collect();
     decided.sort_by(|a, b| (a.key, &a.what).cmp(&(b.key, &b.what)));
     decided
+}
+
+/// Check a step's chunks (when produced) and keep what it decided.
+fn absorb(
+    emit_data: bool,
+    next: &mut HashMap<(u64, bool), u64>,
+    events: &mut Vec<Event>,
+    kept: &mut Vec<Event>,
+) {
+    if emit_data {
+        check(next, events);
+    }
+    kept.append(events);
 }
 
 /// A decision of the reassembler, comparable across runs whatever the order of events.
