@@ -84,10 +84,6 @@ impl Pipeline {
         std::mem::take(&mut self.events)
     }
 
-    pub fn has_events(&self) -> bool {
-        !self.events.is_empty()
-    }
-
     pub fn info(&self) -> &CaptureInfo {
         self.reader.info()
     }

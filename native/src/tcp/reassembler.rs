@@ -591,10 +591,6 @@ impl Reassembler {
         }
     }
 
-    pub fn config(&self) -> &Config {
-        &self.cfg
-    }
-
     /// The StreamInfo of a live (not yet finished) stream.
     pub fn stream_info(&self, stream: u64) -> Option<&StreamInfo> {
         let slot = *self.live.get(&stream)?;

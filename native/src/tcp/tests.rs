@@ -75,6 +75,17 @@ fn data(events: &[Event], dir: Direction) -> Vec<u8> {
         .concat()
 }
 
+/// Every chunk's bytes, in the order the consumer gets them (both directions).
+fn chunks(events: &[Event]) -> Vec<Vec<u8>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Chunk { data, .. } => Some(data.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn codes(events: &[Event]) -> Vec<&'static str> {
     events
         .iter()
@@ -114,16 +125,7 @@ fn a_segment_behind_the_ack_that_covers_it_is_placed_not_lost() {
     assert!(!codes(&events).contains(&"tcp.gap"), "{:?}", codes(&events));
     assert_eq!(info(&events).gaps, 0);
     // the reply that followed the acknowledged bytes reaches the consumer after them
-    let order: Vec<_> = events
-        .iter()
-        .filter_map(|e| {
-            if let Event::Chunk { data, .. } = e {
-                Some(data.clone())
-            } else {
-                None
-            }
-        })
-        .collect();
+    let order = chunks(&events);
     assert_eq!(
         order,
         [
@@ -308,17 +310,7 @@ fn a_direction_without_its_syn_starts_at_its_earliest_byte_within_the_window() {
     t.send(true, 110, b"BBBB", ACK, 5001);
     t.send(false, 5001, b"ok", ACK, 114);
     t.send(true, 100, b"AAAAAAAAAA", ACK, 5001);
-    let order: Vec<_> = t
-        .finish()
-        .iter()
-        .filter_map(|e| {
-            if let Event::Chunk { data, .. } = e {
-                Some(data.clone())
-            } else {
-                None
-            }
-        })
-        .collect();
+    let order = chunks(&t.finish());
     assert_eq!(
         order,
         [b"AAAAAAAAAA".to_vec(), b"BBBB".to_vec(), b"ok".to_vec()]
