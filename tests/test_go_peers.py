@@ -58,7 +58,9 @@ def check_events(records: list[dict[str, Any]], run: ClientRun, level: int) -> N
     got = [(e["window"], e["seq"], e["event"], e["acked"]) for e in events]
     assert got == [(s.batch, s.seq, s.doc, run.acked(s.batch)) for s in run.events]
     assert all(e["compressed"] is (level > 0) for e in events)
-    assert all((e["ack_frame"] is not None) is e["acked"] for e in events)
+    # each acked event names the frame of the (non-zero) ACK paired with its window
+    ack_frames = {a["window"]: a["frame"] for a in kind(records, "ack") if not a["keepalive"]}
+    assert [e["ack_frame"] for e in events] == [ack_frames.get(e["window"]) for e in events]
 
 
 def check_windows(records: list[dict[str, Any]], run: ClientRun, level: int) -> None:
