@@ -2,6 +2,7 @@
 //! record emission). Layers import one way: python → pipeline → records → tcp → capture → model.
 
 pub mod capture;
+pub mod decoders;
 #[cfg(any(test, fuzzing))]
 pub mod fuzzing;
 pub mod model;

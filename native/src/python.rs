@@ -10,15 +10,22 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
+use std::ffi::CString;
+
+use arrow_array::ffi_stream::FFI_ArrowArrayStream;
+use arrow_array::{RecordBatch, RecordBatchIterator};
 use pyo3::create_exception;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBool, PyBytes, PyCapsule, PyDict, PyFloat, PyList, PyString};
 
 use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
+use crate::decoders::{Chunk, Gap, Limits, StreamContext};
 use crate::model::{Direction, Finding, FindingSink, Severity, Value};
-use crate::pipeline::Pipeline as CorePipeline;
+use crate::pipeline::{Item, Pipeline as CorePipeline, Session};
+use crate::records::filter::Filter;
 use crate::records::json::StreamLines;
+use crate::records::out::{RecordOut, Taken};
 use crate::tcp::{Config, Event, Reassembler as CoreReassembler, StreamInfo};
 
 create_exception!(
@@ -126,10 +133,7 @@ impl Model {
         };
         let fields = PyDict::new(py);
         for (name, value) in &f.fields {
-            match value {
-                Value::Int(v) => fields.set_item(name, v)?,
-                Value::Str(v) => fields.set_item(name, v)?,
-            }
+            fields.set_item(name, py_value(py, value)?)?;
         }
         self.finding.bind(py).call1((
             f.code,
@@ -189,43 +193,124 @@ impl Model {
     ) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         for event in events {
-            let item = match event {
-                Event::Chunk {
-                    stream,
-                    direction,
-                    offset,
-                    data,
-                    frame,
-                    ts,
-                } => self.chunk.bind(py).call1((
-                    stream,
-                    self.direction(py, direction),
-                    offset,
-                    PyBytes::new(py, &data),
-                    frame,
-                    ts,
-                ))?,
-                Event::Gap {
-                    stream,
-                    direction,
-                    offset,
-                    length,
-                    frame,
-                    ts,
-                } => self.gap.bind(py).call1((
-                    stream,
-                    self.direction(py, direction),
-                    offset,
-                    length,
-                    frame,
-                    ts,
-                ))?,
-                Event::Finding(f) => self.finding(py, &f)?,
-                Event::End(info) => self.stream_info(py, capture, &info)?,
-            };
-            list.append(item)?;
+            list.append(self.event(py, capture, event)?)?;
         }
         Ok(list)
+    }
+
+    fn event<'py>(
+        &self,
+        py: Python<'py>,
+        capture: &str,
+        event: Event,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match event {
+            Event::Chunk {
+                stream,
+                direction,
+                offset,
+                data,
+                frame,
+                ts,
+            } => self.chunk.bind(py).call1((
+                stream,
+                self.direction(py, direction),
+                offset,
+                PyBytes::new(py, &data),
+                frame,
+                ts,
+            ))?,
+            Event::Gap {
+                stream,
+                direction,
+                offset,
+                length,
+                frame,
+                ts,
+            } => self.gap.bind(py).call1((
+                stream,
+                self.direction(py, direction),
+                offset,
+                length,
+                frame,
+                ts,
+            ))?,
+            Event::Finding(f) => self.finding(py, &f)?,
+            Event::End(info) => self.stream_info(py, capture, &info)?,
+        })
+    }
+}
+
+/// A JSON value as the Python object orjson would give for it.
+fn py_value<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => i.into_pyobject(py)?.into_any(),
+            (None, Some(u)) => u.into_pyobject(py)?.into_any(),
+            _ => PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any(),
+        },
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(py_value(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(map) => {
+            let d = PyDict::new(py);
+            for (k, item) in map {
+                d.set_item(k, py_value(py, item)?)?;
+            }
+            d.into_any()
+        }
+    })
+}
+
+/// Records a native decoder made: NDJSON bytes, or an object pyarrow reads through the Arrow C
+/// stream interface (`pa.RecordBatchReader.from_stream`).
+fn taken<'py>(py: Python<'py>, t: Taken) -> PyResult<Bound<'py, PyAny>> {
+    match t {
+        Taken::Ndjson(text) => Ok(PyBytes::new(py, text.as_bytes()).into_any()),
+        Taken::Batch(batch) => {
+            let batch = batch.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+            Ok(Bound::new(py, ArrowRecords { batch: Some(batch) })?.into_any())
+        }
+    }
+}
+
+/// One batch of records in the Parquet schema (docs/schema.md), handed to pyarrow without a copy.
+#[pyclass(module = "wirelog._core")]
+struct ArrowRecords {
+    batch: Option<RecordBatch>,
+}
+
+#[pymethods]
+impl ArrowRecords {
+    #[getter]
+    fn num_rows(&self) -> usize {
+        self.batch.as_ref().map_or(0, RecordBatch::num_rows)
+    }
+
+    /// The Arrow PyCapsule interface: the batch as a one-batch stream (it can be taken once).
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_stream__<'py>(
+        &mut self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let _ = requested_schema; // the schema is fixed: a consumer casts if it wants another
+        let batch = self
+            .batch
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("these records were already taken"))?;
+        let schema = batch.schema();
+        let reader = RecordBatchIterator::new([Ok(batch)], schema);
+        let stream = FFI_ArrowArrayStream::new(Box::new(reader));
+        let name = CString::new("arrow_array_stream").unwrap_or_default();
+        PyCapsule::new(py, stream, Some(name))
     }
 }
 
@@ -315,17 +400,20 @@ struct Pipeline {
 #[pymethods]
 impl Pipeline {
     #[new]
-    #[pyo3(signature = (capture, compression=None, panic_at_frame=None, stream_lines=false, **options))]
+    #[pyo3(signature = (capture, compression=None, panic_at_frame=None, stream_lines=false, decoding=None, **options))]
     fn new(
         py: Python<'_>,
         capture: String,
         compression: Option<String>,
         panic_at_frame: Option<u64>,
         stream_lines: bool,
+        decoding: Option<&Bound<'_, PyDict>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         install_hook();
-        let mut inner = CorePipeline::new(&capture, compression.as_deref(), config(options)?);
+        let session = session(&capture, decoding)?;
+        let mut inner =
+            CorePipeline::new(&capture, compression.as_deref(), config(options)?, session);
         inner.panic_at_frame = panic_at_frame;
         Ok(Pipeline {
             inner,
@@ -396,22 +484,356 @@ impl Pipeline {
     fn mute(&mut self, stream: u64) {
         self.inner.mute(stream);
     }
+
+    /// Decode a stream in the core from now on (see `Decoding.attach`).
+    #[pyo3(signature = (protocol, stream, client, server, client_port, server_port, midstream=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn attach(
+        &mut self,
+        protocol: &str,
+        stream: u64,
+        client: String,
+        server: String,
+        client_port: u16,
+        server_port: u16,
+        midstream: bool,
+    ) -> bool {
+        let ctx = context(stream, client, server, client_port, server_port, midstream);
+        self.inner.session.attach(protocol, ctx)
+    }
+
+    /// A Chunk or Gap Python already holds for an attached stream; returns the records it gave.
+    fn decode<'py>(
+        &mut self,
+        py: Python<'py>,
+        item: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        decode_item(py, &mut self.inner.session, item)
+    }
+
+    /// The delivery verdict's numbers so far, per protocol (a JSON object).
+    fn delivery(&self) -> String {
+        self.inner.session.delivery()
+    }
+}
+
+/// The streams of a raw dump set decoded in the core: the same decoding as a capture's, fed by
+/// Python (`attach`, `decode`, `end_stream`, `finish`); records come back as NDJSON bytes or
+/// ArrowRecords.
+#[pyclass(module = "wirelog._core")]
+struct Decoding {
+    session: Session,
+}
+
+#[pymethods]
+impl Decoding {
+    #[new]
+    #[pyo3(signature = (capture, **decoding))]
+    fn new(capture: &str, decoding: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        install_hook();
+        Ok(Decoding {
+            session: session(capture, decoding)?,
+        })
+    }
+
+    /// Decode `stream` as `protocol` from now on; False when the core has no such decoder.
+    #[pyo3(signature = (protocol, stream, client, server, client_port, server_port, midstream=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn attach(
+        &mut self,
+        protocol: &str,
+        stream: u64,
+        client: String,
+        server: String,
+        client_port: u16,
+        server_port: u16,
+        midstream: bool,
+    ) -> bool {
+        let ctx = context(stream, client, server, client_port, server_port, midstream);
+        self.session.attach(protocol, ctx)
+    }
+
+    fn decode<'py>(
+        &mut self,
+        py: Python<'py>,
+        item: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        decode_item(py, &mut self.session, item)
+    }
+
+    /// The end of a stream (`closed`: by FIN or RST); returns its last records.
+    fn end_stream<'py>(
+        &mut self,
+        py: Python<'py>,
+        stream: u64,
+        closed: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.session.end(stream, closed);
+        took(py, &mut self.session)
+    }
+
+    /// The end of the input: the delivery verdict's findings.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.session.finish();
+        took(py, &mut self.session)
+    }
+
+    fn delivery(&self) -> String {
+        self.session.delivery()
+    }
+}
+
+/// The records written since the last take, as a list of zero or one output item.
+fn took<'py>(py: Python<'py>, session: &mut Session) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    if let Some(t) = session.out.take() {
+        list.append(taken(py, t)?)?;
+    }
+    Ok(list)
+}
+
+fn context(
+    stream: u64,
+    client: String,
+    server: String,
+    client_port: u16,
+    server_port: u16,
+    midstream: bool,
+) -> StreamContext {
+    StreamContext {
+        stream,
+        client,
+        server,
+        client_port,
+        server_port,
+        midstream,
+        ..StreamContext::default()
+    }
+}
+
+fn direction_of(item: &Bound<'_, PyAny>) -> PyResult<Direction> {
+    let d = item.getattr("direction")?;
+    let text: String = match d.getattr("value") {
+        Ok(v) => v.extract()?,
+        Err(_) => d.extract()?,
+    };
+    match text.as_str() {
+        "c2s" => Ok(Direction::C2S),
+        "s2c" => Ok(Direction::S2C),
+        other => Err(PyValueError::new_err(format!("not a direction: {other:?}"))),
+    }
+}
+
+/// Feed a wirelog.model Chunk or Gap to its stream's native decoder.
+fn decode_item<'py>(
+    py: Python<'py>,
+    session: &mut Session,
+    item: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyList>> {
+    let stream: u64 = item.getattr("stream")?.extract()?;
+    let direction = direction_of(item)?;
+    let offset: u64 = item.getattr("offset")?.extract()?;
+    let frame: Option<u64> = item.getattr("frame")?.extract()?;
+    let ts: Option<i64> = item.getattr("ts")?.extract()?;
+    if item.hasattr("data")? {
+        let data: Vec<u8> = item.getattr("data")?.extract()?;
+        session.chunk(
+            stream,
+            &Chunk {
+                direction,
+                offset,
+                data: &data,
+                frame,
+                ts,
+            },
+        );
+    } else {
+        let length: u64 = item.getattr("length")?.extract()?;
+        session.gap(
+            stream,
+            &Gap {
+                direction,
+                offset,
+                length,
+                frame,
+                ts,
+            },
+        );
+    }
+    took(py, session)
+}
+
+/// A Session from the `decoding` options of the engine: `records` ("ndjson" | "arrow"),
+/// `show_secrets`, `limits` (a dict of Limits fields) and the record filter (`protocols`,
+/// `streams`, `kinds`, `events`, `since`, `until`).
+fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Session> {
+    let (mut arrow, mut show_secrets, mut limits, mut filter) =
+        (false, false, Limits::default(), Filter::default());
+    for (key, value) in options
+        .map(|o| o.iter().collect::<Vec<_>>())
+        .unwrap_or_default()
+    {
+        let key: String = key.extract()?;
+        match key.as_str() {
+            "records" => {
+                let form: String = value.extract()?;
+                arrow = match form.as_str() {
+                    "ndjson" => false,
+                    "arrow" => true,
+                    _ => {
+                        return Err(PyValueError::new_err(format!(
+                            "records must be 'ndjson' or 'arrow', not {form:?}"
+                        )))
+                    }
+                };
+            }
+            "show_secrets" => show_secrets = value.extract()?,
+            "limits" => {
+                let d = value.cast::<PyDict>()?;
+                for (k, v) in d.iter() {
+                    let k: String = k.extract()?;
+                    match k.as_str() {
+                        "max_frame" => limits.max_frame = v.extract()?,
+                        "max_inflated" => limits.max_inflated = v.extract()?,
+                        "max_depth" => limits.max_depth = v.extract()?,
+                        "max_pending_events" => limits.max_pending_events = v.extract()?,
+                        other => {
+                            return Err(PyTypeError::new_err(format!("unexpected limit {other:?}")))
+                        }
+                    }
+                }
+            }
+            "protocols" => filter.protocols = value.extract()?,
+            "streams" => filter.streams = value.extract()?,
+            "kinds" => filter.kinds = value.extract()?,
+            "events" => filter.events = value.extract()?,
+            "since" => filter.since = value.extract()?,
+            "until" => filter.until = value.extract()?,
+            other => {
+                return Err(PyTypeError::new_err(format!(
+                    "unexpected decoding option {other:?}"
+                )))
+            }
+        }
+    }
+    Ok(Session::new(
+        capture,
+        RecordOut::new(capture, filter, arrow),
+        show_secrets,
+        limits,
+    ))
+}
+
+/// `(kind, direction, offset, bytes or gap length, frame, ts)`, see `decode_stream`.
+type StreamItem<'py> = (
+    String,
+    String,
+    u64,
+    Bound<'py, PyAny>,
+    Option<u64>,
+    Option<i64>,
+);
+
+/// One stream decoded by a native decoder from Python-built items (the differential tests' and
+/// the benchmarks' surface): `items` are `("data", direction, offset, bytes, frame, ts)` or
+/// `("gap", direction, offset, length, frame, ts)`; the decoder is closed after the last one.
+/// Returns the NDJSON of the records, stamped like the engine stamps them.
+#[pyfunction]
+#[pyo3(signature = (protocol, items, *, capture="", stream=0, client=String::new(), server=String::new(), client_port=0, server_port=0, midstream=false, show_secrets=false))]
+#[allow(clippy::too_many_arguments)]
+fn decode_stream<'py>(
+    py: Python<'py>,
+    protocol: &str,
+    items: Vec<StreamItem<'py>>,
+    capture: &str,
+    stream: u64,
+    client: String,
+    server: String,
+    client_port: u16,
+    server_port: u16,
+    midstream: bool,
+    show_secrets: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    install_hook();
+    let mut s = Session::new(
+        capture,
+        RecordOut::new(capture, Filter::default(), false),
+        show_secrets,
+        Limits::default(),
+    );
+    if !s.attach(
+        protocol,
+        context(stream, client, server, client_port, server_port, midstream),
+    ) {
+        return Err(PyValueError::new_err(format!(
+            "the core has no {protocol} decoder"
+        )));
+    }
+    for (kind, direction, offset, payload, frame, ts) in items {
+        let direction = match direction.as_str() {
+            "c2s" => Direction::C2S,
+            "s2c" => Direction::S2C,
+            other => return Err(PyValueError::new_err(format!("not a direction: {other:?}"))),
+        };
+        match kind.as_str() {
+            "data" => {
+                let data: Vec<u8> = payload.extract()?;
+                s.chunk(
+                    stream,
+                    &Chunk {
+                        direction,
+                        offset,
+                        data: &data,
+                        frame,
+                        ts,
+                    },
+                );
+            }
+            "gap" => {
+                let length: u64 = payload.extract()?;
+                s.gap(
+                    stream,
+                    &Gap {
+                        direction,
+                        offset,
+                        length,
+                        frame,
+                        ts,
+                    },
+                );
+            }
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "not an item kind: {other:?}"
+                )))
+            }
+        }
+    }
+    s.end(stream, true);
+    let text = match s.out.take() {
+        Some(Taken::Ndjson(text)) => text,
+        _ => String::new(),
+    };
+    Ok(PyBytes::new(py, text.as_bytes()))
 }
 
 impl Pipeline {
-    /// The records of the events produced so far (stream summaries go to `lines` when it is on).
+    /// The records of the events produced so far (stream summaries go to `lines` when it is on);
+    /// native decoders' records come as NDJSON bytes or ArrowRecords in their place.
     fn records<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let mut events = self.inner.take_events();
-        if let Some(lines) = self.lines.as_mut() {
-            events.retain(|e| match e {
-                Event::End(info) => {
-                    lines.push(&self.capture, info);
-                    false
+        let list = PyList::empty(py);
+        for item in self.inner.take_items() {
+            match item {
+                Item::Tcp(Event::End(info)) if self.lines.is_some() => {
+                    if let Some(lines) = self.lines.as_mut() {
+                        lines.push(&self.capture, &info);
+                    }
                 }
-                _ => true,
-            });
+                Item::Tcp(event) => list.append(self.model.event(py, &self.capture, event)?)?,
+                Item::Records(t) => list.append(taken(py, t)?)?,
+            }
         }
-        self.model.events(py, &self.capture, events)
+        Ok(list)
     }
 
     fn settle(&mut self, result: Result<Result<(), String>, Box<Finding>>) -> PyResult<()> {
@@ -624,6 +1046,10 @@ fn set_debug(on: bool) {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Pipeline>()?;
+    m.add_class::<Decoding>()?;
+    m.add_class::<ArrowRecords>()?;
+    m.add_function(wrap_pyfunction!(decode_stream, m)?)?;
+    m.add("NATIVE", crate::decoders::NATIVE.to_vec())?;
     m.add_class::<Reassembler>()?;
     m.add_class::<SegmentReader>()?;
     m.add_function(wrap_pyfunction!(set_debug, m)?)?;

@@ -495,9 +495,9 @@ mod tests {
         assert_eq!(
             fields,
             [
-                ("first_frame", Value::Int(2)),
-                ("start", Value::Int(800)),
-                ("end", Value::Int(1600))
+                ("first_frame", Value::from(2)),
+                ("start", Value::from(800)),
+                ("end", Value::from(1600))
             ]
         );
     }
@@ -518,7 +518,7 @@ mod tests {
             "IP datagram whose first fragment is packet 1 was never completed (2292 bytes of 3092 \
              bytes seen, 3 fragments; capture ended)"
         );
-        assert_eq!(field(f, "fragments"), Some(Value::Int(3)));
+        assert_eq!(field(f, "fragments"), Some(Value::from(3)));
     }
 
     #[test]
@@ -739,9 +739,9 @@ mod tests {
         assert_eq!(
             spans,
             [(
-                Some(Value::Int(1)),
-                Some(Value::Int(4)),
-                Some(Value::Int(8))
+                Some(Value::from(1)),
+                Some(Value::from(4)),
+                Some(Value::from(8))
             )]
         );
         let done = d.add(&mut sink, at(4, 0), frag(key(1), 16, b"c", 1, false));

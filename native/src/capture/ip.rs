@@ -487,7 +487,7 @@ mod tests {
             f.message,
             "link type 147 is not supported; its packets (first: 1) are counted, not decoded"
         );
-        assert_eq!(field(f, "linktype"), Some(Value::Int(147)));
+        assert_eq!(field(f, "linktype"), Some(Value::from(147)));
     }
 
     #[test]
@@ -542,7 +542,7 @@ mod tests {
         assert_eq!(out.segs.len(), 25);
         assert!(out.segs.iter().all(|s| s.missing == 500 - 46));
         assert_eq!(out.codes(), ["pcap.snaplen-truncated"; 11]);
-        assert_eq!(field(&out.findings[10], "count"), Some(Value::Int(25)));
+        assert_eq!(field(&out.findings[10], "count"), Some(Value::from(25)));
     }
 
     #[test]

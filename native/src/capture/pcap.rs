@@ -328,11 +328,11 @@ mod tests {
         );
         assert_eq!(
             (back[0].ts, field(back[0], "previous_ts")),
-            (Some(ts[1]), Some(Value::Int(ts[0])))
+            (Some(ts[1]), Some(Value::from(ts[0])))
         );
         assert_eq!(
             (back[10].frame, field(back[10], "count")),
-            (None, Some(Value::Int(15)))
+            (None, Some(Value::from(15)))
         );
         assert_eq!(
             back[10].message,

@@ -412,7 +412,7 @@ mod tests {
             f.message,
             "packet 1 names interface 3, which the section does not describe"
         );
-        assert_eq!(field(f, "interface"), Some(Value::Int(3)));
+        assert_eq!(field(f, "interface"), Some(Value::from(3)));
         assert_eq!((out.info.packets, out.info.non_tcp_packets), (2, 1));
     }
 

@@ -1,8 +1,10 @@
 //! The record contract's basic types, shared by every layer of the core (docs/records.md): directions, severities,
-//! findings with their machine-readable fields, and the sink that rate-limits repeatable findings.
+//! messages and findings with their machine-readable fields, and the sink that rate-limits repeatable findings.
 
+mod record;
 mod sink;
 
+pub use record::{Message, Record, Stamp};
 pub use sink::FindingSink;
 
 use std::fmt;
@@ -53,48 +55,8 @@ impl Severity {
     }
 }
 
-/// A machine-readable detail of a finding (`fields` in the record contract).
-#[derive(Clone, Debug, PartialEq)]
-pub enum Value {
-    Int(i64),
-    Str(String),
-}
-
-impl From<i64> for Value {
-    fn from(v: i64) -> Self {
-        Value::Int(v)
-    }
-}
-
-impl From<u64> for Value {
-    fn from(v: u64) -> Self {
-        Value::Int(i64::try_from(v).unwrap_or(i64::MAX))
-    }
-}
-
-impl From<u32> for Value {
-    fn from(v: u32) -> Self {
-        Value::Int(v.into())
-    }
-}
-
-impl From<usize> for Value {
-    fn from(v: usize) -> Self {
-        Value::Int(i64::try_from(v).unwrap_or(i64::MAX))
-    }
-}
-
-impl From<String> for Value {
-    fn from(v: String) -> Self {
-        Value::Str(v)
-    }
-}
-
-impl From<&str> for Value {
-    fn from(v: &str) -> Self {
-        Value::Str(v.to_owned())
-    }
-}
+/// A machine-readable detail of a record (`fields` in the record contract): plain JSON data.
+pub use serde_json::Value;
 
 /// A problem or notable fact with a stable dotted code (`tcp.gap`, `pcap.truncated`, ...).
 /// The protocol of a finding is its code's prefix.

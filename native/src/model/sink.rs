@@ -138,7 +138,7 @@ mod tests {
             sink.out[3].message,
             "5 packets had a malformed IP header (only the first 2 are reported individually)"
         );
-        assert_eq!(sink.out[3].fields, vec![("count", Value::Int(5))]);
+        assert_eq!(sink.out[3].fields, vec![("count", Value::from(5))]);
     }
 
     #[test]

@@ -4,7 +4,234 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use crate::model::{Finding, Message, Record, Stamp, Value};
 use crate::tcp::StreamInfo;
+
+/// Keys a message's protocol field may not take (docs/records.md): such a field is written as
+/// `<protocol>_<name>`, as the Python writer does.
+const COMMON_MESSAGE_KEYS: &[&str] = &[
+    "record",
+    "capture",
+    "stream",
+    "client",
+    "server",
+    "direction",
+    "frame",
+    "offset",
+    "ts",
+    "protocol",
+    "kind",
+    "version",
+    "length",
+    "event",
+    "acked",
+    "code",
+    "severity",
+    "message",
+];
+/// A finding's own keys, in the order they are written.
+const FINDING_KEYS: &[&str] = &[
+    "record",
+    "capture",
+    "stream",
+    "client",
+    "server",
+    "direction",
+    "frame",
+    "offset",
+    "ts",
+    "protocol",
+    "code",
+    "severity",
+    "message",
+];
+
+/// One JSON value (serde_json's compact form is orjson's: no spaces, the same escapes, shortest
+/// round-trip floats).
+pub fn value(out: &mut String, v: &Value) {
+    match v {
+        Value::String(s) => string(out, s),
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                string(out, k);
+                out.push(':');
+                value(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn opt_u64(out: &mut String, v: Option<u64>) {
+    match v {
+        Some(v) => {
+            let _ = write!(out, "{v}");
+        }
+        None => out.push_str("null"),
+    }
+}
+
+fn opt_str(out: &mut String, v: Option<&str>) {
+    match v {
+        Some(v) => string(out, v),
+        None => out.push_str("null"),
+    }
+}
+
+/// `{"record":...,"protocol":...` up to the protocol, the keys every record has.
+#[allow(clippy::too_many_arguments)]
+fn common(
+    out: &mut String,
+    record: &str,
+    capture: &str,
+    stamp: Option<&Stamp>,
+    stream: Option<u64>,
+    direction: Option<crate::model::Direction>,
+    frame: Option<u64>,
+    offset: Option<u64>,
+    ts: Option<i64>,
+    protocol: &str,
+) {
+    let _ = write!(out, "{{\"record\":\"{record}\",\"capture\":");
+    string(out, capture);
+    out.push_str(",\"stream\":");
+    opt_u64(out, stamp.map(|s| s.stream).or(stream));
+    out.push_str(",\"client\":");
+    opt_str(out, stamp.map(|s| s.client.as_str()));
+    out.push_str(",\"server\":");
+    opt_str(out, stamp.map(|s| s.server.as_str()));
+    out.push_str(",\"direction\":");
+    opt_str(out, direction.map(|d| d.as_str()));
+    out.push_str(",\"frame\":");
+    opt_u64(out, frame);
+    out.push_str(",\"offset\":");
+    opt_u64(out, offset);
+    out.push_str(",\"ts\":");
+    match ts {
+        Some(ts) => {
+            out.push('"');
+            rfc3339(out, ts);
+            out.push('"');
+        }
+        None => out.push_str("null"),
+    }
+    out.push_str(",\"protocol\":");
+    string(out, protocol);
+}
+
+/// Protocol fields after the common keys; one named like a reserved key gets a protocol prefix
+/// (the reserved keys of a finding include the renamed ones already written, as in Python).
+fn fields(
+    out: &mut String,
+    protocol: &str,
+    fields: &[(&str, Value)],
+    reserved: &[&str],
+    live: bool,
+) {
+    let mut renamed: Vec<String> = Vec::new();
+    for (name, v) in fields {
+        out.push(',');
+        let taken = reserved.contains(name) || (live && renamed.iter().any(|r| r == name));
+        if taken {
+            let key = format!("{protocol}_{name}");
+            string(out, &key);
+            if live {
+                renamed.push(key);
+            }
+        } else {
+            string(out, name);
+        }
+        out.push(':');
+        value(out, v);
+    }
+}
+
+/// The NDJSON line of a message (docs/records.md): common keys, protocol fields, event, acked.
+pub fn message_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, m: &Message) {
+    common(
+        out,
+        "message",
+        capture,
+        stamp,
+        None,
+        m.direction,
+        m.frame,
+        m.offset,
+        m.ts,
+        m.protocol,
+    );
+    out.push_str(",\"kind\":");
+    string(out, m.kind);
+    out.push_str(",\"version\":");
+    opt_str(out, m.version);
+    let _ = write!(out, ",\"length\":{}", m.length);
+    fields(out, m.protocol, &m.fields, COMMON_MESSAGE_KEYS, false);
+    out.push_str(",\"event\":");
+    match &m.event {
+        Some(v) => value(out, v),
+        None => out.push_str("null"),
+    }
+    out.push_str(",\"acked\":");
+    out.push_str(match m.acked {
+        Some(true) => "true",
+        Some(false) => "false",
+        None => "null",
+    });
+    out.push_str("}\n");
+}
+
+/// The NDJSON line of a finding: common keys, code, severity, message, fields.
+pub fn finding_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, f: &Finding) {
+    common(
+        out,
+        "finding",
+        capture,
+        stamp,
+        f.stream,
+        f.direction,
+        f.frame,
+        f.offset,
+        f.ts,
+        f.protocol(),
+    );
+    out.push_str(",\"code\":");
+    string(out, f.code);
+    let _ = write!(
+        out,
+        ",\"severity\":\"{}\",\"message\":",
+        f.severity.as_str()
+    );
+    string(out, &f.message);
+    fields(out, f.protocol(), &f.fields, FINDING_KEYS, true);
+    out.push_str("}\n");
+}
+
+/// The NDJSON line of any record.
+pub fn record_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, r: &Record) {
+    match r {
+        Record::Message(m) => message_line(out, capture, stamp, m),
+        Record::Finding(f) => finding_line(out, capture, stamp, f),
+    }
+}
 
 /// A JSON string literal (orjson's escaping: `"`, `\` and control characters only).
 pub fn string(out: &mut String, s: &str) {

@@ -1,3 +1,7 @@
-//! The core's output: records written for Python (NDJSON now; Arrow batches as the decoders move in).
+//! The core's output: records written for Python, as NDJSON lines or Arrow rows, and the filter
+//! that chooses which records are written.
 
+pub mod arrow;
+pub mod filter;
 pub mod json;
+pub mod out;

@@ -1,0 +1,101 @@
+//! Per-stream protocol decoders: sans-IO state machines fed the reassembled bytes and gaps of both
+//! directions of one connection, returning records (docs/architecture.md, "Decoders").
+//!
+//! A decoder never fails on bad bytes: every violation becomes a `Finding` and the decoder
+//! resynchronises. It never allocates from a length on the wire before checking it against
+//! `Limits`. Records it returns carry only their protocol-level columns; the session stamps the
+//! capture, stream and endpoints. State that spans the connections of one capture (resends seen on
+//! another connection) lives in `Shared`, handed to every call.
+
+pub mod courier;
+pub mod delivery;
+pub mod lumberjack;
+
+use crate::model::{Direction, Record};
+
+/// Caps that protect memory against hostile input; every decoder honours them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// One frame or message on the wire.
+    pub max_frame: usize,
+    /// The output of one decompression (zlib/LZ4/Snappy bombs).
+    pub max_inflated: usize,
+    /// Nesting of compressed frames, containers, ...
+    pub max_depth: usize,
+    /// Events held back per stream while they wait for their acknowledgement.
+    pub max_pending_events: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_frame: 64 << 20,
+            max_inflated: 64 << 20,
+            max_depth: 8,
+            max_pending_events: 100_000,
+        }
+    }
+}
+
+/// What a decoder may know about its stream besides the bytes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StreamContext {
+    pub stream: u64,
+    pub client: String,
+    pub server: String,
+    pub client_port: u16,
+    pub server_port: u16,
+    /// `--show-secrets`: credentials are written as they are (else `<redacted>`).
+    pub show_secrets: bool,
+    /// No SYN seen: offset 0 is where the capture began, not where the connection did.
+    pub midstream: bool,
+    pub limits: Limits,
+}
+
+/// Contiguous in-order bytes of one direction, as carried by one frame (frame and time are None
+/// for raw dumps).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Chunk<'a> {
+    pub direction: Direction,
+    pub offset: u64,
+    pub data: &'a [u8],
+    pub frame: Option<u64>,
+    pub ts: Option<i64>,
+}
+
+/// Bytes of one direction the capture does not have; the decoder resynchronises after them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gap {
+    pub direction: Direction,
+    pub offset: u64,
+    pub length: u64,
+    pub frame: Option<u64>,
+    pub ts: Option<i64>,
+}
+
+/// State shared by the connections of one capture, one part per protocol.
+#[derive(Debug, Default)]
+pub struct Shared {
+    pub lumberjack: lumberjack::Shared,
+    pub courier: courier::Shared,
+}
+
+/// What the session calls; see the module docstring for the contract. Records go to `out`.
+pub trait Decoder: Send + Sync {
+    fn feed(&mut self, chunk: &Chunk<'_>, shared: &mut Shared, out: &mut Vec<Record>);
+    fn gap(&mut self, gap: &Gap, shared: &mut Shared, out: &mut Vec<Record>);
+    /// The end of the stream (both directions): flush what is pending, say what is incomplete.
+    fn close(&mut self, shared: &mut Shared, out: &mut Vec<Record>);
+}
+
+/// The protocols decoded in the core.
+pub const NATIVE: &[&str] = &["lumberjack", "courier"];
+
+/// A decoder for `protocol`, None when the core does not decode it.
+pub fn native(protocol: &str, ctx: StreamContext) -> Option<Box<dyn Decoder>> {
+    match protocol {
+        "lumberjack" => Some(Box::new(lumberjack::LumberjackDecoder::new(ctx))),
+        "courier" => Some(Box::new(courier::CourierDecoder::new(ctx))),
+        _ => None,
+    }
+}

@@ -1,0 +1,221 @@
+//! Records as Arrow columns in the Parquet schema of docs/schema.md (wirelog/export/parquet.py
+//! holds the same schema for pyarrow): typed common columns, then the event document and the
+//! protocol fields as JSON text. Batches leave the core through the Arrow C stream interface.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BooleanBuilder, Int64Builder, StringBuilder, TimestampNanosecondBuilder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
+
+use super::json;
+use crate::model::{Record, Stamp, Value};
+
+/// The columns, in order (wirelog/export/parquet.py `SCHEMA`).
+pub fn schema() -> SchemaRef {
+    let text = |name: &str, nullable: bool| Field::new(name, DataType::Utf8, nullable);
+    let int = |name: &str| Field::new(name, DataType::Int64, true);
+    Arc::new(Schema::new(vec![
+        text("record", false),
+        text("capture", false),
+        int("stream"),
+        text("client", true),
+        text("server", true),
+        text("direction", true),
+        int("frame"),
+        int("offset"),
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+            true,
+        ),
+        text("protocol", false),
+        text("kind", true),
+        text("version", true),
+        int("length"),
+        int("seq"),
+        Field::new("acked", DataType::Boolean, true),
+        text("message", true),
+        text("code", true),
+        text("severity", true),
+        text("event", true),
+        text("fields", true),
+    ]))
+}
+
+fn i64_of(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Rows appended one record at a time, finished into one batch.
+pub struct Rows {
+    record: StringBuilder,
+    capture: StringBuilder,
+    stream: Int64Builder,
+    client: StringBuilder,
+    server: StringBuilder,
+    direction: StringBuilder,
+    frame: Int64Builder,
+    offset: Int64Builder,
+    ts: TimestampNanosecondBuilder,
+    protocol: StringBuilder,
+    kind: StringBuilder,
+    version: StringBuilder,
+    length: Int64Builder,
+    seq: Int64Builder,
+    acked: BooleanBuilder,
+    message: StringBuilder,
+    code: StringBuilder,
+    severity: StringBuilder,
+    event: StringBuilder,
+    fields: StringBuilder,
+    text: String,
+    len: usize,
+}
+
+impl Default for Rows {
+    fn default() -> Self {
+        Rows {
+            record: StringBuilder::new(),
+            capture: StringBuilder::new(),
+            stream: Int64Builder::new(),
+            client: StringBuilder::new(),
+            server: StringBuilder::new(),
+            direction: StringBuilder::new(),
+            frame: Int64Builder::new(),
+            offset: Int64Builder::new(),
+            ts: TimestampNanosecondBuilder::new().with_timezone("UTC"),
+            protocol: StringBuilder::new(),
+            kind: StringBuilder::new(),
+            version: StringBuilder::new(),
+            length: Int64Builder::new(),
+            seq: Int64Builder::new(),
+            acked: BooleanBuilder::new(),
+            message: StringBuilder::new(),
+            code: StringBuilder::new(),
+            severity: StringBuilder::new(),
+            event: StringBuilder::new(),
+            fields: StringBuilder::new(),
+            text: String::new(),
+            len: 0,
+        }
+    }
+}
+
+impl Rows {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Protocol fields as one JSON object (null when there are none), keys as the decoder named them.
+    fn append_fields(&mut self, fields: &[(&'static str, Value)]) {
+        if fields.is_empty() {
+            self.fields.append_null();
+            return;
+        }
+        let text = &mut self.text;
+        text.clear();
+        text.push('{');
+        for (i, (name, v)) in fields.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            json::string(text, name);
+            text.push(':');
+            json::value(text, v);
+        }
+        text.push('}');
+        self.fields.append_value(&self.text);
+    }
+
+    pub fn push(&mut self, capture: &str, stamp: Option<&Stamp>, r: &Record) {
+        let (direction, frame, offset, ts, stream) = match r {
+            Record::Message(m) => (m.direction, m.frame, m.offset, m.ts, None),
+            Record::Finding(f) => (f.direction, f.frame, f.offset, f.ts, f.stream),
+        };
+        self.capture.append_value(capture);
+        self.stream
+            .append_option(stamp.map(|s| s.stream).or(stream).map(i64_of));
+        self.client.append_option(stamp.map(|s| s.client.as_str()));
+        self.server.append_option(stamp.map(|s| s.server.as_str()));
+        self.direction.append_option(direction.map(|d| d.as_str()));
+        self.frame.append_option(frame.map(i64_of));
+        self.offset.append_option(offset.map(i64_of));
+        self.ts.append_option(ts);
+        self.protocol.append_value(r.protocol());
+        match r {
+            Record::Message(m) => {
+                self.record.append_value("message");
+                self.kind.append_value(m.kind);
+                self.version.append_option(m.version);
+                self.length.append_value(i64_of(m.length));
+                self.seq.append_option(m.get("seq").and_then(Value::as_i64));
+                self.acked.append_option(m.acked);
+                let text = match &m.event {
+                    Some(Value::Object(doc)) => doc.get("message").and_then(Value::as_str),
+                    _ => None,
+                };
+                self.message.append_option(text);
+                self.code.append_null();
+                self.severity.append_null();
+                match &m.event {
+                    Some(doc) => {
+                        self.text.clear();
+                        json::value(&mut self.text, doc);
+                        self.event.append_value(&self.text);
+                    }
+                    None => self.event.append_null(),
+                }
+                self.append_fields(&m.fields);
+            }
+            Record::Finding(f) => {
+                self.record.append_value("finding");
+                self.kind.append_null();
+                self.version.append_null();
+                self.length.append_null();
+                self.seq.append_null();
+                self.acked.append_null();
+                self.message.append_value(&f.message);
+                self.code.append_value(f.code);
+                self.severity.append_value(f.severity.as_str());
+                self.event.append_null();
+                self.append_fields(&f.fields);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// The rows so far as one batch; the builders start over.
+    pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.record.finish()),
+            Arc::new(self.capture.finish()),
+            Arc::new(self.stream.finish()),
+            Arc::new(self.client.finish()),
+            Arc::new(self.server.finish()),
+            Arc::new(self.direction.finish()),
+            Arc::new(self.frame.finish()),
+            Arc::new(self.offset.finish()),
+            Arc::new(self.ts.finish()),
+            Arc::new(self.protocol.finish()),
+            Arc::new(self.kind.finish()),
+            Arc::new(self.version.finish()),
+            Arc::new(self.length.finish()),
+            Arc::new(self.seq.finish()),
+            Arc::new(self.acked.finish()),
+            Arc::new(self.message.finish()),
+            Arc::new(self.code.finish()),
+            Arc::new(self.severity.finish()),
+            Arc::new(self.event.finish()),
+            Arc::new(self.fields.finish()),
+        ];
+        self.len = 0;
+        RecordBatch::try_new(schema(), columns)
+    }
+}

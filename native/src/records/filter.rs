@@ -1,0 +1,112 @@
+//! Which records a command keeps: `--protocol`, `--stream`, `--kind`, `--events`, `--since/--until`
+//! (docs/commands). A record matches `--protocol` by its own protocol or by its stream's, so
+//! `--protocol cql` keeps the TCP gaps of CQL streams too; `--kind` and `--events` select messages.
+
+use std::collections::HashSet;
+
+use crate::model::{Record, Stamp};
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Filter {
+    pub protocols: HashSet<String>,
+    pub streams: HashSet<u64>,
+    pub kinds: HashSet<String>,
+    pub events: bool,
+    /// ns since the epoch, inclusive.
+    pub since: Option<i64>,
+    /// ns since the epoch, exclusive.
+    pub until: Option<i64>,
+}
+
+impl Filter {
+    pub fn active(&self) -> bool {
+        !self.protocols.is_empty()
+            || !self.streams.is_empty()
+            || !self.kinds.is_empty()
+            || self.events
+            || self.since.is_some()
+            || self.until.is_some()
+    }
+
+    /// Whether `r` (of the stream `stamp`, whose protocol is `stream_protocol`) is kept.
+    pub fn keeps(&self, r: &Record, stamp: Option<&Stamp>, stream_protocol: Option<&str>) -> bool {
+        if !self.protocols.is_empty()
+            && !stream_protocol.is_some_and(|p| self.protocols.contains(p))
+            && !self.protocols.contains(r.protocol())
+        {
+            return false;
+        }
+        if !self.streams.is_empty() {
+            let stream = match r {
+                Record::Finding(f) => stamp.map(|s| s.stream).or(f.stream),
+                Record::Message(_) => stamp.map(|s| s.stream),
+            };
+            if !stream.is_some_and(|s| self.streams.contains(&s)) {
+                return false;
+            }
+        }
+        if !self.kinds.is_empty() || self.events {
+            let Record::Message(m) = r else {
+                return false;
+            };
+            if !self.kinds.is_empty() && !self.kinds.contains(m.kind) {
+                return false;
+            }
+            if self.events && m.event.is_none() {
+                return false;
+            }
+        }
+        match r.ts() {
+            Some(ts) => self.since.is_none_or(|s| ts >= s) && self.until.is_none_or(|u| ts < u),
+            None => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Finding, Message, Severity};
+
+    fn stamp(stream: u64) -> Stamp {
+        Stamp {
+            stream,
+            ..Stamp::default()
+        }
+    }
+
+    #[test]
+    fn protocol_matches_the_record_or_its_stream() {
+        let f = Filter {
+            protocols: HashSet::from(["cql".to_owned()]),
+            ..Filter::default()
+        };
+        let gap: Record = Finding::new("tcp.gap", Severity::Warning, String::new()).into();
+        assert!(f.keeps(&gap, Some(&stamp(1)), Some("cql")));
+        assert!(!f.keeps(&gap, Some(&stamp(1)), Some("lumberjack")));
+        let m: Record = Message::new("cql", "query").into();
+        assert!(f.keeps(&m, None, None));
+    }
+
+    #[test]
+    fn kinds_and_events_keep_messages_only_and_time_bounds_spare_undated_records() {
+        let f = Filter {
+            events: true,
+            since: Some(10),
+            until: Some(20),
+            ..Filter::default()
+        };
+        let mut m = Message::new("lumberjack", "event");
+        m.event = Some(serde_json::json!({}));
+        m.ts = Some(15);
+        assert!(f.keeps(&m.clone().into(), None, None));
+        m.ts = Some(20);
+        assert!(!f.keeps(&m.clone().into(), None, None));
+        m.ts = None;
+        assert!(f.keeps(&m.clone().into(), None, None));
+        m.event = None;
+        assert!(!f.keeps(&m.into(), None, None));
+        let finding: Record = Finding::new("tcp.gap", Severity::Info, String::new()).into();
+        assert!(!f.keeps(&finding, None, None));
+    }
+}

@@ -1,0 +1,68 @@
+//! Where the records of a capture go: NDJSON text or Arrow rows, after the filter.
+
+use arrow_array::RecordBatch;
+use arrow_schema::ArrowError;
+
+use super::arrow::Rows;
+use super::filter::Filter;
+use super::json;
+use crate::model::{Record, Stamp};
+
+/// Records taken out of the core at once.
+pub enum Taken {
+    Ndjson(String),
+    Batch(Result<RecordBatch, ArrowError>),
+}
+
+/// The form records leave the core in.
+pub enum Form {
+    Ndjson(String),
+    Arrow(Box<Rows>),
+}
+
+pub struct RecordOut {
+    capture: String,
+    filter: Filter,
+    form: Form,
+    written: usize,
+}
+
+impl RecordOut {
+    pub fn new(capture: &str, filter: Filter, arrow: bool) -> Self {
+        let form = if arrow {
+            Form::Arrow(Box::default())
+        } else {
+            Form::Ndjson(String::new())
+        };
+        RecordOut {
+            capture: capture.to_owned(),
+            filter,
+            form,
+            written: 0,
+        }
+    }
+
+    /// Write `r` (of the stream `stamp`, whose protocol is `stream_protocol`) if the filter keeps it.
+    pub fn write(&mut self, r: &Record, stamp: Option<&Stamp>, stream_protocol: Option<&str>) {
+        if !self.filter.keeps(r, stamp, stream_protocol) {
+            return;
+        }
+        match &mut self.form {
+            Form::Ndjson(text) => json::record_line(text, &self.capture, stamp, r),
+            Form::Arrow(rows) => rows.push(&self.capture, stamp, r),
+        }
+        self.written += 1;
+    }
+
+    /// The records written since the last take, None when there are none.
+    pub fn take(&mut self) -> Option<Taken> {
+        if self.written == 0 {
+            return None;
+        }
+        self.written = 0;
+        Some(match &mut self.form {
+            Form::Ndjson(text) => Taken::Ndjson(std::mem::take(text)),
+            Form::Arrow(rows) => Taken::Batch(rows.finish()),
+        })
+    }
+}
