@@ -91,6 +91,21 @@ class StreamLines:
 
 
 @dataclass(slots=True)
+class RecordLines:
+    """Records a native decoder wrote as NDJSON lines (`convert --to json`), in record order."""
+
+    data: bytes
+    count: int
+
+
+@dataclass(slots=True)
+class RecordRows:
+    """Records a native decoder wrote as Arrow rows in the Parquet schema (`convert --to parquet`)."""
+
+    batch: Any  # pyarrow.RecordBatch
+
+
+@dataclass(slots=True)
 class Chunk:
     """Contiguous, in-order bytes of one direction of a stream, as carried by one frame."""
 
@@ -199,3 +214,5 @@ class CaptureInfo:
     link_types: list[int] = field(default_factory=list)
     truncated: bool = False
     error: str | None = None
+    # The delivery verdict of the input's log events, per protocol (docs/records.md, "Delivery").
+    delivery: dict[str, dict[str, Any]] = field(default_factory=dict)

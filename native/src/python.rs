@@ -21,11 +21,11 @@ use pyo3::types::{PyBool, PyBytes, PyCapsule, PyDict, PyFloat, PyList, PyString}
 
 use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
-use crate::model::{Direction, Finding, FindingSink, Severity, Value};
+use crate::model::{Direction, Finding, FindingSink, Record, Severity, Stamp, Value};
 use crate::pipeline::{Item, Pipeline as CorePipeline, Session};
 use crate::records::filter::Filter;
 use crate::records::json::StreamLines;
-use crate::records::out::{RecordOut, Taken};
+use crate::records::out::{Form, RecordOut, Taken};
 use crate::tcp::{Config, Event, Reassembler as CoreReassembler, StreamInfo};
 
 create_exception!(
@@ -89,6 +89,7 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, Box<Finding>> {
 
 /// The Python classes records become (wirelog.model), looked up once per object.
 struct Model {
+    message: Py<PyAny>,
     chunk: Py<PyAny>,
     gap: Py<PyAny>,
     finding: Py<PyAny>,
@@ -106,6 +107,7 @@ impl Model {
         let direction = m.getattr("Direction")?;
         let severity = m.getattr("Severity")?;
         Ok(Model {
+            message: m.getattr("Message")?.unbind(),
             chunk: m.getattr("Chunk")?.unbind(),
             gap: m.getattr("Gap")?.unbind(),
             finding: m.getattr("Finding")?.unbind(),
@@ -147,6 +149,49 @@ impl Model {
             fields,
             f.stream,
         ))
+    }
+
+    /// A native record as a wirelog.model Message or Finding, stamped as the engine stamps records.
+    fn record<'py>(
+        &self,
+        py: Python<'py>,
+        capture: &str,
+        stamp: Option<&Stamp>,
+        r: &Record,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let obj = match r {
+            Record::Finding(f) => self.finding(py, f)?,
+            Record::Message(m) => {
+                let fields = PyDict::new(py);
+                for (name, value) in &m.fields {
+                    fields.set_item(name, py_value(py, value)?)?;
+                }
+                let event = match &m.event {
+                    Some(v) => py_value(py, v)?,
+                    None => py.None().into_bound(py),
+                };
+                self.message.bind(py).call1((
+                    m.protocol,
+                    m.kind,
+                    m.direction.map(|d| self.direction(py, d)),
+                    m.offset,
+                    m.length,
+                    m.frame,
+                    m.ts,
+                    m.version,
+                    fields,
+                    event,
+                    m.acked,
+                ))?
+            }
+        };
+        obj.setattr("capture", capture)?;
+        if let Some(s) = stamp {
+            obj.setattr("stream", s.stream)?;
+            obj.setattr("client", &s.client)?;
+            obj.setattr("server", &s.server)?;
+        }
+        Ok(obj)
     }
 
     fn stream_info<'py>(
@@ -269,14 +314,27 @@ fn py_value<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     })
 }
 
-/// Records a native decoder made: NDJSON bytes, or an object pyarrow reads through the Arrow C
-/// stream interface (`pa.RecordBatchReader.from_stream`).
-fn taken<'py>(py: Python<'py>, t: Taken) -> PyResult<Bound<'py, PyAny>> {
+/// Records a native decoder made, as one Python object: NDJSON bytes, an ArrowRecords (pyarrow
+/// reads it through the Arrow C stream interface: `pa.RecordBatchReader.from_stream`), or a list
+/// of wirelog.model Message and Finding objects, stamped and filtered.
+fn taken<'py>(
+    py: Python<'py>,
+    model: &Model,
+    capture: &str,
+    t: Taken,
+) -> PyResult<Bound<'py, PyAny>> {
     match t {
         Taken::Ndjson(text) => Ok(PyBytes::new(py, text.as_bytes()).into_any()),
         Taken::Batch(batch) => {
             let batch = batch.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
             Ok(Bound::new(py, ArrowRecords { batch: Some(batch) })?.into_any())
+        }
+        Taken::Records(records) => {
+            let list = PyList::empty(py);
+            for (stamp, r) in records {
+                list.append(model.record(py, capture, stamp.as_ref(), &r)?)?;
+            }
+            Ok(list.into_any())
         }
     }
 }
@@ -507,8 +565,31 @@ impl Pipeline {
         &mut self,
         py: Python<'py>,
         item: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyList>> {
-        decode_item(py, &mut self.inner.session, item)
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        decode_item(
+            py,
+            &self.model,
+            &self.capture,
+            &mut self.inner.session,
+            item,
+        )
+    }
+
+    /// The end of a stream attached after the core saw it end (`closed`: by FIN or RST).
+    fn end_stream<'py>(
+        &mut self,
+        py: Python<'py>,
+        stream: u64,
+        closed: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner.session.end(stream, closed);
+        took(py, &self.model, &self.capture, &mut self.inner.session)
+    }
+
+    /// After the last records: the delivery verdict's findings.
+    fn finish_decoding<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner.session.finish();
+        took(py, &self.model, &self.capture, &mut self.inner.session)
     }
 
     /// The delivery verdict's numbers so far, per protocol (a JSON object).
@@ -518,21 +599,25 @@ impl Pipeline {
 }
 
 /// The streams of a raw dump set decoded in the core: the same decoding as a capture's, fed by
-/// Python (`attach`, `decode`, `end_stream`, `finish`); records come back as NDJSON bytes or
+/// Python (`attach`, `decode`, `end_stream`, `finish_decoding`); records come back as NDJSON bytes or
 /// ArrowRecords.
 #[pyclass(module = "wirelog._core")]
 struct Decoding {
     session: Session,
+    capture: String,
+    model: Model,
 }
 
 #[pymethods]
 impl Decoding {
     #[new]
     #[pyo3(signature = (capture, **decoding))]
-    fn new(capture: &str, decoding: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+    fn new(py: Python<'_>, capture: &str, decoding: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         install_hook();
         Ok(Decoding {
             session: session(capture, decoding)?,
+            capture: capture.to_owned(),
+            model: Model::load(py)?,
         })
     }
 
@@ -557,8 +642,8 @@ impl Decoding {
         &mut self,
         py: Python<'py>,
         item: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyList>> {
-        decode_item(py, &mut self.session, item)
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        decode_item(py, &self.model, &self.capture, &mut self.session, item)
     }
 
     /// The end of a stream (`closed`: by FIN or RST); returns its last records.
@@ -567,15 +652,15 @@ impl Decoding {
         py: Python<'py>,
         stream: u64,
         closed: bool,
-    ) -> PyResult<Bound<'py, PyList>> {
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         self.session.end(stream, closed);
-        took(py, &mut self.session)
+        took(py, &self.model, &self.capture, &mut self.session)
     }
 
     /// The end of the input: the delivery verdict's findings.
-    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    fn finish_decoding<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         self.session.finish();
-        took(py, &mut self.session)
+        took(py, &self.model, &self.capture, &mut self.session)
     }
 
     fn delivery(&self) -> String {
@@ -583,13 +668,18 @@ impl Decoding {
     }
 }
 
-/// The records written since the last take, as a list of zero or one output item.
-fn took<'py>(py: Python<'py>, session: &mut Session) -> PyResult<Bound<'py, PyList>> {
-    let list = PyList::empty(py);
-    if let Some(t) = session.out.take() {
-        list.append(taken(py, t)?)?;
-    }
-    Ok(list)
+/// The records written since the last take (see `taken`), None when there are none.
+fn took<'py>(
+    py: Python<'py>,
+    model: &Model,
+    capture: &str,
+    session: &mut Session,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    session
+        .out
+        .take()
+        .map(|t| taken(py, model, capture, t))
+        .transpose()
 }
 
 fn context(
@@ -627,9 +717,11 @@ fn direction_of(item: &Bound<'_, PyAny>) -> PyResult<Direction> {
 /// Feed a wirelog.model Chunk or Gap to its stream's native decoder.
 fn decode_item<'py>(
     py: Python<'py>,
+    model: &Model,
+    capture: &str,
     session: &mut Session,
     item: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyList>> {
+) -> PyResult<Option<Bound<'py, PyAny>>> {
     let stream: u64 = item.getattr("stream")?.extract()?;
     let direction = direction_of(item)?;
     let offset: u64 = item.getattr("offset")?.extract()?;
@@ -660,15 +752,19 @@ fn decode_item<'py>(
             },
         );
     }
-    took(py, session)
+    took(py, model, capture, session)
 }
 
-/// A Session from the `decoding` options of the engine: `records` ("ndjson" | "arrow"),
+/// A Session from the `decoding` options of the engine: `records` ("objects" | "ndjson" | "arrow"),
 /// `show_secrets`, `limits` (a dict of Limits fields) and the record filter (`protocols`,
 /// `streams`, `kinds`, `events`, `since`, `until`).
 fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Session> {
-    let (mut arrow, mut show_secrets, mut limits, mut filter) =
-        (false, false, Limits::default(), Filter::default());
+    let (mut form, mut show_secrets, mut limits, mut filter) = (
+        Form::Records(Vec::new()),
+        false,
+        Limits::default(),
+        Filter::default(),
+    );
     for (key, value) in options
         .map(|o| o.iter().collect::<Vec<_>>())
         .unwrap_or_default()
@@ -676,13 +772,14 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
         let key: String = key.extract()?;
         match key.as_str() {
             "records" => {
-                let form: String = value.extract()?;
-                arrow = match form.as_str() {
-                    "ndjson" => false,
-                    "arrow" => true,
+                let name: String = value.extract()?;
+                form = match name.as_str() {
+                    "objects" => Form::Records(Vec::new()),
+                    "ndjson" => Form::Ndjson(String::new()),
+                    "arrow" => Form::Arrow(Box::default()),
                     _ => {
                         return Err(PyValueError::new_err(format!(
-                            "records must be 'ndjson' or 'arrow', not {form:?}"
+                            "records must be 'objects', 'ndjson' or 'arrow', not {name:?}"
                         )))
                     }
                 };
@@ -718,7 +815,7 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
     }
     Ok(Session::new(
         capture,
-        RecordOut::new(capture, filter, arrow),
+        RecordOut::new(capture, filter, form),
         show_secrets,
         limits,
     ))
@@ -757,7 +854,7 @@ fn decode_stream<'py>(
     install_hook();
     let mut s = Session::new(
         capture,
-        RecordOut::new(capture, Filter::default(), false),
+        RecordOut::new(capture, Filter::default(), Form::Ndjson(String::new())),
         show_secrets,
         Limits::default(),
     );
@@ -830,7 +927,7 @@ impl Pipeline {
                     }
                 }
                 Item::Tcp(event) => list.append(self.model.event(py, &self.capture, event)?)?,
-                Item::Records(t) => list.append(taken(py, t)?)?,
+                Item::Records(t) => list.append(taken(py, &self.model, &self.capture, t)?)?,
             }
         }
         Ok(list)
@@ -1049,7 +1146,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoding>()?;
     m.add_class::<ArrowRecords>()?;
     m.add_function(wrap_pyfunction!(decode_stream, m)?)?;
-    m.add("NATIVE", crate::decoders::NATIVE.to_vec())?;
+    m.add("NATIVE", crate::decoders::ENGINE.to_vec())?;
     m.add_class::<Reassembler>()?;
     m.add_class::<SegmentReader>()?;
     m.add_function(wrap_pyfunction!(set_debug, m)?)?;

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from wirelog.cli.common import Session, build_options, error, exit_code, input_options
-from wirelog.cli.writing import SUFFIX, write_records
+from wirelog.cli.writing import RECORDS, SUFFIX, write_records
 from wirelog.inputs import remote
 
 EXAMPLES = """
@@ -74,7 +74,7 @@ def convert(ctx, fmt, output, jobs, engine, master, conf, **params):
         )
     if _is_socket(output):
         raise click.UsageError(f"{output}: is a socket; give a file, a directory, a device or a FIFO")
-    session = Session(params)
+    session = Session(params, records=RECORDS[fmt])
     is_dir = output.endswith(os.sep) or os.path.isdir(output)
     if fmt == "parquet" and output == "-":
         raise click.UsageError("Parquet needs a file or directory: -o FILE.parquet or -o DIR/")

@@ -11,7 +11,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from wirelog.engine.delivery import DeliveryVerdict
 from wirelog.export.json import rfc3339
 from wirelog.model import CaptureInfo, Finding, Message, Severity, StreamInfo
 
@@ -59,7 +58,7 @@ class Summary:
         self._cql = _CqlHighlights()
         self._courier = _CourierHighlights()
         self._hercules = _HerculesHighlights()
-        self._delivery = DeliveryVerdict()
+        self._delivery: dict[str, dict[str, Any]] = {}
 
     def add(self, item: Any) -> None:
         if isinstance(item, Message):
@@ -68,9 +67,10 @@ class Summary:
             self._finding(item)
         elif isinstance(item, StreamInfo):
             self.streams.append(item)
-            self._delivery.stream_ended(item)
         elif isinstance(item, CaptureInfo):
             self.captures.append(item)
+            for name, numbers in item.delivery.items():
+                self._delivery[name] = _merge_delivery(self._delivery.get(name), numbers)
 
     def _message(self, m: Message) -> None:
         self._kinds[m.protocol][m.kind] += 1
@@ -92,7 +92,6 @@ class Summary:
         }.get(m.protocol)
         if highlights is not None:
             highlights.add(m)
-        self._delivery.add([m], m.protocol)
 
     def _finding(self, f: Finding) -> None:
         self._severities[f.severity.value] += 1
@@ -166,10 +165,29 @@ class Summary:
                 "unacked": sum(s["unacked"] for s in streams),
                 "findings": dict(sorted(self._severities.items())),
             },
-            "delivery": self._delivery.results(),
+            "delivery": dict(sorted(self._delivery.items())),
             "findings": findings,
             "protocols": highlights,
         }
+
+
+FIRST_PLACES = 5  # never-acknowledged places listed (as each input's verdict lists them)
+
+
+def _place_order(at: dict[str, Any]) -> tuple:
+    return tuple((at.get(k) is None, at.get(k) or 0) for k in ("capture", "stream", "frame", "seq"))
+
+
+def _merge_delivery(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
+    """The verdict of two inputs together: counts add up (events of different inputs are never the
+    same event), the first places are the first of both, a lower bound anywhere stays one."""
+    if a is None:
+        return b
+    merged = {k: a[k] + b[k] if isinstance(v, int) and not isinstance(v, bool) else v for k, v in a.items()}
+    places = sorted(a["never_acknowledged_at"] + b["never_acknowledged_at"], key=_place_order)
+    merged["never_acknowledged_at"] = places[:FIRST_PLACES]
+    merged["lower_bounds"] = a["lower_bounds"] or b["lower_bounds"]
+    return merged
 
 
 def _capture_dict(c: CaptureInfo) -> dict[str, Any]:

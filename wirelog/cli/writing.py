@@ -8,25 +8,34 @@ from collections.abc import Iterable
 from wirelog.cli.common import error
 from wirelog.cli.output import open_output
 from wirelog.export.json import JsonWriter
-from wirelog.model import Finding, Message
+from wirelog.model import Finding, Message, RecordLines, RecordRows
 
 SUFFIX = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}
+# The form the core gives its decoders' records in, per output format (engine Options.records):
+# NDJSON and Arrow go straight to the writers; Hercules events are mapped from record objects.
+RECORDS = {"json": "ndjson", "parquet": "arrow", "hercules": "objects"}
 
 
 def write_records(fmt: str, output: str, items: Iterable) -> None:
-    records = (i for i in items if isinstance(i, Message | Finding))
+    records = (i for i in items if isinstance(i, Message | Finding | RecordLines | RecordRows))
     if fmt == "parquet":
         from wirelog.export.parquet import ParquetWriter  # imported here: pyarrow costs ~70 ms of start-up
 
         with ParquetWriter(output) as writer:
             for rec in records:
-                writer.write(rec)
+                if isinstance(rec, RecordRows):
+                    writer.write_batch(rec.batch)
+                else:
+                    writer.write(rec)
         return
     with open_output(output) as out:
         if fmt == "json":
             writer = JsonWriter(out)
             for rec in records:
-                writer.write(rec)
+                if isinstance(rec, RecordLines):
+                    writer.write_lines(rec.data, rec.count)
+                else:
+                    writer.write(rec)
             writer.close()
         else:
             write_hercules(out, records)

@@ -1,10 +1,11 @@
-"""Captures through the native core (`wirelog._core`): input bytes in, TCP-level records out.
+"""Captures through the native core (`wirelog._core`): input bytes in, records out.
 
 Python opens the input (files, globs, stdin, URIs; lz4/bzip2/xz undone there: inputs/sources.py) and
 hands its bytes to the core in large reads; the core inflates gzip and zstd, parses packets,
-reassembles TCP and returns the records
-each read completed (Chunk, Gap, Finding, StreamInfo, in the order a consumer must see them). No
-Python object exists per packet: only per reassembled chunk, for the decoders still in Python.
+reassembles TCP and returns what each read completed, in the order a consumer must see it: Chunk,
+Gap, Finding, StreamInfo, and in the place of the streams it decodes itself (`attach`), their
+records (`native_records`). No Python object exists per packet: only per reassembled chunk of the
+streams whose decoders are still in Python.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, BinaryIO
 from wirelog import _core
 from wirelog.inputs.errors import CaptureError
 from wirelog.inputs.sources import READ_ERRORS, open_input
-from wirelog.model import CaptureInfo, Finding, StreamInfo, StreamLines
+from wirelog.model import CaptureInfo, Finding, RecordLines, RecordRows, StreamInfo, StreamLines
 
 READ_SIZE = 1 << 20
 CORE_INFLATES = frozenset(_core.INFLATED)  # compressions the core undoes itself (gzip, zstd)
@@ -28,6 +29,22 @@ PANIC_AT_FRAME = "WIRELOG_TEST_PANIC_AT_FRAME"
 Segment = tuple[int, int, bytes, int, bytes, int, int, int, int, bytes, int]
 
 Reassembler = _core.Reassembler  # reassembly alone, one segment at a time (tests of crafted segments)
+Decoding = _core.Decoding  # the core's decoders fed by Python (raw dumps)
+NATIVE = frozenset(_core.NATIVE)  # protocols the core decodes
+
+
+def native_records(out: Any) -> list:
+    """What the core returns for its decoders' records (None, NDJSON bytes, Arrow rows or a list of
+    Message/Finding) as pipeline items."""
+    if out is None:
+        return []
+    if isinstance(out, list):
+        return out
+    if isinstance(out, bytes):
+        return [RecordLines(out, out.count(b"\n"))]
+    import pyarrow as pa  # only the Arrow form gets here (convert --to parquet)
+
+    return [RecordRows(pa.RecordBatchReader.from_stream(out).read_next_batch())]
 
 
 def _reads(stream: BinaryIO, before_read: Callable[[], None] | None) -> Iterator[bytes | str]:

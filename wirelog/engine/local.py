@@ -7,12 +7,14 @@ Consumers (CLI commands, writers, the Spark data source) pick the types they nee
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from wirelog.decoders import registry
 from wirelog.decoders.base import Decoder, Limits, ProtocolSpec, Sample, StreamContext
-from wirelog.engine.capture import CoreCapture
+from wirelog.engine.capture import NATIVE, CoreCapture, Decoding, native_records
 from wirelog.engine.delivery import DeliveryVerdict
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.midstream import FrameHunt
@@ -25,12 +27,14 @@ from wirelog.model import (
     Finding,
     Gap,
     Message,
+    RecordLines,
+    RecordRows,
     Severity,
     StreamInfo,
     StreamLines,
 )
 
-Item = Message | Finding | StreamInfo | CaptureInfo | Chunk | Gap | StreamLines
+Item = Message | Finding | StreamInfo | CaptureInfo | Chunk | Gap | StreamLines | RecordLines | RecordRows
 
 REORDER_WINDOW = 2048  # packets a late segment may trail the ACK covering it (docs/records.md)
 
@@ -49,6 +53,30 @@ class Options:
     limits: Limits = field(default_factory=Limits)
     keep: RecordFilter = field(default_factory=RecordFilter)  # records not accepted are not yielded
     input_format: str = "auto"  # auto: captures, else raw bytes a decoder recognises; pcap; or a protocol
+    # How the records of the streams the core decodes come out: "objects" (Message/Finding), or for
+    # writers, "ndjson" (RecordLines) or "arrow" (RecordRows) with no Python object per record.
+    records: str = "objects"
+
+
+def _decoding(opts: Options) -> dict[str, Any]:
+    """The core's decoding options (native/src/python.rs `session`)."""
+    keep = opts.keep
+    d: dict[str, Any] = {"records": opts.records, "show_secrets": opts.show_secrets, "limits": asdict(opts.limits)}
+    if keep.active:
+        d.update(
+            protocols=set(keep.protocols),
+            streams=set(keep.streams),
+            kinds=set(keep.kinds),
+            events=keep.events,
+            since=keep.since,
+            until=keep.until,
+        )
+    return d
+
+
+def _closed(info: StreamInfo) -> bool:
+    """The connection ended in the capture (FIN or RST), so a missing ACK will not come later."""
+    return info.fin_c2s or info.fin_s2c or info.reset
 
 
 def run(
@@ -87,11 +115,12 @@ def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | Non
             reorder_packets=opts.reorder_window,
             emit_data=opts.decode or opts.chunks,
             stream_lines=opts.stream_lines and not opts.decode,
+            decoding=_decoding(opts),
         )
     except CaptureError:
         yield info
         return
-    pipe = _StreamPipeline(path, opts, capture.stream_info, capture.mute)
+    pipe = _StreamPipeline(path, opts, capture.stream_info, capture.mute, capture.core)
     try:
         for batch in capture.records():
             yield from pipe.handle(batch)
@@ -101,6 +130,7 @@ def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | Non
             return
         info.error = str(e)
     yield from pipe.verdict()
+    info.delivery = pipe.delivery()
     yield info
 
 
@@ -127,7 +157,8 @@ def _run_raw(
 
     info = CaptureInfo(capture=capture, format="raw")
     streams = pair_dumps(paths, capture, registry.well_known_ports() | frozenset(opts.decode_as))
-    pipe = _StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get, lambda _: None)
+    core = Decoding(capture, **_decoding(opts))
+    pipe = _StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get, lambda _: None, core)
     for stream in streams:
         try:
             for chunk in iter_raw_chunks(stream, before_stdin_read):
@@ -137,17 +168,19 @@ def _run_raw(
         info.bytes += stream.info.bytes_c2s + stream.info.bytes_s2c
         yield from pipe.handle([stream.info])
     yield from pipe.verdict()
+    info.delivery = pipe.delivery()
     yield info
 
 
 class _StreamState:
     """Detection buffer, then decoder, of one stream."""
 
-    __slots__ = ("info", "decoder", "spec", "held", "sample", "dead", "hunt")
+    __slots__ = ("info", "decoder", "native", "spec", "held", "sample", "dead", "hunt")
 
     def __init__(self, info: StreamInfo) -> None:
         self.info = info
         self.decoder: Decoder | None = None
+        self.native = False  # decoded in the core: its bytes go there, its records come from there
         self.spec: ProtocolSpec | None = None
         self.held: list[Chunk | Gap] = []
         self.sample = {Direction.C2S: bytearray(), Direction.S2C: bytearray()}
@@ -164,9 +197,11 @@ class _StreamPipeline:
         opts: Options,
         lookup: Callable[[int], StreamInfo | None],
         mute: Callable[[int], None],
+        core: Any,
     ) -> None:
         self.capture = capture
         self.opts = opts
+        self._core = core  # the core's Pipeline or Decoding: decodes the NATIVE protocols
         self._lookup = lookup  # StreamInfo of a live stream, by id
         self._mute = mute  # tell the source a stream's bytes are no longer wanted
         self._filtering = opts.keep.active
@@ -175,9 +210,13 @@ class _StreamPipeline:
         self._shared: dict[str, dict] = {}
         self._delivery = DeliveryVerdict()  # events across the capture's connections (engine/delivery.py)
 
-    def verdict(self) -> list[Message | Finding]:
+    def verdict(self) -> list[Item]:
         """At the end of the capture: data loss and duplicates across connections, as findings."""
-        return self._stamp(self._delivery.findings(), None)
+        return self._stamp(self._delivery.findings(), None) + native_records(self._core.finish_decoding())
+
+    def delivery(self) -> dict[str, dict[str, Any]]:
+        """The delivery verdict's numbers per protocol, from the core's decoders and Python's."""
+        return {**self._delivery.results(), **json.loads(self._core.delivery())}
 
     def stamp_capture(self, findings: list[Finding]) -> Iterator[Message | Finding]:
         for f in findings:
@@ -200,6 +239,8 @@ class _StreamPipeline:
                 out += self._end(item)
             elif isinstance(item, StreamLines):
                 out.append(item)
+            elif not isinstance(item, Finding):  # records of the streams the core decodes
+                out += native_records(item)
             else:
                 out += self._emit(item, self._info(item.stream))
         return out
@@ -222,6 +263,8 @@ class _StreamPipeline:
         st = self._states.get(item.stream)
         if st is None:
             st = self._states[item.stream] = _StreamState(self._resolve(item.stream))
+        if st.native:
+            return native_records(self._core.decode(item))
         if st.dead:
             return ()
         if st.hunt is not None:
@@ -299,7 +342,7 @@ class _StreamPipeline:
         start (engine/midstream.py); once found, the protocol's decoder takes over from there."""
         hunt = st.hunt
         if hunt is None:  # found in an earlier item of the same batch
-            return [] if st.dead else self._call(st, item)
+            return self._data(item)
         if isinstance(item, Gap) or item.direction is not Direction.C2S:
             # server bytes before the client's first frame answer frames we never see
             hunt.skip(item)
@@ -331,6 +374,13 @@ class _StreamPipeline:
         info = st.info
         st.spec = spec
         info.protocol = spec.name
+        if spec.name in NATIVE and self._core.attach(
+            spec.name, info.stream, info.client, info.server, info.client_port, info.server_port, info.midstream
+        ):
+            st.native = True
+            for item in items:
+                yield from native_records(self._core.decode(item))
+            return
         ctx = StreamContext(
             stream=info.stream,
             client=info.client,
@@ -386,9 +436,11 @@ class _StreamPipeline:
         if st is not None and self.opts.decode:
             if st.hunt is not None:
                 yield from self._unknown(st, st.hunt.first)
-            elif st.decoder is None and not st.dead:
+            elif st.decoder is None and not st.dead and not st.native:
                 yield from self._decide(st, closed=True)
-            if st.decoder is not None and not st.dead:
+            if st.native:  # the core closes a stream it saw end; one attached at its end is closed here
+                yield from native_records(self._core.end_stream(info.stream, _closed(info)))
+            elif st.decoder is not None and not st.dead:
                 yield from self._call(st, None)
         self._delivery.stream_ended(info)
         yield info

@@ -176,5 +176,10 @@ class JsonWriter:
         self._out.write(dumps(rec) if line is None else line)
         self.count += 1
 
+    def write_lines(self, data: bytes, count: int) -> None:
+        """`count` records the core already wrote as NDJSON lines (native/src/records/json.rs)."""
+        self._out.write(data)
+        self.count += count
+
     def close(self) -> None:
         self._out.flush()

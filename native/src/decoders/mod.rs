@@ -88,14 +88,18 @@ pub trait Decoder: Send + Sync {
     fn close(&mut self, shared: &mut Shared, out: &mut Vec<Record>);
 }
 
-/// The protocols decoded in the core.
-pub const NATIVE: &[&str] = &["lumberjack", "courier"];
+/// The protocols the engine hands to the core (`wirelog._core.NATIVE`); the others still go to
+/// the Python decoders. A protocol joins when its decoder passes the suite.
+pub const ENGINE: &[&str] = &[];
 
-/// A decoder for `protocol`, None when the core does not decode it.
-pub fn native(protocol: &str, ctx: StreamContext) -> Option<Box<dyn Decoder>> {
+/// A decoder for `protocol` (with the protocol's static name), None when the core has none.
+pub fn native(protocol: &str, ctx: StreamContext) -> Option<(&'static str, Box<dyn Decoder>)> {
     match protocol {
-        "lumberjack" => Some(Box::new(lumberjack::LumberjackDecoder::new(ctx))),
-        "courier" => Some(Box::new(courier::CourierDecoder::new(ctx))),
+        "lumberjack" => Some((
+            "lumberjack",
+            Box::new(lumberjack::LumberjackDecoder::new(ctx)),
+        )),
+        "courier" => Some(("courier", Box::new(courier::CourierDecoder::new(ctx)))),
         _ => None,
     }
 }

@@ -101,8 +101,6 @@ impl Pipeline {
 
     fn end_decoding(&mut self) {
         self.route();
-        self.session.finish();
-        self.flush_records();
     }
 
     /// Give the reassembler's new output to the native decoders where a stream is theirs; what

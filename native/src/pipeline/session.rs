@@ -53,15 +53,12 @@ impl Session {
     pub fn attach(&mut self, protocol: &str, mut ctx: StreamContext) -> bool {
         ctx.show_secrets = self.show_secrets;
         ctx.limits = self.limits.clone();
-        let Some(&protocol) = decoders::NATIVE.iter().find(|p| **p == protocol) else {
-            return false;
-        };
         let stamp = Stamp {
             stream: ctx.stream,
             client: ctx.client.clone(),
             server: ctx.server.clone(),
         };
-        let Some(decoder) = decoders::native(protocol, ctx) else {
+        let Some((protocol, decoder)) = decoders::native(protocol, ctx) else {
             return false;
         };
         self.streams.insert(
@@ -134,7 +131,7 @@ impl Session {
         self.verdict.add(stream, records);
         for r in records.drain(..) {
             self.out
-                .write(&r, Some(&native.stamp), Some(native.protocol));
+                .write(r, Some(&native.stamp), Some(native.protocol));
         }
         if failed.is_some() {
             self.streams.remove(&stream);
@@ -146,7 +143,7 @@ impl Session {
     /// The end of the capture: the delivery verdict's findings are written.
     pub fn finish(&mut self) {
         for f in self.verdict.findings(&self.capture) {
-            self.out.write(&f.into(), None, None);
+            self.out.write(f.into(), None, None);
         }
     }
 

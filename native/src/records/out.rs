@@ -12,12 +12,15 @@ use crate::model::{Record, Stamp};
 pub enum Taken {
     Ndjson(String),
     Batch(Result<RecordBatch, ArrowError>),
+    /// The records themselves, for consumers that want one object per record (`inspect`, the API).
+    Records(Vec<(Option<Stamp>, Record)>),
 }
 
 /// The form records leave the core in.
 pub enum Form {
     Ndjson(String),
     Arrow(Box<Rows>),
+    Records(Vec<(Option<Stamp>, Record)>),
 }
 
 pub struct RecordOut {
@@ -28,12 +31,7 @@ pub struct RecordOut {
 }
 
 impl RecordOut {
-    pub fn new(capture: &str, filter: Filter, arrow: bool) -> Self {
-        let form = if arrow {
-            Form::Arrow(Box::default())
-        } else {
-            Form::Ndjson(String::new())
-        };
+    pub fn new(capture: &str, filter: Filter, form: Form) -> Self {
         RecordOut {
             capture: capture.to_owned(),
             filter,
@@ -43,13 +41,14 @@ impl RecordOut {
     }
 
     /// Write `r` (of the stream `stamp`, whose protocol is `stream_protocol`) if the filter keeps it.
-    pub fn write(&mut self, r: &Record, stamp: Option<&Stamp>, stream_protocol: Option<&str>) {
-        if !self.filter.keeps(r, stamp, stream_protocol) {
+    pub fn write(&mut self, r: Record, stamp: Option<&Stamp>, stream_protocol: Option<&str>) {
+        if !self.filter.keeps(&r, stamp, stream_protocol) {
             return;
         }
         match &mut self.form {
-            Form::Ndjson(text) => json::record_line(text, &self.capture, stamp, r),
-            Form::Arrow(rows) => rows.push(&self.capture, stamp, r),
+            Form::Ndjson(text) => json::record_line(text, &self.capture, stamp, &r),
+            Form::Arrow(rows) => rows.push(&self.capture, stamp, &r),
+            Form::Records(list) => list.push((stamp.cloned(), r)),
         }
         self.written += 1;
     }
@@ -63,6 +62,7 @@ impl RecordOut {
         Some(match &mut self.form {
             Form::Ndjson(text) => Taken::Ndjson(std::mem::take(text)),
             Form::Arrow(rows) => Taken::Batch(rows.finish()),
+            Form::Records(list) => Taken::Records(std::mem::take(list)),
         })
     }
 }
