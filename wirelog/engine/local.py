@@ -61,7 +61,11 @@ class Options:
 def _decoding(opts: Options) -> dict[str, Any]:
     """The core's decoding options (native/src/python.rs `session`)."""
     keep = opts.keep
-    d: dict[str, Any] = {"records": opts.records, "show_secrets": opts.show_secrets, "limits": asdict(opts.limits)}
+    d: dict[str, Any] = {
+        "records": opts.records,
+        "show_secrets": opts.show_secrets,
+        "limits": asdict(opts.limits),
+    }
     if keep.active:
         d.update(
             protocols=set(keep.protocols),
@@ -375,7 +379,13 @@ class _StreamPipeline:
         st.spec = spec
         info.protocol = spec.name
         if spec.name in NATIVE and self._core.attach(
-            spec.name, info.stream, info.client, info.server, info.client_port, info.server_port, info.midstream
+            spec.name,
+            info.stream,
+            info.client,
+            info.server,
+            info.client_port,
+            info.server_port,
+            info.midstream,
         ):
             st.native = True
             for item in items:
