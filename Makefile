@@ -13,6 +13,8 @@ FUZZ_SECONDS ?= 25
 FUZZ_RUNS ?= 150000
 FUZZ_SEED ?= 1
 
+# The peers' make files define targets; `make` alone still builds the demo.
+.DEFAULT_GOAL := demo
 include mk/go-peers.mk
 include mk/cassandra.mk
 
@@ -70,4 +72,4 @@ fuzz-long:
 	$(MAKE) fuzz FUZZ_SECONDS=3600 FUZZ_RUNS=-1 FUZZ_SEED=0
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache $(PEERS_NPM)/node_modules wirelog/_core*.so
+	rm -rf $(VENV) build *.egg-info .pytest_cache $(PEERS_NPM)/node_modules wirelog/_core*.so tests/peers/go/bin
