@@ -48,6 +48,11 @@ peers: peers-go peers-cassandra
 test: $(VENV)/.installed-test peers native-test fuzz
 	$(BIN)/python -m pytest -q
 
+# Throughput against tshark and in-run floors (bench/; minutes, and the machine must be quiet).
+bench: $(VENV)/.installed-test
+	$(BIN)/python bench/bench_streams.py
+	$(BIN)/python bench/bench_lumberjack.py
+
 # The core's own tests and lints (no Python linked: the PyO3 module is behind the `python` feature).
 native-test:
 	cd $(NATIVE) && $(CARGO) fmt --check && $(CARGO) clippy --locked --all-targets -- -D warnings \

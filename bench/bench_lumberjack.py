@@ -1,18 +1,26 @@
-"""Throughput of `wirelog convert --to json --events` on Lumberjack, beside the zlib + json floor.
+"""Log event conversion (Lumberjack and Log Courier) against in-run floors and tshark, same file, same run.
 
-The capture: N connections with TCP handshakes, each sending Beats-style windows (`2W n` + one `2C`
-frame, zlib level 3 like Filebeat) of Filebeat-shaped JSON events, cut into 1448-byte segments, each
-window answered by `2A n`. The floor is what any Python decoder must at least do for the same
-payload: `zlib.decompress` every C body and `json.loads` every event (stdlib json; the orjson
-floor is printed too). Prints events/s and MB/s of capture for both, and their CPU-time ratio
-(target ≤ 2); wall time is printed too but is unreliable on a shared machine.
+For each protocol a capture of N connections is generated: Beats-style windows (`2W n` + one `2C`
+frame of `2J` events, zlib level 3 like Filebeat, answered by `2A n`) or Log Courier `JDAT` payloads
+(nonce + zlib of length-prefixed events, answered by `ACKN`), Filebeat-shaped JSON events, cut into
+1448-byte segments. Then, each several times (median):
+
+    wirelog convert FILE --events --to json        CPU time against the floor: a Python loop that
+                                                   only does zlib.decompress + orjson.loads of the
+                                                   same payloads (target: ratio <= 1.0)
+    wirelog convert FILE --to json / --to parquet  wall time against
+    tshark -r FILE -T fields -e tcp.stream         (targets: >= 6x and >= 4x)
+
+and peak RSS of the conversion on the capture and on one twice as large (it must stay flat).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import shutil
 import statistics
 import struct
 import subprocess
@@ -20,6 +28,7 @@ import sys
 import tempfile
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -46,26 +55,64 @@ def _event(i: int) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def write_capture(path: Path, connections: int, windows: int, size: int) -> tuple[int, list[bytes]]:
-    """Write the capture; returns (events, the C bodies) for the floor measurement."""
+def _lumberjack_window(conn: Connection, first: int, size: int) -> bytes:
+    inner = b"".join(
+        b"2J" + struct.pack(">II", k + 1, len(e)) + e
+        for k, e in enumerate(_event(first + k) for k in range(size))
+    )
+    body = zlib.compress(inner, 3)
+    conn.send(True, b"2W" + struct.pack(">I", size) + b"2C" + struct.pack(">I", len(body)) + body)
+    conn.send(False, b"2A" + struct.pack(">I", size))
+    return body
+
+
+def _courier_payload(conn: Connection, first: int, size: int) -> bytes:
+    nonce = first.to_bytes(16, "big")
+    body = zlib.compress(
+        b"".join(struct.pack(">I", len(e)) + e for e in map(_event, range(first, first + size))), 3
+    )
+    conn.send(True, b"JDAT" + struct.pack(">I", 16 + len(body)) + nonce + body)
+    conn.send(False, b"ACKN" + struct.pack(">I", 20) + nonce + struct.pack(">I", size))
+    return body
+
+
+PROTOCOLS: dict[str, tuple[int, Callable[[Connection, int, int], bytes]]] = {
+    "lumberjack": (5044, _lumberjack_window),
+    "courier": (5043, _courier_payload),
+}
+
+
+def write_capture(
+    path: Path, protocol: str, connections: int, windows: int, size: int
+) -> tuple[int, list[bytes]]:
+    """Write the capture; returns (events, the zlib bodies) for the floor measurement."""
+    port, window = PROTOCOLS[protocol]
     bodies: list[bytes] = []
     n = 0
     with path.open("wb") as f:
         writer = PcapWriter(f, step_ns=20_000)
         for c in range(connections):
-            conn = Connection(writer, 0x0A020001 + c, 40000 + c, 0x0A010001, 5044, mss=MSS)
+            conn = Connection(writer, 0x0A020001 + c, 40000 + c, 0x0A010001, port, mss=MSS)
             conn.handshake()
             for _ in range(windows):
-                inner = b"".join(
-                    b"2J" + struct.pack(">II", k + 1, len(e)) + e
-                    for k, e in enumerate(_event(n + k) for k in range(size))
-                )
-                body = zlib.compress(inner, 3)
-                bodies.append(body)
-                conn.send(True, b"2W" + struct.pack(">I", size) + b"2C" + struct.pack(">I", len(body)) + body)
-                conn.send(False, b"2A" + struct.pack(">I", size))
+                bodies.append(window(conn, n, size))
                 n += size
     return n, bodies
+
+
+def floor(protocol: str, bodies: list[bytes]) -> float:
+    """CPU seconds of the irreducible work: inflate every body, parse every event with orjson."""
+    skip, start = (6, 10) if protocol == "lumberjack" else (0, 4)  # 2J seq len | len
+    loads = orjson.loads
+    t0 = time.process_time()
+    for body in bodies:
+        inner = zlib.decompress(body)
+        p, end = 0, len(inner)
+        while p < end:
+            length = int.from_bytes(inner[p + skip : p + start], "big")
+            loads(inner[p + start : p + start + length])
+            p += start + length
+    return time.process_time() - t0
 
 
 def cpu_seconds(cmd: list[str]) -> float:
@@ -76,54 +123,46 @@ def cpu_seconds(cmd: list[str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def floor(bodies: list[bytes], loads) -> float:
-    """CPU seconds of the irreducible work: inflate every C body, parse every event."""
-    start = time.process_time()
-    for body in bodies:
-        inner = zlib.decompress(body)
-        p, end = 0, len(inner)
-        while p < end:
-            length = int.from_bytes(inner[p + 6 : p + 10], "big")
-            loads(inner[p + 10 : p + 10 + length])
-            p += 10 + length
-    return time.process_time() - start
+def wirelog(pcap: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "wirelog.cli", "convert", str(pcap), *args]
+
+
+def bench(protocol: str, tmp: Path, args: argparse.Namespace) -> None:
+    pcap, big = tmp / f"{protocol}.pcap", tmp / f"{protocol}-x2.pcap"
+    n, bodies = write_capture(pcap, protocol, args.connections, args.windows, args.size)
+    write_capture(big, protocol, args.connections * 2, args.windows, args.size)
+    mb = pcap.stat().st_size / 1e6
+    events_json = wirelog(pcap, "--events", "--to", "json", "-o", os.devnull)
+    cpu = statistics.median(cpu_seconds(events_json) for _ in range(args.runs))
+    low = min(floor(protocol, bodies) for _ in range(args.runs))
+    to_json, rss = measure(wirelog(pcap, "--to", "json", "-o", os.devnull), args.runs)
+    to_parquet, _ = measure(wirelog(pcap, "--to", "parquet", "-o", str(tmp / "out.parquet")), args.runs)
+    _, rss_big = measure(wirelog(big, "--to", "json", "-o", os.devnull), 1)
+    print(f"{protocol}: {n:,} events, {mb:.0f} MB capture")
+    print(f"  convert --events --to json : {cpu:.2f} s CPU = {n / cpu:,.0f} events/s")
+    print(f"  floor zlib + orjson (Python): {low:.2f} s CPU   ratio {cpu / low:.2f} (target <= 1.0)")
+    line = f"  convert --to json {to_json:.2f} s, --to parquet {to_parquet:.2f} s"
+    if shutil.which("tshark"):
+        tshark, _ = measure(["tshark", "-r", str(pcap), "-T", "fields", "-e", "tcp.stream"], args.runs)
+        line += (
+            f"; tshark -T fields -e tcp.stream {tshark:.2f} s: json {tshark / to_json:.1f}x (target >= 6),"
+            f" parquet {tshark / to_parquet:.1f}x (target >= 4)"
+        )
+    print(line)
+    print(f"  peak RSS {rss // 1024} MiB; capture doubled: {rss_big // 1024} MiB")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--connections", type=int, default=20)
-    ap.add_argument("--windows", type=int, default=10, help="windows per connection")
+    ap.add_argument("--connections", type=int, default=40)
+    ap.add_argument("--windows", type=int, default=75, help="windows (payloads) per connection")
     ap.add_argument("--size", type=int, default=512, help="events per window")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--protocol", choices=[*PROTOCOLS, "both"], default="both")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        pcap = Path(tmp) / "lumberjack.pcap"
-        n, bodies = write_capture(pcap, args.connections, args.windows, args.size)
-        mb = pcap.stat().st_size / 1e6
-        cmd = [
-            sys.executable,
-            "-m",
-            "wirelog.cli",
-            "convert",
-            str(pcap),
-            "--to",
-            "json",
-            "--events",
-            "-o",
-            "/dev/null",
-        ]
-        wall, rss = measure(cmd, args.runs)
-        cpu = statistics.median(cpu_seconds(cmd) for _ in range(args.runs))
-        json_floor = min(floor(bodies, json.loads) for _ in range(args.runs))
-        orjson_floor = min(floor(bodies, orjson.loads) for _ in range(args.runs))
-    print(f"capture: {n:,} events, {mb:.1f} MB")
-    print(f"wirelog convert --events: {wall:.2f} s wall, {cpu:.2f} s CPU (peak RSS {rss // 1024} MiB)")
-    print(f"  = {n / cpu:,.0f} events/s, {mb / cpu:.1f} MB/s of capture per CPU second")
-    print(
-        f"floor zlib + json       : {json_floor:.2f} s CPU = {n / json_floor:,.0f} events/s, {mb / json_floor:.1f} MB/s"
-    )
-    print(f"floor zlib + orjson     : {orjson_floor:.2f} s CPU = {n / orjson_floor:,.0f} events/s")
-    print(f"ratio wirelog / (zlib + json) floor, CPU: {cpu / json_floor:.2f}x (target <= 2)")
+        for protocol in PROTOCOLS if args.protocol == "both" else [args.protocol]:
+            bench(protocol, Path(tmp), args)
 
 
 if __name__ == "__main__":
