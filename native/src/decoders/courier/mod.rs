@@ -1,24 +1,31 @@
-//! Courier decoder (being ported from wirelog/decoders/courier/).
+//! Log Courier (driskell/log-courier): HELO/VERS handshake, JDAT and streamed EVNT payloads,
+//! ACKN, PING/PONG. Facts and citations: ../shared/reference/courier.md.
+//!
+//! Modules, one job each: `framing` (headers and length rules), `buffer` (one receive buffer per
+//! direction), `handshake` (HELO/VERS layouts), `payload` (capped inflate, event framing, JSON;
+//! `pyjson` words JSON errors as the Python decoder did), `delivery` (ACKN bookkeeping),
+//! `resend` (nonces across connections), `fingerprint`, `findings`, `decoder`.
 
-use super::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
-use crate::model::Record;
+mod buffer;
+mod decoder;
+mod delivery;
+mod findings;
+mod fingerprint;
+mod framing;
+#[cfg(any(test, fuzzing))]
+pub mod fuzz;
+mod handshake;
+mod payload;
+mod pyjson;
+mod resend;
+#[cfg(test)]
+mod tests;
 
-/// State shared by the courier connections of one capture.
+pub use decoder::CourierDecoder;
+
+/// State shared by the courier connections of one capture: the last sending of each nonce, so
+/// a resend on another connection is recognised.
 #[derive(Debug, Default)]
-pub struct Shared {}
-
-pub struct CourierDecoder {
-    _ctx: StreamContext,
-}
-
-impl CourierDecoder {
-    pub fn new(ctx: StreamContext) -> Self {
-        CourierDecoder { _ctx: ctx }
-    }
-}
-
-impl Decoder for CourierDecoder {
-    fn feed(&mut self, _chunk: &Chunk<'_>, _shared: &mut AllShared, _out: &mut Vec<Record>) {}
-    fn gap(&mut self, _gap: &Gap, _shared: &mut AllShared, _out: &mut Vec<Record>) {}
-    fn close(&mut self, _shared: &mut AllShared, _out: &mut Vec<Record>) {}
+pub struct Shared {
+    nonces: resend::Shared,
 }

@@ -1,0 +1,219 @@
+//! JDAT/EVNT payload bodies: a capped streaming inflate, then `[u32 length][JSON]` events.
+//!
+//! One inflater serves both message types: JDAT hands it the whole body, EVNT feeds it as bytes
+//! arrive and learns from it where the message ends (zlib's end of stream, after the Adler-32).
+//! Nobody on the wire limits the inflated size, so the cap comes from `Limits::max_inflated`: the
+//! output never grows past cap + 1 bytes, whatever the input claims.
+
+use flate2::{Decompress, FlushDecompress, Status};
+
+use serde_json::Map;
+
+use crate::model::Value;
+
+use super::pyjson;
+
+/// Go receiver's ErrEventTooLarge.
+pub const MAX_EVENT: u64 = 10 * 1024 * 1024;
+/// Go's deflate ends with an empty stored block before the Adler-32.
+const GO_TAIL: &[u8] = b"\x00\x00\xff\xff";
+
+/// Streaming zlib with an output cap; tells how many input bytes belonged to the stream.
+pub struct Inflater {
+    d: Decompress,
+    out: Vec<u8>,
+    cap: usize,
+    /// Compressed bytes that belong to the zlib stream.
+    pub consumed: u64,
+    /// The zlib error, worded as Python's zlib words it.
+    pub error: Option<String>,
+    pub over_cap: bool,
+    eof: bool,
+    /// First 2 bytes: the zlib header (level fingerprint).
+    pub head: Vec<u8>,
+    /// Last 8 bytes of the stream: Go's 0000ffff + Adler-32.
+    tail: Vec<u8>,
+}
+
+impl Inflater {
+    pub fn new(cap: usize) -> Self {
+        Inflater {
+            d: Decompress::new(true),
+            out: Vec::new(),
+            cap,
+            consumed: 0,
+            error: None,
+            over_cap: false,
+            eof: false,
+            head: Vec::with_capacity(2),
+            tail: Vec::with_capacity(8),
+        }
+    }
+
+    /// The stream ended (eof) or cannot go on (error, cap).
+    pub fn done(&self) -> bool {
+        self.eof || self.error.is_some() || self.over_cap
+    }
+
+    pub fn eof(&self) -> bool {
+        self.eof
+    }
+
+    pub fn output(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// Inflate more compressed bytes; stops at the end of the stream, an error or the cap. Like
+    /// Python's `decompressobj().decompress(data, room + 1)`: an error discards this call's
+    /// output, and the input is fed whole so zlib consumes what it consumes there.
+    pub fn feed(&mut self, data: &[u8]) {
+        if self.done() || data.is_empty() {
+            return;
+        }
+        if self.head.len() < 2 {
+            let take = (2 - self.head.len()).min(data.len());
+            self.head.extend_from_slice(&data[..take]);
+        }
+        let room = self.cap - self.out.len();
+        let limit = self.out.len() + room + 1;
+        let start_out = self.out.len();
+        let in0 = self.d.total_in();
+        let mut pos = 0usize;
+        let mut step = (data.len().saturating_mul(4)).clamp(32 << 10, 4 << 20);
+        loop {
+            let have = self.out.len();
+            let grow = step.min(limit - have);
+            self.out.resize(have + grow, 0);
+            let out0 = self.d.total_out();
+            let r = self
+                .d
+                .decompress(&data[pos..], &mut self.out[have..], FlushDecompress::Sync);
+            let wrote = (self.d.total_out() - out0) as usize;
+            self.out.truncate(have + wrote);
+            pos = (self.d.total_in() - in0) as usize;
+            match r {
+                Err(e) => {
+                    self.error = Some(zlib_error(&e));
+                    self.out.truncate(start_out);
+                    return;
+                }
+                Ok(Status::StreamEnd) => {
+                    self.eof = true;
+                    break;
+                }
+                // Output space left over: the input is exhausted; or the cap is reached.
+                Ok(_) if wrote < grow || self.out.len() >= limit => break,
+                Ok(_) => step = step.saturating_mul(2).min(64 << 20),
+            }
+        }
+        let used = (self.d.total_in() - in0) as usize;
+        let mut tail = std::mem::take(&mut self.tail);
+        tail.extend_from_slice(&data[used.saturating_sub(8)..used]);
+        let cut = tail.len().saturating_sub(8);
+        tail.drain(..cut);
+        self.tail = tail;
+        self.consumed += used as u64;
+        if self.out.len() > self.cap {
+            self.over_cap = true;
+            self.out.truncate(self.cap);
+        }
+    }
+
+    /// Level class from the zlib header: 78 5e = fast (Go level 3), 78 9c = default (Ruby).
+    pub fn level(&self) -> Option<&'static str> {
+        if self.head.len() < 2 || self.head[0] & 0x0f != 8 {
+            return None;
+        }
+        Some(["fastest", "fast", "default", "maximum"][usize::from(self.head[1] >> 6)])
+    }
+
+    pub fn go_tail(&self) -> bool {
+        self.eof && self.tail.starts_with(GO_TAIL)
+    }
+}
+
+/// Python's `str(zlib.error)` for a failed decompressobj().decompress().
+fn zlib_error(e: &flate2::DecompressError) -> String {
+    if e.needs_dictionary().is_some() {
+        return "Error 2 while decompressing data".to_owned();
+    }
+    let msg = e.message().unwrap_or("invalid input data");
+    format!("Error -3 while decompressing data: {msg}")
+}
+
+/// Events cut from inflated bytes (as ranges into them), and the first framing problem.
+pub struct Framing {
+    pub events: Vec<std::ops::Range<usize>>,
+    pub problem: Option<(&'static str, String)>,
+}
+
+/// Cut `[u32 length][JSON]` records; `complete == false` means a cut tail is expected (not a finding).
+pub fn split_events(data: &[u8], complete: bool) -> Framing {
+    let mut events = Vec::new();
+    let (mut pos, end) = (0usize, data.len());
+    let cut = |msg: String| complete.then_some(("courier.bad-event-framing", msg));
+    while pos < end {
+        if end - pos < 4 {
+            let problem = cut(format!(
+                "{} stray bytes where an event length was expected",
+                end - pos
+            ));
+            return Framing { events, problem };
+        }
+        let n = u32::from_be_bytes([data[pos], data[pos + 1], data[pos + 2], data[pos + 3]]);
+        if u64::from(n) > MAX_EVENT {
+            let msg = format!(
+                "event {} declares {n} bytes, over the 10 MiB event limit",
+                events.len()
+            );
+            return Framing {
+                events,
+                problem: Some(("courier.event-over-limit", msg)),
+            };
+        }
+        let n = n as usize;
+        if end - pos - 4 < n {
+            let left = end - pos - 4;
+            let problem = cut(format!(
+                "event {} declares {n} bytes, only {left} left",
+                events.len()
+            ));
+            return Framing { events, problem };
+        }
+        events.push(pos + 4..pos + 4 + n);
+        pos += 4 + n;
+    }
+    Framing {
+        events,
+        problem: None,
+    }
+}
+
+/// (document, error). A failure keeps the text as `{"message": text}`, as the Ruby server does;
+/// the error is worded as Python's json module words it (the Python decoder quoted it).
+pub fn parse_json(raw: &[u8]) -> (Value, Option<String>) {
+    let err = match serde_json::from_slice::<Value>(raw) {
+        Ok(Value::Object(doc)) => return (Value::Object(doc), None),
+        Ok(other) => format!("a JSON {}, not an object", py_type(&other)),
+        Err(_) => pyjson::error(raw),
+    };
+    let mut doc = Map::new();
+    doc.insert(
+        "message".to_owned(),
+        Value::String(String::from_utf8_lossy(raw).into_owned()),
+    );
+    (Value::Object(doc), Some(err))
+}
+
+/// The Python type name of a parsed JSON value.
+fn py_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "NoneType",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
