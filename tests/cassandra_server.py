@@ -25,6 +25,7 @@ CACHE = REPO / ".cache" / "cassandra"
 VERSIONS = ("5.0.5", "4.1.9")
 USER = PASSWORD = "cassandra"  # the default superuser PasswordAuthenticator creates
 START_TIMEOUT = 180.0
+ROW_DELAY_MS = 5
 STOP_TIMEOUT = 60.0
 
 # Cassandra's conf/jvm17-server.options (JPMS section) plus the two Java 11 exports 4.x still uses.
@@ -92,6 +93,9 @@ JVM = [
     "-Dcassandra.superuser_setup_delay_ms=0",
     "-Dcassandra.ring_delay_ms=1000",
     "-Dcassandra.load_ring_state=false",
+    # Cassandra's own test hook (cassandra-dtest uses it for read timeouts): sleep this long per row
+    # iterated in keyspaces not named system*; see YAML's read_request_timeout
+    f"-Dcassandra.test.read_iteration_delay_ms={ROW_DELAY_MS}",
 ]
 
 # Settings with the names Cassandra 4.1 and 5.0 both accept. Small caches and segments: a test node.
@@ -136,9 +140,11 @@ concurrent_reads: 4
 concurrent_writes: 4
 concurrent_counter_writes: 4
 concurrent_compactors: 1
-# a read over more tombstones than this fails with READ_FAILURE (0x1300): a server error to provoke
-tombstone_warn_threshold: 200
-tombstone_failure_threshold: 500
+# server errors to provoke: a read over more tombstones than this fails with READ_FAILURE (0x1300);
+# a read iterating more than read_request_timeout / read_iteration_delay_ms rows with READ_TIMEOUT (0x1200)
+tombstone_warn_threshold: 20
+tombstone_failure_threshold: 50
+read_request_timeout: 1000ms
 """
 
 LOGBACK = """\

@@ -3,7 +3,8 @@
 For each protocol setup (v4, v4 + LZ4, v5 CRC frames, v5 LZ4 frames) one driver session runs a workload:
 a failed and a good PasswordAuthenticator login, DDL while the control connection is registered for
 events, prepared statements over every CQL type, paging, the three batch types, tracing, warnings and
-server errors (syntax, invalid, already exists, unauthorized, unprepared, unavailable, read failure).
+server errors (syntax, invalid, already exists, unauthorized, unprepared, unavailable, read failure,
+read timeout). TOPOLOGY_CHANGE/STATUS_CHANGE events need a second node; only their REGISTER is checked.
 The driver's own Connection is instrumented to record every message it sends and the response it
 decodes; `wirelog convert --to json` of the capture must show each of them, field by field, with bound
 values and rows typed exactly as the driver typed them.
@@ -26,9 +27,9 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from cassandra import ConsistencyLevel
+from cassandra import ConsistencyLevel, ReadFailure, ReadTimeout
 from cassandra.auth import PlainTextAuthProvider
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
 from cassandra.connection import Connection, ProtocolHandler
 from cassandra.cqltypes import UserType
 from cassandra.policies import FallthroughRetryPolicy, RoundRobinPolicy
@@ -172,7 +173,8 @@ ROWS: list[tuple] = [
     (3, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None, None,
      None, None, None, None, None, None, None, UNSET_VALUE, UNSET_VALUE),
 ]  # fmt: skip
-TOMBSTONES = 600  # over tombstone_failure_threshold (500) in cassandra_server.YAML
+TOMBSTONES = 60  # over tombstone_failure_threshold (50) in cassandra_server.YAML
+SLOW_ROWS = 400  # x ROW_DELAY_MS (5 ms a row) = 2 s, over read_request_timeout (1 s)
 
 
 @dataclass
@@ -234,6 +236,7 @@ def workload(server: CassandraServer, name: str, version: int, compression: str 
         session.execute(f"CREATE TABLE {ks}.pages (p int, c int, v text, PRIMARY KEY (p, c))")
         session.execute(f"CREATE TABLE {ks}.counts (k text PRIMARY KEY, n counter)")
         session.execute(f"CREATE TABLE {ks}.tomb (p int, c int, PRIMARY KEY (p, c))")
+        session.execute(f"CREATE TABLE {ks}.slow (p int, c int, PRIMARY KEY (p, c))")
         session.set_keyspace(ks)
 
         insert = session.prepare(f"INSERT INTO every ({', '.join(EVERY_COLUMNS)}) VALUES ({', '.join('?' * len(EVERY_COLUMNS))})")  # fmt: skip
@@ -265,6 +268,11 @@ def workload(server: CassandraServer, name: str, version: int, compression: str 
         for c in range(TOMBSTONES):
             unlogged.add(delete, (c,))
         session.execute(unlogged)
+        slow = BatchStatement(BatchType.UNLOGGED)
+        slow_insert = session.prepare("INSERT INTO slow (p, c) VALUES (0, ?)")
+        for c in range(SLOW_ROWS):
+            slow.add(slow_insert, (c,))
+        session.execute(slow)
 
         paged = session.execute(SimpleStatement("SELECT * FROM pages WHERE p = 0", fetch_size=3))
         assert [r.c for r in paged] == list(range(10))
@@ -278,6 +286,7 @@ def workload(server: CassandraServer, name: str, version: int, compression: str 
         _fails(lambda: session.execute("SELECT * FROM every WHERE nope = 1"))
         _fails(lambda: session.execute("CREATE TABLE pages (p int PRIMARY KEY)"))
         _fails(lambda: session.execute("SELECT * FROM tomb WHERE p = 0"))  # READ_FAILURE: tombstones
+        _read_timeout(session)
         rf3 = "{'class': 'SimpleStrategy', 'replication_factor': 3}"
         session.execute(f"CREATE KEYSPACE {ks}_rf3 WITH replication = {rf3}")  # a warning: 3 > 1 node
         session.execute(f"CREATE TABLE {ks}_rf3.t (k int PRIMARY KEY, v int)")
@@ -304,6 +313,20 @@ def workload(server: CassandraServer, name: str, version: int, compression: str 
     finally:
         cluster.shutdown()
     return w
+
+
+def _read_timeout(session: Session) -> None:
+    """READ_TIMEOUT (0x1200) from a read slower than read_request_timeout. Cassandra races its own
+    abort of the slow local read (answered as READ_FAILURE, reason UNKNOWN) against the coordinator's
+    timeout; the coordinator usually wins, so a lost race is tried again."""
+    for _ in range(4):
+        try:
+            session.execute("SELECT * FROM slow WHERE p = 0")
+        except ReadTimeout:
+            return
+        except ReadFailure:
+            continue
+    pytest.fail("4 reads over read_request_timeout, no READ_TIMEOUT")
 
 
 def _unprepared(cluster: Cluster) -> None:
@@ -495,6 +518,13 @@ def _error_info(msg: ErrorMessage) -> dict[str, Any]:
     info = msg.info
     if msg.code == 0x1000:
         return {"consistency": CL[info["consistency"]], "required": info["required_replicas"], "alive": info["alive_replicas"]}  # fmt: skip
+    if msg.code == 0x1200:
+        return {
+            "consistency": CL[info["consistency"]],
+            "received": info["received_responses"],
+            "block_for": info["required_responses"],
+            "data_present": info["data_retrieved"],
+        }
     if msg.code == 0x1300:
         want = {
             "consistency": CL[info["consistency"]],
@@ -674,10 +704,10 @@ def test_workload_reached_the_wire(captures: dict[str, Capture], name: str) -> N
     cap = captures[name]
     ks = cap.workload.keyspace
     recs = cap.records
-    assert {r["error_code"] for r in cql(recs, "error")} >= {0x0100, 0x1000, 0x1300, 0x2000, 0x2100, 0x2200, 0x2400, 0x2500}  # fmt: skip
+    assert {r["error_code"] for r in cql(recs, "error")} >= {0x0100, 0x1000, 0x1200, 0x1300, 0x2000, 0x2100, 0x2200, 0x2400, 0x2500}  # fmt: skip
     assert {r["batch_type"] for r in cql(recs, "batch")} == {"LOGGED", "UNLOGGED", "COUNTER"}
-    unlogged = next(r for r in cql(recs, "batch") if r["batch_type"] == "UNLOGGED")
-    assert len(unlogged["statements"]) == TOMBSTONES
+    unlogged = [len(r["statements"]) for r in cql(recs, "batch") if r["batch_type"] == "UNLOGGED"]
+    assert unlogged == [TOMBSTONES, SLOW_ROWS]
     assert any(r.get("warnings") for r in cql(recs, "result"))  # RF 3 on one node, the big batch
     assert any(r.get("tracing_id") for r in cql(recs, "result"))
     inserts = [r for r in cql(recs, "execute") if (r.get("query") or "").startswith("INSERT INTO every")]
