@@ -54,7 +54,14 @@ from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, SimpleStatem
 from cassandra.util import Date, Duration, Time
 
 from tests.capture_tools import ndjson, run_cli, tcpdump
-from tests.cassandra_server import PASSWORD, USER, CassandraServer, cassandra_server  # noqa: F401
+from tests.cassandra_server import (  # noqa: F401 - cassandra_server is a fixture
+    PASSWORD,
+    REPO,
+    USER,
+    VERSIONS,
+    CassandraServer,
+    cassandra_server,
+)
 
 # name -> (protocol version, compression)
 CONFIGS: dict[str, tuple[int, str | bool]] = {
@@ -811,3 +818,10 @@ def test_server_footprint(cassandra_server: CassandraServer, captures: dict[str,
     )
     assert cassandra_server.startup_seconds < 180 and rss < 2048
     assert all(c.seconds < 60 for c in captures.values())
+
+
+def test_fixture_versions_are_the_ones_make_installs() -> None:
+    """mk/cassandra.mk fills the cache the fixture reads: the two version lists must not drift apart."""
+    mk = (REPO / "mk" / "cassandra.mk").read_text()
+    line = re.search(r"^CASSANDRA_VERSIONS \?= (.+)$", mk, re.M)
+    assert line is not None and tuple(line.group(1).split()) == VERSIONS
