@@ -1,24 +1,59 @@
-//! Lumberjack decoder (being ported from wirelog/decoders/lumberjack/).
+//! Lumberjack v1/v2 (logstash-forwarder, Elastic Beats → Logstash / go-lumber), ported from
+//! wirelog/decoders/lumberjack/ with the same records, byte for byte.
+//!
+//! Modules: `framing` (frame layouts), `inflate` (capped zlib), `json` (event documents as orjson
+//! reads them), `sequence` (seq profiles), `delivery` (windows, ACKs, per-event delivery truth),
+//! `resend` (resends across connections), `decoder` (the stream state machine), `buffer` (the
+//! receive buffer), `report` (positions and findings). Record kinds and finding codes:
+//! docs/protocols/lumberjack.md.
+
+mod buffer;
+mod decoder;
+mod delivery;
+mod framing;
+#[cfg(any(test, fuzzing))]
+pub mod fuzz;
+mod inflate;
+mod json;
+mod report;
+mod resend;
+mod sequence;
 
 use super::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
 use crate::model::Record;
 
-/// State shared by the lumberjack connections of one capture.
-#[derive(Debug, Default)]
-pub struct Shared {}
+pub use resend::ResendRegistry;
 
-pub struct LumberjackDecoder {
-    _ctx: StreamContext,
+/// State shared by the lumberjack connections of one capture: the payload fingerprints that
+/// recognise a resend on a later connection.
+#[derive(Debug, Default)]
+pub struct Shared {
+    pub resends: ResendRegistry,
 }
+
+/// One Lumberjack connection (both directions).
+#[derive(Debug)]
+pub struct LumberjackDecoder(decoder::LumberjackDecoder);
 
 impl LumberjackDecoder {
     pub fn new(ctx: StreamContext) -> Self {
-        LumberjackDecoder { _ctx: ctx }
+        LumberjackDecoder(decoder::LumberjackDecoder::new(ctx))
     }
 }
 
 impl Decoder for LumberjackDecoder {
-    fn feed(&mut self, _chunk: &Chunk<'_>, _shared: &mut AllShared, _out: &mut Vec<Record>) {}
-    fn gap(&mut self, _gap: &Gap, _shared: &mut AllShared, _out: &mut Vec<Record>) {}
-    fn close(&mut self, _shared: &mut AllShared, _out: &mut Vec<Record>) {}
+    fn feed(&mut self, chunk: &Chunk<'_>, shared: &mut AllShared, out: &mut Vec<Record>) {
+        self.0.feed(chunk, &mut shared.lumberjack, out);
+    }
+
+    fn gap(&mut self, gap: &Gap, _shared: &mut AllShared, out: &mut Vec<Record>) {
+        self.0.gap(gap, out);
+    }
+
+    fn close(&mut self, _shared: &mut AllShared, out: &mut Vec<Record>) {
+        self.0.close(out);
+    }
 }
+
+#[cfg(test)]
+mod tests;

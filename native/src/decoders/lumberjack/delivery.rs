@@ -1,0 +1,846 @@
+//! Windows, ACKs and the delivery truth of every event on one connection (delivery.py).
+//!
+//! The first question about a log pipeline capture is "which events never made it", so event
+//! records are held back until their fate is known (acknowledged, or the stream ended without an
+//! ACK) and are emitted once, with their final `acked` state and the ACK that covered them. Holding
+//! is bounded by `limits.max_pending_events`: beyond it the oldest window goes out early with
+//! `acked` left null.
+//!
+//! ACKs are paired with windows in FIFO order (Beats pipeline several windows, each starting at
+//! seq 1, so values cannot be matched to windows). An ACK's value is a count of events on go-lumber
+//! servers and the highest seq on Logstash; when the window's seqs are not 1..n the two readings
+//! differ, which tells the server kind, and exposes the pylogbeat-vs-go-lumber stall.
+
+use std::collections::VecDeque;
+
+use super::report::{finding, Pos, PROTOCOL};
+use super::resend::{FirstCopy, ResendRegistry};
+use crate::model::{Message, Record, Severity, Value};
+
+const GO_LUMBER_MAX_WINDOW: u32 = 10_000;
+pub const COUNT: &str = "count";
+pub const HIGHEST: &str = "highest-seq";
+const BOTH: &str = "count=highest-seq";
+
+fn server_text(kind: &str) -> &'static str {
+    if kind == COUNT {
+        "the server ACKs the number of events in the window (go-lumber / Filebeat lumberjack input)"
+    } else {
+        "the server ACKs the highest sequence number of the window (Logstash beats input)"
+    }
+}
+
+/// Which surplus of a full window was reported: none, plain events, or one C frame's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Extra {
+    None,
+    Plain,
+    Compressed(u64),
+}
+
+/// One `W` batch (or an implicit batch of events that arrived without a `W`).
+#[derive(Debug)]
+struct Window {
+    index: u64,
+    count: Option<u32>,
+    record: Option<Message>, // taken when emitted
+    pos: Pos,
+    items: Vec<Message>, // compressed frames and events, in order (emptied on emission)
+    events: Vec<u32>,    // positions in `items` of the held events
+    seqs: Vec<u32>,      // every event's seq: the window's size
+    acked_n: usize,
+    ack_value: Option<u32>,
+    ack_frame: Option<u64>,
+    c_frames: u64,
+    extra: Extra,
+    closed: bool,
+    truncated: bool,
+    gap: bool,
+    emitted: bool,
+    resends: u64,
+    outstanding: bool,
+}
+
+impl Window {
+    fn full(&self) -> bool {
+        self.count
+            .is_some_and(|c| self.seqs.len() as u64 >= u64::from(c))
+    }
+
+    fn resolved(&self) -> bool {
+        self.acked_n == self.seqs.len() && (self.closed || self.full())
+    }
+}
+
+/// What the connection summary reports.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub windows: u64,
+    pub events: u64,
+    pub acked_events: u64,
+}
+
+/// Window/event/ACK bookkeeping for one connection; records to emit are appended to `out`.
+#[derive(Debug)]
+pub struct Delivery {
+    stream: u64,
+    max_pending: usize,
+    /// Unresolved windows oldest first, plus the current (newest) window even when resolved.
+    windows: VecDeque<Window>,
+    pending: usize,
+    overflowed: bool,
+    pub server_kind: Option<&'static str>,
+    last_ack_ts: Option<i64>,
+    keepalives: u64, // keep-alives while windows were outstanding
+    keepalive_span: Option<(f64, f64)>,
+    first_keepalive: Option<Pos>,
+    s2c_gap: bool,
+    c2s_gap: bool,
+    pub stats: Stats,
+}
+
+impl Delivery {
+    pub fn new(stream: u64, max_pending: usize) -> Self {
+        Delivery {
+            stream,
+            max_pending,
+            windows: VecDeque::new(),
+            pending: 0,
+            overflowed: false,
+            server_kind: None,
+            last_ack_ts: None,
+            keepalives: 0,
+            keepalive_span: None,
+            first_keepalive: None,
+            s2c_gap: false,
+            c2s_gap: false,
+            stats: Stats::default(),
+        }
+    }
+
+    fn current(&mut self) -> Option<&mut Window> {
+        self.windows.back_mut()
+    }
+
+    fn outstanding(&self) -> impl Iterator<Item = &Window> {
+        self.windows.iter().filter(|w| w.outstanding)
+    }
+
+    fn at(&self, index: u64) -> usize {
+        self.windows.partition_point(|w| w.index < index)
+    }
+
+    // client side --------------------------------------------------------------------------------
+
+    pub fn open_window(
+        &mut self,
+        count: u32,
+        record: Message,
+        pos: &Pos,
+        inside_c: bool,
+        out: &mut Vec<Record>,
+    ) {
+        if inside_c {
+            out.push(
+                finding(
+                    "lumberjack.window-in-compressed",
+                    Severity::Error,
+                    "W frame inside a compressed frame (go-lumber rejects it)".into(),
+                    pos,
+                    vec![("count", count.into())],
+                )
+                .into(),
+            );
+        }
+        self.close_current(pos, out);
+        if count == 0 {
+            out.push(
+                finding(
+                    "lumberjack.window-empty",
+                    Severity::Warning,
+                    "W 0: an empty window (Logstash >= 6.7 answers ACK 0, go-lumber never answers)"
+                        .into(),
+                    pos,
+                    Vec::new(),
+                )
+                .into(),
+            );
+        } else if count > GO_LUMBER_MAX_WINDOW {
+            out.push(
+                finding(
+                    "lumberjack.window-too-large",
+                    Severity::Warning,
+                    format!(
+                        "window of {count} events is above go-lumber's MaxWindowSize \
+                         {GO_LUMBER_MAX_WINDOW} (ErrWindowTooLarge)"
+                    ),
+                    pos,
+                    vec![("count", count.into())],
+                )
+                .into(),
+            );
+        }
+        self.new_window(Some(count), record, *pos, out);
+    }
+
+    /// Attach a C frame's record to its window; flag a window spread over several C frames.
+    pub fn begin_compressed(&mut self, mut record: Message, pos: &Pos, out: &mut Vec<Record>) {
+        let Some(w) = self.windows.back_mut().filter(|w| !w.emitted) else {
+            out.push(record.into());
+            return;
+        };
+        if w.c_frames > 0 && !w.full() {
+            out.push(
+                finding(
+                    "lumberjack.window-split-compressed",
+                    Severity::Warning,
+                    format!(
+                        "window {} continues in another C frame (go-lumber fails: EOF inside the \
+                         first inflated stream; Logstash accepts it)",
+                        w.index
+                    ),
+                    pos,
+                    vec![
+                        ("window", w.index.into()),
+                        ("received", (w.seqs.len() as u64).into()),
+                        ("count", w.count.map_or(Value::Null, Value::from)),
+                    ],
+                )
+                .into(),
+            );
+        }
+        w.c_frames += 1;
+        record.set("window", w.index);
+        w.items.push(record);
+    }
+
+    /// Add an event (the per-event path). `c_frame` identifies the enclosing C frame.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_event(
+        &mut self,
+        mut record: Message,
+        seq: u32,
+        payload: &[u8],
+        pos: &Pos,
+        c_frame: Option<u64>,
+        resends: &mut ResendRegistry,
+        out: &mut Vec<Record>,
+    ) {
+        let room = self.windows.back().is_some_and(|w| {
+            w.count
+                .is_some_and(|c| (w.seqs.len() as u64) < u64::from(c))
+                && !w.emitted
+        });
+        if !room {
+            self.place(&record, seq, pos, c_frame, out);
+        }
+        let first = resends.first_copy(self.stream, payload, pos.frame, seq);
+        let Some(w) = self.windows.back_mut() else {
+            return; // place() always leaves a current window
+        };
+        record.set("window", w.index);
+        if let Some(first) = first {
+            resent(w, &mut record, first, pos, out);
+        }
+        w.seqs.push(seq);
+        self.stats.events += 1;
+        if w.emitted {
+            out.push(record.into());
+            return;
+        }
+        w.events.push(w.items.len() as u32);
+        w.items.push(record);
+        self.pending += 1;
+        if self.pending > self.max_pending {
+            self.overflow(pos, out);
+        }
+    }
+
+    /// Make the current window the right one for an event when it has no room left (or there is
+    /// none).
+    fn place(
+        &mut self,
+        event: &Message,
+        seq: u32,
+        pos: &Pos,
+        c_frame: Option<u64>,
+        out: &mut Vec<Record>,
+    ) {
+        let new = match self.windows.back() {
+            None => Some((
+                "lumberjack.event-without-window",
+                "event before any W frame (go-lumber: 'Expected window frame')".to_owned(),
+            )),
+            Some(w) if w.resolved() => Some((
+                "lumberjack.window-exceeded",
+                format!(
+                    "event after window {} was complete, without a new W",
+                    w.index
+                ),
+            )),
+            Some(_) => None,
+        };
+        if let Some((code, text)) = new {
+            out.push(finding(code, Severity::Error, text, pos, vec![("seq", seq.into())]).into());
+            let mut implicit = Message::new(PROTOCOL, "window");
+            implicit.direction = Some(pos.direction);
+            implicit.offset = Some(pos.offset);
+            implicit.frame = pos.frame;
+            implicit.ts = pos.ts;
+            implicit.version = event.version;
+            self.new_window(None, implicit, *pos, out);
+            return;
+        }
+        let Some(w) = self.windows.back_mut() else {
+            return;
+        };
+        if !w.full() {
+            return;
+        }
+        match c_frame {
+            None if w.extra == Extra::None => {
+                // once per window: a v1 sliding-window client exceeds it forever
+                w.extra = Extra::Plain;
+                out.push(
+                    finding(
+                        "lumberjack.window-exceeded",
+                        Severity::Error,
+                        format!(
+                            "more events than window {} announced ({}); go-lumber drops the \
+                             connection ('Expected window frame')",
+                            w.index,
+                            count_text(w.count)
+                        ),
+                        pos,
+                        vec![
+                            ("window", w.index.into()),
+                            ("count", w.count.map_or(Value::Null, Value::from)),
+                            ("seq", seq.into()),
+                        ],
+                    )
+                    .into(),
+                );
+            }
+            Some(c) if w.extra != Extra::Compressed(c) => {
+                w.extra = Extra::Compressed(c);
+                out.push(
+                    finding(
+                        "lumberjack.compressed-extra-frames",
+                        Severity::Warning,
+                        format!(
+                            "frames left in the C frame after window {} is full ({} events); \
+                             go-lumber silently discards them, Logstash keeps them",
+                            w.index,
+                            count_text(w.count)
+                        ),
+                        pos,
+                        vec![
+                            ("window", w.index.into()),
+                            ("count", w.count.map_or(Value::Null, Value::from)),
+                        ],
+                    )
+                    .into(),
+                );
+            }
+            _ => {}
+        }
+    }
+
+    pub fn gap(&mut self, client_side: bool) {
+        if client_side {
+            self.c2s_gap = true;
+            if let Some(w) = self.current() {
+                w.gap = true;
+            }
+        } else {
+            self.s2c_gap = true;
+        }
+    }
+
+    // server side --------------------------------------------------------------------------------
+
+    /// Apply one ACK: released windows/events and findings, then the ACK record, go to `out`.
+    pub fn ack(&mut self, value: u32, mut record: Message, pos: &Pos, out: &mut Vec<Record>) {
+        record.set("keepalive", value == 0);
+        record.set("window", Value::Null);
+        record.set("acked_events", 0);
+        record.set("interpretation", Value::Null);
+        if value == 0 {
+            self.keepalive(&mut record, pos);
+        } else {
+            let target = self
+                .windows
+                .iter()
+                .find(|w| w.outstanding && w.acked_n < w.seqs.len())
+                .map(|w| w.index);
+            match target {
+                None => {
+                    let lost = if self.c2s_gap {
+                        " (its window may be in a client→server capture gap)"
+                    } else {
+                        ""
+                    };
+                    out.push(
+                        finding(
+                            "lumberjack.ack-unexpected",
+                            if self.c2s_gap {
+                                Severity::Info
+                            } else {
+                                Severity::Warning
+                            },
+                            format!(
+                                "ACK {value} while no event is waiting for an acknowledgement{lost}"
+                            ),
+                            pos,
+                            vec![("value", value.into())],
+                        )
+                        .into(),
+                    );
+                }
+                Some(index) => self.apply(index, value, &mut record, pos, out),
+            }
+        }
+        if pos.ts.is_some() {
+            self.last_ack_ts = pos.ts;
+        }
+        out.push(record.into());
+    }
+
+    fn apply(
+        &mut self,
+        index: u64,
+        value: u32,
+        record: &mut Message,
+        pos: &Pos,
+        out: &mut Vec<Record>,
+    ) {
+        let at = self.at(index);
+        let server_kind = self.server_kind;
+        let w = &mut self.windows[at];
+        let (done, n) = (w.acked_n, w.seqs.len());
+        let v = value as usize;
+        let by_count = (done < v && v <= n).then_some(v);
+        let by_seq = (done..n).rev().find(|&i| w.seqs[i] == value).map(|i| i + 1);
+        record.set("window", w.index);
+        if by_count.is_none() && by_seq.is_none() {
+            let stale = v <= done || w.seqs[..done].contains(&value);
+            let (code, sev, text) = if stale {
+                (
+                    "lumberjack.ack-stale",
+                    Severity::Warning,
+                    format!(
+                        "ACK {value} repeats an acknowledgement already received for window {}",
+                        w.index
+                    ),
+                )
+            } else {
+                (
+                    "lumberjack.ack-too-high",
+                    Severity::Error,
+                    format!(
+                        "ACK {value} is above what window {} can acknowledge ({n} events, seqs \
+                         {}..{}); go-lumber clients fail: 'invalid sequence number received'",
+                        w.index,
+                        w.seqs[done],
+                        w.seqs[n - 1]
+                    ),
+                )
+            };
+            out.push(
+                finding(
+                    code,
+                    sev,
+                    text,
+                    pos,
+                    vec![
+                        ("value", value.into()),
+                        ("window", w.index.into()),
+                        ("events", (n as u64).into()),
+                    ],
+                )
+                .into(),
+            );
+            return;
+        }
+        let (interp, new) = match (by_count, by_seq) {
+            (Some(c), None) => (COUNT, c),
+            (None, Some(s)) => (HIGHEST, s),
+            (Some(c), Some(s)) if c == s => (BOTH, c),
+            (Some(c), Some(s)) => {
+                if server_kind == Some(COUNT) || (server_kind.is_none() && c == n) {
+                    (COUNT, c)
+                } else {
+                    (HIGHEST, s)
+                }
+            }
+            (None, None) => return,
+        };
+        record.set("interpretation", interp);
+        let mut found: Vec<Record> = Vec::new();
+        if (interp == COUNT || interp == HIGHEST) && server_kind.is_none() {
+            self.server_kind = Some(interp);
+            found.push(
+                finding(
+                    "lumberjack.server-kind",
+                    Severity::Info,
+                    server_text(interp).into(),
+                    pos,
+                    vec![("server_kind", interp.into())],
+                )
+                .into(),
+            );
+        }
+        let w = &mut self.windows[at];
+        let last_seq = w.seqs[new - 1];
+        if interp == COUNT && last_seq != value {
+            found.push(
+                finding(
+                    "lumberjack.ack-stall",
+                    Severity::Warning,
+                    format!(
+                        "ACK {value} counts events but the client numbers them continuously (last \
+                         seq {last_seq}): a sender waiting for the highest seq (pylogbeat) hangs here"
+                    ),
+                    pos,
+                    vec![
+                        ("value", value.into()),
+                        ("expected_seq", last_seq.into()),
+                        ("window", w.index.into()),
+                    ],
+                )
+                .into(),
+            );
+        }
+        if new < n
+            || w.count
+                .is_some_and(|c| (n as u64) < u64::from(c) && !w.closed)
+        {
+            let of = w.count.map_or(n as u64, u64::from);
+            found.push(
+                finding(
+                    "lumberjack.ack-partial",
+                    Severity::Info,
+                    format!(
+                        "partial ACK {value}: {new} of {of} events of window {} acknowledged",
+                        w.index
+                    ),
+                    pos,
+                    vec![
+                        ("value", value.into()),
+                        ("window", w.index.into()),
+                        ("acked", (new as u64).into()),
+                    ],
+                )
+                .into(),
+            );
+        }
+        record.set("acked_events", (new - done) as u64);
+        self.stats.acked_events += (new - done) as u64;
+        if !w.emitted {
+            for &i in &w.events[done..new] {
+                let ev = &mut w.items[i as usize];
+                ev.acked = Some(true);
+                ev.set("ack_frame", pos.frame);
+                ev.set("ack_offset", pos.offset);
+            }
+        }
+        w.acked_n = new;
+        w.ack_value = Some(value);
+        w.ack_frame = pos.frame;
+        if w.resolved() {
+            self.resolve(at, out);
+        }
+        out.append(&mut found);
+    }
+
+    fn keepalive(&mut self, record: &mut Message, pos: &Pos) {
+        let oldest = self.outstanding().next().map(|w| w.pos.ts);
+        let reference = match (self.last_ack_ts, oldest.flatten()) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let interval = match (reference, pos.ts) {
+            (Some(r), Some(ts)) => Some((i128::from(ts) - i128::from(r)) as f64 / 1e6),
+            _ => None,
+        };
+        record.set("interval_ms", interval);
+        if self.first_keepalive.is_none() {
+            self.first_keepalive = Some(*pos);
+        }
+        if oldest.is_some() {
+            self.keepalives += 1;
+            if let Some(i) = interval {
+                self.keepalive_span = Some(match self.keepalive_span {
+                    None => (i, i),
+                    Some((lo, hi)) => (lo.min(i), hi.max(i)),
+                });
+            }
+        }
+    }
+
+    // emission -----------------------------------------------------------------------------------
+
+    pub fn acks_lost(&self) -> bool {
+        self.s2c_gap
+    }
+
+    /// Stream end: every held event goes out; unacknowledged windows become one finding.
+    ///
+    /// Events never acknowledged are `acked: false`, or `acked: null` when server→client bytes
+    /// are missing from the capture (their ACK may be in the gap).
+    pub fn close(&mut self, out: &mut Vec<Record>) {
+        let unacked: Vec<&Window> = self
+            .outstanding()
+            .filter(|w| w.acked_n < w.seqs.len())
+            .collect();
+        if let Some(first) = unacked.first() {
+            let total: u64 = unacked
+                .iter()
+                .map(|w| (w.seqs.len() - w.acked_n) as u64)
+                .sum();
+            let note = if self.s2c_gap {
+                "; server→client bytes are missing, ACKs may be in the gap"
+            } else {
+                ""
+            };
+            let windows: Vec<Value> = unacked.iter().map(|w| w.index.into()).collect();
+            let f = finding(
+                "lumberjack.unacked",
+                Severity::Warning,
+                format!(
+                    "{total} events unacknowledged in {} window(s) at stream end{note}",
+                    unacked.len()
+                ),
+                &first.pos,
+                vec![
+                    ("events", total.into()),
+                    ("windows", Value::Array(windows)),
+                    ("s2c_gap", self.s2c_gap.into()),
+                ],
+            );
+            out.push(f.into());
+        }
+        if let (true, Some(first)) = (self.keepalives > 0, self.first_keepalive) {
+            let span = match self.keepalive_span {
+                Some((lo, hi)) => format!(", interval {lo:.0}..{hi:.0} ms"),
+                None => String::new(),
+            };
+            let (lo, hi) = self.keepalive_span.unzip();
+            out.push(
+                finding(
+                    "lumberjack.keepalive",
+                    Severity::Info,
+                    format!(
+                        "{} keep-alive ACK 0 while windows were outstanding{span} (go-lumber sends \
+                         one every 3 s, Logstash every 5 s)",
+                        self.keepalives
+                    ),
+                    &first,
+                    vec![
+                        ("count", self.keepalives.into()),
+                        ("min_ms", lo.into()),
+                        ("max_ms", hi.into()),
+                    ],
+                )
+                .into(),
+            );
+        }
+        let final_ = !self.s2c_gap;
+        for mut w in std::mem::take(&mut self.windows) {
+            if w.outstanding && !w.emitted {
+                w.closed = true;
+                emit(&mut w, final_, &mut self.pending, out);
+            }
+        }
+    }
+
+    fn new_window(&mut self, count: Option<u32>, record: Message, pos: Pos, out: &mut Vec<Record>) {
+        // The previous current window stays only while it is outstanding.
+        if self.windows.back().is_some_and(|w| !w.outstanding) {
+            self.windows.pop_back();
+        }
+        self.stats.windows += 1;
+        self.windows.push_back(Window {
+            index: self.stats.windows,
+            count,
+            record: Some(record),
+            pos,
+            items: Vec::new(),
+            events: Vec::new(),
+            seqs: Vec::new(),
+            acked_n: 0,
+            ack_value: None,
+            ack_frame: None,
+            c_frames: 0,
+            extra: Extra::None,
+            closed: false,
+            truncated: false,
+            gap: false,
+            emitted: false,
+            resends: 0,
+            outstanding: true,
+        });
+        let at = self.windows.len() - 1;
+        if self.windows[at].resolved() {
+            self.resolve(at, out);
+        }
+    }
+
+    fn close_current(&mut self, pos: &Pos, out: &mut Vec<Record>) {
+        let Some(w) = self.windows.back_mut() else {
+            return;
+        };
+        if w.closed {
+            return;
+        }
+        w.closed = true;
+        if let Some(count) = w.count.filter(|&c| (w.seqs.len() as u64) < u64::from(c)) {
+            w.truncated = true;
+            let why = if w.gap {
+                " (bytes of this window are missing from the capture)"
+            } else {
+                ""
+            };
+            out.push(
+                finding(
+                    "lumberjack.window-truncated",
+                    if w.gap {
+                        Severity::Info
+                    } else {
+                        Severity::Warning
+                    },
+                    format!(
+                        "new W before window {} filled: {} of {count} events (Logstash flushes the \
+                         partial batch){why}",
+                        w.index,
+                        w.seqs.len()
+                    ),
+                    pos,
+                    vec![
+                        ("window", w.index.into()),
+                        ("received", (w.seqs.len() as u64).into()),
+                        ("count", count.into()),
+                    ],
+                )
+                .into(),
+            );
+        }
+        if w.resolved() {
+            let at = self.windows.len() - 1;
+            self.resolve(at, out);
+        }
+    }
+
+    /// A resolved window leaves the outstanding ones (the current one stays as current).
+    fn resolve(&mut self, at: usize, out: &mut Vec<Record>) {
+        let current = at + 1 == self.windows.len();
+        let Some(w) = self.windows.get_mut(at) else {
+            return;
+        };
+        w.outstanding = false;
+        if !w.emitted {
+            emit(w, true, &mut self.pending, out);
+        }
+        if !current {
+            self.windows.remove(at);
+        }
+    }
+
+    fn overflow(&mut self, pos: &Pos, out: &mut Vec<Record>) {
+        if !self.overflowed {
+            self.overflowed = true;
+            out.push(
+                finding(
+                    "lumberjack.pending-overflow",
+                    Severity::Warning,
+                    format!(
+                        "more than {} events wait for an ACK: the oldest windows are output before \
+                         their ACK, with acked = null",
+                        self.max_pending
+                    ),
+                    pos,
+                    vec![("limit", (self.max_pending as u64).into())],
+                )
+                .into(),
+            );
+        }
+        for w in self.windows.iter_mut().filter(|w| w.outstanding) {
+            if self.pending <= self.max_pending {
+                break;
+            }
+            if !w.emitted {
+                emit(w, false, &mut self.pending, out);
+            }
+        }
+    }
+}
+
+/// Window record first, then its compressed frames and events.
+///
+/// `final_`: the window's fate is known (resolved or stream end), so events without an ACK are
+/// `acked: false`; otherwise (early release) they are `acked: null`.
+fn emit(w: &mut Window, final_: bool, pending: &mut usize, out: &mut Vec<Record>) {
+    w.emitted = true;
+    let n = w.seqs.len();
+    if let Some(mut record) = w.record.take() {
+        record.acked = (n > 0).then_some(w.acked_n == n);
+        record.set("window", w.index);
+        record.set("count", w.count);
+        record.set("received", n as u64);
+        record.set("acked_events", w.acked_n as u64);
+        record.set("ack_value", w.ack_value);
+        record.set("ack_frame", w.ack_frame);
+        record.set("seq_first", w.seqs.first().copied());
+        record.set("seq_last", w.seqs.last().copied());
+        record.set("compressed_frames", w.c_frames);
+        record.set("truncated", w.truncated);
+        record.set("implicit", w.count.is_none());
+        record.set("resends", w.resends);
+        out.push(record.into());
+    }
+    let acked = if final_ { Some(false) } else { None };
+    for &i in w.events.iter().skip(w.acked_n) {
+        w.items[i as usize].acked = acked;
+    }
+    *pending -= w.events.len();
+    w.events = Vec::new();
+    out.extend(std::mem::take(&mut w.items).into_iter().map(Record::from));
+}
+
+fn count_text(count: Option<u32>) -> String {
+    count.map_or_else(|| "None".to_owned(), |c| c.to_string())
+}
+
+fn resent(
+    w: &mut Window,
+    record: &mut Message,
+    first: FirstCopy,
+    pos: &Pos,
+    out: &mut Vec<Record>,
+) {
+    let mut place = serde_json::Map::new();
+    place.insert("stream".into(), first.stream.into());
+    place.insert("frame".into(), first.frame.into());
+    place.insert("seq".into(), first.seq.into());
+    record.set("resend_of", Value::Object(place));
+    w.resends += 1;
+    if w.resends == 1 {
+        out.push(
+            finding(
+                "lumberjack.resend",
+                Severity::Info,
+                format!(
+                    "window {} resends events first sent on stream {} (same content)",
+                    w.index, first.stream
+                ),
+                pos,
+                vec![
+                    ("window", w.index.into()),
+                    ("first_stream", first.stream.into()),
+                    ("first_frame", first.frame.into()),
+                ],
+            )
+            .into(),
+        );
+    }
+}

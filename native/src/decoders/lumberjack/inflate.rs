@@ -1,0 +1,213 @@
+//! Inflate the zlib body of a `C` frame with a hard output cap (inflate.py).
+//!
+//! Neither Logstash nor go-lumber caps the inflated size, so a capture can hold a decompression
+//! bomb: inflation stops at the cap instead of allocating it, and the output grows only as far as
+//! the data really inflates. The outcomes are those of Python's `zlib.decompressobj().decompress(
+//! body, cap)`, which the Python decoder used, worded as Python words them.
+
+use flate2::{Decompress, FlushDecompress, Status};
+
+const LEVEL_CLASSES: [&str; 4] = ["0-1", "2-5", "6", "7-9"];
+
+/// What went wrong, as a finding code suffix.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Problem {
+    ZlibError,
+    InflateLimit,
+    CompressedTruncated,
+}
+
+impl Problem {
+    pub fn code(self) -> &'static str {
+        match self {
+            Problem::ZlibError => "lumberjack.zlib-error",
+            Problem::InflateLimit => "lumberjack.inflate-limit",
+            Problem::CompressedTruncated => "lumberjack.compressed-truncated",
+        }
+    }
+
+    pub fn text(self) -> &'static str {
+        match self {
+            Problem::ZlibError => "invalid zlib data in C frame",
+            Problem::InflateLimit => {
+                "C frame inflation stopped at the size cap (decompression bomb?)"
+            }
+            Problem::CompressedTruncated => {
+                "zlib stream in C frame ends early (Logstash: 'Insufficient bytes in compressed \
+                 content to decode')"
+            }
+        }
+    }
+}
+
+/// What came out of one zlib body.
+#[derive(Debug)]
+pub struct Inflated {
+    pub header: String,
+    pub level: Option<&'static str>,
+    pub problem: Option<(Problem, String)>,
+    /// Bytes left after the end of the zlib stream, inside the C frame.
+    pub trailing: usize,
+}
+
+/// The compression level class from a zlib header, or None when it is not a zlib header.
+pub fn level_class(cmf: u8, flg: u8) -> Option<&'static str> {
+    if cmf & 0x0F != 8 || ((u32::from(cmf) << 8) | u32::from(flg)) % 31 != 0 {
+        return None;
+    }
+    Some(LEVEL_CLASSES[usize::from(flg >> 6)])
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Inflate `body` (RFC 1950 zlib) into `out` (cleared first), producing at most `cap` bytes.
+/// `out` keeps the bytes only when the outcome has them (complete, or cut short).
+pub fn inflate(body: &[u8], cap: usize, out: &mut Vec<u8>) -> Inflated {
+    out.clear();
+    let header = hex(&body[..body.len().min(2)]);
+    let level = if body.len() >= 2 {
+        level_class(body[0], body[1])
+    } else {
+        None
+    };
+    let fail = |level, problem, detail: String, header: String| Inflated {
+        header,
+        level,
+        problem: Some((problem, detail)),
+        trailing: 0,
+    };
+    if level.is_none() {
+        let kind = if body.starts_with(b"\x1f\x8b") {
+            "gzip"
+        } else {
+            "raw deflate or garbage"
+        };
+        let detail = format!("not a zlib header ({header}: {kind})");
+        return fail(None, Problem::ZlibError, detail, header);
+    }
+    let cap = cap.max(1); // Python: max_length 0 would mean "no limit"
+    let mut dec = Decompress::new(true);
+    let mut end = false;
+    let mut produced = 0;
+    loop {
+        if produced == out.len() {
+            if out.len() >= cap {
+                break;
+            }
+            // Grow geometrically, never past the cap: a bomb costs the cap, not its claim.
+            let grow = out.len().max(body.len().saturating_mul(4)).max(4096);
+            out.resize(out.len() + grow.min(cap - out.len()), 0);
+        }
+        let (in_before, out_before) = (dec.total_in(), dec.total_out());
+        let input = &body[in_before as usize..];
+        let res = dec.decompress(input, &mut out[produced..], FlushDecompress::None);
+        produced += (dec.total_out() - out_before) as usize;
+        match res {
+            Err(e) => {
+                out.clear();
+                let detail = if e.needs_dictionary().is_some() {
+                    "Error 2 while decompressing data".to_owned()
+                } else {
+                    let msg = e.message().unwrap_or("invalid input data");
+                    format!("Error -3 while decompressing data: {msg}")
+                };
+                return fail(level, Problem::ZlibError, detail, header);
+            }
+            Ok(Status::StreamEnd) => {
+                end = true;
+                break;
+            }
+            Ok(_) => {}
+        }
+        let stalled = dec.total_in() == in_before && dec.total_out() == out_before;
+        if stalled && produced < out.len() {
+            break; // no progress with room left: the input is used up
+        }
+    }
+    out.truncate(produced);
+    let consumed = dec.total_in() as usize;
+    if !end && out.len() >= cap {
+        out.clear();
+        let detail = format!("inflates to more than {cap} bytes");
+        return fail(level, Problem::InflateLimit, detail, header);
+    }
+    if !end {
+        let detail = format!(
+            "{} bytes inflate to {} without reaching the end of the stream",
+            body.len(),
+            out.len()
+        );
+        return Inflated {
+            header,
+            level,
+            problem: Some((Problem::CompressedTruncated, detail)),
+            trailing: 0,
+        };
+    }
+    Inflated {
+        header,
+        level,
+        problem: None,
+        trailing: body.len() - consumed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::{write::ZlibEncoder, Compression};
+    use std::io::Write;
+
+    fn zlib(data: &[u8], level: u32) -> Vec<u8> {
+        let mut e = ZlibEncoder::new(Vec::new(), Compression::new(level));
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn level_classes_from_the_header() {
+        assert_eq!(level_class(0x78, 0x5e), Some("2-5"));
+        assert_eq!(level_class(0x78, 0x9c), Some("6"));
+        assert_eq!(level_class(0x78, 0xda), Some("7-9"));
+        assert_eq!(level_class(0x78, 0x01), Some("0-1"));
+        assert_eq!(level_class(0x1f, 0x8b), None);
+    }
+
+    #[test]
+    fn complete_truncated_trailing_and_capped() {
+        let mut out = Vec::new();
+        let body = zlib(&[b'a'; 10_000], 6);
+        let r = inflate(&body, 1 << 20, &mut out);
+        assert_eq!((r.problem, r.trailing, out.len()), (None, 0, 10_000));
+        let mut long = body.clone();
+        long.extend(b"junk");
+        assert_eq!(inflate(&long, 1 << 20, &mut out).trailing, 4);
+        let r = inflate(&body[..body.len() - 6], 1 << 20, &mut out);
+        assert_eq!(r.problem.unwrap().0, Problem::CompressedTruncated);
+        let r = inflate(&body, 1000, &mut out);
+        assert_eq!(
+            r.problem,
+            Some((
+                Problem::InflateLimit,
+                "inflates to more than 1000 bytes".into()
+            ))
+        );
+        assert!(out.is_empty());
+        // exactly the cap: the stream's end is reached within it
+        assert_eq!(inflate(&body, 10_000, &mut out).problem, None);
+    }
+
+    #[test]
+    fn errors_worded_as_python_zlib() {
+        let mut out = Vec::new();
+        let r = inflate(b"\x1f\x8b\x08\x00", 100, &mut out);
+        assert_eq!(r.problem.unwrap().1, "not a zlib header (1f8b: gzip)");
+        let r = inflate(b"\x78\x9c\xff\xff\xff\xff", 100, &mut out);
+        assert_eq!(
+            r.problem.unwrap().1,
+            "Error -3 while decompressing data: invalid block type"
+        );
+    }
+}

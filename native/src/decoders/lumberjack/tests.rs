@@ -1,0 +1,631 @@
+//! Decoder tests: the byte vectors of reference/lumberjack.md §9, truncations, gaps and limits.
+//! The encoder here is written from the reference (§1), independent of the decoder.
+
+use std::io::Write;
+
+use flate2::{write::ZlibEncoder, Compression};
+
+use super::LumberjackDecoder;
+use crate::decoders::{Chunk, Decoder, Gap, Limits, Shared, StreamContext};
+use crate::model::{Direction, Finding, Message, Record, Severity, Value};
+
+const C2S: Direction = Direction::C2S;
+const S2C: Direction = Direction::S2C;
+
+pub fn h(hex: &str) -> Vec<u8> {
+    let hex: String = hex.chars().filter(|c| !c.is_whitespace()).collect();
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+pub fn window(count: u32, v: u8) -> Vec<u8> {
+    let mut out = vec![v, b'W'];
+    out.extend(count.to_be_bytes());
+    out
+}
+
+pub fn jframe(seq: u32, doc: &[u8]) -> Vec<u8> {
+    let mut out = b"2J".to_vec();
+    out.extend(seq.to_be_bytes());
+    out.extend((doc.len() as u32).to_be_bytes());
+    out.extend(doc);
+    out
+}
+
+pub fn js(seqs: &[u32]) -> Vec<u8> {
+    seqs.iter()
+        .flat_map(|&s| {
+            jframe(
+                s,
+                format!("{{\"message\":\"line {s}\",\"n\":{s}}}").as_bytes(),
+            )
+        })
+        .collect()
+}
+
+pub fn dframe(seq: u32, pairs: &[(&[u8], &[u8])], v: u8) -> Vec<u8> {
+    let mut out = vec![v, b'D'];
+    out.extend(seq.to_be_bytes());
+    out.extend((pairs.len() as u32).to_be_bytes());
+    for (k, val) in pairs {
+        out.extend((k.len() as u32).to_be_bytes());
+        out.extend(*k);
+        out.extend((val.len() as u32).to_be_bytes());
+        out.extend(*val);
+    }
+    out
+}
+
+pub fn zlib(data: &[u8], level: u32) -> Vec<u8> {
+    let mut e = ZlibEncoder::new(Vec::new(), Compression::new(level));
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+pub fn cframe(inner: &[u8], level: u32) -> Vec<u8> {
+    let body = zlib(inner, level);
+    let mut out = b"2C".to_vec();
+    out.extend((body.len() as u32).to_be_bytes());
+    out.extend(body);
+    out
+}
+
+pub fn ack(value: u32, v: u8) -> Vec<u8> {
+    let mut out = vec![v, b'A'];
+    out.extend(value.to_be_bytes());
+    out
+}
+
+pub fn ctx(stream: u64, limits: Limits) -> StreamContext {
+    StreamContext {
+        stream,
+        client: "127.0.0.1:40000".into(),
+        server: "127.0.0.1:5044".into(),
+        client_port: 40000,
+        server_port: 5044,
+        limits,
+        ..StreamContext::default()
+    }
+}
+
+/// One step of a test session.
+pub enum Step<'a> {
+    Data(Direction, &'a [u8]),
+    Gap(Direction, u64),
+}
+
+/// Feed steps in order (every data step is one packet: frame = step number, ts = frame × 1 ms),
+/// each data step cut at `cuts`; then close.
+pub fn feed(
+    dec: &mut LumberjackDecoder,
+    shared: &mut Shared,
+    steps: &[Step],
+    cuts: &[usize],
+) -> Vec<Record> {
+    let mut out = Vec::new();
+    let mut offsets = [0u64; 2];
+    let mut frame = 0;
+    for step in steps {
+        match *step {
+            Step::Data(d, data) => {
+                let mut bounds = vec![0];
+                bounds.extend(cuts.iter().copied().filter(|&c| 0 < c && c < data.len()));
+                bounds.push(data.len());
+                bounds.dedup();
+                for w in bounds.windows(2) {
+                    frame += 1;
+                    let i = d as usize;
+                    let chunk = Chunk {
+                        direction: d,
+                        offset: offsets[i],
+                        data: &data[w[0]..w[1]],
+                        frame: Some(frame),
+                        ts: Some(frame as i64 * 1_000_000),
+                    };
+                    dec.feed(&chunk, shared, &mut out);
+                    offsets[i] += (w[1] - w[0]) as u64;
+                }
+            }
+            Step::Gap(d, length) => {
+                frame += 1;
+                let i = d as usize;
+                let gap = Gap {
+                    direction: d,
+                    offset: offsets[i],
+                    length,
+                    frame: Some(frame),
+                    ts: Some(frame as i64 * 1_000_000),
+                };
+                dec.gap(&gap, shared, &mut out);
+                offsets[i] += length;
+            }
+        }
+    }
+    dec.close(shared, &mut out);
+    out
+}
+
+pub fn run_with(limits: Limits, steps: &[Step]) -> Vec<Record> {
+    let mut dec = LumberjackDecoder::new(ctx(0, limits));
+    feed(&mut dec, &mut Shared::default(), steps, &[])
+}
+
+pub fn run(steps: &[Step]) -> Vec<Record> {
+    run_with(Limits::default(), steps)
+}
+
+pub fn messages<'a>(out: &'a [Record], kind: &str) -> Vec<&'a Message> {
+    out.iter()
+        .filter_map(|r| match r {
+            Record::Message(m) if m.kind == kind => Some(m),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn findings<'a>(out: &'a [Record], code: &str) -> Vec<&'a Finding> {
+    let full = format!("lumberjack.{code}");
+    out.iter()
+        .filter_map(|r| match r {
+            Record::Finding(f) if f.code == full => Some(f),
+            _ => None,
+        })
+        .collect()
+}
+
+fn field<'a>(m: &'a Message, name: &str) -> &'a Value {
+    m.get(name).unwrap_or(&Value::Null)
+}
+
+fn ffield<'a>(f: &'a Finding, name: &str) -> &'a Value {
+    f.fields
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(&Value::Null, |(_, v)| v)
+}
+
+// §9 A: logstash-input-beats BeatsParserTest.testInvalidCompression
+const INVALID_COMPRESSION: &str = "3257000000013243000000 09789c33f26260606004626617ff600007e00167";
+
+#[test]
+fn invalid_compression_declared_length_is_truncated() {
+    let data = h(INVALID_COMPRESSION);
+    let out = run(&[Step::Data(C2S, &data)]);
+    assert_eq!(findings(&out, "compressed-truncated").len(), 1);
+    assert!(messages(&out, "event").is_empty());
+    let comp = messages(&out, "compressed");
+    assert_eq!(field(comp[0], "compressed_length"), &Value::from(9));
+    assert_eq!(field(comp[0], "zlib_header"), &Value::from("789c"));
+    assert_eq!(field(comp[0], "zlib_level"), &Value::from("6"));
+    let bad = findings(&out, "invalid-version");
+    assert_eq!((bad.len(), bad[0].offset), (1, Some(21)));
+    assert_eq!(
+        ffield(findings(&out, "resync")[0], "skipped"),
+        &Value::from(10)
+    );
+    let win = messages(&out, "window");
+    assert_eq!(field(win[0], "received"), &Value::from(0));
+}
+
+#[test]
+fn invalid_compression_full_body_holds_one_non_json_event() {
+    let data = h(INVALID_COMPRESSION);
+    let body = &data[12..];
+    assert_eq!(body.len(), 19);
+    let mut c2s = data[..6].to_vec();
+    c2s.extend(b"2C");
+    c2s.extend(19u32.to_be_bytes());
+    c2s.extend(body);
+    let a = h("324100000001");
+    let out = run(&[Step::Data(C2S, &c2s), Step::Data(S2C, &a)]);
+    let ev = messages(&out, "event");
+    assert_eq!(ev.len(), 1);
+    assert_eq!((ev[0].event.as_ref(), ev[0].acked), (None, Some(true)));
+    assert_eq!(field(ev[0], "raw"), &Value::from("DOS"));
+    let f = findings(&out, "json-invalid");
+    assert_eq!(
+        f[0].message,
+        "J payload is not JSON: unexpected character, expected a JSON value: line 1 column 1 (char 0)"
+    );
+}
+
+#[test]
+fn real_filebeat_prefix_waits_then_is_truncated() {
+    let prefix = h("3257000000013243000005917 85e8c56516f");
+    let out = run(&[Step::Data(C2S, &prefix)]);
+    let t = findings(&out, "truncated");
+    assert_eq!(t[0].offset, Some(6));
+    assert_eq!(
+        t[0].fields,
+        vec![("have", 12.into()), ("need", (6 + 0x591).into())]
+    );
+    assert_eq!(
+        t[0].message,
+        "stream ends inside a '2C' frame: 12 of at least 1431 bytes"
+    );
+}
+
+const GO_LUMBER_DOC: &str = r#"{"@metadata":{"beat":"filebeat","type":"_doc","version":"8.11.0"},"@timestamp":"2024-01-02T03:04:05.000Z","message":"ev","n":N}"#;
+
+#[test]
+fn go_lumber_plain_window() {
+    let mut c2s = h("325700000002");
+    for (seq, n) in [(1u32, 0), (2, 1)] {
+        let doc = GO_LUMBER_DOC.replace('N', &n.to_string());
+        assert_eq!(doc.len(), 0x7f);
+        c2s.extend(jframe(seq, doc.as_bytes()));
+    }
+    let a = h("324100000002");
+    let out = run(&[Step::Data(C2S, &c2s), Step::Data(S2C, &a)]);
+    let evs = messages(&out, "event");
+    assert_eq!(evs.len(), 2);
+    assert_eq!(evs[1].event.as_ref().unwrap()["n"], 1);
+    assert_eq!(
+        [evs[0].offset, evs[1].offset],
+        [Some(6), Some(6 + 10 + 127)]
+    );
+    assert!(evs.iter().all(|e| e.acked == Some(true)));
+    let acks = messages(&out, "ack");
+    assert_eq!(
+        field(acks[0], "interpretation"),
+        &Value::from("count=highest-seq")
+    );
+    assert!(out
+        .iter()
+        .all(|r| !matches!(r, Record::Finding(f) if f.severity != Severity::Info)));
+}
+
+#[test]
+fn pylogbeat_second_send_split_segments() {
+    let w = h("325700000001");
+    let c = h("32430000002e789c33f2626060600662b96aa5dcd4e2e2c4f454252ba5a2c472dde292a2ccbc74ddd4b2d4bc12a55a00bf210b9a");
+    let a = h("324100000003");
+    let out = run(&[
+        Step::Data(C2S, &w),
+        Step::Data(C2S, &c),
+        Step::Data(S2C, &a),
+    ]);
+    let ev = messages(&out, "event");
+    assert_eq!(ev[0].event.as_ref().unwrap()["message"], "raw-string-event");
+    assert_eq!(
+        (field(ev[0], "seq"), ev[0].frame, ev[0].acked),
+        (&Value::from(3), Some(2), Some(true))
+    );
+    assert_eq!(field(ev[0], "ack_frame"), &Value::from(3));
+    assert_eq!(
+        field(messages(&out, "compressed")[0], "inflated_length"),
+        &Value::from(40)
+    );
+    assert_eq!(
+        field(messages(&out, "compressed")[0], "frames"),
+        &Value::from(1)
+    );
+}
+
+#[test]
+fn lumberjack_protocol_v1_window() {
+    let pairs: [(&[u8], &[u8]); 3] = [
+        (b"line", b"hello v1"),
+        (b"file", b"/var/log/a.log"),
+        (b"offset", b"0"),
+    ];
+    let mut c2s = h("315700000003");
+    for s in 1..=3 {
+        c2s.extend(dframe(s, &pairs, b'1'));
+    }
+    let a = h("314100000003");
+    let out = run(&[Step::Data(C2S, &c2s), Step::Data(S2C, &a)]);
+    let evs = messages(&out, "event");
+    assert_eq!(evs.len(), 3);
+    assert_eq!(
+        evs[0].event.as_ref().unwrap().to_string(),
+        r#"{"line":"hello v1","file":"/var/log/a.log","offset":"0"}"#
+    );
+    assert!(evs
+        .iter()
+        .all(|e| e.version == Some("1") && e.acked == Some(true)));
+    assert_eq!(messages(&out, "ack")[0].version, Some("1"));
+}
+
+#[test]
+fn keepalive_timeline_go_lumber() {
+    let inner: Vec<u8> = (1..=4).flat_map(|s| jframe(s, b"{}")).collect();
+    let mut win = h("325700000004");
+    let body = zlib(&inner, 3);
+    assert_eq!(&body[..2], &h("785e")[..]);
+    win.extend(b"2C");
+    win.extend((body.len() as u32).to_be_bytes());
+    win.extend(&body);
+    let (k, a) = (h("324100000000"), h("324100000004"));
+    let timeline: [(i64, Direction, &[u8]); 6] = [
+        (1_000_000, C2S, &win),
+        (3_002_000_000, S2C, &k),
+        (3_293_000_000, S2C, &a),
+        (3_294_000_000, C2S, &win),
+        (6_294_000_000, S2C, &k),
+        (7_293_000_000, S2C, &a),
+    ];
+    let mut dec = LumberjackDecoder::new(ctx(0, Limits::default()));
+    let mut shared = Shared::default();
+    let mut out = Vec::new();
+    let mut offsets = [0u64; 2];
+    for (frame, (ts, d, data)) in timeline.iter().enumerate() {
+        let chunk = Chunk {
+            direction: *d,
+            offset: offsets[*d as usize],
+            data,
+            frame: Some(frame as u64 + 1),
+            ts: Some(*ts),
+        };
+        dec.feed(&chunk, &mut shared, &mut out);
+        offsets[*d as usize] += data.len() as u64;
+    }
+    dec.close(&mut shared, &mut out);
+    let acks = messages(&out, "ack");
+    let intervals: Vec<_> = acks
+        .iter()
+        .map(|a| field(a, "interval_ms").clone())
+        .collect();
+    assert_eq!(intervals[0], Value::from(3001.0));
+    assert_eq!(intervals[2], Value::from(3000.0));
+    let ka = findings(&out, "keepalive");
+    assert_eq!(
+        ka[0].message,
+        "2 keep-alive ACK 0 while windows were outstanding, interval 3000..3001 ms (go-lumber sends \
+         one every 3 s, Logstash every 5 s)"
+    );
+    let frames: Vec<_> = messages(&out, "event")
+        .iter()
+        .map(|e| field(e, "ack_frame").clone())
+        .collect();
+    assert_eq!(frames, [3, 3, 3, 3, 6, 6, 6, 6].map(Value::from));
+}
+
+#[test]
+fn records_in_order_and_connection_summary() {
+    let mut c2s = window(2, b'2');
+    c2s.extend(cframe(&js(&[1, 2]), 6));
+    c2s.extend(window(1, b'2'));
+    c2s.extend(js(&[1]));
+    let mut s2c = ack(0, b'2');
+    s2c.extend(ack(2, b'2'));
+    let out = run(&[Step::Data(C2S, &c2s), Step::Data(S2C, &s2c)]);
+    let kinds: Vec<_> = out
+        .iter()
+        .filter_map(|r| match r {
+            Record::Message(m) => Some(m.kind),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "ack",
+            "window",
+            "compressed",
+            "event",
+            "event",
+            "ack",
+            "window",
+            "event",
+            "connection"
+        ]
+    );
+    let summary = messages(&out, "connection")[0];
+    let names: Vec<_> = summary.fields.iter().map(|f| f.0).collect();
+    assert_eq!(
+        names,
+        [
+            "windows",
+            "events",
+            "acked_events",
+            "unacked_events",
+            "unknown_events",
+            "acks",
+            "keepalives",
+            "seq_profile",
+            "server_kind",
+            "acks_lost"
+        ]
+    );
+    assert_eq!(field(summary, "unacked_events"), &Value::from(1));
+    assert_eq!(field(summary, "seq_profile"), &Value::from("per-window"));
+}
+
+#[test]
+fn truncation_keeps_every_complete_frame() {
+    let mut c2s = window(3, b'2');
+    c2s.extend(js(&[1, 2, 3]));
+    let frame = js(&[1]).len();
+    for cut in 0..c2s.len() {
+        let out = run(&[Step::Data(C2S, &c2s[..cut])]);
+        let complete = if cut < 6 { 0 } else { (cut - 6) / frame };
+        assert_eq!(messages(&out, "event").len(), complete, "cut at {cut}");
+        assert!(messages(&out, "event")
+            .iter()
+            .all(|e| e.acked == Some(false)));
+        assert_eq!(messages(&out, "connection").len(), 1);
+    }
+}
+
+#[test]
+fn segmentation_never_changes_the_records() {
+    let mut c2s = window(2, b'2');
+    c2s.extend(cframe(&js(&[1, 2]), 6));
+    c2s.extend(window(2, b'1'));
+    c2s.extend(dframe(1, &[(b"line", b"x")], b'1'));
+    c2s.extend(dframe(2, &[(b"line", b"y\xff")], b'1'));
+    let s2c = [ack(2, b'2'), ack(2, b'1')].concat();
+    let steps = [Step::Data(C2S, &c2s), Step::Data(S2C, &s2c)];
+    let whole = run(&steps);
+    let strip = |out: Vec<Record>| -> Vec<String> {
+        out.into_iter()
+            .map(|r| match r {
+                Record::Message(mut m) => {
+                    m.frame = None;
+                    m.ts = None;
+                    m.set("ack_frame", Value::Null);
+                    format!("{m:?}")
+                }
+                Record::Finding(mut f) => {
+                    f.frame = None;
+                    f.ts = None;
+                    format!("{f:?}")
+                }
+            })
+            .collect()
+    };
+    let whole = strip(whole);
+    for cut in 1..c2s.len() {
+        let mut dec = LumberjackDecoder::new(ctx(0, Limits::default()));
+        let cuts: Vec<usize> = (0..c2s.len()).filter(|c| c % cut == 0).collect();
+        let split = feed(&mut dec, &mut Shared::default(), &steps, &cuts);
+        assert_eq!(strip(split), whole, "cuts every {cut}");
+    }
+}
+
+#[test]
+fn gap_then_resync_keeps_later_windows() {
+    let mut w1 = window(3, b'2');
+    w1.extend(js(&[1, 2, 3]));
+    let mut w2 = window(2, b'2');
+    w2.extend(js(&[4, 5]));
+    let cut = 6 + js(&[1]).len() + 5;
+    let rest = [&w1[cut + 7..], &w2[..]].concat();
+    let a = ack(5, b'2');
+    let out = run(&[
+        Step::Data(C2S, &w1[..cut]),
+        Step::Gap(C2S, 7),
+        Step::Data(C2S, &rest),
+        Step::Data(S2C, &a),
+    ]);
+    let resync = findings(&out, "resync");
+    assert_eq!(resync[0].offset, Some(cut as u64 + 7));
+    assert!(resync[0]
+        .message
+        .contains("after a 7-byte capture gap (5 bytes of an incomplete frame"));
+    let seqs: Vec<_> = messages(&out, "event")
+        .iter()
+        .map(|e| field(e, "seq").clone())
+        .collect();
+    assert_eq!(seqs, [1, 3, 4, 5].map(Value::from));
+    assert_eq!(
+        findings(&out, "window-truncated")[0].severity,
+        Severity::Info
+    );
+}
+
+#[test]
+fn server_gap_leaves_ack_state_unknown() {
+    let mut c2s = window(2, b'2');
+    c2s.extend(js(&[1, 2]));
+    let (k, w) = (ack(0, b'2'), [window(1, b'2'), js(&[1])].concat());
+    let out = run(&[
+        Step::Data(C2S, &c2s),
+        Step::Data(S2C, &k),
+        Step::Gap(S2C, 6),
+        Step::Data(C2S, &w),
+    ]);
+    assert!(messages(&out, "event").iter().all(|e| e.acked.is_none()));
+    let summary = messages(&out, "connection")[0];
+    assert_eq!(field(summary, "unknown_events"), &Value::from(3));
+}
+
+#[test]
+fn limits_bound_frames_bombs_depth_and_pending_events() {
+    // a J length above max_frame is refused before anything is allocated
+    let mut huge = window(2, b'2');
+    huge.extend(b"2J\x00\x00\x00\x01\x40\x00\x00\x00");
+    huge.extend(js(&[2]));
+    let limits = Limits {
+        max_frame: 1 << 20,
+        ..Limits::default()
+    };
+    let out = run_with(limits, &[Step::Data(C2S, &huge)]);
+    let f = &findings(&out, "bad-length")[0];
+    assert_eq!(ffield(f, "declared"), &Value::from(1u64 << 30));
+    assert_eq!(messages(&out, "event").len(), 1);
+    // a decompression bomb stops at the cap
+    let bomb_doc = [b"\"".as_slice(), &vec![b'a'; 8_000_000], b"\""].concat();
+    let bomb = [window(1, b'2'), cframe(&jframe(1, &bomb_doc), 9)].concat();
+    assert!(bomb.len() < 20_000);
+    let limits = Limits {
+        max_inflated: 1 << 20,
+        ..Limits::default()
+    };
+    let out = run_with(limits, &[Step::Data(C2S, &bomb)]);
+    assert_eq!(findings(&out, "inflate-limit")[0].severity, Severity::Error);
+    assert!(messages(&out, "event").is_empty());
+    // nesting
+    let mut body = js(&[1]);
+    for _ in 0..5 {
+        body = cframe(&body, 6);
+    }
+    let deep = [window(1, b'2'), body].concat();
+    let limits = Limits {
+        max_depth: 3,
+        ..Limits::default()
+    };
+    let out = run_with(limits, &[Step::Data(C2S, &deep)]);
+    assert_eq!(
+        ffield(findings(&out, "compressed-too-deep")[0], "depth"),
+        &Value::from(4)
+    );
+    // held events
+    let c2s = [window(2, b'2'), js(&[1, 2]), window(2, b'2'), js(&[1, 2])].concat();
+    let s2c = [ack(2, b'2'), ack(2, b'2')].concat();
+    let limits = Limits {
+        max_pending_events: 3,
+        ..Limits::default()
+    };
+    let out = run_with(limits, &[Step::Data(C2S, &c2s), Step::Data(S2C, &s2c)]);
+    assert_eq!(findings(&out, "pending-overflow").len(), 1);
+    let acked: Vec<_> = messages(&out, "event").iter().map(|e| e.acked).collect();
+    assert_eq!(acked, [None, None, Some(true), Some(true)]);
+}
+
+#[test]
+fn resend_on_a_later_connection() {
+    let mut shared = Shared::default();
+    let c2s = [window(2, b'2'), js(&[1, 2])].concat();
+    let a = ack(2, b'2');
+    let mut first = LumberjackDecoder::new(ctx(3, Limits::default()));
+    let out = feed(&mut first, &mut shared, &[Step::Data(C2S, &c2s)], &[]);
+    assert!(findings(&out, "resend").is_empty());
+    let mut second = LumberjackDecoder::new(ctx(4, Limits::default()));
+    let out = feed(
+        &mut second,
+        &mut shared,
+        &[Step::Data(C2S, &c2s), Step::Data(S2C, &a)],
+        &[],
+    );
+    assert_eq!(
+        ffield(findings(&out, "resend")[0], "first_stream"),
+        &Value::from(3)
+    );
+    let ev = messages(&out, "event");
+    assert_eq!(
+        field(ev[1], "resend_of").to_string(),
+        r#"{"stream":3,"frame":1,"seq":2}"#
+    );
+}
+
+#[test]
+fn midstream_pickup_is_a_resync_not_a_protocol_error() {
+    let tail = js(&[2]);
+    let tail = &tail[tail.len() - 10..];
+    let c2s = [tail, &window(1, b'2'), &js(&[3])].concat();
+    let a = ack(2, b'2');
+    let s2c = [&a[3..], &ack(1, b'2')[..]].concat();
+    let out = run(&[Step::Data(C2S, &c2s), Step::Data(S2C, &s2c)]);
+    assert!(findings(&out, "invalid-version").is_empty());
+    let r = findings(&out, "resync");
+    assert_eq!(
+        (ffield(r[0], "skipped"), ffield(r[1], "skipped")),
+        (&Value::from(10), &Value::from(3))
+    );
+    assert!(r[0].message.contains("mid-stream"));
+    assert_eq!(messages(&out, "event")[0].acked, Some(true));
+}
