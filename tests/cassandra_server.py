@@ -110,9 +110,9 @@ endpoint_snitch: SimpleSnitch
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "127.0.0.1:{storage_port}"
-listen_address: 127.0.0.1
-rpc_address: 127.0.0.1
+      - seeds: "{seed}"
+listen_address: {host}
+rpc_address: {host}
 storage_port: {storage_port}
 native_transport_port: {native_port}
 start_native_transport: true
@@ -166,6 +166,7 @@ class CassandraServer:
     version: str
     host: str
     port: int
+    storage_port: int
     proc: subprocess.Popen[bytes]
     log: Path
     startup_seconds: float
@@ -185,9 +186,9 @@ def lib_dir(version: str) -> Path:
     return CACHE / version / "lib"
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -212,13 +213,13 @@ def command(version: str, root: Path) -> list[str]:
     ]
 
 
-def _can_log_in(port: int) -> bool:
+def _can_log_in(host: str, port: int) -> bool:
     """The native port is open and the default superuser exists (it is created just after start)."""
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import Cluster
 
     cluster = Cluster(
-        ["127.0.0.1"],
+        [host],
         port=port,
         auth_provider=PlainTextAuthProvider(USER, PASSWORD),
         connect_timeout=5,
@@ -233,21 +234,30 @@ def _can_log_in(port: int) -> bool:
         cluster.shutdown()
 
 
-def _port_open(port: int) -> bool:
+def _port_open(host: str, port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+        return s.connect_ex((host, port)) == 0
 
 
-def start(version: str, root: Path, timeout: float = START_TIMEOUT) -> CassandraServer:
-    """Start a node in `root`; a node that dies because a port was taken is retried on new ports."""
+def start(
+    version: str,
+    root: Path,
+    host: str = "127.0.0.1",
+    seed: str | None = None,
+    login: bool = True,
+    timeout: float = START_TIMEOUT,
+) -> CassandraServer:
+    """Start a node on `host` in `root` (its own seed unless `seed`, "ip:storage_port", names one),
+    ready when its native port is open and (with `login`) the default superuser can log in; a node that
+    dies because a port was taken is retried on new ports."""
     for _attempt in range(3):
         started = time.monotonic()
-        server = _launch(version, root)
+        server = _launch(version, root, host, seed)
         while time.monotonic() < started + timeout:
             if server.proc.poll() is not None:
                 break
-            if _port_open(server.port) and _can_log_in(server.port):
+            if _port_open(host, server.port) and (not login or _can_log_in(host, server.port)):
                 server.startup_seconds = time.monotonic() - started
                 return server
             time.sleep(1)
@@ -261,12 +271,18 @@ def start(version: str, root: Path, timeout: float = START_TIMEOUT) -> Cassandra
     pytest.fail(f"Cassandra {version}: no free ports after 3 attempts")
 
 
-def _launch(version: str, root: Path) -> CassandraServer:
+def _launch(version: str, root: Path, host: str, seed: str | None) -> CassandraServer:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    native_port, storage_port = free_port(), free_port()
+    native_port, storage_port = free_port(host), free_port(host)
     (root / "cassandra.yaml").write_text(
-        YAML.format(root=root, native_port=native_port, storage_port=storage_port)
+        YAML.format(
+            root=root,
+            host=host,
+            seed=seed or f"{host}:{storage_port}",
+            native_port=native_port,
+            storage_port=storage_port,
+        )
     )
     (root / "logback.xml").write_text(LOGBACK)
     log = root / "cassandra.log"
@@ -279,7 +295,7 @@ def _launch(version: str, root: Path) -> CassandraServer:
             cwd=root,
             preexec_fn=_die_with_parent,
         )
-    return CassandraServer(version, "127.0.0.1", native_port, proc, log, 0.0)
+    return CassandraServer(version, host, native_port, storage_port, proc, log, 0.0)
 
 
 def _die_with_parent() -> None:

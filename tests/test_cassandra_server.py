@@ -4,7 +4,8 @@ For each protocol setup (v4, v4 + LZ4, v5 CRC frames, v5 LZ4 frames) one driver 
 a failed and a good PasswordAuthenticator login, DDL while the control connection is registered for
 events, prepared statements over every CQL type, paging, the three batch types, tracing, warnings and
 server errors (syntax, invalid, already exists, unauthorized, unprepared, unavailable, read failure,
-read timeout). TOPOLOGY_CHANGE/STATUS_CHANGE events need a second node; only their REGISTER is checked.
+read timeout). For TOPOLOGY_CHANGE/STATUS_CHANGE events a second node (127.0.0.2) joins and leaves while
+a v5 session is connected (on the newest Cassandra only).
 The driver's own Connection is instrumented to record every message it sends and the response it
 decodes; `wirelog convert --to json` of the capture must show each of them, field by field, with bound
 values and rows typed exactly as the driver typed them.
@@ -16,6 +17,7 @@ import copy
 import datetime
 import math
 import re
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -61,6 +63,8 @@ from tests.cassandra_server import (  # noqa: F401 - cassandra_server is a fixtu
     VERSIONS,
     CassandraServer,
     cassandra_server,
+    start,
+    stop,
 )
 
 # name -> (protocol version, compression)
@@ -91,6 +95,7 @@ class Exchange:
     """One request the driver sent and the response it decoded (None if none came)."""
 
     port: int  # the client's local port: which connection
+    server_port: int
     stream: int
     request: Any
     response: Any = None
@@ -99,7 +104,7 @@ class Exchange:
 @dataclass
 class Transcript:
     exchanges: list[Exchange] = field(default_factory=list)
-    events: list[tuple[int, EventMessage]] = field(default_factory=list)
+    events: list[tuple[int, int, EventMessage]] = field(default_factory=list)  # (port, server port, event)
 
 
 @contextmanager
@@ -110,7 +115,7 @@ def recording() -> Iterator[Transcript]:
 
     def send(conn: Connection, msg: Any, request_id: int, cb: Callable, **kw: Any) -> int:
         # a copy: the driver re-sends the same QueryMessage for the next page with a new paging_state
-        ex = Exchange(conn._socket.getsockname()[1], request_id, copy.copy(msg))
+        ex = Exchange(conn._socket.getsockname()[1], conn.endpoint.port, request_id, copy.copy(msg))
         transcript.exchanges.append(ex)
         decoder = kw.pop("decoder", ProtocolHandler.decode_message)
 
@@ -121,7 +126,7 @@ def recording() -> Iterator[Transcript]:
         return send_msg(conn, msg, request_id, cb, decoder=decode, **kw)
 
     def pushed(conn: Connection, response: EventMessage) -> None:
-        transcript.events.append((conn._socket.getsockname()[1], response))
+        transcript.events.append((conn._socket.getsockname()[1], conn.endpoint.port, response))
         handle_pushed(conn, response)
 
     with (
@@ -595,8 +600,6 @@ def captures(
     cassandra_server: CassandraServer,  # noqa: F811 - the fixture imported above
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Capture]:
-    import time
-
     out = {}
     for name, (version, compression) in CONFIGS.items():
         pcap = tmp_path_factory.mktemp("cassandra-capture") / f"{cassandra_server.version}-{name}.pcap"
@@ -650,14 +653,17 @@ def by_connection(records: list[dict]) -> tuple[dict, dict, dict]:
 # ---- tests ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", list(CONFIGS))
-def test_every_request_and_response_matches_the_driver(captures: dict[str, Capture], name: str) -> None:
-    cap = captures[name]
-    expect = Expectations(cap.transcript, cap.version)
-    requests, responses, events = by_connection(cap.records)
+def compare_with_driver(
+    records: list[dict], transcript: Transcript, version: int, server_port: int
+) -> list[str]:
+    """Every request, response and event of the driver's connections to `server_port` against the
+    capture's decoded records: the same connections and stream ids, the same fields."""
+    expect = Expectations(transcript, version)
+    requests, responses, events = by_connection(records)
     sent: dict[tuple[int, int], list[Exchange]] = defaultdict(list)
-    for ex in cap.transcript.exchanges:
-        sent[(ex.port, ex.stream)].append(ex)
+    for ex in transcript.exchanges:
+        if ex.server_port == server_port:
+            sent[(ex.port, ex.stream)].append(ex)
     assert sorted(sent) == sorted(requests), "connections/stream ids differ between driver and capture"
     problems: list[str] = []
     for key, exchanges in sent.items():
@@ -671,8 +677,9 @@ def test_every_request_and_response_matches_the_driver(captures: dict[str, Captu
                 expect.response(ex.request, ex.response), rec, f"{key} frame {rec['frame']}"
             )
     driver_events: dict[int, list[EventMessage]] = defaultdict(list)
-    for port, ev in cap.transcript.events:
-        driver_events[port].append(ev)
+    for port, to, ev in transcript.events:
+        if to == server_port:
+            driver_events[port].append(ev)
     assert {p: len(v) for p, v in events.items()} == {p: len(v) for p, v in driver_events.items()}
     for port, evs in driver_events.items():
         for ev, rec in zip(evs, events[port], strict=True):
@@ -680,9 +687,20 @@ def test_every_request_and_response_matches_the_driver(captures: dict[str, Captu
             if ev.event_type == "SCHEMA_CHANGE":
                 want |= _schema_change(ev.event_args)
             else:
-                want |= {"change": ev.event_args["change_type"], "address": f"{ev.event_args['address'][0]}:{ev.event_args['address'][1]}"}  # fmt: skip
+                host, native_port = ev.event_args["address"]
+                want |= {"change": ev.event_args["change_type"], "address": f"{host}:{native_port}"}
             problems += mismatches(want, rec, f"event port {port} frame {rec['frame']}")
-    assert problems == []
+    return problems
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_every_request_and_response_matches_the_driver(
+    captures: dict[str, Capture],
+    cassandra_server: CassandraServer,  # noqa: F811
+    name: str,
+) -> None:
+    cap = captures[name]
+    assert compare_with_driver(cap.records, cap.transcript, cap.version, cassandra_server.port) == []
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
@@ -806,6 +824,73 @@ def test_credentials_redacted_unless_asked(captures: dict[str, Capture], name: s
     assert shown == {(t.split(b"\0")[1].decode(), t.split(b"\0")[2].decode(), t.hex()) for t in tokens}
     failed = [r for r in cql(cap.records, "error") if r["error_code"] == 0x0100]
     assert len(failed) == 1 and re.search("password", failed[0]["error_message"], re.I)
+
+
+@dataclass
+class Topology:
+    second: CassandraServer
+    transcript: Transcript
+    records: list[dict]
+
+
+def _wait_for(done: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {seconds:.0f} s")
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="session")
+def topology(
+    cassandra_server: CassandraServer,  # noqa: F811
+    captures: dict[str, Capture],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Topology:
+    """A second node joins and leaves (on 127.0.0.2) while a v5 driver session is on the first one."""
+    if cassandra_server.version != VERSIONS[0]:
+        pytest.skip("topology events are checked on the newest Cassandra only (a second node: ~30 s)")
+    pcap = tmp_path_factory.mktemp("cassandra-capture") / f"{cassandra_server.version}-topology.pcap"
+    seed = f"{cassandra_server.host}:{cassandra_server.storage_port}"
+    with tcpdump(pcap, cassandra_server.port), recording() as transcript:
+        cluster = _cluster(cassandra_server, 5, False, USER, PASSWORD)
+        session = cluster.connect()
+
+        def seen(*kinds: tuple[str, str]) -> Callable[[], bool]:
+            def done() -> bool:
+                got = {(ev.event_type, ev.event_args.get("change_type")) for _, _, ev in transcript.events}
+                return set(kinds) <= got
+
+            return done
+
+        root = tmp_path_factory.mktemp(f"cassandra-{cassandra_server.version}-second")
+        second = start(cassandra_server.version, root, host="127.0.0.2", seed=seed, login=False)
+        try:
+            _wait_for(
+                seen(("TOPOLOGY_CHANGE", "NEW_NODE"), ("STATUS_CHANGE", "UP")), 120, "NEW_NODE/UP event"
+            )
+            session.execute("SELECT peer, native_port FROM system.peers_v2")
+        finally:
+            stop(second)
+        _wait_for(seen(("STATUS_CHANGE", "DOWN")), 60, "DOWN event")
+        cluster.shutdown()
+        time.sleep(1.5)  # libpcap hands tcpdump its packets in blocks retired after 1 s
+    return Topology(second, transcript, convert(pcap)[0])
+
+
+def test_topology_and_status_events(
+    topology: Topology,
+    cassandra_server: CassandraServer,  # noqa: F811
+) -> None:
+    assert compare_with_driver(topology.records, topology.transcript, 5, cassandra_server.port) == []
+    assert [r for r in topology.records if r["record"] == "finding"] == []
+    address = f"{topology.second.host}:{topology.second.port}"
+    events = {(r["event_type"], r["change"], r["address"]) for r in cql(topology.records, "event")}
+    assert events >= {
+        ("TOPOLOGY_CHANGE", "NEW_NODE", address),
+        ("STATUS_CHANGE", "UP", address),
+        ("STATUS_CHANGE", "DOWN", address),
+    }
 
 
 def test_server_footprint(cassandra_server: CassandraServer, captures: dict[str, Capture]) -> None:  # noqa: F811
