@@ -143,6 +143,7 @@ impl Parser<'_> {
             Some(b'{') => self.object(),
             Some(b'[') => self.array(),
             Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(b'+') => Err(Fail("no digit after sign", self.pos)),
             Some(b't') => self.literal(
                 b"true",
                 "invalid literal, expected 'true'",
@@ -495,6 +496,7 @@ mod tests {
                 "unexpected content after document: line 1 column 3 (char 2)",
             ),
             (b"-a", "no digit after sign: line 1 column 2 (char 1)"),
+            (b"[+1]", "no digit after sign: line 1 column 2 (char 1)"),
             (
                 b"-01",
                 "number with leading zero is not allowed: line 1 column 2 (char 1)",
