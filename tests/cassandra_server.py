@@ -254,13 +254,17 @@ def start(
     for _attempt in range(3):
         started = time.monotonic()
         server = _launch(version, root, host, seed)
-        while time.monotonic() < started + timeout:
-            if server.proc.poll() is not None:
-                break
-            if _port_open(host, server.port) and (not login or _can_log_in(host, server.port)):
-                server.startup_seconds = time.monotonic() - started
-                return server
-            time.sleep(1)
+        try:
+            while time.monotonic() < started + timeout:
+                if server.proc.poll() is not None:
+                    break
+                if _port_open(host, server.port) and (not login or _can_log_in(host, server.port)):
+                    server.startup_seconds = time.monotonic() - started
+                    return server
+                time.sleep(1)
+        except BaseException:  # an interrupt or a bug here must not leave the JVM running
+            stop(server)
+            raise
         else:
             tail = server.log_tail()
             stop(server)
