@@ -362,7 +362,7 @@ impl Conn {
             }
             b"JDAT" | b"EVNT" if body.len() > NONCE => {
                 let mut inf = Inflater::new(self.max_inflated);
-                inf.feed(&body[NONCE..]);
+                inf.feed(&[], &body[NONCE..]);
                 let trailing = if inf.eof() {
                     (body.len() - NONCE) as u64 - inf.consumed
                 } else {
@@ -586,7 +586,8 @@ impl Conn {
         };
         let pos = EVNT_HEAD + st.inflater.consumed as usize;
         if side.buf.len() > pos {
-            st.inflater.feed(&side.buf.view()[pos..]);
+            let view = side.buf.view();
+            st.inflater.feed(&view[EVNT_HEAD..pos], &view[pos..]);
         }
         if st.inflater.done() {
             self.end_evnt(d, side, None, shared, out);

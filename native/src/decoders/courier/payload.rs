@@ -65,8 +65,9 @@ impl Inflater {
 
     /// Inflate more compressed bytes; stops at the end of the stream, an error or the cap. Like
     /// Python's `decompressobj().decompress(data, room + 1)`: an error discards this call's
-    /// output, and the input is fed whole so zlib consumes what it consumes there.
-    pub fn feed(&mut self, data: &[u8]) {
+    /// output, and the input is fed whole so zlib consumes what it consumes there. `before` is
+    /// the stream's compressed bytes fed earlier (only read to word an error, see `reword`).
+    pub fn feed(&mut self, before: &[u8], data: &[u8]) {
         if self.done() || data.is_empty() {
             return;
         }
@@ -93,7 +94,7 @@ impl Inflater {
             pos = (self.d.total_in() - in0) as usize;
             match r {
                 Err(e) => {
-                    self.error = Some(zlib_error(&e));
+                    self.error = Some(reword(zlib_error(&e), before, data));
                     self.out.truncate(start_out);
                     return;
                 }
@@ -130,6 +131,38 @@ impl Inflater {
     pub fn go_tail(&self) -> bool {
         self.eof && self.tail.starts_with(GO_TAIL)
     }
+}
+
+/// zlib-rs's fast path marks a damaged stream bad and reports it on its next turn as "repeated
+/// call with bad state", where zlib names the damage ("invalid distance too far back", ...). The
+/// same bytes inflated again through output windows under 258 bytes take the slow path, which
+/// names it as zlib does; only a damaged stream pays for this.
+fn reword(msg: String, before: &[u8], data: &[u8]) -> String {
+    if !msg.ends_with("repeated call with bad state") {
+        return msg;
+    }
+    let mut d = Decompress::new(true);
+    let mut window = [0u8; 257];
+    for part in [before, data] {
+        let mut pos = 0;
+        loop {
+            let (in0, out0) = (d.total_in(), d.total_out());
+            match d.decompress(&part[pos..], &mut window, FlushDecompress::Sync) {
+                Err(e) => return zlib_error(&e),
+                Ok(Status::StreamEnd) => return msg,
+                Ok(_) => {}
+            }
+            pos += (d.total_in() - in0) as usize;
+            let wrote = d.total_out() - out0;
+            if pos >= part.len() && wrote < window.len() as u64 {
+                break; // this part is inflated and no output is pending
+            }
+            if d.total_in() == in0 && wrote == 0 {
+                return msg; // stuck: keep zlib-rs's words
+            }
+        }
+    }
+    msg
 }
 
 /// Python's `str(zlib.error)` for a failed decompressobj().decompress().
@@ -215,5 +248,75 @@ fn py_type(v: &Value) -> &'static str {
         Value::String(_) => "str",
         Value::Array(_) => "list",
         Value::Object(_) => "dict",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn zlib_errors_in_pythons_words() {
+        let mut inf = Inflater::new(1 << 20);
+        inf.feed(&[], b"xx");
+        assert_eq!(
+            inf.error.as_deref(),
+            Some("Error -3 while decompressing data: incorrect header check")
+        );
+        // A damaged Go-style stream whose damage zlib-rs meets on its fast path.
+        let z = unhex("785e62fc6010ab56ca4d2d2e4e4c4f55b252ca3550d251ca53b232a86540973184c818d602000000ffff010000ffff539a0d37");
+        for split in [5, 20, z.len()] {
+            let mut inf = Inflater::new(1 << 20);
+            inf.feed(&[], &z[..split]);
+            if inf.error.is_none() {
+                inf.feed(&z[..split], &z[split..]);
+            }
+            assert_eq!(
+                inf.error.as_deref(),
+                Some("Error -3 while decompressing data: invalid distance too far back"),
+                "split {split}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_cap_bounds_the_output_and_the_end_is_found() {
+        let block: Vec<u8> = [&[0, 0, 0, 2][..], b"{}"].concat().repeat(1000);
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut z, &block).unwrap();
+        let mut z = z.finish().unwrap();
+        let stream_len = z.len() as u64;
+        z.extend_from_slice(b"tail");
+        let mut inf = Inflater::new(100);
+        inf.feed(&[], &z);
+        assert!(inf.over_cap && inf.output().len() == 100 && !inf.eof());
+        let mut inf = Inflater::new(1 << 20);
+        inf.feed(&[], &z);
+        assert!(inf.eof() && inf.consumed == stream_len && inf.output() == &block[..]);
+        assert_eq!(split_events(inf.output(), true).events.len(), 1000);
+        assert_eq!(inf.level(), Some("default"));
+    }
+
+    #[test]
+    fn event_framing_problems() {
+        let f = split_events(b"\0\0\0\x02{}\0\0", true);
+        assert_eq!(f.events.len(), 1);
+        assert_eq!(
+            f.problem.unwrap().1,
+            "2 stray bytes where an event length was expected"
+        );
+        assert!(split_events(b"\0\0\0\x09{}", false).problem.is_none());
+        let f = split_events(b"\x01\0\0\x01", true);
+        assert_eq!(f.problem.unwrap().0, "courier.event-over-limit");
+        let (doc, err) = parse_json(b"[1]");
+        assert_eq!(err.as_deref(), Some("a JSON list, not an object"));
+        assert_eq!(doc, serde_json::json!({"message": "[1]"}));
     }
 }
