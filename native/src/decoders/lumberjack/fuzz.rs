@@ -118,7 +118,12 @@ fn check(out: &[Record]) {
                     panic!("{} without a position", m.kind)
                 };
                 let i = d as usize;
-                assert!(offset >= last[i], "{} at {offset} after {}", m.kind, last[i]);
+                assert!(
+                    offset >= last[i],
+                    "{} at {offset} after {}",
+                    m.kind,
+                    last[i]
+                );
                 last[i] = offset;
                 events += u64::from(m.kind == "event");
             }
@@ -151,7 +156,9 @@ mod tests {
     #[test]
     fn a_few_shapes() {
         super::lumberjack(b"");
-        super::lumberjack(&[0, 0x30, b'2', b'W', 0, 0, 0, 1, 0x1e, b'2', b'J', 0, 0, 0, 1, 0, 0, 0]);
+        super::lumberjack(&[
+            0, 0x30, b'2', b'W', 0, 0, 0, 1, 0x1e, b'2', b'J', 0, 0, 0, 1, 0, 0, 0,
+        ]);
         super::lumberjack(&[1, 0x06 | 0xf8, b'x', 0x05, 0x0c]);
     }
 }

@@ -629,3 +629,55 @@ fn midstream_pickup_is_a_resync_not_a_protocol_error() {
     assert!(r[0].message.contains("mid-stream"));
     assert_eq!(messages(&out, "event")[0].acked, Some(true));
 }
+
+/// CPU time of this thread, in nanoseconds (Linux; 0 elsewhere).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// CPU time of the decoder alone and of the NDJSON writing of its records (`LJ_WINDOWS=50 cargo
+/// test --release -- --ignored --nocapture bench_`): Filebeat-shaped events, windows of 2048 in
+/// zlib level 3 C frames, each window ACKed before the next (as a Beats client waits for it).
+#[test]
+#[ignore]
+fn bench_filebeat_windows() {
+    let windows: usize = std::env::var("LJ_WINDOWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let mut steps_data = Vec::new();
+    let mut n = 0u64;
+    for _ in 0..windows {
+        let mut docs = Vec::new();
+        for i in 1..=2048u32 {
+            n += 1;
+            let doc = format!(
+                r#"{{"@timestamp":"2026-11-21T06:00:01.000Z","@metadata":{{"beat":"filebeat","type":"_doc","version":"8.11.0"}},"message":"10.0.4.17 - - [21/Nov/2026:06:00:01 +0000] \"GET /api/orders/{n} HTTP/1.1\" 200 {}","log":{{"offset":{},"file":{{"path":"/var/log/nginx/access.log"}}}},"input":{{"type":"filestream"}},"host":{{"name":"web-1"}},"agent":{{"type":"filebeat","version":"8.11.0"}},"ecs":{{"version":"8.0.0"}}}}"#,
+                n % 977,
+                n * 120
+            );
+            docs.extend(jframe(i, doc.as_bytes()));
+        }
+        steps_data.push((C2S, [window(2048, b'2'), cframe(&docs, 3)].concat()));
+        steps_data.push((S2C, ack(2048, b'2')));
+    }
+    let steps: Vec<Step> = steps_data.iter().map(|(d, b)| Step::Data(*d, b)).collect();
+    let t = thread_cpu_ns();
+    let mut dec = LumberjackDecoder::new(ctx(0, Limits::default()));
+    let out = feed(&mut dec, &mut Shared::default(), &steps, &[65536]);
+    let decode = thread_cpu_ns() - t;
+    let mut text = String::new();
+    for r in &out {
+        crate::records::json::record_line(&mut text, "", None, r);
+    }
+    let write = thread_cpu_ns() - t - decode;
+    println!(
+        "{n} events: decode {} ms cpu, ndjson {} ms cpu, {} bytes",
+        decode / 1_000_000,
+        write / 1_000_000,
+        text.len()
+    );
+}
