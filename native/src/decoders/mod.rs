@@ -9,6 +9,7 @@
 
 pub mod courier;
 pub mod delivery;
+pub mod hercules;
 pub mod lumberjack;
 
 use crate::model::{Direction, Record};
@@ -78,6 +79,7 @@ pub struct Gap {
 pub struct Shared {
     pub lumberjack: lumberjack::Shared,
     pub courier: courier::Shared,
+    pub hercules: hercules::Shared,
 }
 
 /// What the session calls; see the module docstring for the contract. Records go to `out`.
@@ -100,6 +102,7 @@ pub fn native(protocol: &str, ctx: StreamContext) -> Option<(&'static str, Box<d
             Box::new(lumberjack::LumberjackDecoder::new(ctx)),
         )),
         "courier" => Some(("courier", Box::new(courier::CourierDecoder::new(ctx)))),
+        "hercules" => Some(("hercules", Box::new(hercules::HerculesDecoder::new(ctx)))),
         _ => None,
     }
 }

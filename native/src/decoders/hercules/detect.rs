@@ -1,0 +1,1 @@
+//! Recognising Hercules traffic.

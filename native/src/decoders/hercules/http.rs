@@ -1,0 +1,663 @@
+//! Sans-IO HTTP/1.1 message framing for one direction of a Hercules Gate connection
+//! (wirelog/decoders/hercules/http.py).
+//!
+//! Only what Gate traffic needs: request and status lines, headers, bodies framed by
+//! Content-Length, chunked transfer coding, or (responses only) the end of the connection;
+//! keep-alive connections carry several messages back to back (pipelining included). A message is
+//! returned once all of it is buffered, so its offset and frame are those of its first byte. Bodies
+//! over the size cap are skipped without being buffered.
+//!
+//! Heads are parsed by `httparse`. Where it refuses a head the Python decoder accepted (control
+//! bytes, non-ASCII, header names outside the token set, ...), the head is read by the Python
+//! decoder's rules instead (`head_by_lines`) so the records stay the same.
+
+use super::buffer::StreamBuffer;
+use super::pyrepr::{bytes_repr, str_repr};
+use super::records::Origin;
+use crate::model::Value;
+
+pub const MAX_HEAD: usize = 64 * 1024;
+
+/// A message body: bytes still in the receive buffer (position relative to its read position),
+/// bytes joined from chunks, or none (over the cap and skipped).
+#[derive(Debug)]
+pub enum Body {
+    At(usize, usize),
+    Owned(Vec<u8>),
+    Skipped,
+}
+
+/// One request or response.
+#[derive(Debug)]
+pub struct HttpMessage {
+    pub offset: u64,
+    pub length: u64,
+    pub origin: Origin,
+    /// (method, target, version) or (version, status, reason).
+    pub start: [String; 3],
+    pub headers: Vec<(String, String)>,
+    pub body: Body,
+    pub chunked: bool,
+    /// Stream offset of the body when it is contiguous on the wire.
+    pub body_offset: Option<u64>,
+    /// Content-Length, or the chunk sizes' sum.
+    pub declared: Option<u64>,
+}
+
+impl HttpMessage {
+    /// The first header called `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body bytes (None when skipped).
+    pub fn body<'a>(&'a self, buf: &'a StreamBuffer) -> Option<&'a [u8]> {
+        match &self.body {
+            Body::At(at, n) => buf.bytes().get(*at..at + n),
+            Body::Owned(v) => Some(v),
+            Body::Skipped => None,
+        }
+    }
+
+    /// HTTP version as a static string.
+    pub fn version(&self, response: bool) -> &'static str {
+        let v = if response {
+            &self.start[0]
+        } else {
+            &self.start[2]
+        };
+        if v == "1.0" {
+            "1.0"
+        } else {
+            "1.1"
+        }
+    }
+}
+
+/// Framing trouble: `fatal` means the direction lost message boundaries until resync.
+#[derive(Debug)]
+pub struct HttpProblem {
+    pub message: String,
+    pub offset: u64,
+    pub origin: Origin,
+    pub fatal: bool,
+    pub fields: Vec<(&'static str, Value)>,
+}
+
+/// Message boundaries are lost in this direction (the reason).
+struct Broken(String);
+
+struct Head {
+    start: [String; 3],
+    headers: Vec<(String, String)>,
+    len: usize,
+}
+
+enum Framing {
+    None,
+    Chunked,
+    Length(u64),
+}
+
+/// Splits one direction into HTTP messages; `response` picks status lines over request lines.
+///
+/// `feed` only reads: the bytes of the messages it returns stay in the buffer (their bodies are
+/// positions in it, and `origin` still answers for them) until the caller calls `commit`.
+#[derive(Debug)]
+pub struct HttpReader {
+    response: bool,
+    max_body: u64,
+    synced: bool,
+    /// Read position relative to the buffer's: bytes taken but not committed.
+    pos: usize,
+    /// Body bytes still to drop (oversized body).
+    skip: u64,
+    /// How far a chunked body has been scanned, relative to its message.
+    chunk_pos: usize,
+    chunks: Vec<u8>,
+}
+
+impl HttpReader {
+    pub fn new(response: bool, max_body: usize) -> Self {
+        HttpReader {
+            response,
+            max_body: max_body as u64,
+            synced: true,
+            pos: 0,
+            skip: 0,
+            chunk_pos: 0,
+            chunks: Vec::new(),
+        }
+    }
+
+    /// Every complete message in `buf`, and framing problems.
+    pub fn feed(
+        &mut self,
+        buf: &StreamBuffer,
+        msgs: &mut Vec<HttpMessage>,
+        probs: &mut Vec<HttpProblem>,
+    ) {
+        loop {
+            if self.skip > 0 {
+                let n = self.skip.min((buf.len() - self.pos) as u64);
+                self.pos += n as usize;
+                self.skip -= n;
+                if self.skip > 0 {
+                    break;
+                }
+            }
+            if !self.synced && !self.resync(buf) {
+                break;
+            }
+            match self.one(buf, probs) {
+                Err(Broken(message)) => {
+                    let offset = buf.offset() + self.pos as u64;
+                    probs.push(HttpProblem {
+                        message,
+                        offset,
+                        origin: buf.origin(offset),
+                        fatal: true,
+                        fields: vec![],
+                    });
+                    self.chunk_pos = 0;
+                    self.chunks.clear();
+                    self.synced = false;
+                    self.pos += 1;
+                }
+                Ok(None) => break,
+                Ok(Some(msg)) => msgs.push(msg),
+            }
+        }
+    }
+
+    /// Drop the bytes of the messages returned so far.
+    pub fn commit(&mut self, buf: &mut StreamBuffer) {
+        buf.skip(self.pos);
+        self.pos = 0;
+    }
+
+    /// At the end of the stream: a response whose body runs to the close.
+    pub fn close(&mut self, buf: &StreamBuffer) -> Option<HttpMessage> {
+        if !(self.response && self.synced && buf.len() > self.pos) {
+            return None;
+        }
+        let head = self.head(buf).ok()??;
+        if !matches!(framing(&head.headers), Ok(Framing::None)) {
+            return None;
+        }
+        let offset = buf.offset() + self.pos as u64;
+        let size = ((buf.len() - self.pos - head.len) as u64).min(self.max_body) as usize;
+        let at = self.pos + head.len;
+        self.pos += head.len + size;
+        Some(HttpMessage {
+            offset,
+            length: (head.len + size) as u64,
+            origin: buf.origin(offset),
+            start: head.start,
+            headers: head.headers,
+            body: Body::At(at, size),
+            chunked: false,
+            body_offset: Some(offset + head.len as u64),
+            declared: Some(size as u64),
+        })
+    }
+
+    /// Bytes are missing: drop what is buffered and look for the next message start. Returns
+    /// (offset, origin) of the message the gap cut short, if one was in progress.
+    pub fn lost(&mut self, buf: &mut StreamBuffer, resume: u64) -> Option<(u64, Origin)> {
+        let mut cut = None;
+        if (self.synced && buf.len() > self.pos) || self.skip > 0 {
+            let at = buf.offset() + self.pos as u64;
+            cut = Some((at, buf.origin(at)));
+        }
+        buf.reset(resume);
+        self.pos = 0;
+        self.skip = 0;
+        self.chunk_pos = 0;
+        self.chunks.clear();
+        self.synced = false;
+        cut
+    }
+
+    fn resync(&mut self, buf: &StreamBuffer) -> bool {
+        let data = &buf.bytes()[self.pos..];
+        let found = (0..data.len()).find(|&i| start_line(data, i, self.response).is_some());
+        match found {
+            None => {
+                self.pos += data.len().saturating_sub(64);
+                false
+            }
+            Some(i) => {
+                self.pos += i;
+                self.synced = true;
+                true
+            }
+        }
+    }
+
+    fn head(&self, buf: &StreamBuffer) -> Result<Option<Head>, Broken> {
+        let at = self.pos;
+        let Some(end) = buf.find(b"\r\n\r\n", at) else {
+            if buf.len() - at > MAX_HEAD {
+                return Err(Broken(format!(
+                    "no end of HTTP headers within {MAX_HEAD} bytes"
+                )));
+            }
+            return Ok(None);
+        };
+        let raw = &buf.bytes()[at..end + 4];
+        parse_head(raw, self.response).map(Some)
+    }
+
+    fn one(
+        &mut self,
+        buf: &StreamBuffer,
+        probs: &mut Vec<HttpProblem>,
+    ) -> Result<Option<HttpMessage>, Broken> {
+        let Some(head) = self.head(buf)? else {
+            return Ok(None);
+        };
+        let length = match framing(&head.headers)? {
+            Framing::Chunked => return self.chunked(buf, head),
+            Framing::None => {
+                if self.response && !bodiless(&head.start[1]) {
+                    return Ok(None); // the body runs to the end of the connection: see close()
+                }
+                0
+            }
+            Framing::Length(n) => n,
+        };
+        let offset = buf.offset() + self.pos as u64;
+        let origin = buf.origin(offset);
+        let hlen = head.len;
+        if length > self.max_body {
+            self.pos += hlen;
+            self.skip = length;
+            probs.push(HttpProblem {
+                message: format!(
+                    "body of {length} bytes is over the {}-byte limit; skipped",
+                    self.max_body
+                ),
+                offset,
+                origin,
+                fatal: false,
+                fields: vec![("content_length", length.into())],
+            });
+            return Ok(Some(HttpMessage {
+                offset,
+                length: hlen as u64 + length,
+                origin,
+                start: head.start,
+                headers: head.headers,
+                body: Body::Skipped,
+                chunked: false,
+                body_offset: None,
+                declared: Some(length),
+            }));
+        }
+        let length = length as usize;
+        if buf.len() - self.pos < hlen + length {
+            return Ok(None);
+        }
+        let at = self.pos + hlen;
+        self.pos += hlen + length;
+        Ok(Some(HttpMessage {
+            offset,
+            length: (hlen + length) as u64,
+            origin,
+            start: head.start,
+            headers: head.headers,
+            body: Body::At(at, length),
+            chunked: false,
+            body_offset: Some(offset + hlen as u64),
+            declared: Some(length as u64),
+        }))
+    }
+
+    fn chunked(&mut self, buf: &StreamBuffer, head: Head) -> Result<Option<HttpMessage>, Broken> {
+        let data = buf.bytes();
+        let base = self.pos;
+        let mut pos = base
+            + if self.chunk_pos > 0 {
+                self.chunk_pos
+            } else {
+                head.len
+            };
+        let eol = loop {
+            let Some(eol) = buf.find(b"\r\n", pos) else {
+                if data.len() - pos > 1024 {
+                    return Err(Broken("chunk size line longer than 1024 bytes".into()));
+                }
+                self.chunk_pos = pos - base;
+                return Ok(None);
+            };
+            let line = &data[pos..eol];
+            let digits = line
+                .iter()
+                .take(16)
+                .take_while(|b| b.is_ascii_hexdigit())
+                .count();
+            if digits == 0 {
+                let shown = &data[pos..pos + (eol - pos).min(40)];
+                return Err(Broken(format!("bad chunk size line {}", bytes_repr(shown))));
+            }
+            let size = line[..digits].iter().fold(0u64, |n, &b| {
+                n << 4 | (b as char).to_digit(16).unwrap_or(0) as u64
+            });
+            if size == 0 {
+                break eol;
+            }
+            if self.chunks.len() as u64 + size > self.max_body {
+                return Err(Broken(format!(
+                    "chunked body over the {}-byte limit",
+                    self.max_body
+                )));
+            }
+            let size = size as usize;
+            if data.len() < eol + 2 + size + 2 {
+                self.chunk_pos = pos - base;
+                return Ok(None);
+            }
+            if &data[eol + 2 + size..eol + 4 + size] != b"\r\n" {
+                return Err(Broken("chunk data not followed by CRLF".into()));
+            }
+            self.chunks
+                .extend_from_slice(&data[eol + 2..eol + 2 + size]);
+            pos = eol + 2 + size + 2;
+        };
+        let Some(trailer_end) = buf.find(b"\r\n\r\n", eol) else {
+            self.chunk_pos = pos - base;
+            return Ok(None);
+        };
+        let total = trailer_end + 4 - base;
+        let offset = buf.offset() + base as u64;
+        self.pos = base + total;
+        self.chunk_pos = 0;
+        let body = std::mem::take(&mut self.chunks);
+        let declared = body.len() as u64;
+        Ok(Some(HttpMessage {
+            offset,
+            length: total as u64,
+            origin: buf.origin(offset),
+            start: head.start,
+            headers: head.headers,
+            body: Body::Owned(body),
+            chunked: true,
+            body_offset: None,
+            declared: Some(declared),
+        }))
+    }
+}
+
+/// Latin-1 text of header bytes (every byte one character, as Python decodes them).
+pub fn latin1(b: &[u8]) -> String {
+    b.iter().map(|&c| c as char).collect()
+}
+
+/// Python's `str.strip()` (the characters `str.isspace` calls whitespace).
+pub fn py_strip(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_whitespace() || ('\x1c'..='\x1f').contains(&c))
+}
+
+/// Python's `str.lower()` for Latin-1 text.
+pub fn latin1_lower(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            'A'..='Z' | '\u{c0}'..='\u{d6}' | '\u{d8}'..='\u{de}' => {
+                char::from_u32(c as u32 + 0x20).unwrap_or(c)
+            }
+            c => c,
+        })
+        .collect()
+}
+
+/// Python's `s.isascii() and s.isdigit()`.
+pub fn ascii_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn framing(headers: &[(String, String)]) -> Result<Framing, Broken> {
+    let find = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    if let Some(te) = find("transfer-encoding") {
+        let last = te.rsplit(',').next().unwrap_or(te);
+        if py_strip(&latin1_lower(last)) == "chunked" {
+            return Ok(Framing::Chunked);
+        }
+    }
+    match find("content-length") {
+        None => Ok(Framing::None),
+        Some(cl) if ascii_digits(cl) => Ok(Framing::Length(cl.parse::<u64>().unwrap_or(u64::MAX))),
+        Some(cl) => {
+            let shown: String = cl.chars().take(40).collect();
+            Err(Broken(format!("bad Content-Length {}", str_repr(&shown))))
+        }
+    }
+}
+
+fn bodiless(status: &str) -> bool {
+    let status: u16 = status.parse().unwrap_or(0);
+    status < 200 || status == 204 || status == 304
+}
+
+/// Python's bytes `\s` (what `\S` excludes) and `bytes.strip()`'s whitespace.
+fn py_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// The start line at `i` by the Python decoder's patterns: the end of its groups and of the
+/// line. Requests `[A-Z]{3,10} \S+ HTTP/1\.[01]\r\n`; responses
+/// `HTTP/1\.[01] [0-9]{3}( [^\r\n]*)?\r\n`.
+fn start_line(d: &[u8], i: usize, response: bool) -> Option<([(usize, usize); 3], usize)> {
+    if response {
+        let v = d.get(i..i + 13)?;
+        if &v[..7] != b"HTTP/1." || !matches!(v[7], b'0' | b'1') || v[8] != b' ' {
+            return None;
+        }
+        if !v[9..12].iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let after = i + 12;
+        if d.get(after..after + 2) == Some(b"\r\n") {
+            return Some(([(i + 5, i + 8), (i + 9, after), (after, after)], after + 2));
+        }
+        if d[after] != b' ' {
+            return None;
+        }
+        let r = after + 1;
+        let n = d[r..].iter().position(|&b| b == b'\r' || b == b'\n')?;
+        if d.get(r + n..r + n + 2) != Some(b"\r\n") {
+            return None;
+        }
+        return Some(([(i + 5, i + 8), (i + 9, after), (r, r + n)], r + n + 2));
+    }
+    let m = d[i..]
+        .iter()
+        .take(11)
+        .take_while(|b| b.is_ascii_uppercase())
+        .count();
+    if !(3..=10).contains(&m) || d.get(i + m) != Some(&b' ') {
+        return None;
+    }
+    let t = i + m + 1;
+    let n = d[t..].iter().take_while(|&&b| !py_space(b)).count();
+    if n == 0 {
+        return None;
+    }
+    let rest = d.get(t + n..t + n + 11)?;
+    if &rest[..8] != b" HTTP/1." || !matches!(rest[8], b'0' | b'1') || &rest[9..] != b"\r\n" {
+        return None;
+    }
+    Some(([(i, i + m), (t, t + n), (t + n + 6, t + n + 9)], t + n + 11))
+}
+
+/// A complete head (through its blank line): httparse, or the Python rules where it refuses.
+fn parse_head(raw: &[u8], response: bool) -> Result<Head, Broken> {
+    if let Some(head) = head_by_httparse(raw, response) {
+        return Ok(head);
+    }
+    head_by_lines(raw, response)
+}
+
+/// Only heads of printable ASCII with CRLF line ends, which httparse and the Python rules read
+/// alike.
+fn head_by_httparse(raw: &[u8], response: bool) -> Option<Head> {
+    let mut lines = 0;
+    for (i, &b) in raw.iter().enumerate() {
+        match b {
+            0x20..=0x7e | b'\t' => {}
+            b'\r' if raw.get(i + 1) == Some(&b'\n') => lines += 1,
+            b'\n' if i > 0 && raw[i - 1] == b'\r' => {}
+            _ => return None,
+        }
+    }
+    let mut headers = vec![httparse::EMPTY_HEADER; lines];
+    let (start, n, parsed) = if response {
+        let mut r = httparse::Response::new(&mut headers);
+        let n = match r.parse(raw) {
+            Ok(httparse::Status::Complete(n)) => n,
+            _ => return None,
+        };
+        let (version, code) = (r.version?, r.code?);
+        let reason = r.reason.unwrap_or("");
+        let start = [
+            format!("1.{version}"),
+            format!("{code:03}"),
+            reason.to_owned(),
+        ];
+        (start, n, r.headers.len())
+    } else {
+        let mut r = httparse::Request::new(&mut headers);
+        let n = match r.parse(raw) {
+            Ok(httparse::Status::Complete(n)) => n,
+            _ => return None,
+        };
+        let method = r.method?;
+        if !(3..=10).contains(&method.len()) || !method.bytes().all(|b| b.is_ascii_uppercase()) {
+            return None;
+        }
+        let start = [
+            method.to_owned(),
+            r.path?.to_owned(),
+            format!("1.{}", r.version?),
+        ];
+        (start, n, r.headers.len())
+    };
+    if n != raw.len() {
+        return None;
+    }
+    let headers = headers[..parsed]
+        .iter()
+        .map(|h| (h.name.to_owned(), latin1(trim_bytes(h.value))))
+        .collect();
+    Some(Head {
+        start,
+        headers,
+        len: n,
+    })
+}
+
+fn trim_bytes(b: &[u8]) -> &[u8] {
+    let a = b.iter().position(|&c| !py_space(c)).unwrap_or(b.len());
+    let z = b.iter().rposition(|&c| !py_space(c)).map_or(a, |z| z + 1);
+    &b[a..z]
+}
+
+/// The Python decoder's own reading of a head: the start-line pattern, then `name: value` lines
+/// split at the first colon (a name must be non-empty with no surrounding whitespace).
+fn head_by_lines(raw: &[u8], response: bool) -> Result<Head, Broken> {
+    let Some((groups, line_end)) = start_line(raw, 0, response) else {
+        let first = raw
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .unwrap_or(raw.len());
+        let line = &raw[..first.min(80)];
+        let what = if response { "status" } else { "request" };
+        return Err(Broken(format!(
+            "not an HTTP/1.x {what} line: {}",
+            bytes_repr(line)
+        )));
+    };
+    let start = groups.map(|(a, b)| latin1(&raw[a..b]));
+    let mut headers = Vec::new();
+    let block_end = raw.len() - 4;
+    if line_end < block_end {
+        let block = &raw[line_end..block_end];
+        let mut rest = block;
+        loop {
+            let (line, next) = match rest.windows(2).position(|w| w == b"\r\n") {
+                Some(i) => (&rest[..i], Some(&rest[i + 2..])),
+                None => (rest, None),
+            };
+            let colon = line.iter().position(|&b| b == b':');
+            let ok = colon.filter(|&c| c > 0 && trim_bytes(&line[..c]).len() == c);
+            let Some(c) = ok else {
+                let shown = &line[..line.len().min(80)];
+                return Err(Broken(format!(
+                    "malformed header line {}",
+                    bytes_repr(shown)
+                )));
+            };
+            headers.push((latin1(&line[..c]), latin1(trim_bytes(&line[c + 1..]))));
+            match next {
+                Some(n) => rest = n,
+                None => break,
+            }
+        }
+    }
+    Ok(Head {
+        start,
+        headers,
+        len: raw.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(raw: &[u8], response: bool) -> Result<Head, String> {
+        parse_head(raw, response).map_err(|Broken(m)| m)
+    }
+
+    #[test]
+    fn heads_read_alike_by_both_paths() {
+        for (raw, response) in [
+            (
+                &b"POST /stream/send?stream=x HTTP/1.1\r\nHost: a\r\nX:  v \r\n\r\n"[..],
+                false,
+            ),
+            (b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", true),
+            (b"HTTP/1.0 404\r\n\r\n", true),
+        ] {
+            let a = head_by_httparse(raw, response).expect("httparse reads it");
+            let b = head_by_lines(raw, response).unwrap_or_else(|Broken(m)| panic!("{m}"));
+            assert_eq!((a.start, a.headers, a.len), (b.start, b.headers, b.len));
+        }
+    }
+
+    #[test]
+    fn python_rules_where_httparse_refuses() {
+        let h = head(b"POST /\x01 HTTP/1.1\r\nA B: \xe9\r\n\r\n", false)
+            .unwrap_or_else(|m| panic!("{m}"));
+        assert_eq!(h.start[1], "/\u{1}");
+        assert_eq!(h.headers, vec![("A B".to_owned(), "\u{e9}".to_owned())]);
+        assert_eq!(
+            head(b"POST /x HTTP/1.1\r\nbad header line\r\n\r\n", false)
+                .err()
+                .as_deref(),
+            Some("malformed header line b'bad header line'")
+        );
+        assert_eq!(
+            head(b"get / HTTP/1.1\r\n\r\n", false).err().as_deref(),
+            Some("not an HTTP/1.x request line: b'get / HTTP/1.1'")
+        );
+    }
+}

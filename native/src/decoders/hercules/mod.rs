@@ -1,0 +1,73 @@
+//! Vostok Hercules (binary events, Hercules Gate HTTP traffic, bare event streams), ported from
+//! wirelog/decoders/hercules/ with the same records, byte for byte (docs/protocols/hercules.md).
+//!
+//! Modules: `types` (wire constants, export-name escaping), `reader` (validating one event),
+//! `render` (an event as a document), `batch` (Count + events, streamed), `tree` (the codec's
+//! value tree and `encode`), `records` (event records, findings, repeat limits), `buffer` (the
+//! receive buffer), `stream` (bare events and batches), `http` (HTTP/1.1 framing), `url` (request
+//! targets), `gateway` (Gate requests and answers), `decoder` (the per-connection state machine),
+//! `detect` (recognising Hercules traffic), `pyrepr` (Python's repr in finding texts).
+
+mod batch;
+mod buffer;
+mod decoder;
+pub mod detect;
+#[cfg(any(test, fuzzing))]
+pub mod fuzz;
+mod gateway;
+mod http;
+mod pyrepr;
+mod reader;
+mod records;
+mod render;
+mod stream;
+pub mod tree;
+mod types;
+mod url;
+
+use super::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
+use crate::model::Record;
+
+pub use records::TagNames;
+
+/// State shared by the Hercules connections of one capture: the tag names already reported (a
+/// name that breaks the convention is reported once per capture).
+#[derive(Debug, Default)]
+pub struct Shared {
+    pub tag_names: TagNames,
+}
+
+/// What the codec's users share per connection: the parser (with its tag-name cache), the
+/// finding reporter, and the capture's reported names.
+pub struct Codec<'a> {
+    pub parser: &'a mut reader::EventParser,
+    pub reporter: &'a mut records::Reporter,
+    pub names: &'a mut TagNames,
+}
+
+/// One Hercules connection (both directions).
+#[derive(Debug)]
+pub struct HerculesDecoder(decoder::HerculesDecoder);
+
+impl HerculesDecoder {
+    pub fn new(ctx: StreamContext) -> Self {
+        HerculesDecoder(decoder::HerculesDecoder::new(ctx))
+    }
+}
+
+impl Decoder for HerculesDecoder {
+    fn feed(&mut self, chunk: &Chunk<'_>, shared: &mut AllShared, out: &mut Vec<Record>) {
+        self.0.feed(chunk, &mut shared.hercules.tag_names, out);
+    }
+
+    fn gap(&mut self, gap: &Gap, _shared: &mut AllShared, out: &mut Vec<Record>) {
+        self.0.gap(gap, out);
+    }
+
+    fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) {
+        self.0.close(&mut shared.hercules.tag_names, out);
+    }
+}
+
+#[cfg(test)]
+mod tests;

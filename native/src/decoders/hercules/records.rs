@@ -1,0 +1,222 @@
+//! Records from decoded Hercules events and codec problems (wirelog/decoders/hercules/records.py).
+//!
+//! An event record's `event` is the payload as a document; for events wirelog exported it is the
+//! original document again and `fields.source` holds the record's origin. The `Reporter` turns
+//! codec problems into findings: a tag name that breaks the convention is reported once per capture,
+//! and any one code is reported individually only `REPEAT_LIMIT` times per stream, then summed up
+//! in one finding at the end (a hostile body would otherwise give a finding per event).
+
+use std::collections::HashSet;
+
+use super::reader::{Parsed, Problem};
+use super::render::{exported, uuid_text, Cursor, Renderer};
+use super::types::{TICKS_PER_SECOND, VERSIONS};
+use crate::model::{Direction, Finding, Message, Value};
+
+pub const PROTOCOL: &str = "hercules";
+/// Findings of one code reported one by one per stream before the summary.
+pub const REPEAT_LIMIT: u64 = 100;
+/// Tag names remembered per capture for the once-per-capture rule.
+const MAX_NAMES: usize = 10_000;
+
+/// Where a record sits: (frame, ts) of the packet that carried it.
+pub type Origin = (Option<u64>, Option<i64>);
+
+/// 100-ns Unix ticks as ISO 8601 UTC with 7 fractional digits, None outside years 1..9999.
+pub fn iso_time(ticks: i64) -> Option<String> {
+    let seconds = ticks.div_euclid(TICKS_PER_SECOND);
+    let frac = ticks.rem_euclid(TICKS_PER_SECOND);
+    const MIN: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
+    const MAX: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+    if !(MIN..=MAX).contains(&seconds) {
+        return None;
+    }
+    let days = seconds.div_euclid(86_400);
+    let secs = seconds.rem_euclid(86_400);
+    let (y, m, d) = civil(days);
+    // Python's strftime("%Y") does not pad years below 1000.
+    Some(format!(
+        "{y}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:07}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    ))
+}
+
+/// Days since 1970-01-01 as a proleptic Gregorian (year, month, day).
+fn civil(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// The `event` record of the event `ev` parsed from `data`; `offset` is where it starts in the
+/// stream.
+pub fn event_message(
+    data: &[u8],
+    ev: &Parsed,
+    direction: Direction,
+    offset: u64,
+    origin: Origin,
+    extra: Vec<(&'static str, Value)>,
+) -> Message {
+    let mut m = Message::new(PROTOCOL, "event");
+    m.direction = Some(direction);
+    m.offset = Some(offset);
+    m.length = ev.length as u64;
+    (m.frame, m.ts) = origin;
+    m.version = Some(VERSIONS[ev.version as usize]);
+    m.fields.reserve(5 + extra.len());
+    m.fields.push(("timestamp", ev.timestamp.into()));
+    m.fields.push((
+        "time",
+        iso_time(ev.timestamp).map_or(Value::Null, Value::String),
+    ));
+    m.fields.push(("uuid", Value::String(uuid_text(&ev.uuid))));
+    m.fields.push(("tag_count", ev.tag_count.into()));
+    m.fields.extend(extra);
+    let payload = ev.offset + 25;
+    match exported(data, payload) {
+        None => {
+            let plain = Renderer { mapped: false };
+            m.event = plain.tags(&mut Cursor::new(data, payload));
+        }
+        Some(found) => {
+            let mapped = Renderer { mapped: true };
+            let at = |pos: usize| Cursor::new(data, pos);
+            let mut source = found
+                .wirelog
+                .and_then(|pos| mapped.tags(&mut at(pos)))
+                .unwrap_or(Value::Null);
+            let fields = match found.fields {
+                Some((t, pos)) => mapped.value(&mut at(pos), t).unwrap_or(Value::Null),
+                None => Value::Object(Default::default()),
+            };
+            if let Value::Object(map) = &mut source {
+                map.insert("fields".to_owned(), fields);
+            }
+            m.fields.push(("source", source));
+            m.event = found
+                .event
+                .and_then(|(t, pos)| mapped.value(&mut at(pos), t))
+                .filter(|v| !v.is_null());
+        }
+    }
+    m
+}
+
+/// Turns codec problems into findings (see the module docstring).
+#[derive(Debug, Default)]
+pub struct Reporter {
+    counts: Vec<(&'static str, u64, crate::model::Severity)>,
+}
+
+/// The tag names already reported in this capture (state shared by its connections).
+#[derive(Debug, Default)]
+pub struct TagNames(HashSet<String>);
+
+impl Reporter {
+    /// `p` as a finding at stream `offset`, or None for a name already reported or a code past
+    /// its repeat limit. `extra` fields follow the problem's own.
+    pub fn finding(
+        &mut self,
+        names: &mut TagNames,
+        p: Problem,
+        direction: Option<Direction>,
+        offset: Option<u64>,
+        origin: Origin,
+        extra: Vec<(&'static str, Value)>,
+    ) -> Option<Finding> {
+        if p.code == "hercules.tag-name" {
+            let key = p
+                .fields
+                .iter()
+                .find(|(n, _)| *n == "key")
+                .and_then(|(_, v)| v.as_str())
+                .unwrap_or_default();
+            if names.0.contains(key) {
+                return None;
+            }
+            if names.0.len() < MAX_NAMES {
+                names.0.insert(key.to_owned());
+            }
+        }
+        if !self.count(p.code, p.severity) {
+            return None;
+        }
+        let mut f = Finding::new(p.code, p.severity, p.message).at(origin.0, origin.1);
+        f.direction = direction;
+        f.offset = offset;
+        f.fields = p.fields;
+        for (name, value) in extra {
+            match f.fields.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = value,
+                None => f.fields.push((name, value)),
+            }
+        }
+        Some(f)
+    }
+
+    /// Count one occurrence; whether it is reported individually.
+    fn count(&mut self, code: &'static str, severity: crate::model::Severity) -> bool {
+        match self.counts.iter_mut().find(|(c, _, _)| *c == code) {
+            Some(entry) => {
+                entry.1 += 1;
+                entry.1 <= REPEAT_LIMIT
+            }
+            None => {
+                self.counts.push((code, 1, severity));
+                true
+            }
+        }
+    }
+
+    /// One summary per code that passed the limit, in the order the codes first occurred.
+    pub fn summaries(&mut self, out: &mut Vec<crate::model::Record>) {
+        for (code, n, severity) in std::mem::take(&mut self.counts) {
+            if n > REPEAT_LIMIT {
+                let text = format!(
+                    "{code} occurred {n} times in this stream (only the first {REPEAT_LIMIT} are reported individually)"
+                );
+                out.push(Finding::new(code, severity, text).field("count", n).into());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_time_matches_python() {
+        assert_eq!(
+            iso_time(15_276_799_200_000_000).as_deref(),
+            Some("2018-05-30T11:32:00.0000000Z")
+        );
+        assert_eq!(
+            iso_time(-1).as_deref(),
+            Some("1969-12-31T23:59:59.9999999Z")
+        );
+        assert_eq!(
+            iso_time(-62_135_596_800 * TICKS_PER_SECOND).as_deref(),
+            Some("1-01-01T00:00:00.0000000Z")
+        );
+        assert_eq!(iso_time(-62_135_596_800 * TICKS_PER_SECOND - 1), None);
+        assert_eq!(
+            iso_time(253_402_300_799 * TICKS_PER_SECOND + 9_999_999).as_deref(),
+            Some("9999-12-31T23:59:59.9999999Z")
+        );
+        assert_eq!(iso_time(i64::MAX), None);
+        assert_eq!(
+            iso_time((-62_135_596_800 + 86_400 * 365 * 900) * TICKS_PER_SECOND + 5).as_deref(),
+            Some("900-05-28T00:00:00.0000005Z")
+        );
+    }
+}

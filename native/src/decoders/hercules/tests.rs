@@ -1,0 +1,628 @@
+//! The decoder end to end: the reference's vectors (../shared/reference/hercules.md §4), Gate
+//! sessions, truncations, gaps and limits.
+
+use super::reader::{EventParser, Stop};
+use super::tree::{decode, encode, EncodeError, Event, Var, Vector};
+use super::{HerculesDecoder, Shared};
+use crate::decoders::{Chunk, Decoder, Gap, Limits, Shared as AllShared, StreamContext};
+use crate::model::{Direction, Finding, Message, Record, Value};
+
+const README_EVENT: &str = "010036462afd9ef8001120380063fd11e883e23a587d902000000204686f737409000000096c6f63616c686f73740974696d657374616d700500056d6ab2f64c00";
+const FORMATTER_EVENT: &str = "010036462afd9ef8005ef182398e6c4e19b222c87fd06b003d00040a537472696e6720746167090000000c537472696e672076616c7565084e756c6c207461670b0855756964207461670a5ef182398e6c4e19b222c87fd06b003d13436f6e7461696e657220617272617920746167800100000002000110536f6d6520696e74656765722074616704075a1a9f00010f4279746520766563746f7220746167800200000004deadbeef";
+const SCALARS_EVENT: &str = "0100000000000000010000000000000000000000000000000000070166060101670600016e800b000000030164083ff800000000000002666c07be800000016202ff017303fffe";
+const MIXED_VECTORS: &str =
+    "000106766563746f7280800000000204000000020000000100000002090000000100000001 78";
+
+fn unhex(s: &str) -> Vec<u8> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// An event header (version 1, README ticks, UUID 00..0f) before a container given in hex.
+fn event_bytes(tags: &str) -> Vec<u8> {
+    let mut v = vec![1];
+    v.extend_from_slice(&15_276_799_200_000_000i64.to_be_bytes());
+    v.extend(0u8..16);
+    v.extend(unhex(tags));
+    v
+}
+
+fn ctx() -> StreamContext {
+    StreamContext {
+        client: "10.0.0.1:40000".into(),
+        server: "10.0.0.2:6306".into(),
+        client_port: 40000,
+        server_port: 6306,
+        ..Default::default()
+    }
+}
+
+/// Feed both directions (c2s first, in `step`-byte chunks if given) and close.
+fn run_with(ctx: StreamContext, c2s: &[u8], s2c: &[u8], step: usize) -> Vec<Record> {
+    let mut dec = HerculesDecoder::new(ctx);
+    let mut shared = AllShared::default();
+    let mut out = Vec::new();
+    for (d, data) in [(Direction::C2S, c2s), (Direction::S2C, s2c)] {
+        let size = if step == 0 { data.len().max(1) } else { step };
+        for (i, piece) in data.chunks(size).enumerate() {
+            let chunk = Chunk {
+                direction: d,
+                offset: (i * size) as u64,
+                data: piece,
+                frame: Some(i as u64 + 1),
+                ts: None,
+            };
+            dec.feed(&chunk, &mut shared, &mut out);
+        }
+    }
+    dec.close(&mut shared, &mut out);
+    out
+}
+
+fn run(c2s: &[u8], s2c: &[u8], step: usize) -> Vec<Record> {
+    run_with(ctx(), c2s, s2c, step)
+}
+
+fn messages<'a>(recs: &'a [Record], kind: &str) -> Vec<&'a Message> {
+    recs.iter()
+        .filter_map(|r| match r {
+            Record::Message(m) if m.kind == kind => Some(m),
+            _ => None,
+        })
+        .collect()
+}
+
+fn findings(recs: &[Record]) -> Vec<&Finding> {
+    recs.iter()
+        .filter_map(|r| match r {
+            Record::Finding(f) => Some(f),
+            _ => None,
+        })
+        .collect()
+}
+
+fn codes(recs: &[Record]) -> Vec<&'static str> {
+    findings(recs).iter().map(|f| f.code).collect()
+}
+
+fn post(body: &[u8], extra: &str) -> Vec<u8> {
+    let mut v = format!(
+        "POST /stream/send?stream=logs HTTP/1.1\r\nAuthorization: Hercules apiKey secret\r\nContent-Type: application/octet-stream\r\n{extra}Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    v.extend_from_slice(body);
+    v
+}
+
+fn answer(status: u16, text: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{text}",
+        text.len()
+    )
+    .into_bytes()
+}
+
+fn batch(events: &[&[u8]]) -> Vec<u8> {
+    let mut v = (events.len() as i32).to_be_bytes().to_vec();
+    for e in events {
+        v.extend_from_slice(e);
+    }
+    v
+}
+
+#[test]
+fn readme_event_decodes_as_the_reference_says() {
+    let ev = unhex(README_EVENT);
+    assert_eq!(ev.len(), 65);
+    let recs = run(&ev, b"", 0);
+    let [m] = messages(&recs, "event")[..] else {
+        panic!("{recs:?}")
+    };
+    assert_eq!(
+        m.get("timestamp"),
+        Some(&Value::from(15_276_799_200_000_000i64))
+    );
+    assert_eq!(
+        m.get("time").and_then(Value::as_str),
+        Some("2018-05-30T11:32:00.0000000Z")
+    );
+    assert_eq!(
+        m.get("uuid").and_then(Value::as_str),
+        Some("11203800-63fd-11e8-83e2-3a587d902000")
+    );
+    assert_eq!(m.length, 65);
+    assert_eq!(m.version, Some("1"));
+    let doc = serde_json::json!({"host": "localhost", "timestamp": 1_527_679_920_000_000i64});
+    assert_eq!(m.event.as_ref(), Some(&doc));
+    assert!(codes(&recs).is_empty());
+}
+
+#[test]
+fn gate_body_vector_is_a_batch() {
+    let mut body = unhex("00000001");
+    body.extend(unhex(README_EVENT));
+    assert_eq!(body.len(), 69);
+    let recs = run(&body, b"", 7);
+    assert_eq!(messages(&recs, "batch").len(), 1);
+    let ev = messages(&recs, "event");
+    assert_eq!(ev[0].offset, Some(4));
+    assert_eq!(ev[0].get("batch_index"), Some(&Value::from(0)));
+}
+
+#[test]
+fn formatter_and_scalar_vectors_render_every_type() {
+    let recs = run(&unhex(FORMATTER_EVENT), b"", 0);
+    let ev = messages(&recs, "event")[0];
+    assert_eq!(ev.length, 169);
+    let doc = ev.event.as_ref().expect("document");
+    assert_eq!(doc["String tag"], "String value");
+    assert_eq!(doc["Null tag"], Value::Null);
+    assert_eq!(doc["Uuid tag"], "5ef18239-8e6c-4e19-b222-c87fd06b003d");
+    assert_eq!(
+        doc["Container array tag"],
+        serde_json::json!([{"Some integer tag": 123_345_567}, {"Byte vector tag": [222, 173, 190, 239]}])
+    );
+    // keys with spaces break the naming convention: reported once each
+    assert_eq!(
+        codes(&recs)
+            .iter()
+            .filter(|c| **c == "hercules.tag-name")
+            .count(),
+        6
+    );
+
+    let recs = run(&unhex(SCALARS_EVENT), b"", 0);
+    let doc = messages(&recs, "event")[0].event.clone().expect("document");
+    let want = serde_json::json!({"f": true, "g": false, "n": [null, null, null], "d": 1.5, "fl": -0.25, "b": 255, "s": -2});
+    assert_eq!(doc, want);
+    assert!(codes(&recs).contains(&"hercules.timestamp-range"));
+}
+
+#[test]
+fn mixed_vector_of_vectors() {
+    let recs = run(&event_bytes(MIXED_VECTORS), b"", 0);
+    let doc = messages(&recs, "event")[0].event.clone().expect("document");
+    assert_eq!(doc, serde_json::json!({"vector": [[1, 2], ["x"]]}));
+}
+
+#[test]
+fn every_vector_decodes_then_encodes_to_the_same_bytes() {
+    for hex in [README_EVENT, FORMATTER_EVENT, SCALARS_EVENT] {
+        let bytes = unhex(hex);
+        let (ev, n) = decode(&bytes, 1 << 20).expect("decodes");
+        assert_eq!(n, bytes.len());
+        assert_eq!(encode(&ev).expect("encodes"), bytes);
+    }
+    let bytes = event_bytes(MIXED_VECTORS);
+    let (ev, _) = decode(&bytes, 1 << 20).expect("decodes");
+    assert_eq!(encode(&ev).expect("encodes"), bytes);
+}
+
+#[test]
+fn encoder_rejects_what_java_would_corrupt() {
+    let ev = |tags| Event {
+        version: 1,
+        timestamp: 0,
+        uuid: [0; 16],
+        tags,
+    };
+    assert_eq!(
+        encode(&ev(vec![(vec![b'k'; 256], Var::Null)])),
+        Err(EncodeError::KeyTooLong(256))
+    );
+    assert_eq!(
+        encode(&ev(vec![(vec![], Var::Null); 65536])),
+        Err(EncodeError::TooManyTags(65536))
+    );
+    assert!(encode(&ev(vec![(
+        b"n".to_vec(),
+        Var::Vector(Vector::Null(1 << 31))
+    )]))
+    .is_err());
+}
+
+/// A tiny deterministic generator for the property test (no extra crates).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn bytes(&mut self, max: u64) -> Vec<u8> {
+        (0..self.below(max + 1))
+            .map(|_| self.next() as u8)
+            .collect()
+    }
+}
+
+fn random_tags(r: &mut Rng, depth: u32) -> Vec<(Vec<u8>, Var)> {
+    (0..r.below(4))
+        .map(|_| (r.bytes(6), random_var(r, depth)))
+        .collect()
+}
+
+fn random_vector(r: &mut Rng, depth: u32) -> Vector {
+    let n = r.below(4) as usize;
+    match r.below(if depth == 0 { 10 } else { 12 }) {
+        0 => Vector::Byte(r.bytes(5)),
+        1 => Vector::Short((0..n).map(|_| r.next() as i16).collect()),
+        2 => Vector::Integer((0..n).map(|_| r.next() as i32).collect()),
+        3 => Vector::Long((0..n).map(|_| r.next() as i64).collect()),
+        4 => Vector::Flag(r.bytes(4)),
+        5 => Vector::Float((0..n).map(|_| r.next() as u32).collect()),
+        6 => Vector::Double((0..n).map(|_| r.next()).collect()),
+        7 => Vector::String((0..n).map(|_| r.bytes(5)).collect()),
+        8 => Vector::Uuid((0..n).map(|_| [r.next() as u8; 16]).collect()),
+        9 => Vector::Null(n),
+        10 => Vector::Container((0..n).map(|_| random_tags(r, depth - 1)).collect()),
+        _ => Vector::Vector((0..n).map(|_| random_vector(r, depth - 1)).collect()),
+    }
+}
+
+fn random_var(r: &mut Rng, depth: u32) -> Var {
+    match r.below(if depth == 0 { 11 } else { 13 }) {
+        0 => Var::Byte(r.next() as u8),
+        1 => Var::Short(r.next() as i16),
+        2 => Var::Integer(r.next() as i32),
+        3 => Var::Long(r.next() as i64),
+        4 => Var::Flag(r.next() as u8),
+        5 => Var::Float(r.next() as u32),
+        6 => Var::Double(r.next()),
+        7 => Var::String(r.bytes(8)),
+        8 => Var::Uuid([r.next() as u8; 16]),
+        9 => Var::Null,
+        10 => Var::String(b"text".to_vec()),
+        11 => Var::Container(random_tags(r, depth - 1)),
+        _ => Var::Vector(random_vector(r, depth - 1)),
+    }
+}
+
+#[test]
+fn property_encode_then_decode_round_trips() {
+    let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..3000 {
+        let ev = Event {
+            version: r.next() as u8,
+            timestamp: r.next() as i64,
+            uuid: [r.next() as u8; 16],
+            tags: random_tags(&mut r, 3),
+        };
+        let bytes = encode(&ev).expect("encodes");
+        let (back, n) = decode(&bytes, 1 << 20).expect("decodes");
+        assert_eq!(n, bytes.len());
+        assert_eq!(back, ev);
+        assert_eq!(encode(&back).expect("re-encodes"), bytes);
+        // every proper prefix is truncated, never corrupt or a panic
+        let cut = r.below(bytes.len() as u64) as usize;
+        assert!(matches!(
+            EventParser::new(1 << 20).parse(&bytes[..cut], 0, &mut Vec::new()),
+            Err(Stop::Truncated { .. })
+        ));
+    }
+}
+
+#[test]
+fn reader_limits_and_corruption() {
+    let mut p = EventParser::new(1 << 20);
+    let mut probs = Vec::new();
+    // negative string length
+    let bad = event_bytes("0001 0161 09 ffffffff");
+    let stop = p.parse(&bad, 0, &mut probs).expect_err("negative");
+    assert!(
+        matches!(stop, Stop::Corrupt { code: "hercules.negative-length", ref path, .. } if path == "a")
+    );
+    // unknown type
+    let bad = event_bytes("0001 0161 0c");
+    let Err(Stop::Corrupt { code, message, .. }) = p.parse(&bad, 0, &mut probs) else {
+        panic!()
+    };
+    assert_eq!(code, "hercules.unknown-type");
+    assert!(message.starts_with("unknown type code 0x0c at offset 29"));
+    // a string past the event size limit
+    let big = event_bytes("0001 0161 09 7fffffff");
+    let Err(Stop::Corrupt { code, .. }) = EventParser::new(100).parse(&big, 0, &mut probs) else {
+        panic!()
+    };
+    assert_eq!(code, "hercules.absurd-length");
+    // nesting deeper than 64 levels
+    let mut deep = String::from("0001 0161");
+    for _ in 0..70 {
+        deep.push_str(" 01 0001 0161");
+    }
+    let Err(Stop::Corrupt { code, .. }) = p.parse(&event_bytes(&deep), 0, &mut probs) else {
+        panic!()
+    };
+    assert_eq!(code, "hercules.too-deep");
+    // Vector<Null> of more than 2^20
+    let nulls = event_bytes("0001 016e 80 0b 00200000");
+    let Err(Stop::Corrupt { message, .. }) = p.parse(&nulls, 0, &mut probs) else {
+        panic!()
+    };
+    assert_eq!(message, "vector of 2097152 nulls (more than 1048576)");
+    assert!(probs.is_empty());
+}
+
+#[test]
+fn problems_keep_python_texts() {
+    let mut p = EventParser::new(1 << 20);
+    let mut probs = Vec::new();
+    let ev = event_bytes("0003 0161 0601 0161 0602 02ffff 0b");
+    p.parse(&ev, 0, &mut probs).expect("parses");
+    let texts: Vec<_> = probs.iter().map(|p| (p.code, p.message.as_str())).collect();
+    assert_eq!(
+        texts,
+        [
+            (
+                "hercules.flag-value",
+                "flag byte 0x02 is neither 0 nor 1 (Java reads it as true)"
+            ),
+            ("hercules.invalid-utf8", "tag key ffff is not valid UTF-8"),
+            (
+                "hercules.duplicate-key",
+                "duplicate tag keys ['a']: Java keeps the last occurrence"
+            ),
+        ]
+    );
+    // the bad key is reported once per parser
+    probs.clear();
+    p.parse(&ev, 0, &mut probs).expect("parses");
+    assert_eq!(probs.len(), 2);
+}
+
+#[test]
+fn truncated_stream_and_resync() {
+    let ev = unhex(README_EVENT);
+    let mut data = ev.clone();
+    data.extend_from_slice(&[0xAA; 9]);
+    data.extend_from_slice(&ev);
+    data.extend_from_slice(&ev[..40]);
+    let recs = run(&data, b"", 5);
+    assert_eq!(messages(&recs, "event").len(), 2);
+    assert_eq!(
+        codes(&recs),
+        [
+            "hercules.truncated",
+            "hercules.resync",
+            "hercules.truncated"
+        ]
+    );
+    let f = findings(&recs);
+    assert_eq!(
+        f[0].message,
+        "the data ends inside an event (114 bytes from offset 65, in the header)"
+    );
+    assert_eq!(f[1].fields[0], ("skipped", Value::from(9)));
+    assert_eq!(
+        f[2].message,
+        "the data ends inside an event (40 bytes from offset 139, in host)"
+    );
+    // chunking does not change the records
+    assert_eq!(
+        run(&data, b"", 0),
+        run(&data, b"", 1)
+            .into_iter()
+            .map(|r| match r {
+                Record::Message(mut m) => {
+                    m.frame = Some(1);
+                    Record::Message(m)
+                }
+                Record::Finding(mut f) => {
+                    f.frame = Some(1);
+                    Record::Finding(f)
+                }
+            })
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn gate_request_paired_with_its_answer() {
+    let ev = unhex(README_EVENT);
+    let body = batch(&[&ev, &ev]);
+    let mut c2s = post(&body, "");
+    c2s.extend(post(&batch(&[&ev]), ""));
+    let mut s2c = answer(200, "");
+    s2c.extend(answer(400, "Invalid event data"));
+    let recs = run(&c2s, &s2c, 13);
+    let reqs = messages(&recs, "request");
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].get("api_key"), Some(&Value::from("<redacted>")));
+    assert_eq!(reqs[0].get("status"), Some(&Value::from(200)));
+    let events = messages(&recs, "event");
+    let acked: Vec<_> = events.iter().map(|e| e.acked).collect();
+    assert_eq!(acked, [Some(true), Some(true), Some(false)]);
+    let head = post(&body, "").len() - body.len();
+    assert_eq!(events[0].offset, Some(head as u64 + 4));
+    let rejected = findings(&recs);
+    assert_eq!(rejected[0].code, "hercules.request-rejected");
+    assert!(rejected[0]
+        .message
+        .starts_with("Gate answered 400 X (Invalid event data) to /stream/send for stream logs: 1 decoded event(s) of a batch of 1 rejected"));
+}
+
+#[test]
+fn chunked_and_lz4_bodies() {
+    let ev = unhex(README_EVENT);
+    let body = batch(&[&ev, &ev, &ev]);
+    let packed = lz4_flex::block::compress(&body);
+    let mut c2s = post(
+        &packed,
+        &format!(
+            "Content-Encoding: lz4\r\nOriginal-Content-Length: {}\r\n",
+            body.len()
+        ),
+    );
+    let chunked = format!(
+        "POST /stream/sendAsync?stream=x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+        10
+    );
+    c2s.extend(chunked.as_bytes());
+    c2s.extend(&body[..10]);
+    c2s.extend(format!("\r\n{:x}\r\n", body.len() - 10).as_bytes());
+    c2s.extend(&body[10..]);
+    c2s.extend(b"\r\n0\r\n\r\n");
+    let mut s2c = answer(200, "");
+    s2c.extend(answer(200, ""));
+    let recs = run(&c2s, &s2c, 17);
+    assert_eq!(messages(&recs, "event").len(), 6);
+    assert_eq!(codes(&recs), ["hercules.no-content-length"]);
+    // an lz4 header with an absurd original length is refused before inflating
+    let bad = post(
+        &packed,
+        "Content-Encoding: lz4\r\nOriginal-Content-Length: 999999999999\r\n",
+    );
+    assert!(codes(&run(&bad, &answer(400, ""), 0)).contains(&"hercules.original-length"));
+}
+
+#[test]
+fn gap_inside_a_request_keeps_pairing() {
+    let ev = unhex(README_EVENT);
+    let first = post(&batch(&[&ev]), "");
+    let second = post(&batch(&[&ev]), "");
+    let mut dec = HerculesDecoder::new(ctx());
+    let mut shared = AllShared::default();
+    let mut out = Vec::new();
+    let c = |offset: u64, data: &'static [u8]| (offset, data);
+    let _ = c;
+    dec.feed(
+        &Chunk {
+            direction: Direction::C2S,
+            offset: 0,
+            data: &first[..50],
+            frame: Some(1),
+            ts: None,
+        },
+        &mut shared,
+        &mut out,
+    );
+    dec.gap(
+        &Gap {
+            direction: Direction::C2S,
+            offset: 50,
+            length: (first.len() - 50) as u64,
+            frame: Some(2),
+            ts: None,
+        },
+        &mut shared,
+        &mut out,
+    );
+    dec.feed(
+        &Chunk {
+            direction: Direction::C2S,
+            offset: first.len() as u64,
+            data: &second,
+            frame: Some(3),
+            ts: None,
+        },
+        &mut shared,
+        &mut out,
+    );
+    let mut s2c = answer(200, "");
+    s2c.extend(answer(200, ""));
+    dec.feed(
+        &Chunk {
+            direction: Direction::S2C,
+            offset: 0,
+            data: &s2c,
+            frame: Some(4),
+            ts: None,
+        },
+        &mut shared,
+        &mut out,
+    );
+    dec.close(&mut shared, &mut out);
+    assert_eq!(codes(&out), ["hercules.request-lost"]);
+    let reqs = messages(&out, "request");
+    assert_eq!(reqs[0].get("incomplete"), Some(&Value::Bool(true)));
+    assert_eq!(messages(&out, "event")[0].acked, Some(true));
+}
+
+#[test]
+fn limits_body_over_the_cap_and_pending_overflow() {
+    let ev = unhex(README_EVENT);
+    let small = StreamContext {
+        limits: Limits {
+            max_frame: 100,
+            ..Limits::default()
+        },
+        ..ctx()
+    };
+    let recs = run_with(small, &post(&batch(&[&ev, &ev]), ""), &answer(200, ""), 0);
+    assert!(codes(&recs).contains(&"hercules.body-too-large"));
+    assert!(messages(&recs, "event").is_empty());
+
+    let few = StreamContext {
+        limits: Limits {
+            max_pending_events: 1,
+            ..Limits::default()
+        },
+        ..ctx()
+    };
+    let mut c2s = post(&batch(&[&ev, &ev]), "");
+    c2s.extend(post(&batch(&[&ev]), ""));
+    let recs = run_with(few, &c2s, b"", 0);
+    assert_eq!(
+        codes(&recs),
+        ["hercules.pending-overflow", "hercules.no-response"]
+    );
+}
+
+#[test]
+fn hostile_count_is_bounded_and_findings_are_summed_up() {
+    // 20 000 zero events (version 0, time 0): each would give two findings
+    let mut body = 0x7FFF_FFFFi32.to_be_bytes().to_vec();
+    body.extend(std::iter::repeat_n(0u8, 27 * 20_000));
+    let recs = run(&post(&body, ""), &answer(400, ""), 0);
+    assert_eq!(messages(&recs, "event").len(), 20_000);
+    let f = findings(&recs);
+    let version = f.iter().filter(|f| f.code == "hercules.version").count();
+    assert_eq!(version, 101);
+    let last = f
+        .iter()
+        .rfind(|f| f.code == "hercules.version")
+        .expect("summary");
+    assert_eq!(last.fields, vec![("count", Value::from(20_000))]);
+    assert!(f.iter().any(|f| f.code == "hercules.count-mismatch"
+        && f.message
+            .contains("count says 2147483647 events but the body holds 20000")));
+}
+
+#[test]
+fn tag_names_are_reported_once_per_capture() {
+    let ev = unhex(FORMATTER_EVENT);
+    let mut shared = AllShared::default();
+    let mut out = Vec::new();
+    for stream in 0..2 {
+        let mut dec = HerculesDecoder::new(StreamContext { stream, ..ctx() });
+        dec.feed(
+            &Chunk {
+                direction: Direction::C2S,
+                offset: 0,
+                data: &ev,
+                frame: None,
+                ts: None,
+            },
+            &mut shared,
+            &mut out,
+        );
+        dec.close(&mut shared, &mut out);
+    }
+    assert_eq!(
+        codes(&out)
+            .iter()
+            .filter(|c| **c == "hercules.tag-name")
+            .count(),
+        6
+    );
+    let _ = Shared::default();
+}
