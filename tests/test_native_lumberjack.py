@@ -300,3 +300,22 @@ def test_json_documents_and_their_errors(payload):
     session = Session([("data", "c2s", 0, helpers.window(1) + helpers.jframe(1, payload), 1, 1)])
     expected, got = python_ndjson(session), native_ndjson(session)
     assert got == expected, first_difference(expected, got)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    inner=st.lists(st.sampled_from([helpers.jframe(1, {"m": 1}), helpers.jframe(2, b"x" * 300)]), min_size=1, max_size=4),
+    level=st.sampled_from([1, 6, 9]),
+    flips=st.lists(st.tuples(st.integers(0, 2000), st.integers(1, 255)), min_size=1, max_size=3),
+    cut=st.integers(0, 3),
+)
+def test_corrupt_compressed_frames(inner, level, flips, cut):
+    """zlib errors, truncations and trailing bytes, worded as CPython's zlib words them."""
+    body = bytearray(zlib.compress(b"".join(inner), level))
+    for at, xor in flips:
+        body[at % len(body)] ^= xor
+    body = bytes(body[: len(body) - cut]) if cut < len(body) else bytes(body)
+    frame = b"2C" + struct.pack(">I", len(body)) + body
+    session = Session([("data", "c2s", 0, helpers.window(len(inner)) + frame + helpers.window(0), 1, 1)])
+    expected, got = python_ndjson(session), native_ndjson(session)
+    assert got == expected, first_difference(expected, got)

@@ -107,12 +107,7 @@ pub fn inflate(body: &[u8], cap: usize, out: &mut Vec<u8>) -> Inflated {
         match res {
             Err(e) => {
                 out.clear();
-                let detail = if e.needs_dictionary().is_some() {
-                    "Error 2 while decompressing data".to_owned()
-                } else {
-                    let msg = e.message().unwrap_or("invalid input data");
-                    format!("Error -3 while decompressing data: {msg}")
-                };
+                let detail = error_text(&e, body, cap);
                 return fail(level, Problem::ZlibError, detail, header);
             }
             Ok(Status::StreamEnd) => {
@@ -152,6 +147,35 @@ pub fn inflate(body: &[u8], cap: usize, out: &mut Vec<u8>) -> Inflated {
         problem: None,
         trailing: body.len() - consumed,
     }
+}
+
+/// Python's wording of a zlib error.
+fn error_text(e: &flate2::DecompressError, body: &[u8], cap: usize) -> String {
+    if e.needs_dictionary().is_some() {
+        return "Error 2 while decompressing data".to_owned();
+    }
+    let mut msg = e.message().unwrap_or("invalid input data").to_owned();
+    if msg == "repeated call with bad state" {
+        // zlib-rs names only its own state when its fast loop (used while at least 258 bytes of
+        // output room are free) meets the damage; with less room the step-by-step loop names
+        // the damage itself, as zlib does. Error paths only, and never past the cap.
+        let mut dec = Decompress::new(true);
+        let mut step = [0u8; 256];
+        while (dec.total_out() as usize) < cap {
+            let input = &body[(dec.total_in() as usize).min(body.len())..];
+            let before = (dec.total_in(), dec.total_out());
+            match dec.decompress(input, &mut step, FlushDecompress::None) {
+                Err(e) => {
+                    msg = e.message().unwrap_or("invalid input data").to_owned();
+                    break;
+                }
+                Ok(Status::StreamEnd) => break,
+                Ok(_) if (dec.total_in(), dec.total_out()) == before => break,
+                Ok(_) => {}
+            }
+        }
+    }
+    format!("Error -3 while decompressing data: {msg}")
 }
 
 #[cfg(test)]
@@ -204,6 +228,17 @@ mod tests {
         let mut out = Vec::new();
         let r = inflate(b"\x1f\x8b\x08\x00", 100, &mut out);
         assert_eq!(r.problem.unwrap().1, "not a zlib header (1f8b: gzip)");
+        // damage met by zlib-rs's fast loop: named as zlib names it, not by zlib-rs's state
+        let hex = "78da33f262606060625c60d4a9180544032350a83102317bb552ae9295614b7681d170251100007cac1fd6";
+        let body: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        let r = inflate(&body, 1 << 20, &mut out);
+        assert_eq!(
+            r.problem.unwrap().1,
+            "Error -3 while decompressing data: invalid distance too far back"
+        );
         let r = inflate(b"\x78\x9c\xff\xff\xff\xff", 100, &mut out);
         assert_eq!(
             r.problem.unwrap().1,
