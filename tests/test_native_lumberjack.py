@@ -6,9 +6,9 @@ must be equal byte for byte. Inputs: every decoder session the existing Lumberja
 (recorded while their test functions run), hypothesis-generated sessions with random chunking and
 gaps, and the streams of the Lumberjack captures as the core's reassembly cuts them.
 
-Not comparable through `decode_stream` (it decodes one stream with default limits): sessions of the
-existing tests that set other limits or share resend state with an earlier connection; the cargo
-tests next to the Rust decoder cover those behaviours. This file goes with the Python decoder.
+Recorded sessions are decoded by a `wirelog._core.Decoding` session with the test's limits, one per
+group of connections that shared a capture's state (resends), so that every one of them compares.
+This file goes with the Python decoder.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ import inspect
 import json
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import lumberjack_helpers as helpers
 import pytest
+import test_lumberjack_fastpath
 import test_lumberjack_fuzz
 import test_lumberjack_validation
 import test_lumberjack_vectors
@@ -56,10 +57,14 @@ class Session:
     client_port: int = CLIENT_PORT
     server_port: int = SERVER_PORT
     capture: str = ""
+    limits: Limits = Limits()
 
 
-def python_ndjson(s: Session) -> bytes:
-    dec = LumberjackDecoder(StreamContext(s.stream, s.client, s.server, s.client_port, s.server_port))
+def python_ndjson(s: Session, shared: dict | None = None) -> bytes:
+    ctx = StreamContext(s.stream, s.client, s.server, s.client_port, s.server_port, limits=s.limits)
+    if shared is not None:
+        ctx.shared = shared
+    dec = LumberjackDecoder(ctx)
     out = []
     for kind, d, offset, payload, frame, ts in s.items:
         direction = Direction(d)
@@ -108,14 +113,28 @@ def assert_same(sessions: list[Session], label: str) -> None:
 # sessions of the existing tests ----------------------------------------------------------------
 
 
+def native_group(sessions: list[Session]) -> list[bytes]:
+    """Connections of one capture (they share its resend state) decoded in order by one session of
+    the core, with their limits."""
+    core = _core.Decoding(sessions[0].capture, records="ndjson", limits=asdict(sessions[0].limits))
+    outs = []
+    for s in sessions:
+        assert core.attach("lumberjack", s.stream, s.client, s.server, s.client_port, s.server_port)
+        out = b""
+        for kind, d, offset, payload, frame, ts in s.items:
+            item = (Chunk if kind == "data" else Gap)(s.stream, Direction(d), offset, payload, frame, ts)
+            out += core.decode(item) or b""
+        outs.append(out + (core.end_stream(s.stream, True) or b""))
+    return outs
+
+
 class Recording:
-    """A Python decoder that keeps what it was fed; sessions with other limits, or sharing resend
-    state with an earlier connection, are kept apart (decode_stream cannot reproduce them)."""
+    """A Python decoder that keeps what it was fed, and which connections shared a capture."""
 
     sessions: list[Recording] = []
 
     def __init__(self, ctx: StreamContext) -> None:
-        self.comparable = ctx.limits == Limits() and not ctx.shared  # before the decoder fills it
+        self.group = id(ctx.shared)
         self._dec = LumberjackDecoder(ctx)
         self.ctx = ctx
         self.items: list[Item] = []
@@ -134,7 +153,17 @@ class Recording:
 
     def session(self) -> Session:
         c = self.ctx
-        return Session(self.items, c.stream, c.client, c.server, c.client_port, c.server_port)
+        return Session(self.items, c.stream, c.client, c.server, c.client_port, c.server_port, limits=c.limits)
+
+
+def recording_decoder(stream: int = 0, limits: Limits | None = None, shared: dict | None = None) -> Recording:
+    """`lumberjack_helpers.decoder` with the Python decoder, recorded."""
+    ctx = StreamContext(stream, CLIENT, SERVER, CLIENT_PORT, SERVER_PORT)
+    if limits is not None:
+        ctx.limits = limits
+    if shared is not None:
+        ctx.shared = shared
+    return Recording(ctx)
 
 
 def run_tests_of(module: Any) -> None:
@@ -154,18 +183,31 @@ def run_tests_of(module: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", [test_lumberjack_vectors, test_lumberjack_validation, test_lumberjack_fuzz], ids=lambda m: m.__name__
+    "module",
+    [test_lumberjack_vectors, test_lumberjack_validation, test_lumberjack_fuzz, test_lumberjack_fastpath],
+    ids=lambda m: m.__name__,
 )
 def test_every_session_of_the_existing_tests(module, monkeypatch):
-    monkeypatch.setattr(helpers, "LumberjackDecoder", Recording)
-    monkeypatch.setattr(module, "decoder", helpers.decoder, raising=False)
+    monkeypatch.setattr(helpers, "decoder", recording_decoder)
+    monkeypatch.setattr(module, "decoder", recording_decoder, raising=False)
+    monkeypatch.setattr(module, "make_decoder", recording_decoder, raising=False)
     Recording.sessions = []
     run_tests_of(module)
-    recorded = Recording.sessions
-    comparable = [r.session() for r in recorded if r.comparable]
-    print(f"{module.__name__}: {len(recorded)} sessions, {len(recorded) - len(comparable)} not comparable")
-    assert comparable
-    assert_same(comparable, module.__name__)
+    groups: dict[int, list[Recording]] = {}
+    for r in Recording.sessions:
+        groups.setdefault(r.group, []).append(r)
+    differing, compared = [], 0
+    for recorded in groups.values():
+        sessions = [r.session() for r in recorded]
+        shared: dict = {}
+        for s, got in zip(sessions, native_group(sessions), strict=True):
+            expected = python_ndjson(s, shared)
+            compared += 1
+            if got != expected:
+                differing.append(first_difference(expected, got))
+    print(f"{module.__name__}: {compared} sessions in {len(groups)} captures compared, {compared - len(differing)} identical")
+    assert compared
+    assert not differing, f"{len(differing)} of {compared} differ; first: {differing[0]}"
 
 
 # captures ---------------------------------------------------------------------------------------
