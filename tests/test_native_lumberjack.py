@@ -17,9 +17,9 @@ import inspect
 import json
 import struct
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import lumberjack_helpers as helpers
 import pytest
@@ -57,7 +57,7 @@ class Session:
     client_port: int = CLIENT_PORT
     server_port: int = SERVER_PORT
     capture: str = ""
-    limits: Limits = Limits()
+    limits: Limits = field(default_factory=Limits)
 
 
 def python_ndjson(s: Session, shared: dict | None = None) -> bytes:
@@ -94,7 +94,9 @@ def native_ndjson(s: Session) -> bytes:
 def first_difference(expected: bytes, got: bytes) -> str:
     for i, (a, b) in enumerate(zip(expected.splitlines(), got.splitlines(), strict=False)):
         if a != b:
-            return f"line {i}:\n  python: {a.decode(errors='replace')}\n  native: {b.decode(errors='replace')}"
+            return (
+                f"line {i}:\n  python: {a.decode(errors='replace')}\n  native: {b.decode(errors='replace')}"
+            )
     lines = len(expected.splitlines()), len(got.splitlines())
     return f"line counts differ: python {lines[0]}, native {lines[1]}"
 
@@ -131,7 +133,7 @@ def native_group(sessions: list[Session]) -> list[bytes]:
 class Recording:
     """A Python decoder that keeps what it was fed, and which connections shared a capture."""
 
-    sessions: list[Recording] = []
+    sessions: ClassVar[list[Recording]] = []
 
     def __init__(self, ctx: StreamContext) -> None:
         self.group = id(ctx.shared)
@@ -141,7 +143,9 @@ class Recording:
         Recording.sessions.append(self)
 
     def feed(self, chunk: Chunk) -> list:
-        self.items.append(("data", chunk.direction.value, chunk.offset, bytes(chunk.data), chunk.frame, chunk.ts))
+        self.items.append(
+            ("data", chunk.direction.value, chunk.offset, bytes(chunk.data), chunk.frame, chunk.ts)
+        )
         return self._dec.feed(chunk)
 
     def gap(self, gap: Gap) -> list:
@@ -153,7 +157,9 @@ class Recording:
 
     def session(self) -> Session:
         c = self.ctx
-        return Session(self.items, c.stream, c.client, c.server, c.client_port, c.server_port, limits=c.limits)
+        return Session(
+            self.items, c.stream, c.client, c.server, c.client_port, c.server_port, limits=c.limits
+        )
 
 
 def recording_decoder(stream: int = 0, limits: Limits | None = None, shared: dict | None = None) -> Recording:
@@ -205,7 +211,9 @@ def test_every_session_of_the_existing_tests(module, monkeypatch):
             compared += 1
             if got != expected:
                 differing.append(first_difference(expected, got))
-    print(f"{module.__name__}: {compared} sessions in {len(groups)} captures compared, {compared - len(differing)} identical")
+    print(
+        f"{module.__name__}: {compared} sessions in {len(groups)} captures compared, {compared - len(differing)} identical"
+    )
     assert compared
     assert not differing, f"{len(differing)} of {compared} differ; first: {differing[0]}"
 
@@ -275,7 +283,9 @@ payloads = st.one_of(
     json_values.map(lambda v: json.dumps(v, ensure_ascii=False).encode()),
     json_values.map(lambda v: json.dumps(v).encode()),
     st.binary(max_size=24),
-    st.sampled_from([b"{bad", b"", b"  ", b'{"a":1,}', b'"\\ud800"', b"-0", b"1e400", b'{"a":1,"a":2}', b"\xef\xbb\xbf{}"]),
+    st.sampled_from(
+        [b"{bad", b"", b"  ", b'{"a":1,}', b'"\\ud800"', b"-0", b"1e400", b'{"a":1,"a":2}', b"\xef\xbb\xbf{}"]
+    ),
 )
 
 
@@ -329,7 +339,9 @@ def generated(draw) -> Session:
     return Session(items)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(session=generated())
 def test_generated_sessions(session):
     expected, got = python_ndjson(session), native_ndjson(session)
@@ -346,7 +358,9 @@ def test_json_documents_and_their_errors(payload):
 
 @settings(max_examples=300, deadline=None)
 @given(
-    inner=st.lists(st.sampled_from([helpers.jframe(1, {"m": 1}), helpers.jframe(2, b"x" * 300)]), min_size=1, max_size=4),
+    inner=st.lists(
+        st.sampled_from([helpers.jframe(1, {"m": 1}), helpers.jframe(2, b"x" * 300)]), min_size=1, max_size=4
+    ),
     level=st.sampled_from([1, 6, 9]),
     flips=st.lists(st.tuples(st.integers(0, 2000), st.integers(1, 255)), min_size=1, max_size=3),
     cut=st.integers(0, 3),
