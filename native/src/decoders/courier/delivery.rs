@@ -325,8 +325,13 @@ impl Delivery {
         let n = (upto - p.released).min(p.events.len() as u64);
         for mut ev in p.events.drain(..n as usize) {
             ev.acked = acked;
-            if let Some((k, v)) = &extra {
-                ev.set(k, v.clone());
+            match &extra {
+                // the events' fifth field, set where it stands (no search per event)
+                Some(("ack_frame", v)) if ev.fields.get(4).is_some_and(|f| f.0 == "ack_frame") => {
+                    ev.fields[4].1 = v.clone();
+                }
+                Some((k, v)) => ev.set(k, v.clone()),
+                None => {}
             }
             out.push(ev.into());
         }

@@ -9,9 +9,7 @@
 //! event digests the oldest sightings are forgotten, so a later resend of one of those is taken
 //! for a first sending.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
-use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -137,11 +135,21 @@ fn evict(shared: &mut Shared) {
     }
 }
 
-/// A content hash of one event (only compared within one run).
+/// A content hash of one event (only compared within one run, like Python's `hash(bytes)`):
+/// a multiply-rotate hash over 8-byte words, several times cheaper than SipHash per event.
 pub fn digest(event: &[u8]) -> u64 {
-    let mut h = DefaultHasher::new();
-    h.write(event);
-    h.finish()
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = (event.len() as u64).wrapping_mul(K);
+    let mut words = event.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(b)).wrapping_mul(K);
+    }
+    let mut last = [0u8; 8];
+    last[..words.remainder().len()].copy_from_slice(words.remainder());
+    h = (h.rotate_left(5) ^ u64::from_le_bytes(last)).wrapping_mul(K);
+    h ^ h >> 29
 }
 
 fn is_suffix(new: Option<&[u64]>, old: Option<&[u64]>, n: u64, m: u64) -> bool {

@@ -314,3 +314,54 @@ fn tls_client_is_explained() {
     let f = finding(&recs, "courier.tls-mismatch");
     assert_eq!(f.fields[0], ("bogus_length", Value::from(0x0001_0001)));
 }
+
+/// Timing of the decoder alone on 100 Go-shaped payloads of 1024 events (run with --release
+/// --ignored --nocapture).
+#[test]
+#[ignore]
+fn timing() {
+    use std::io::Write;
+    let mut block = Vec::new();
+    for i in 0..1024 {
+        let e = format!(
+            r#"{{"@timestamp":"2026-11-21T04:41:22.700273042Z","host":"vm","message":"a log line number {i} with some text","offset":{},"path":"/var/log/app.log","tags":[],"type":"demo"}}"#,
+            i * 50
+        );
+        block.extend_from_slice(&(e.len() as u32).to_be_bytes());
+        block.extend_from_slice(e.as_bytes());
+    }
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(3));
+    z.write_all(&block).unwrap();
+    let z = z.finish().unwrap();
+    let mut c = Conv::new(Limits::default(), 1448);
+    c.send(C2S, GO_HELO).send(S2C, RUBY_VERS);
+    let t = std::time::Instant::now();
+    let mut n = 0;
+    for p in 0..100u32 {
+        let mut nonce = [0u8; 16];
+        nonce[..4].copy_from_slice(&p.to_be_bytes());
+        let mut m = b"JDAT".to_vec();
+        m.extend_from_slice(&((16 + z.len()) as u32).to_be_bytes());
+        m.extend_from_slice(&nonce);
+        m.extend_from_slice(&z);
+        c.raw(C2S, &m);
+        let mut a = b"ACKN\0\0\0\x14".to_vec();
+        a.extend_from_slice(&nonce);
+        a.extend_from_slice(&1024u32.to_be_bytes());
+        c.raw(S2C, &a);
+        n += c.records.len();
+        c.records.clear();
+    }
+    let decode = t.elapsed();
+    let recs = c.close();
+    let t = std::time::Instant::now();
+    let mut out = String::new();
+    for r in &recs {
+        crate::records::json::record_line(&mut out, "", None, r);
+    }
+    println!(
+        "{n} records decoded in {decode:?}; json of {} in {:?}",
+        recs.len(),
+        t.elapsed()
+    );
+}
