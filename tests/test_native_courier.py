@@ -11,13 +11,13 @@ Log Courier captures as the core's reassembly cuts them. This file goes with the
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import json
-import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import courier_helpers as helpers
 import pytest
@@ -36,7 +36,8 @@ from wirelog.export.json import dumps
 from wirelog.model import Chunk, Direction, Gap
 
 pytestmark = pytest.mark.skipif(
-    not _core.Decoding("").attach("courier", 0, "a:1", "b:2", 1, 2), reason="wirelog._core has no courier decoder"
+    not _core.Decoding("").attach("courier", 0, "a:1", "b:2", 1, 2),
+    reason="wirelog._core has no courier decoder",
 )
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "captures"
@@ -90,7 +91,13 @@ def python_ndjson(rep: Replay) -> bytes:
         s = step.stream
         if step.op == "open":
             ctx = StreamContext(
-                s.stream, s.client, s.server, s.client_port, s.server_port, limits=rep.limits, midstream=s.midstream
+                s.stream,
+                s.client,
+                s.server,
+                s.client_port,
+                s.server_port,
+                limits=rep.limits,
+                midstream=s.midstream,
             )
             ctx.shared = shared
             live[s.stream] = CourierDecoder(ctx)
@@ -119,7 +126,9 @@ def native_ndjson(rep: Replay) -> bytes:
 def first_difference(expected: bytes, got: bytes) -> str:
     for i, (a, b) in enumerate(zip(expected.splitlines(), got.splitlines(), strict=False)):
         if a != b:
-            return f"line {i}:\n  python: {a.decode(errors='replace')}\n  native: {b.decode(errors='replace')}"
+            return (
+                f"line {i}:\n  python: {a.decode(errors='replace')}\n  native: {b.decode(errors='replace')}"
+            )
     lines = len(expected.splitlines()), len(got.splitlines())
     return f"line counts differ: python {lines[0]}, native {lines[1]}"
 
@@ -141,8 +150,8 @@ def assert_same(replays: list[Replay], label: str) -> None:
 class Recording:
     """A Python decoder that logs its calls into the replay of its `shared` dict (one per capture)."""
 
-    replays: dict[int, Replay] = {}
-    comparable: dict[int, bool] = {}
+    replays: ClassVar[dict[int, Replay]] = {}
+    comparable: ClassVar[dict[int, bool]] = {}
 
     def __init__(self, ctx: StreamContext) -> None:
         key = id(ctx.shared)
@@ -193,10 +202,8 @@ def run_tests_of(module: Any) -> None:
         elif hasattr(fn, "hypothesis") or not inspect.signature(fn).parameters:
             calls.append({})
         for kwargs in calls:
-            try:
+            with contextlib.suppress(pytest.skip.Exception):
                 fn(**kwargs)
-            except pytest.skip.Exception:
-                pass
 
 
 @pytest.mark.parametrize(
@@ -280,7 +287,9 @@ def message(draw) -> tuple[Direction, bytes]:
     kind = draw(st.sampled_from(["helo", "vers", "ping", "pong", "unknown", "ackn", "jdat", "evnt", "junk"]))
     nonce = draw(st.sampled_from(NONCES))
     if kind == "helo":
-        return C2S, enc.helo(draw(st.sampled_from([0, 8, 20, 32])), 0, (2, 12, 0), draw(st.sampled_from([b"LCOR", b"RYLC"])))
+        return C2S, enc.helo(
+            draw(st.sampled_from([0, 8, 20, 32])), 0, (2, 12, 0), draw(st.sampled_from([b"LCOR", b"RYLC"]))
+        )
     if kind == "vers":
         return S2C, enc.vers(draw(st.sampled_from([1, 8, 20, 32])), draw(st.integers(0, 1)))
     if kind in ("ping", "pong", "unknown"):
@@ -332,10 +341,63 @@ def test_resend_on_another_connection_quotes_its_live_ack_count():
     rep.steps.append(Step(a, "feed", Chunk(0, S2C, 0, enc.ackn(n, 1), 2, 2)))
     rep.steps.append(Step(b, "feed", Chunk(1, C2S, 0, enc.payload(n, evs[2:]), 3, 3)))
     rep.steps.append(Step(a, "feed", Chunk(0, S2C, 28, enc.ackn(n, 2), 4, 4)))
-    rep.steps.append(Step(b, "feed", Chunk(1, C2S, 0 + len(enc.payload(n, evs[2:])), enc.payload(n, evs[3:]), 5, 5)))
+    rep.steps.append(
+        Step(b, "feed", Chunk(1, C2S, 0 + len(enc.payload(n, evs[2:])), enc.payload(n, evs[3:]), 5, 5))
+    )
     rep.steps += [Step(a, "close"), Step(b, "close")]
     assert_same([rep], "interleaved resend")
 
 
-def test_struct_helpers_still_build_what_the_decoder_reads():
-    assert enc.ackn(NONCES[0], 3)[-4:] == struct.pack(">I", 3)
+# deliberate differences --------------------------------------------------------------------------
+
+
+def one_event(raw: bytes) -> Replay:
+    s = Stream()
+    jdat = enc.payload(NONCES[0], [raw])
+    return Replay(steps=[Step(s, "open"), Step(s, "feed", Chunk(0, C2S, 0, jdat, 1, 1)), Step(s, "close")])
+
+
+def event_lines(ndjson: bytes) -> list[dict]:
+    return [json.loads(line) for line in ndjson.splitlines() if b'"kind":"event"' in line]
+
+
+@pytest.mark.parametrize(
+    ("raw", "python_event", "native_error"),
+    [
+        # Python's json.loads fallback accepts these non-standard tokens and orjson writes them as
+        # null; serde_json refuses them: the core reports invalid JSON and keeps the text.
+        (b'{"x":NaN}', {"x": None}, "expected value at line 1 column 6"),
+        (b'{"x":1e400}', {"x": None}, "number out of range at line 1 column 10"),
+        # A UTF-8 byte order mark: json.loads strips it, serde_json does not.
+        (b'\xef\xbb\xbf{"a":1}', {"a": 1}, "expected value at line 1 column 1"),
+        # Nesting between serde_json's 128 levels and Python's recursion limit.
+        (b'{"a":' * 200 + b"1" + b"}" * 200, None, "recursion limit exceeded at line 1 column 636"),
+    ],
+    ids=["nan", "overflow", "bom", "deep"],
+)
+def test_deliberate_differences_in_event_documents(raw, python_event, native_error):
+    rep = one_event(raw)
+    (py,), (nat,) = event_lines(python_ndjson(rep)), event_lines(native_ndjson(rep))
+    assert "json_error" not in py
+    if python_event is not None:
+        assert py["event"] == python_event
+    assert nat["event"] == {"message": raw.decode("utf-8", "replace")}
+    assert nat["json_error"] == native_error
+
+
+def test_deliberate_difference_minus_zero():
+    """orjson reads `-0` as the integer 0, serde_json as the float -0.0 (the Lumberjack port's
+    orjson-exact parser, lumberjack/json.rs, is private to that module)."""
+    rep = one_event(b'{"a":-0}')
+    assert b'"event":{"a":0}' in python_ndjson(rep)
+    assert b'"event":{"a":-0.0}' in native_ndjson(rep)
+
+
+def test_deliberate_difference_lone_surrogate():
+    """json.loads accepts a lone surrogate escape and the Python writer then fails on the line
+    (UnicodeEncodeError); the core reports invalid JSON."""
+    rep = one_event(b'{"s":"\\ud800"}')
+    with pytest.raises(UnicodeEncodeError):
+        python_ndjson(rep)
+    (nat,) = event_lines(native_ndjson(rep))
+    assert nat["json_error"].startswith("unexpected end of hex escape")
