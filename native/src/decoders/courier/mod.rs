@@ -9,6 +9,7 @@
 mod buffer;
 mod decoder;
 mod delivery;
+pub mod detect;
 mod findings;
 mod fingerprint;
 mod framing;
