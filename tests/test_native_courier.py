@@ -320,7 +320,12 @@ def message(draw) -> tuple[Direction, bytes]:
 @given(st.data(), st.lists(message(), max_size=10), st.booleans())
 def test_generated_conversations_with_random_chunks_and_gaps(data, msgs, midstream):
     s = Stream(midstream=midstream)
-    rep = Replay(steps=[Step(s, "open")])
+    limits = Limits(  # small caps now and then, so the inflate cap, frame cap and overflow run
+        max_frame=data.draw(st.sampled_from([64 << 20, 64 << 20, 300])),
+        max_inflated=data.draw(st.sampled_from([64 << 20, 64 << 20, 150])),
+        max_pending_events=data.draw(st.sampled_from([100_000, 100_000, 2])),
+    )
+    rep = Replay(steps=[Step(s, "open")], limits=limits)
     offsets = {C2S: 0, S2C: 0}
     for frame, (d, msg) in enumerate(msgs, 1):
         cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(msg) - 1)), max_size=3)))
