@@ -381,6 +381,9 @@ impl Delivery {
 
     /// Emit the oldest held events with acked = None when more than `max_pending` wait.
     fn bound(&mut self, out: &mut Vec<Record>) {
+        if self.held <= self.max_pending {
+            return; // the usual case, without walking the open payloads
+        }
         let serials: Vec<usize> = self.order.iter().copied().collect();
         for serial in serials {
             if self.held <= self.max_pending {
