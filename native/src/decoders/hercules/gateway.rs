@@ -366,7 +366,7 @@ impl Gateway {
             }
             Err(_) => {
                 let text = format!(
-                    "lz4 body does not inflate to {size} bytes (Decompression failed: corrupt input or insufficient space in destination buffer): the Gate answers 400"
+                    "lz4 body does not inflate to {size} bytes (Decompression failed: corrupt input or insufficient space in destination buffer.): the Gate answers 400"
                 );
                 out.push(finding(msg, d, "hercules.lz4-error", Severity::Error, text).into());
                 None

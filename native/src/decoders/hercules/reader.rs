@@ -106,6 +106,7 @@ impl EventParser {
             reported: std::mem::take(&mut self.reported),
             names: &mut self.names,
             problems,
+            nulls: 0,
         };
         let result = walk.event(pos);
         let (path, reported) = (walk.path, walk.reported);
@@ -222,6 +223,9 @@ struct Walk<'a, 'p> {
     reported: Vec<(usize, usize)>,
     names: &'p mut HashMap<Vec<u8>, bool>,
     problems: &'p mut Vec<Problem>,
+    /// Nulls of the event's Null vectors so far: they cost no wire bytes, so without a cap per
+    /// event a few bytes of nested vectors would render as gigabytes.
+    nulls: u64,
 }
 
 impl Walk<'_, '_> {
@@ -538,6 +542,16 @@ impl Walk<'_, '_> {
                     return Err(self.corrupt(
                         "hercules.absurd-length",
                         format!("vector of {n} nulls (more than {MAX_NULLS})"),
+                        pos,
+                    ));
+                }
+                self.nulls += n as u64;
+                if self.nulls > MAX_NULLS {
+                    return Err(self.corrupt(
+                        "hercules.absurd-length",
+                        format!(
+                            "vector of {n} nulls takes the event over {MAX_NULLS} nulls in all"
+                        ),
                         pos,
                     ));
                 }

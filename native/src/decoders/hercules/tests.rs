@@ -349,6 +349,15 @@ fn reader_limits_and_corruption() {
         panic!()
     };
     assert_eq!(message, "vector of 2097152 nulls (more than 1048576)");
+    // nulls cost no bytes: the cap holds for the event, not only for one vector
+    let many = event_bytes("0001 016e 80 80 00000003 0b 00080000 0b 00080000 0b 00000001");
+    let Err(Stop::Corrupt { message, .. }) = p.parse(&many, 0, &mut probs) else {
+        panic!()
+    };
+    assert_eq!(
+        message,
+        "vector of 1 nulls takes the event over 1048576 nulls in all"
+    );
     assert!(probs.is_empty());
 }
 
