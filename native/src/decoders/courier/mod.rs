@@ -4,7 +4,8 @@
 //! Modules, one job each: `framing` (headers and length rules), `buffer` (one receive buffer per
 //! direction), `handshake` (HELO/VERS layouts), `payload` (capped inflate, event framing, JSON;
 //! `pyjson` words JSON errors as the Python decoder did), `delivery` (ACKN bookkeeping),
-//! `resend` (nonces across connections), `fingerprint`, `findings`, `decoder`.
+//! `resend` (nonces across connections), `fingerprint`, `findings`, `decoder`, `detect`
+//! (content detection and the mid-stream start, for the engine), `fuzz` (the fuzz target's body).
 
 mod buffer;
 mod decoder;
