@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.core_decoders import CoreDecoder
 from wirelog.decoders.base import Limits, StreamContext
-from wirelog.decoders.lumberjack import LumberjackDecoder
 from wirelog.model import Chunk, Direction, Finding, Gap, Message, Record
 
 C2S, S2C = Direction.C2S, Direction.S2C
@@ -63,19 +63,20 @@ def ack(value: int, v: str = "2") -> bytes:
 # feeding -------------------------------------------------------------------------------------------
 
 
-def decoder(stream: int = 0, limits: Limits | None = None, shared: dict | None = None) -> LumberjackDecoder:
+def decoder(stream: int = 0, limits: Limits | None = None, shared: dict | None = None) -> CoreDecoder:
+    """The core's Lumberjack decoder for one stream; decoders given the same `shared` share a capture."""
     ctx = StreamContext(stream, "127.0.0.1:40000", "127.0.0.1:5044", 40000, 5044)
     if limits is not None:
         ctx.limits = limits
     if shared is not None:
         ctx.shared = shared
-    return LumberjackDecoder(ctx)
+    return CoreDecoder("lumberjack", ctx)
 
 
 def run(
     turns: Iterable[tuple[Direction, bytes]],
     cuts: Iterable[int] | None = None,
-    dec: LumberjackDecoder | None = None,
+    dec: CoreDecoder | None = None,
     close: bool = True,
 ) -> list[Record]:
     """Feed (direction, bytes) turns in order; each turn is split at `cuts` (positions within it).
@@ -99,7 +100,7 @@ def run(
 
 
 def feed_chunks(
-    chunks: Iterable[tuple[Direction, bytes] | Gap], dec: LumberjackDecoder | None = None
+    chunks: Iterable[tuple[Direction, bytes] | Gap], dec: CoreDecoder | None = None
 ) -> list[Record]:
     """Feed pre-cut chunks (and Gaps) in order, then close."""
     dec = dec or decoder()

@@ -174,19 +174,22 @@ def test_output_directory_gets_one_file_per_input(tmp_path):
 
 
 def test_interrupted_parquet_write_leaves_nothing(tmp_path, monkeypatch):
+    """Interrupted after the first rows reached the writer (the core's Arrow rows or record objects)."""
     out = tmp_path / "half.parquet"
     calls = {"n": 0}
-    real = ParquetWriter.write
 
-    def boom(self, rec):
-        calls["n"] += 1
-        if calls["n"] == 5:
+    def interrupting(real):
+        def boom(self, rows):
+            calls["n"] += 1
+            real(self, rows)
             raise KeyboardInterrupt
-        real(self, rec)
 
-    monkeypatch.setattr(ParquetWriter, "write", boom)
+        return boom
+
+    monkeypatch.setattr(ParquetWriter, "write", interrupting(ParquetWriter.write))
+    monkeypatch.setattr(ParquetWriter, "write_batch", interrupting(ParquetWriter.write_batch))
     code, _, _ = run_cli("convert", str(EXAMPLE), "--to", "parquet", "-o", str(out))  # click: "Aborted!"
-    assert code != 0 and calls["n"] == 5
+    assert code != 0 and calls["n"] == 1
     assert list(tmp_path.iterdir()) == []
 
 

@@ -36,6 +36,8 @@ create_exception!(
 );
 
 static DEBUG: AtomicBool = AtomicBool::new(false);
+/// Address space a backtrace may need to be symbolized (the DWARF of this module is read).
+const BACKTRACE_ROOM: usize = 256 << 20;
 static HOOK: Once = Once::new();
 
 thread_local! {
@@ -58,7 +60,14 @@ fn install_hook() {
                 .unwrap_or_default();
             let mut text = format!("{what}{at}");
             if DEBUG.load(Ordering::Relaxed) {
-                text.push_str(&format!("\n{}", std::backtrace::Backtrace::force_capture()));
+                // Symbolizing a backtrace allocates a lot while holding std's backtrace lock; an
+                // allocation failure then waits for that lock forever (the process hangs instead of
+                // aborting). So it is done only when there is room for it.
+                if Vec::<u8>::new().try_reserve(BACKTRACE_ROOM).is_ok() {
+                    text.push_str(&format!("\n{}", std::backtrace::Backtrace::force_capture()));
+                } else {
+                    text.push_str("\n(no backtrace: memory is too short to symbolize one)");
+                }
             }
             LAST_PANIC.with(|p| *p.borrow_mut() = Some(text));
         }));

@@ -78,6 +78,8 @@ class ProtocolSpec:
     registry adds on top), or None when it needs more bytes to tell. `ports` are the usual server
     ports; they also help decide which side is the client when no SYN was seen.
 
+    `decoder` is None for a protocol decoded in the native core (`wirelog._core.NATIVE`).
+
     `find_start(data)` (optional) finds where a capture that began mid-stream reaches a frame
     boundary: in client→server bytes from anywhere in a stream, the offset of the first frame start
     recognised by a signature too long to occur by chance, or None. The engine uses it when the
@@ -86,7 +88,7 @@ class ProtocolSpec:
 
     name: str
     detect: Callable[[Sample], float | None]
-    decoder: Callable[[StreamContext], Decoder]
+    decoder: Callable[[StreamContext], Decoder] | None
     ports: frozenset[int] = frozenset()
     description: str = ""
     find_start: Callable[[bytes], int | None] | None = None

@@ -8,9 +8,18 @@ say what Logstash would say ("Invalid version of beats protocol: 123" for raw JS
 
 from __future__ import annotations
 
-from wirelog.decoders.base import Limits, Sample
-from wirelog.decoders.lumberjack.framing import CLIENT_TYPES, VERSIONS, plausible
+import struct
 
+from wirelog.decoders.base import Limits, Sample
+
+U32 = struct.Struct(">I")
+VERSIONS = frozenset(b"12")
+CLIENT_TYPES = frozenset(b"WJDC")
+# Bounds of a plausible header (the decoder's resync uses the same: native/src/decoders/lumberjack/framing.rs).
+PLAUSIBLE_WINDOW = 1 << 24  # no sender announces windows near this size
+PLAUSIBLE_PAIRS = 1 << 16
+PLAUSIBLE_KEY = 1 << 16
+JSON_STARTS = frozenset(b"{[")  # events are objects (a scalar could be a header byte)
 PORTS = frozenset({5044, 5043})
 TLS_HANDSHAKE = 0x16
 WRONG_CLIENT_ON_BEATS_PORT = 0.3  # plus the registry's port bonus: enough to claim, beaten by any real match
@@ -74,3 +83,30 @@ def _server_acks(s2c: bytes) -> bool:
     if not whole:
         return False
     return all(s2c[i] in VERSIONS and s2c[i + 1] == 0x41 for i in range(0, whole, 6))
+
+
+def plausible(data: bytes | bytearray | memoryview, pos: int, end: int, max_frame: int) -> bool | None:
+    """Whether a resync candidate `[12][WJDCA]` at `pos` looks like a real frame (None: need bytes).
+
+    Stricter than `parse`: after garbage or a gap we want few false starts, so sizes must be
+    modest, a J body must begin like a JSON object or array and a C body like zlib. A length
+    field made of text bytes is far above these bounds, so a header spelled inside JSON text
+    (`"2J..."`) can only pass if its length field reaches into the next real header, and then its
+    body starts with a version byte, not `{`.
+    """
+    typ = data[pos + 1]
+    need = {ord("J"): 11, ord("D"): 14, ord("C"): 8}.get(typ, 6)
+    if end - pos < need:
+        return None
+    value = U32.unpack_from(data, pos + 2)[0]
+    if typ == ord("W"):
+        return value <= PLAUSIBLE_WINDOW
+    if typ == ord("A"):
+        return True
+    if typ == ord("C"):
+        cmf, flg = data[pos + 6], data[pos + 7]
+        return 2 <= value <= max_frame and cmf & 0x0F == 8 and ((cmf << 8) | flg) % 31 == 0
+    count = U32.unpack_from(data, pos + 6)[0]
+    if typ == ord("J"):
+        return 2 <= count <= max_frame and data[pos + 10] in JSON_STARTS
+    return 0 < count <= PLAUSIBLE_PAIRS and U32.unpack_from(data, pos + 10)[0] <= PLAUSIBLE_KEY

@@ -334,6 +334,45 @@ mod tests {
         }
     }
 
+    /// The 2J fast path inside C frames (decoder.rs) must take exactly the frames the general parser
+    /// reads as a whole 2J frame, with the same fields: lengths around the limit and the data end,
+    /// empty and cut payloads, every header byte pair nearby.
+    #[test]
+    fn fast_path_agrees_with_the_general_parser() {
+        let max_frame = 64;
+        let mut tried = 0;
+        for (v, t) in [
+            (b'2', b'J'),
+            (b'1', b'J'),
+            (b'2', b'D'),
+            (b'2', b'W'),
+            (b'3', b'J'),
+        ] {
+            for len in [0u32, 1, 2, 5, 63, 64, 65, 1 << 31, u32::MAX] {
+                for extra in [0usize, 1, 5, 70] {
+                    let mut data = vec![v, t, 0, 0, 0, 9];
+                    data.extend_from_slice(&len.to_be_bytes());
+                    data.extend(std::iter::repeat_n(b'{', extra));
+                    tried += 1;
+                    match (whole_j2(&data, max_frame), parse(&data, max_frame, None)) {
+                        (Some((seq, size)), Parsed::Frame(f)) => assert_eq!(
+                            (f.version, f.typ, f.value, f.count as usize, f.body, f.end),
+                            (b'2', b'J', seq, size, 10, 10 + size),
+                            "{data:?}"
+                        ),
+                        (Some(_), other) => panic!("fast path took {data:?}, parser: {other:?}"),
+                        (None, Parsed::Frame(f)) => assert!(
+                            f.version != b'2' || f.typ != b'J',
+                            "fast path missed a whole 2J frame: {data:?}"
+                        ),
+                        (None, _) => {}
+                    }
+                }
+            }
+        }
+        assert_eq!(tried, 180);
+    }
+
     #[test]
     fn headers_and_bodies() {
         let w = frame(parse(b"2W\x00\x00\x00\x03rest", 100, None));
