@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.core_decoders import CoreDecoder
 from wirelog.decoders.base import Limits, StreamContext
-from wirelog.decoders.courier import CourierDecoder
 from wirelog.model import Chunk, Direction, Finding, Gap, Message, Record
 
 C2S, S2C = Direction.C2S, Direction.S2C
@@ -48,13 +48,13 @@ LEGACY_GO_PREFIX = bytes.fromhex("4a4441540000007e56847afe9799739b3d9677972a3b58
 
 @dataclass
 class Conversation:
-    """Drives one CourierDecoder with whole messages per side, tracking offsets and frame numbers."""
+    """Drives one core Courier decoder with whole messages per side, tracking offsets and frame numbers."""
 
     ctx: StreamContext
     split: int = 0  # >0: feed every message in pieces of this many bytes (same frame)
 
     def __post_init__(self) -> None:
-        self.decoder = CourierDecoder(self.ctx)
+        self.decoder = CoreDecoder("courier", self.ctx)
         self.offsets = {C2S: 0, S2C: 0}
         self.frame = 0
         self.records: list[Record] = []
@@ -89,6 +89,16 @@ class Conversation:
     def close(self) -> list[Record]:
         """The decoder's final records (not added to `records`, so `records + close()` is everything)."""
         return self.decoder.close()
+
+
+def split_events(block: bytes) -> list[bytes]:
+    """The events of an inflated payload block: each behind its 4-byte big-endian length."""
+    events, p = [], 0
+    while p + 4 <= len(block):
+        n = int.from_bytes(block[p : p + 4], "big")
+        events.append(block[p + 4 : p + 4 + n])
+        p += 4 + n
+    return events
 
 
 def context(stream: int = 0, shared: dict | None = None, **limits: int) -> StreamContext:
@@ -145,7 +155,7 @@ def pcap_segments(path: Path) -> list[Segment]:
 def decode_segments(segments: Sequence[Segment], ctx: StreamContext | None = None) -> list[Record]:
     """Feed the segments (in capture order) to a fresh decoder and close it."""
     ctx = ctx or context()
-    dec = CourierDecoder(ctx)
+    dec = CoreDecoder("courier", ctx)
     offsets = {C2S: 0, S2C: 0}
     out: list[Record] = []
     for seg in segments:

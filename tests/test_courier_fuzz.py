@@ -6,8 +6,9 @@ from courier_helpers import C2S, GO_HELO, RUBY_VERS, S2C, Segment, context, deco
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.core_decoders import CoreDecoder
 from wirelog.decoders.base import Sample
-from wirelog.decoders.courier import CourierDecoder, detect
+from wirelog.decoders.courier import detect
 from wirelog.export import courier as enc
 from wirelog.model import Chunk, Direction, Gap, Message
 
@@ -35,7 +36,7 @@ BASELINE = decode_segments([Segment(d, b, i + 1, i) for i, (d, b) in enumerate(C
 
 
 def run(pieces: list[tuple[Direction, bytes]], gaps: bool = False) -> list:
-    dec = CourierDecoder(context())
+    dec = CoreDecoder("courier", context())
     offsets = {C2S: 0, S2C: 0}
     out = []
     for i, (d, data) in enumerate(pieces):

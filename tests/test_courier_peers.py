@@ -20,11 +20,11 @@ from courier_helpers import (
     decode_segments,
     messages,
     pcap_segments,
+    split_events,
 )
 
 from wirelog.decoders import registry
 from wirelog.decoders.base import Sample
-from wirelog.decoders.courier.payload import split_events
 from wirelog.export import courier as enc
 
 RUBY = "courier-ruby2.12-client-server.pcap"
@@ -177,7 +177,7 @@ def test_go_capture_events_and_fingerprint():
     assert all(b"\xff" not in bytes.fromhex(p.fields["nonce"]) for p in jdats)
     events = messages(recs, "event")
     assert [e.length for e in events] == [127, 126, 127]
-    first = split_events(zlib.decompress(raw[0])).events[0].data
+    first = split_events(zlib.decompress(raw[0]))[0]
     assert first.decode() == GO_ALPHA
     assert events[0].event == json.loads(GO_ALPHA)
     assert [(e.event["message"], e.event["offset"]) for e in events] == [
@@ -260,7 +260,7 @@ def test_encoder_rebuilds_every_message(name):
         else:
             assert mtype == b"JDAT"
             nonce, z = body[:16], body[16:]
-            events = [e.data for e in split_events(zlib.decompress(z)).events]
+            events = split_events(zlib.decompress(z))
             style = "ruby" if z[:2] == b"\x78\x9c" else "go"
             if style == "ruby":  # zlib's own deflate: reproducible to the byte
                 assert enc.payload(nonce, events, "ruby") == data

@@ -26,10 +26,9 @@ from courier_helpers import (
     conversation,
     findings,
     messages,
+    split_events,
 )
 
-from wirelog.decoders.courier import handshake
-from wirelog.decoders.courier.payload import split_events
 from wirelog.export import courier as enc
 
 GO_EVNT_NONCE = bytes.fromhex("1f8050fb57c75276df775331e97c67b5")
@@ -37,22 +36,30 @@ RUBY_NONCE = bytes.fromhex("b7b84ca035a49023405f0ced89ed4cb4")
 GO_NONCE = bytes.fromhex("ca832a423b8577145701d58137607427")
 
 
+def handshake(side: str, message: bytes) -> dict:
+    """The fields of the helo/vers record the core's decoder makes of one handshake message."""
+    conv = conversation()
+    getattr(conv, side)(message)
+    (record,) = [m for m in messages(conv.records) if m.kind in ("helo", "vers")]
+    return record.fields
+
+
 def test_go_helo_layout_32():
-    hs = handshake.parse(GO_HELO[8:])
-    assert (hs.length, hs.flags, hs.version, hs.client_id) == (32, 0, "2.12.0", "LCOR")
+    hs = handshake("c", GO_HELO)
+    assert (hs["layout"], hs["flags"], hs["software_version"], hs["client_id"]) == (32, 0, "2.12.0", "LCOR")
     assert GO_HELO[8 + 20 :] == bytes(12)  # reserved
-    assert not hs.evnt
+    assert hs["evnt"] is False
 
 
 def test_ruby_vers_layout_20():
-    hs = handshake.parse(RUBY_VERS[8:])
-    assert (hs.length, hs.flags, hs.version, hs.client_id) == (20, 0, "2.12.0", "RYLC")
-    assert hs.fields()["client_name"] == "Ruby Log Courier"
+    hs = handshake("s", RUBY_VERS)
+    assert (hs["layout"], hs["flags"], hs["software_version"], hs["client_id"]) == (20, 0, "2.12.0", "RYLC")
+    assert hs["client_name"] == "Ruby Log Courier"
 
 
 def test_stub_vers_advertises_evnt():
-    hs = handshake.parse(STUB_VERS[8:])
-    assert (hs.length, hs.evnt, hs.client_id) == (32, True, "LCVR")
+    hs = handshake("s", STUB_VERS)
+    assert (hs["layout"], hs["evnt"], hs["client_id"]) == (32, True, "LCVR")
 
 
 @pytest.mark.parametrize(
@@ -64,8 +71,8 @@ def test_stub_vers_advertises_evnt():
     ],
 )
 def test_older_handshake_layouts(body, expected):
-    hs = handshake.parse(body)
-    assert (hs.length, hs.flags, hs.version, hs.client_id) == expected
+    hs = handshake("c", b"HELO" + len(body).to_bytes(4, "big") + body)
+    assert (hs["layout"], hs["flags"], hs["software_version"], hs["client_id"]) == expected
 
 
 def test_go_handshake_ping_pong_ackn_decoded():
@@ -164,7 +171,7 @@ def test_encoder_go_evnt_framing_and_event_block():
     compressed = GO_EVNT[24:]
     assert enc.evnt(GO_EVNT_NONCE, compressed) == GO_EVNT
     inflated = zlib.decompress(compressed)
-    raw = [e.data for e in split_events(inflated).events]
+    raw = split_events(inflated)
     assert enc.event_block(raw) == inflated
     assert [enc.event_json(json.loads(e), "go") for e in raw] == raw  # Go: sorted keys, compact
 

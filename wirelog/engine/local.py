@@ -15,7 +15,6 @@ from typing import Any
 from wirelog.decoders import registry
 from wirelog.decoders.base import Decoder, Limits, ProtocolSpec, Sample, StreamContext
 from wirelog.engine.capture import NATIVE, CoreCapture, Decoding, native_records
-from wirelog.engine.delivery import DeliveryVerdict
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.midstream import FrameHunt
 from wirelog.inputs.errors import CaptureError
@@ -212,20 +211,14 @@ class _StreamPipeline:
         self._batch: list = []  # the reassembler output being handled
         self._states: dict[int, _StreamState] = {}
         self._shared: dict[str, dict] = {}
-        self._delivery = DeliveryVerdict()  # events across the capture's connections (engine/delivery.py)
 
     def verdict(self) -> list[Item]:
         """At the end of the capture: data loss and duplicates across connections, as findings."""
-        return self._stamp(self._delivery.findings(), None) + native_records(self._core.finish_decoding())
+        return native_records(self._core.finish_decoding())
 
     def delivery(self) -> dict[str, dict[str, Any]]:
-        """The delivery verdict's numbers per protocol, from the core's decoders and Python's."""
-        return {**self._delivery.results(), **json.loads(self._core.delivery())}
-
-    def stamp_capture(self, findings: list[Finding]) -> Iterator[Message | Finding]:
-        for f in findings:
-            yield from self._emit(f, None)
-        findings.clear()
+        """The delivery verdict's numbers per protocol (native/src/decoders/delivery.rs)."""
+        return json.loads(self._core.delivery())
 
     def handle(self, items: list) -> list[Item]:
         """Consume (and clear) a batch of reassembler output; returns the pipeline items it gives
@@ -432,10 +425,6 @@ class _StreamPipeline:
                     getattr(item, "ts", None),
                 )
             ]
-        if st.spec.name in DeliveryVerdict.KINDS:
-            stamped = self._stamp(records, st.info, keep_all=True)
-            self._delivery.add(stamped, st.spec.name)
-            return self._keep(stamped, st.info)
         return self._stamp(records, st.info)
 
     def _end(self, info: StreamInfo) -> Iterator[Item]:
@@ -452,18 +441,14 @@ class _StreamPipeline:
                 yield from native_records(self._core.end_stream(info.stream, _closed(info)))
             elif st.decoder is not None and not st.dead:
                 yield from self._call(st, None)
-        self._delivery.stream_ended(info)
         yield info
 
     def _emit(self, rec: Message | Finding, info: StreamInfo | None) -> list[Message | Finding]:
         """Stamp a record with its capture and stream; [it] if the filter keeps it, else []."""
         return self._stamp([rec], info)
 
-    def _stamp(
-        self, records: list[Message | Finding], info: StreamInfo | None, keep_all: bool = False
-    ) -> list[Message | Finding]:
-        """`_emit` for a decoder step's records at once (this runs per event: no per-record calls);
-        `keep_all`: stamp only, the caller filters (`_keep`)."""
+    def _stamp(self, records: list[Message | Finding], info: StreamInfo | None) -> list[Message | Finding]:
+        """`_emit` for a decoder step's records at once (this runs per record: no per-record calls)."""
         capture = self.capture
         if info is None:
             for rec in records:
@@ -475,7 +460,7 @@ class _StreamPipeline:
                 rec.stream = stream
                 rec.client = client
                 rec.server = server
-        return records if keep_all else self._keep(records, info)
+        return self._keep(records, info)
 
     def _keep(self, records: list[Message | Finding], info: StreamInfo | None) -> list[Message | Finding]:
         if not self._filtering:
