@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from wirelog import _core
-from wirelog.decoders.base import Limits, StreamContext
+from wirelog.decoders.base import StreamContext
 from wirelog.model import Chunk, Gap, Record
 
 _SESSION = "_core_session"
@@ -24,15 +24,12 @@ class CoreDecoder:
         session = ctx.shared.get(_SESSION)
         if session is None:
             session = _core.Decoding(
-                "", records="objects", show_secrets=ctx.show_secrets, limits=asdict(ctx.limits or Limits())
+                "", records="objects", show_secrets=ctx.show_secrets, limits=asdict(ctx.limits)
             )
             ctx.shared[_SESSION] = session
         self._session = session
         self.stream = ctx.stream
-        attached = session.attach(
-            protocol, ctx.stream, ctx.client, ctx.server, ctx.client_port, ctx.server_port, ctx.midstream
-        )
-        assert attached, f"the core has no {protocol} decoder"
+        assert session.attach(protocol, ctx), f"the core has no {protocol} decoder"
 
     def feed(self, chunk: Chunk) -> list[Record]:
         return _records(self._session.decode(_restamped(chunk, self.stream)))

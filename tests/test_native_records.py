@@ -21,7 +21,7 @@ from wirelog.engine.filters import RecordFilter
 from wirelog.engine.local import Options, run
 from wirelog.export.json import JsonWriter
 from wirelog.export.parquet import ParquetWriter
-from wirelog.model import CaptureInfo, Finding, Message, RecordLines, RecordRows
+from wirelog.model import CaptureInfo, Finding, Message, RecordLines, RecordRows, StreamInfo
 
 ROOT = Path(__file__).parent
 SHARED = ROOT.parent.parent / "shared" / "captures"
@@ -119,4 +119,6 @@ def test_decoding_rejects_what_it_does_not_know() -> None:
         _core.Decoding("raw", colour="blue")
     with pytest.raises(ValueError, match="records must be"):
         _core.Decoding("raw", records="xml")
-    assert _core.Decoding("raw").attach("cql", 0, "a:1", "b:2", 1, 2) is False
+    info = StreamInfo("raw", 0, "a:1", "b:2", 1, 2)
+    assert _core.Decoding("raw").attach("cql", info) is False
+    assert _core.Decoding("raw").attach("courier", info) is True

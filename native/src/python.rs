@@ -553,20 +553,8 @@ impl Pipeline {
     }
 
     /// Decode a stream in the core from now on (see `Decoding.attach`).
-    #[pyo3(signature = (protocol, stream, client, server, client_port, server_port, midstream=false))]
-    #[allow(clippy::too_many_arguments)]
-    fn attach(
-        &mut self,
-        protocol: &str,
-        stream: u64,
-        client: String,
-        server: String,
-        client_port: u16,
-        server_port: u16,
-        midstream: bool,
-    ) -> bool {
-        let ctx = context(stream, client, server, client_port, server_port, midstream);
-        self.inner.session.attach(protocol, ctx)
+    fn attach(&mut self, protocol: &str, info: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.inner.session.attach(protocol, context_of(info)?))
     }
 
     /// A Chunk or Gap Python already holds for an attached stream; returns the records it gave.
@@ -630,21 +618,11 @@ impl Decoding {
         })
     }
 
-    /// Decode `stream` as `protocol` from now on; False when the core has no such decoder.
-    #[pyo3(signature = (protocol, stream, client, server, client_port, server_port, midstream=false))]
-    #[allow(clippy::too_many_arguments)]
-    fn attach(
-        &mut self,
-        protocol: &str,
-        stream: u64,
-        client: String,
-        server: String,
-        client_port: u16,
-        server_port: u16,
-        midstream: bool,
-    ) -> bool {
-        let ctx = context(stream, client, server, client_port, server_port, midstream);
-        self.session.attach(protocol, ctx)
+    /// Decode a stream as `protocol` from now on; False when the core has no such decoder.
+    /// `info`: the stream's StreamInfo (or anything with its `stream`, `client`, `server`,
+    /// `client_port`, `server_port` and `midstream`).
+    fn attach(&mut self, protocol: &str, info: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.session.attach(protocol, context_of(info)?))
     }
 
     fn decode<'py>(
@@ -691,23 +669,16 @@ fn took<'py>(
         .transpose()
 }
 
-fn context(
-    stream: u64,
-    client: String,
-    server: String,
-    client_port: u16,
-    server_port: u16,
-    midstream: bool,
-) -> StreamContext {
-    StreamContext {
-        stream,
-        client,
-        server,
-        client_port,
-        server_port,
-        midstream,
+fn context_of(info: &Bound<'_, PyAny>) -> PyResult<StreamContext> {
+    Ok(StreamContext {
+        stream: info.getattr("stream")?.extract()?,
+        client: info.getattr("client")?.extract()?,
+        server: info.getattr("server")?.extract()?,
+        client_port: info.getattr("client_port")?.extract()?,
+        server_port: info.getattr("server_port")?.extract()?,
+        midstream: info.getattr("midstream")?.extract()?,
         ..StreamContext::default()
-    }
+    })
 }
 
 fn direction_of(item: &Bound<'_, PyAny>) -> PyResult<Direction> {
@@ -867,10 +838,16 @@ fn decode_stream<'py>(
         show_secrets,
         Limits::default(),
     );
-    if !s.attach(
-        protocol,
-        context(stream, client, server, client_port, server_port, midstream),
-    ) {
+    let ctx = StreamContext {
+        stream,
+        client,
+        server,
+        client_port,
+        server_port,
+        midstream,
+        ..StreamContext::default()
+    };
+    if !s.attach(protocol, ctx) {
         return Err(PyValueError::new_err(format!(
             "the core has no {protocol} decoder"
         )));

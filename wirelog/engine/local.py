@@ -371,15 +371,7 @@ class _StreamPipeline:
         info = st.info
         st.spec = spec
         info.protocol = spec.name
-        if spec.name in NATIVE and self._core.attach(
-            spec.name,
-            info.stream,
-            info.client,
-            info.server,
-            info.client_port,
-            info.server_port,
-            info.midstream,
-        ):
+        if spec.name in NATIVE and self._core.attach(spec.name, info):
             st.native = True
             for item in items:
                 yield from native_records(self._core.decode(item))
