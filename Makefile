@@ -9,7 +9,7 @@ DEMO ?= examples/lumberjack-pylogbeat.pcap
 PEERS_NPM := tests/peers/lumberjack
 NATIVE := native
 NATIVE_SRC := $(shell find $(NATIVE)/src -name '*.rs') $(NATIVE)/Cargo.toml $(NATIVE)/Cargo.lock
-FUZZ_SECONDS ?= 25
+FUZZ_SECONDS ?= 10
 FUZZ_RUNS ?= 150000
 FUZZ_SEED ?= 1
 
@@ -58,8 +58,8 @@ native-test:
 	cd $(NATIVE) && $(CARGO) fmt --check && $(CARGO) clippy --locked --all-targets -- -D warnings \
 		&& $(CARGO) clippy --locked --features python -- -D warnings && $(CARGO) test --locked --quiet
 
-# Every fuzz target briefly (FUZZ_RUNS inputs or FUZZ_SECONDS, whichever ends first; a fixed seed, so a
-# run is the same every time); needs a nightly toolchain and cargo-fuzz. Inputs a fuzzer ever failed
+# Every fuzz target briefly (FUZZ_RUNS inputs or FUZZ_SECONDS, whichever ends first: under a minute for
+# the five targets; a fixed seed, so a run is the same every time); needs a nightly toolchain and cargo-fuzz. Inputs a fuzzer ever failed
 # on are replayed by `cargo test` (native/fuzz/regressions/).
 fuzz:
 	@if $(CARGO) +nightly --version >/dev/null 2>&1; then \
