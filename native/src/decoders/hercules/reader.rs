@@ -380,17 +380,33 @@ impl Walk<'_, '_> {
 
     /// A `hercules.duplicate-key` problem when keys repeat (Java keeps the last occurrence).
     fn duplicates(&mut self, start: usize, count: u16, pos: usize) {
-        // The keys are found again by skipping the (already validated) values: no per-container
-        // allocation unless a duplicate exists.
-        let mut keys: Vec<&[u8]> = Vec::with_capacity(count as usize);
+        // The keys are found again by skipping the (already validated) values. Small containers
+        // are checked in a fixed array: no allocation per container unless a key repeats.
+        let mut small: [&[u8]; 32] = [&[]; 32];
+        let mut keys: Vec<&[u8]> = Vec::new();
         let mut c = super::render::Cursor::new(self.data, start);
-        for _ in 0..count {
+        for i in 0..count as usize {
             let Some(k) = c.key() else { return };
-            keys.push(k);
+            if i < small.len() {
+                small[i] = k;
+            } else {
+                if keys.is_empty() {
+                    keys.extend_from_slice(&small);
+                }
+                keys.push(k);
+            }
             let Some(t) = c.u8() else { return };
             if c.skip(t).is_none() {
                 return;
             }
+        }
+        if keys.is_empty() {
+            let small = &small[..count as usize];
+            let repeats = (1..small.len()).any(|i| small[..i].contains(&small[i]));
+            if !repeats {
+                return;
+            }
+            keys.extend_from_slice(small);
         }
         let mut sorted = keys.clone();
         sorted.sort_unstable();

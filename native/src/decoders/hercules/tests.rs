@@ -635,3 +635,22 @@ fn tag_names_are_reported_once_per_capture() {
     );
     let _ = Shared::default();
 }
+
+#[test]
+fn duplicate_keys_in_a_large_container() {
+    let mut tags = String::from("0029");
+    for i in 0..40u8 {
+        tags.push_str(&format!("01{:02x}0b", b'0' + i));
+    }
+    tags.push_str("01300b"); // "0" again
+    let mut probs = Vec::new();
+    EventParser::new(1 << 20)
+        .parse(&event_bytes(&tags), 0, &mut probs)
+        .expect("parses");
+    let dup: Vec<_> = probs
+        .iter()
+        .filter(|p| p.code == "hercules.duplicate-key")
+        .collect();
+    assert_eq!(dup.len(), 1);
+    assert_eq!(dup[0].fields[1], ("keys", serde_json::json!(["0"])));
+}
