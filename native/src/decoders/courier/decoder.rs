@@ -12,7 +12,6 @@ use serde_json::Map;
 use crate::decoders::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
 use crate::model::{Direction, Message, Record, Value};
 
-use super::buffer::StreamBuffer;
 use super::delivery::Delivery;
 use super::findings::{bytes_repr, finding, hex, latin1, At, PROTOCOL};
 use super::fingerprint::Fingerprint;
@@ -20,6 +19,7 @@ use super::framing::{self, Action, Verdict, HEADER, NONCE};
 use super::handshake::{self, KNOWN_LENGTHS};
 use super::payload::{parse_json, split_events, Inflater};
 use super::resend::{self, Sending};
+use crate::decoders::buffer::StreamBuffer;
 
 const EVNT_HEAD: usize = HEADER + NONCE;
 
@@ -934,7 +934,7 @@ impl Decoder for CourierDecoder {
                 let left = side.buf.len();
                 side.buf.skip(left);
                 report_lost(d, side, left as u64, out);
-            } else if side.mode == Mode::Frame && side.buf.len() > 0 {
+            } else if side.mode == Mode::Frame && !side.buf.is_empty() {
                 conn.truncated(d, side, out);
             }
         }

@@ -7,7 +7,6 @@
 //! `resend` (nonces across connections), `fingerprint`, `findings`, `decoder`, `detect`
 //! (content detection and the mid-stream start, for the engine), `fuzz` (the fuzz target's body).
 
-mod buffer;
 mod decoder;
 mod delivery;
 pub mod detect;

@@ -6,7 +6,6 @@
 //! `[12][WJDC]` header and reports how many bytes it skipped. Window/ACK bookkeeping lives in
 //! `delivery`, sequence checks in `sequence`; this module only frames and dispatches.
 
-use super::buffer::StreamBuffer;
 use super::delivery::Delivery;
 use super::framing::{self, decode_pairs, is_version, parse, plausible, whole_j2, Frame, Parsed};
 use super::inflate::{inflate, Problem};
@@ -15,6 +14,7 @@ use super::report::{finding, message, py_repr_latin1, version_str, Pos, PROTOCOL
 use super::resend::ResendRegistry;
 use super::sequence::{SeqIssue, SequenceChecker};
 use super::Shared;
+use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
 use crate::model::{Direction, Finding, Message, Record, Severity, Value};
 
@@ -191,7 +191,7 @@ impl LumberjackDecoder {
             if !conn.sync[d].synced && !conn.resync(d, buf, out) {
                 break;
             }
-            let data = buf.bytes();
+            let data = buf.view();
             if d == S2C
                 && data.len() >= 2
                 && is_version(data[0])
@@ -279,7 +279,7 @@ impl Conn {
 
     /// Skip to the next plausible header; false when more bytes are needed to find one.
     fn resync(&mut self, d: usize, buf: &mut StreamBuffer, out: &mut Vec<Record>) -> bool {
-        let view = buf.bytes();
+        let view = buf.view();
         let end = view.len();
         let mut p = 0;
         let (skip, found) = loop {
@@ -335,7 +335,7 @@ impl Conn {
     }
 
     fn truncated(&self, d: usize, buf: &StreamBuffer) -> Finding {
-        let data = buf.bytes();
+        let data = buf.view();
         let resume = if d == C2S { self.resume } else { None };
         let need = match parse(data, self.limits.max_frame, resume) {
             Parsed::Incomplete { need, .. } => need,

@@ -7,7 +7,6 @@
 //! receive buffer), `report` (positions and findings). Record kinds and finding codes:
 //! docs/protocols/lumberjack.md.
 
-mod buffer;
 mod decoder;
 mod delivery;
 mod framing;

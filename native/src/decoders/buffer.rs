@@ -24,6 +24,10 @@ impl StreamBuffer {
         self.buf.len() - self.start
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Stream offset of the first unconsumed byte.
     pub fn offset(&self) -> u64 {
         self.base + self.start as u64
@@ -31,7 +35,7 @@ impl StreamBuffer {
 
     /// Add a chunk; its offset continues the buffer (after `reset` at a gap, it may jump).
     pub fn append(&mut self, offset: u64, data: &[u8], frame: Option<u64>, ts: Option<i64>) {
-        if self.len() == 0 {
+        if self.is_empty() {
             self.buf.clear();
             self.start = 0;
             self.base = offset;
