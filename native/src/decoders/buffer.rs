@@ -85,12 +85,44 @@ impl StreamBuffer {
 
     /// (frame, time) of the chunk that carried the read position.
     pub fn origin(&self) -> (Option<u64>, Option<i64>) {
-        let off = self.offset();
-        match self.marks.partition_point(|m| m.0 <= off) {
+        self.origin_at(self.offset())
+    }
+
+    /// (frame, ts) of the chunk that carried stream `offset` (at or after the read position).
+    pub fn origin_at(&self, offset: u64) -> (Option<u64>, Option<i64>) {
+        match self.marks.partition_point(|m| m.0 <= offset) {
             0 => (None, None),
             i => (self.marks[i - 1].1, self.marks[i - 1].2),
         }
     }
+
+    /// Stream offset one past the last buffered byte.
+    pub fn end(&self) -> u64 {
+        self.base + self.buf.len() as u64
+    }
+
+    /// Position of `needle` at or after `from` (both relative to the read position).
+    pub fn find(&self, needle: &[u8], from: usize) -> Option<usize> {
+        let hay = self.view().get(from..)?;
+        find(hay, needle).map(|i| i + from)
+    }
+}
+
+/// First position of `needle` in `hay`.
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let first = *needle.first()?;
+    let mut i = 0;
+    while i + needle.len() <= hay.len() {
+        let j = hay[i..hay.len() + 1 - needle.len()]
+            .iter()
+            .position(|&b| b == first)?;
+        i += j;
+        if &hay[i..i + needle.len()] == needle {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -130,5 +162,19 @@ mod tests {
         }
         assert_eq!((b.offset(), b.len()), (150_000, 50_000));
         assert!(b.buf.len() < 200_000);
+    }
+
+    #[test]
+    fn origin_at_an_offset_and_find() {
+        let mut b = StreamBuffer::default();
+        b.append(0, b"ab\r\n", Some(1), Some(10));
+        b.append(4, b"\r\ncd", Some(2), Some(20));
+        assert_eq!(b.origin_at(5), (Some(2), Some(20)));
+        assert_eq!(b.find(b"\r\n\r\n", 0), Some(2));
+        assert_eq!(b.find(b"cd", 7), None);
+        b.skip(6);
+        assert_eq!((b.offset(), b.end(), b.view()), (6, 8, &b"cd"[..]));
+        assert_eq!(b.origin_at(6), (Some(2), Some(20)));
+        assert_eq!(find(b"aaab", b"ab"), Some(2));
     }
 }

@@ -2,12 +2,12 @@
 //! events/batches in either direction. The first bytes of a direction decide: an HTTP start line
 //! makes the connection Gate traffic (both directions then), anything else bare events.
 
-use super::buffer::StreamBuffer;
 use super::gateway::Gateway;
 use super::reader::EventParser;
 use super::records::{Reporter, TagNames};
 use super::stream::RawEvents;
 use super::Codec;
+use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Chunk, Gap, StreamContext};
 use crate::model::{Direction, Record};
 
@@ -106,9 +106,9 @@ impl HerculesDecoder {
             if buf.len() < DECIDE && !fin {
                 return;
             }
-            let head = &buf.bytes()[..buf.len().min(DECIDE)];
+            let head = &buf.view()[..buf.len().min(DECIDE)];
             if !looks_like_http(head) {
-                if buf.len() == 0 {
+                if buf.is_empty() {
                     return;
                 }
                 let raw = self.raw[i].insert(RawEvents::new(d));

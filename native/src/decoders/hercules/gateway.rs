@@ -12,13 +12,13 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use super::batch::{decode_batch, BatchSink};
-use super::buffer::StreamBuffer;
 use super::http::{ascii_digits, latin1_lower, py_strip, HttpMessage, HttpProblem, HttpReader};
 use super::pyrepr::str_repr;
 use super::reader::{hex, Parsed, Problem};
 use super::records::{event_message, Origin, PROTOCOL};
 use super::url;
 use super::Codec;
+use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Gap, StreamContext};
 use crate::model::{Direction, Finding, Message, Record, Severity, Value};
 
@@ -105,7 +105,7 @@ impl BatchSink for Collect<'_> {
             None => (self.msg_offset, self.msg_origin),
             Some(base) => {
                 let at = base + ev.offset as u64;
-                (at, self.buf.origin(at))
+                (at, self.buf.origin_at(at))
             }
         };
         let mut extra = self.extra.clone();
@@ -124,7 +124,7 @@ impl BatchSink for Collect<'_> {
             ),
             Some(base) => {
                 let at = base + p.offset as u64;
-                (at, self.buf.origin(at), vec![])
+                (at, self.buf.origin_at(at), vec![])
             }
         };
         if let Some(f) =

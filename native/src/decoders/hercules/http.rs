@@ -11,9 +11,9 @@
 //! bytes, non-ASCII, header names outside the token set, ...), the head is read by the Python
 //! decoder's rules instead (`head_by_lines`) so the records stay the same.
 
-use super::buffer::StreamBuffer;
 use super::pyrepr::{bytes_repr, str_repr};
 use super::records::Origin;
+use crate::decoders::buffer::StreamBuffer;
 use crate::model::Value;
 
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -56,7 +56,7 @@ impl HttpMessage {
     /// The body bytes (None when skipped).
     pub fn body<'a>(&'a self, buf: &'a StreamBuffer) -> Option<&'a [u8]> {
         match &self.body {
-            Body::At(at, n) => buf.bytes().get(*at..at + n),
+            Body::At(at, n) => buf.view().get(*at..at + n),
             Body::Owned(v) => Some(v),
             Body::Skipped => None,
         }
@@ -158,7 +158,7 @@ impl HttpReader {
                     probs.push(HttpProblem {
                         message,
                         offset,
-                        origin: buf.origin(offset),
+                        origin: buf.origin_at(offset),
                         fatal: true,
                         fields: vec![],
                     });
@@ -195,7 +195,7 @@ impl HttpReader {
         Some(HttpMessage {
             offset,
             length: (head.len + size) as u64,
-            origin: buf.origin(offset),
+            origin: buf.origin_at(offset),
             start: head.start,
             headers: head.headers,
             body: Body::At(at, size),
@@ -211,7 +211,7 @@ impl HttpReader {
         let mut cut = None;
         if (self.synced && buf.len() > self.pos) || self.skip > 0 {
             let at = buf.offset() + self.pos as u64;
-            cut = Some((at, buf.origin(at)));
+            cut = Some((at, buf.origin_at(at)));
         }
         buf.reset(resume);
         self.pos = 0;
@@ -223,7 +223,7 @@ impl HttpReader {
     }
 
     fn resync(&mut self, buf: &StreamBuffer) -> bool {
-        let data = &buf.bytes()[self.pos..];
+        let data = &buf.view()[self.pos..];
         let found = (0..data.len()).find(|&i| start_line(data, i, self.response).is_some());
         match found {
             None => {
@@ -248,7 +248,7 @@ impl HttpReader {
             }
             return Ok(None);
         };
-        let raw = &buf.bytes()[at..end + 4];
+        let raw = &buf.view()[at..end + 4];
         parse_head(raw, self.response).map(Some)
     }
 
@@ -271,7 +271,7 @@ impl HttpReader {
             Framing::Length(n) => n,
         };
         let offset = buf.offset() + self.pos as u64;
-        let origin = buf.origin(offset);
+        let origin = buf.origin_at(offset);
         let hlen = head.len;
         if length > self.max_body {
             self.pos += hlen;
@@ -318,7 +318,7 @@ impl HttpReader {
     }
 
     fn chunked(&mut self, buf: &StreamBuffer, head: Head) -> Result<Option<HttpMessage>, Broken> {
-        let data = buf.bytes();
+        let data = buf.view();
         let base = self.pos;
         let mut pos = base
             + if self.chunk_pos > 0 {
@@ -381,7 +381,7 @@ impl HttpReader {
         Ok(Some(HttpMessage {
             offset,
             length: total as u64,
-            origin: buf.origin(offset),
+            origin: buf.origin_at(offset),
             start: head.start,
             headers: head.headers,
             body: Body::Owned(body),

@@ -3,13 +3,12 @@
 //!
 //! Modules: `types` (wire constants, export-name escaping), `reader` (validating one event),
 //! `render` (an event as a document), `batch` (Count + events, streamed), `tree` (the codec's
-//! value tree and `encode`), `records` (event records, findings, repeat limits), `buffer` (the
-//! receive buffer), `stream` (bare events and batches), `http` (HTTP/1.1 framing), `url` (request
-//! targets), `gateway` (Gate requests and answers), `decoder` (the per-connection state machine),
-//! `detect` (recognising Hercules traffic), `pyrepr` (Python's repr in finding texts).
+//! value tree and `encode`), `records` (event records, findings, repeat limits), `stream` (bare events and batches),
+//! `http` (HTTP/1.1 framing), `url` (request targets), `gateway` (Gate requests and answers), `decoder` (the per-connection state machine),
+//! `detect` (recognising Hercules traffic), `pyrepr` (Python's repr in finding texts). The receive
+//! buffer is the decoders' shared one (`decoders/buffer.rs`).
 
 mod batch;
-mod buffer;
 mod decoder;
 pub mod detect;
 #[cfg(any(test, fuzzing))]

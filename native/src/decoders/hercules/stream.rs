@@ -7,11 +7,11 @@
 //! next plausible event start (version 1, timestamp in 2000..2100, and the event parses) and says
 //! how many bytes it skipped.
 
-use super::buffer::StreamBuffer;
 use super::reader::{EventParser, Stop};
 use super::records::{event_message, Origin, PROTOCOL};
 use super::types::MIN_EVENT;
 use super::Codec;
+use crate::decoders::buffer::StreamBuffer;
 use crate::model::{Direction, Finding, Message, Record, Severity, Value};
 
 #[derive(Debug)]
@@ -61,7 +61,7 @@ impl RawEvents {
 
     fn lose(&mut self, offset: u64, buf: &StreamBuffer) {
         self.lost_at = Some(offset);
-        self.lost_origin = buf.origin(offset);
+        self.lost_origin = buf.origin_at(offset);
     }
 
     fn finding(
@@ -85,7 +85,7 @@ impl RawEvents {
         fin: bool,
         out: &mut Vec<Record>,
     ) {
-        if !fin && (buf.len() == 0 || buf.end() < self.wait_end) {
+        if !fin && (buf.is_empty() || buf.end() < self.wait_end) {
             return;
         }
         let base = buf.offset();
@@ -93,7 +93,7 @@ impl RawEvents {
         let n = buf.len();
         let mut problems = Vec::new();
         while pos < n {
-            let data = buf.bytes();
+            let data = buf.view();
             if self.batches.is_none() {
                 self.batches = Some(data[0] == 0);
             }
@@ -110,7 +110,7 @@ impl RawEvents {
                 pos = self.count(buf, base, pos, out);
                 continue;
             }
-            let data = buf.bytes();
+            let data = buf.view();
             match codec.parser.parse(data, pos, &mut problems) {
                 Err(Stop::Truncated { needed, path, .. }) => {
                     if !fin {
@@ -130,7 +130,7 @@ impl RawEvents {
                             Severity::Error,
                             text,
                             at,
-                            buf.origin(at),
+                            buf.origin_at(at),
                         )
                         .field("path", path)
                         .field("bytes", size);
@@ -155,7 +155,7 @@ impl RawEvents {
                     }
                     let where_ = base + offset as u64;
                     let f = self
-                        .finding(code, Severity::Error, text, where_, buf.origin(where_))
+                        .finding(code, Severity::Error, text, where_, buf.origin_at(where_))
                         .field("path", path)
                         .field("event_offset", at);
                     out.push(f.into());
@@ -174,11 +174,12 @@ impl RawEvents {
                         vec![]
                     };
                     out.push(
-                        event_message(data, &ev, self.direction, at, buf.origin(at), extra).into(),
+                        event_message(data, &ev, self.direction, at, buf.origin_at(at), extra)
+                            .into(),
                     );
                     for p in problems.drain(..) {
                         let off = base + p.offset as u64;
-                        let origin = buf.origin(off);
+                        let origin = buf.origin_at(off);
                         if let Some(f) = codec.reporter.finding(
                             codec.names,
                             p,
@@ -205,10 +206,10 @@ impl RawEvents {
     }
 
     fn count(&mut self, buf: &StreamBuffer, base: u64, pos: usize, out: &mut Vec<Record>) -> usize {
-        let d = &buf.bytes()[pos..pos + 4];
+        let d = &buf.view()[pos..pos + 4];
         let count = i32::from_be_bytes([d[0], d[1], d[2], d[3]]);
         let at = base + pos as u64;
-        let origin = buf.origin(at);
+        let origin = buf.origin_at(at);
         let mut m = Message::new(PROTOCOL, "batch");
         m.direction = Some(self.direction);
         m.offset = Some(at);
@@ -242,7 +243,7 @@ impl RawEvents {
         fin: bool,
         out: &mut Vec<Record>,
     ) -> usize {
-        let data = buf.bytes();
+        let data = buf.view();
         let mut scratch = Vec::new();
         let mut q = pos;
         loop {
