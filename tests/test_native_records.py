@@ -2,9 +2,8 @@
 (`convert --to json`) and Arrow rows (`--to parquet`) must equal what the Python writers make of the
 same records as objects — the same bytes, the same Parquet rows — with and without record filters.
 
-While a protocol is still decoded in Python both forms come from the Python writers and the test
-holds trivially; once the core decodes it (wirelog._core.NATIVE) this is the check of
-native/src/records/ (json.rs, arrow.rs, filter.rs) against wirelog/export/.
+The records are the core's (Lumberjack and Courier are in wirelog._core.NATIVE): this checks
+native/src/records/ (json.rs, arrow.rs, filter.rs) against wirelog/export/ on the same records.
 """
 
 from __future__ import annotations
@@ -94,10 +93,7 @@ def test_arrow_rows_have_the_parquet_schema() -> None:
 
     path = CAPTURES[0]
     rows = [i for i in run([str(path)], options=Options(records="arrow")) if isinstance(i, RecordRows)]
-    if not set(_core.NATIVE) & {"lumberjack"}:
-        assert rows == []  # Lumberjack still decoded in Python: no rows from the core
-        return
-    assert rows
+    assert "lumberjack" in _core.NATIVE and rows
     for r in rows:
         assert isinstance(r.batch, pa.RecordBatch)
         assert r.batch.schema.equals(SCHEMA)
