@@ -99,6 +99,7 @@ class Exchange:
     stream: int
     request: Any
     response: Any = None
+    connection: Any = None  # the driver's Connection, to tell a pending request from an abandoned one
 
 
 @dataclass
@@ -115,7 +116,9 @@ def recording() -> Iterator[Transcript]:
 
     def send(conn: Connection, msg: Any, request_id: int, cb: Callable, **kw: Any) -> int:
         # a copy: the driver re-sends the same QueryMessage for the next page with a new paging_state
-        ex = Exchange(conn._socket.getsockname()[1], conn.endpoint.port, request_id, copy.copy(msg))
+        ex = Exchange(
+            conn._socket.getsockname()[1], conn.endpoint.port, request_id, copy.copy(msg), connection=conn
+        )
         transcript.exchanges.append(ex)
         decoder = kw.pop("decoder", ProtocolHandler.decode_message)
 
@@ -841,6 +844,10 @@ def _wait_for(done: Callable[[], bool], seconds: float, what: str) -> None:
         time.sleep(0.5)
 
 
+def _settled(ex: Exchange) -> bool:
+    return ex.response is not None or ex.connection.is_closed or ex.connection.is_defunct
+
+
 @pytest.fixture(scope="session")
 def topology(
     cassandra_server: CassandraServer,  # noqa: F811
@@ -873,6 +880,9 @@ def topology(
         finally:
             stop(second)
         _wait_for(seen(("STATUS_CHANGE", "DOWN")), 60, "DOWN event")
+        # the driver refreshes its metadata after DOWN; shutting down mid-query would leave a request
+        # rightly reported unanswered, so wait until every request on a live connection has its answer
+        _wait_for(lambda: all(_settled(ex) for ex in transcript.exchanges), 30, "answers on live connections")
         cluster.shutdown()
         time.sleep(1.5)  # libpcap hands tcpdump its packets in blocks retired after 1 s
     return Topology(second, transcript, convert(pcap)[0])
