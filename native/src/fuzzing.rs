@@ -251,19 +251,20 @@ pub fn capture(data: &[u8]) {
     assert_eq!(info.tcp_packets + info.non_tcp_packets, info.packets);
 }
 
+/// Run a fuzz target's body on every input a fuzzer failed on (`cargo test` replays them).
+#[cfg(test)]
+pub fn replay(target: &str, run: fn(&[u8])) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/regressions")
+        .join(target);
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        run(&std::fs::read(entry.path()).unwrap());
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::fs;
-    use std::path::Path;
-
-    fn replay(target: &str, run: fn(&[u8])) {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fuzz/regressions")
-            .join(target);
-        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
-            run(&fs::read(entry.path()).unwrap());
-        }
-    }
+    use super::replay;
 
     #[test]
     fn reassembly_regressions() {

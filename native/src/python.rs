@@ -176,7 +176,7 @@ impl Model {
                     fields.set_item(name, py_value(py, value)?)?;
                 }
                 let event = match &m.event {
-                    Some(v) => py_value(py, v)?,
+                    Some(doc) => py_value(py, &doc.value())?,
                     None => py.None().into_bound(py),
                 };
                 self.message.bind(py).call1((
@@ -333,7 +333,9 @@ fn taken<'py>(
     t: Taken,
 ) -> PyResult<Bound<'py, PyAny>> {
     match t {
-        Taken::Ndjson(text) => Ok(PyBytes::new(py, text.as_bytes()).into_any()),
+        Taken::Ndjson(text, count) => Ok((PyBytes::new(py, text.as_bytes()), count)
+            .into_pyobject(py)?
+            .into_any()),
         Taken::Batch(batch) => {
             let batch = batch.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
             Ok(Bound::new(py, ArrowRecords { batch: Some(batch) })?.into_any())
@@ -894,7 +896,7 @@ fn decode_stream<'py>(
     }
     s.end(stream, true);
     let text = match s.out.take() {
-        Some(Taken::Ndjson(text)) => text,
+        Some(Taken::Ndjson(text, _)) => text,
         _ => String::new(),
     };
     Ok(PyBytes::new(py, text.as_bytes()))

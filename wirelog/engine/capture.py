@@ -34,14 +34,14 @@ NATIVE = frozenset(_core.NATIVE)  # protocols the core decodes
 
 
 def native_records(out: Any) -> list:
-    """What the core returns for its decoders' records (None, NDJSON bytes, Arrow rows or a list of
-    Message/Finding) as pipeline items."""
+    """What the core returns for its decoders' records (None, NDJSON bytes with their line count,
+    Arrow rows or a list of Message/Finding) as pipeline items."""
     if out is None:
         return []
     if isinstance(out, list):
         return out
-    if isinstance(out, bytes):
-        return [RecordLines(out, out.count(b"\n"))]
+    if isinstance(out, tuple):
+        return [RecordLines(*out)]
     import pyarrow as pa  # only the Arrow form gets here (convert --to parquet)
 
     return [RecordRows(pa.RecordBatchReader.from_stream(out).read_next_batch())]

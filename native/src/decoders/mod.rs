@@ -10,6 +10,7 @@
 pub mod buffer;
 pub mod courier;
 pub mod delivery;
+pub mod fingerprint;
 pub mod hercules;
 pub mod lumberjack;
 

@@ -1,9 +1,11 @@
 //! The record contract's basic types, shared by every layer of the core (docs/records.md): directions, severities,
 //! messages and findings with their machine-readable fields, and the sink that rate-limits repeatable findings.
 
+pub mod json;
 mod record;
 mod sink;
 
+pub use json::Document;
 pub use record::{Message, Record, Stamp};
 pub use sink::FindingSink;
 

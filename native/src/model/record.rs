@@ -1,7 +1,7 @@
 //! The record contract's two record types as the core builds them (docs/records.md): `Message`
 //! (anything a decoder decoded) and `Finding` (model/), and the stream a record belongs to.
 
-use super::{Direction, Finding, Value};
+use super::{Direction, Document, Finding, Value};
 
 /// Anything a decoder decoded: a frame, a request, a response, a log event. `fields` are the
 /// protocol fields in the order they are written; log events put their document in `event` and
@@ -17,7 +17,7 @@ pub struct Message {
     pub ts: Option<i64>,
     pub version: Option<&'static str>,
     pub fields: Vec<(&'static str, Value)>,
-    pub event: Option<Value>,
+    pub event: Option<Document>,
     pub acked: Option<bool>,
 }
 

@@ -10,7 +10,7 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 
-use super::json;
+use crate::model::json;
 use crate::model::{Record, Stamp, Value};
 
 /// The columns, in order (wirelog/export/parquet.py `SCHEMA`).
@@ -157,17 +157,14 @@ impl Rows {
                 self.length.append_value(i64_of(m.length));
                 self.seq.append_option(m.get("seq").and_then(Value::as_i64));
                 self.acked.append_option(m.acked);
-                let text = match &m.event {
-                    Some(Value::Object(doc)) => doc.get("message").and_then(Value::as_str),
-                    _ => None,
-                };
+                let text = m.event.as_ref().and_then(|doc| doc.str_member("message"));
                 self.message.append_option(text);
                 self.code.append_null();
                 self.severity.append_null();
                 match &m.event {
                     Some(doc) => {
                         self.text.clear();
-                        json::value(&mut self.text, doc);
+                        doc.write(&mut self.text);
                         self.event.append_value(&self.text);
                     }
                     None => self.event.append_null(),

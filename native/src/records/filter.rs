@@ -97,7 +97,7 @@ mod tests {
             ..Filter::default()
         };
         let mut m = Message::new("lumberjack", "event");
-        m.event = Some(serde_json::json!({}));
+        m.event = Some(serde_json::json!({}).into());
         m.ts = Some(15);
         assert!(f.keeps(&m.clone().into(), None, None));
         m.ts = Some(20);

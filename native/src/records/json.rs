@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use crate::model::json::{string, value};
 use crate::model::{Finding, Message, Record, Stamp, Value};
 use crate::tcp::StreamInfo;
 
@@ -45,41 +46,6 @@ const FINDING_KEYS: &[&str] = &[
     "severity",
     "message",
 ];
-
-/// One JSON value (serde_json's compact form is orjson's: no spaces, the same escapes, shortest
-/// round-trip floats).
-pub fn value(out: &mut String, v: &Value) {
-    match v {
-        Value::String(s) => string(out, s),
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => {
-            let _ = write!(out, "{n}");
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                value(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (k, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                string(out, k);
-                out.push(':');
-                value(out, item);
-            }
-            out.push('}');
-        }
-    }
-}
 
 fn opt_u64(out: &mut String, v: Option<u64>) {
     match v {
@@ -187,7 +153,7 @@ pub fn message_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, m: &
     fields(out, m.protocol, &m.fields, COMMON_MESSAGE_KEYS, false);
     out.push_str(",\"event\":");
     match &m.event {
-        Some(v) => value(out, v),
+        Some(doc) => doc.write(out),
         None => out.push_str("null"),
     }
     out.push_str(",\"acked\":");
@@ -231,37 +197,6 @@ pub fn record_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, r: &R
         Record::Message(m) => message_line(out, capture, stamp, m),
         Record::Finding(f) => finding_line(out, capture, stamp, f),
     }
-}
-
-/// A JSON string literal (orjson's escaping: `"`, `\` and control characters only). Runs of bytes
-/// that need no escape are copied at once: this runs for every key and string of every record.
-pub fn string(out: &mut String, s: &str) {
-    out.push('"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0..=0x1f => "",
-            _ => continue,
-        };
-        // Escaped bytes are ASCII, so `start..i` always falls on character boundaries.
-        out.push_str(&s[start..i]);
-        if escape.is_empty() {
-            let _ = write!(out, "\\u{:04x}", b);
-        } else {
-            out.push_str(escape);
-        }
-        start = i + 1;
-    }
-    out.push_str(&s[start..]);
-    out.push('"');
 }
 
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).

@@ -10,7 +10,8 @@ use crate::model::{Record, Stamp};
 
 /// Records taken out of the core at once.
 pub enum Taken {
-    Ndjson(String),
+    /// The lines and how many there are.
+    Ndjson(String, usize),
     Batch(Result<RecordBatch, ArrowError>),
     /// The records themselves, for consumers that want one object per record (`inspect`, the API).
     Records(Vec<(Option<Stamp>, Record)>),
@@ -58,9 +59,13 @@ impl RecordOut {
         if self.written == 0 {
             return None;
         }
-        self.written = 0;
+        let count = std::mem::take(&mut self.written);
         Some(match &mut self.form {
-            Form::Ndjson(text) => Taken::Ndjson(std::mem::take(text)),
+            // The next take is likely as big: growing a buffer by doubling copies it each time.
+            Form::Ndjson(text) => {
+                let next = String::with_capacity(text.len() + text.len() / 4);
+                Taken::Ndjson(std::mem::replace(text, next), count)
+            }
             Form::Arrow(rows) => Taken::Batch(rows.finish()),
             Form::Records(list) => Taken::Records(std::mem::take(list)),
         })

@@ -20,6 +20,7 @@ use super::handshake::{self, KNOWN_LENGTHS};
 use super::payload::{parse_json, split_events, Inflater};
 use super::resend::{self, Sending};
 use crate::decoders::buffer::StreamBuffer;
+use crate::decoders::fingerprint::fingerprint;
 
 const EVNT_HEAD: usize = HEADER + NONCE;
 
@@ -791,7 +792,7 @@ impl Conn {
         let digests = (events.len() <= self.max_pending).then(|| {
             cut.events
                 .iter()
-                .map(|r| resend::digest(&data[r.clone()]))
+                .map(|r| fingerprint(&data[r.clone()]))
                 .collect()
         });
         let payload = &mut self.delivery.history[serial];

@@ -195,15 +195,9 @@ fn check(records: &[Record]) {
 
 #[cfg(test)]
 mod tests {
-    use std::fs;
-    use std::path::Path;
-
     #[test]
     fn courier_regressions() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/courier");
-        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
-            super::courier(&fs::read(entry.path()).unwrap());
-        }
+        crate::fuzzing::replay("courier", super::courier);
     }
 
     #[test]

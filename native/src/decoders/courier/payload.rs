@@ -9,7 +9,7 @@ use flate2::{Decompress, FlushDecompress, Status};
 
 use serde_json::Map;
 
-use crate::model::Value;
+use crate::model::{Document, Value};
 
 use super::pyjson;
 
@@ -222,11 +222,15 @@ pub fn split_events(data: &[u8], complete: bool) -> Framing {
     }
 }
 
-/// (document, error). A failure keeps the text as `{"message": text}`, as the Ruby server does;
+/// (document, error). The text itself when records write it back as is (Log Courier sends that
+/// form), else parsed. A failure keeps the text as `{"message": text}`, as the Ruby server does;
 /// the error is worded as Python's json module words it (the Python decoder quoted it).
-pub fn parse_json(raw: &[u8]) -> (Value, Option<String>) {
+pub fn parse_json(raw: &[u8]) -> (Document, Option<String>) {
+    if let Some(doc) = Document::verbatim(raw) {
+        return (doc, None);
+    }
     let err = match serde_json::from_slice::<Value>(raw) {
-        Ok(Value::Object(doc)) => return (Value::Object(doc), None),
+        Ok(Value::Object(doc)) => return (Value::Object(doc).into(), None),
         Ok(other) => format!("a JSON {}, not an object", py_type(&other)),
         Err(_) => pyjson::error(raw),
     };
@@ -235,7 +239,7 @@ pub fn parse_json(raw: &[u8]) -> (Value, Option<String>) {
         "message".to_owned(),
         Value::String(String::from_utf8_lossy(raw).into_owned()),
     );
-    (Value::Object(doc), Some(err))
+    (Value::Object(doc).into(), Some(err))
 }
 
 /// The Python type name of a parsed JSON value.

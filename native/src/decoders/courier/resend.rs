@@ -135,23 +135,6 @@ fn evict(shared: &mut Shared) {
     }
 }
 
-/// A content hash of one event (only compared within one run, like Python's `hash(bytes)`):
-/// a multiply-rotate hash over 8-byte words, several times cheaper than SipHash per event.
-pub fn digest(event: &[u8]) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h = (event.len() as u64).wrapping_mul(K);
-    let mut words = event.chunks_exact(8);
-    for w in &mut words {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(w);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(b)).wrapping_mul(K);
-    }
-    let mut last = [0u8; 8];
-    last[..words.remainder().len()].copy_from_slice(words.remainder());
-    h = (h.rotate_left(5) ^ u64::from_le_bytes(last)).wrapping_mul(K);
-    h ^ h >> 29
-}
-
 fn is_suffix(new: Option<&[u64]>, old: Option<&[u64]>, n: u64, m: u64) -> bool {
     if n > m {
         return false;
@@ -165,6 +148,7 @@ fn is_suffix(new: Option<&[u64]>, old: Option<&[u64]>, n: u64, m: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decoders::fingerprint::fingerprint;
     use crate::model::Record;
 
     fn send(shared: &mut Shared, stream: u64, events: &[&[u8]]) -> Vec<Record> {
@@ -175,7 +159,7 @@ mod tests {
             at: At::new(0, Some(stream + 1), None),
             count: events.len() as u64,
             acked: Arc::new(AtomicU64::new(1)),
-            digests: Some(events.iter().map(|e| digest(e)).collect()),
+            digests: Some(events.iter().map(|e| fingerprint(e)).collect()),
             unseeded: false,
         };
         check(shared, s, &mut out);

@@ -147,7 +147,7 @@ fn ruby_client_and_server_vectors() {
     for (n, e) in events.iter().enumerate() {
         let doc: Value =
             serde_json::from_str(&format!(r#"{{"message":"hello {n}","host":"demo"}}"#)).unwrap();
-        assert_eq!(e.event.as_ref(), Some(&doc));
+        assert_eq!(*e.event.as_ref().unwrap(), doc);
         assert_eq!((e.acked, e.length, e.offset), (Some(true), 0x23, Some(28)));
         assert_eq!(e.get("ack_frame"), Some(&Value::from(4)));
         assert_eq!(e.version, Some("2.12.0"));

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use super::reader::{Parsed, Problem};
 use super::render::{exported, uuid_text, Cursor, Renderer};
 use super::types::{TICKS_PER_SECOND, VERSIONS};
-use crate::model::{Direction, Finding, Message, Value};
+use crate::model::{Direction, Document, Finding, Message, Value};
 
 pub const PROTOCOL: &str = "hercules";
 /// Findings of one code reported one by one per stream before the summary.
@@ -85,7 +85,9 @@ pub fn event_message(
     match exported(data, payload) {
         None => {
             let plain = Renderer { mapped: false };
-            m.event = plain.tags(&mut Cursor::new(data, payload));
+            m.event = plain
+                .tags(&mut Cursor::new(data, payload))
+                .map(Document::from);
         }
         Some(found) => {
             let mapped = Renderer { mapped: true };
@@ -105,7 +107,8 @@ pub fn event_message(
             m.event = found
                 .event
                 .and_then(|(t, pos)| mapped.value(&mut at(pos), t))
-                .filter(|v| !v.is_null());
+                .filter(|v| !v.is_null())
+                .map(Document::from);
         }
     }
     m

@@ -16,7 +16,7 @@ use super::sequence::{SeqIssue, SequenceChecker};
 use super::Shared;
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
-use crate::model::{Direction, Finding, Message, Record, Severity, Value};
+use crate::model::{Direction, Document, Finding, Message, Record, Severity, Value};
 
 const C2S: usize = 0;
 const S2C: usize = 1;
@@ -505,43 +505,9 @@ impl Conn {
                 )
                 .into(),
             );
-            (f.typ == b'D').then(|| Value::Object(serde_json::Map::new()))
+            (f.typ == b'D').then(|| Value::Object(serde_json::Map::new()).into())
         } else if f.typ == b'J' {
-            match json::loads(payload) {
-                Ok(doc) => {
-                    if !doc.is_object() {
-                        out.push(
-                            finding(
-                                "lumberjack.json-not-object",
-                                Severity::Warning,
-                                format!(
-                                    "J payload is a JSON {}, not an object (Logstash expects a map)",
-                                    json::type_name(&doc)
-                                ),
-                                pos,
-                                Vec::new(),
-                            )
-                            .into(),
-                        );
-                    }
-                    (!doc.is_null()).then_some(doc)
-                }
-                Err(text) => {
-                    let raw = String::from_utf8_lossy(payload).into_owned();
-                    fields.push(("raw", raw.into()));
-                    out.push(
-                        finding(
-                            "lumberjack.json-invalid",
-                            Severity::Error,
-                            format!("J payload is not JSON: {text}"),
-                            pos,
-                            Vec::new(),
-                        )
-                        .into(),
-                    );
-                    None
-                }
-            }
+            json_document(payload, pos, &mut fields, out)
         } else {
             let (map, bad) = decode_pairs(payload);
             if bad {
@@ -556,7 +522,7 @@ impl Conn {
                     .into(),
                 );
             }
-            Some(Value::Object(map))
+            Some(Value::Object(map).into())
         };
         self.seq.check(seq, &mut self.issues);
         for issue in self.issues.drain(..) {
@@ -779,6 +745,55 @@ impl Conn {
             self.keepalives += 1;
         }
         self.delivery.ack(f.value, record, pos, out);
+    }
+}
+
+/// A J frame's document: its text when records write it back as is (Beats send that form),
+/// else parsed as Logstash's decoder (orjson in the Python reference) reads it; findings for a
+/// document that is not an object or not JSON (then its text goes in the `raw` field).
+fn json_document(
+    payload: &[u8],
+    pos: &Pos,
+    fields: &mut Vec<(&'static str, Value)>,
+    out: &mut Vec<Record>,
+) -> Option<Document> {
+    if let Some(doc) = Document::verbatim(payload) {
+        return Some(doc);
+    }
+    match json::loads(payload) {
+        Ok(doc) => {
+            if !doc.is_object() {
+                out.push(
+                    finding(
+                        "lumberjack.json-not-object",
+                        Severity::Warning,
+                        format!(
+                            "J payload is a JSON {}, not an object (Logstash expects a map)",
+                            json::type_name(&doc)
+                        ),
+                        pos,
+                        Vec::new(),
+                    )
+                    .into(),
+                );
+            }
+            (!doc.is_null()).then(|| doc.into())
+        }
+        Err(text) => {
+            let raw = String::from_utf8_lossy(payload).into_owned();
+            fields.push(("raw", raw.into()));
+            out.push(
+                finding(
+                    "lumberjack.json-invalid",
+                    Severity::Error,
+                    format!("J payload is not JSON: {text}"),
+                    pos,
+                    Vec::new(),
+                )
+                .into(),
+            );
+            None
+        }
     }
 }
 

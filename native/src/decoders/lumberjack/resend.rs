@@ -7,7 +7,9 @@
 //! however long the capture (Beats resend within seconds of the first copy).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::decoders::fingerprint::fingerprint;
 
 /// Payload fingerprints per generation (two are kept: ~48 MB at most).
 pub const GENERATION: usize = 500_000;
@@ -71,10 +73,7 @@ impl ResendRegistry {
         frame: Option<u64>,
         seq: u32,
     ) -> Option<FirstCopy> {
-        // 64-bit, fixed keys: collisions are negligible and the output never depends on them.
-        let mut h = DefaultHasher::new();
-        payload.hash(&mut h);
-        let key = h.finish();
+        let key = fingerprint(payload);
         let place = FirstCopy { stream, frame, seq };
         let mut first = *self.newer.entry(key).or_insert(place);
         if first == place {

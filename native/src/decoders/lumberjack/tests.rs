@@ -261,7 +261,7 @@ fn go_lumber_plain_window() {
     let out = run(&[Step::Data(C2S, &c2s), Step::Data(S2C, &a)]);
     let evs = messages(&out, "event");
     assert_eq!(evs.len(), 2);
-    assert_eq!(evs[1].event.as_ref().unwrap()["n"], 1);
+    assert_eq!(evs[1].event.as_ref().unwrap().value()["n"], 1);
     assert_eq!(
         [evs[0].offset, evs[1].offset],
         [Some(6), Some(6 + 10 + 127)]
@@ -288,7 +288,10 @@ fn pylogbeat_second_send_split_segments() {
         Step::Data(S2C, &a),
     ]);
     let ev = messages(&out, "event");
-    assert_eq!(ev[0].event.as_ref().unwrap()["message"], "raw-string-event");
+    assert_eq!(
+        ev[0].event.as_ref().unwrap().value()["message"],
+        "raw-string-event"
+    );
     assert_eq!(
         (field(ev[0], "seq"), ev[0].frame, ev[0].acked),
         (&Value::from(3), Some(2), Some(true))

@@ -1,0 +1,480 @@
+//! The JSON text of a value as records carry it (orjson's output form: compact, keys in their
+//! order, only `"`, `\` and control characters escaped), and log event documents, which keep the
+//! text they were sent as whenever writing their parsed form would give back the same bytes.
+//!
+//! Why: Beats and Log Courier send events in exactly that form (compact JSON from Go). Checking
+//! the form in one pass and copying the text costs a fraction of building a tree of values and
+//! writing it out again, which was most of the conversion's CPU time.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+use super::Value;
+
+/// One JSON value (serde_json's compact form is orjson's: no spaces, the same escapes, shortest
+/// round-trip floats).
+pub fn value(out: &mut String, v: &Value) {
+    match v {
+        Value::String(s) => string(out, s),
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                string(out, k);
+                out.push(':');
+                value(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// What a byte of a string becomes: 0 copied as is, else the second byte of its short escape,
+/// or `u` for `\u00XX`.
+const ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = b'u';
+        c += 1;
+    }
+    t[0x08] = b'b';
+    t[0x09] = b't';
+    t[0x0a] = b'n';
+    t[0x0c] = b'f';
+    t[0x0d] = b'r';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
+/// A JSON string literal (orjson's escaping: `"`, `\` and control characters only). Runs of bytes
+/// that need no escape are copied at once: this runs for every key and string of every record.
+pub fn string(out: &mut String, s: &str) {
+    out.push('"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape = ESCAPE[b as usize];
+        if escape == 0 {
+            continue;
+        }
+        // Escaped bytes are ASCII, so `start..i` always falls on character boundaries.
+        out.push_str(&s[start..i]);
+        if escape == b'u' {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push('\\');
+            out.push(escape as char);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+/// A log event's document: parsed, or the JSON text it arrived as (see `Document::verbatim`).
+#[derive(Clone, Debug)]
+pub enum Document {
+    Parsed(Value),
+    Text(Box<str>),
+}
+
+/// Deepest nesting a verbatim text may have: serde_json's own limit, so `value()` can read back
+/// any text `verbatim` took.
+const MAX_DEPTH: usize = 128;
+/// Members of one object checked for duplicates pairwise; bigger objects are parsed instead.
+const MAX_MEMBERS: usize = 64;
+
+impl Document {
+    /// The document of `raw` without parsing it into values, when `raw` is a JSON object that
+    /// any JSON parser reads to the values whose text (`value()`) is `raw` again: compact, no
+    /// duplicate keys, no escape `string()` would not write, integers within 64 bits (and not
+    /// `-0`), floats in their shortest form. None otherwise: the caller parses it as its protocol's
+    /// reference parser would (and reports what is wrong with it).
+    pub fn verbatim(raw: &[u8]) -> Option<Document> {
+        let text = std::str::from_utf8(raw).ok()?;
+        if !text.starts_with('{') {
+            return None;
+        }
+        let mut scan = Scan {
+            b: raw,
+            pos: 0,
+            keys: Vec::new(),
+            float: String::new(),
+        };
+        (scan.value(0) && scan.pos == raw.len()).then(|| Document::Text(text.into()))
+    }
+
+    /// Its JSON text, appended to `out`.
+    pub fn write(&self, out: &mut String) {
+        match self {
+            Document::Parsed(v) => value(out, v),
+            Document::Text(t) => out.push_str(t),
+        }
+    }
+
+    /// Its values.
+    pub fn value(&self) -> Cow<'_, Value> {
+        match self {
+            Document::Parsed(v) => Cow::Borrowed(v),
+            // `verbatim` admitted only texts serde_json reads; the fallback cannot happen.
+            Document::Text(t) => {
+                Cow::Owned(serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.to_string())))
+            }
+        }
+    }
+
+    /// A string member of the top-level object (e.g. the `message` of a log event).
+    pub fn str_member(&self, key: &str) -> Option<Cow<'_, str>> {
+        match self {
+            Document::Parsed(Value::Object(map)) => map.get(key)?.as_str().map(Cow::Borrowed),
+            Document::Parsed(_) => None,
+            Document::Text(t) => member(t.as_bytes(), key.as_bytes()),
+        }
+    }
+}
+
+impl PartialEq for Document {
+    fn eq(&self, other: &Self) -> bool {
+        self.value() == other.value()
+    }
+}
+
+impl PartialEq<Value> for Document {
+    fn eq(&self, other: &Value) -> bool {
+        self.value().as_ref() == other
+    }
+}
+
+/// Its JSON text.
+impl std::fmt::Display for Document {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = String::new();
+        self.write(&mut out);
+        f.write_str(&out)
+    }
+}
+
+impl From<Value> for Document {
+    fn from(v: Value) -> Self {
+        Document::Parsed(v)
+    }
+}
+
+/// The check behind `Document::verbatim`: one pass, no allocation but the key stack.
+struct Scan<'a> {
+    b: &'a [u8],
+    pos: usize,
+    /// Keys of the objects being read, innermost last (verbatim keys compare as their values:
+    /// every character has one verbatim spelling).
+    keys: Vec<&'a [u8]>,
+    float: String,
+}
+
+impl<'a> Scan<'a> {
+    fn at(&self, c: u8) -> bool {
+        self.b.get(self.pos) == Some(&c)
+    }
+
+    fn value(&mut self, depth: usize) -> bool {
+        match self.b.get(self.pos) {
+            Some(b'{') => depth < MAX_DEPTH && self.object(depth + 1),
+            Some(b'[') => depth < MAX_DEPTH && self.array(depth + 1),
+            Some(b'"') => self.string().is_some(),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(b't') => self.literal(b"true"),
+            Some(b'f') => self.literal(b"false"),
+            Some(b'n') => self.literal(b"null"),
+            _ => false,
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> bool {
+        let ok = self.b[self.pos..].starts_with(word);
+        self.pos += word.len();
+        ok
+    }
+
+    fn object(&mut self, depth: usize) -> bool {
+        self.pos += 1;
+        if self.at(b'}') {
+            self.pos += 1;
+            return true;
+        }
+        let first = self.keys.len();
+        loop {
+            if !self.at(b'"') {
+                return false;
+            }
+            let Some(key) = self.string() else {
+                return false;
+            };
+            if self.keys.len() - first >= MAX_MEMBERS || self.keys[first..].contains(&key) {
+                return false;
+            }
+            self.keys.push(key);
+            if !self.at(b':') {
+                return false;
+            }
+            self.pos += 1;
+            if !self.value(depth) {
+                return false;
+            }
+            match self.b.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    self.keys.truncate(first);
+                    return true;
+                }
+                _ => return false,
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> bool {
+        self.pos += 1;
+        if self.at(b']') {
+            self.pos += 1;
+            return true;
+        }
+        loop {
+            if !self.value(depth) {
+                return false;
+            }
+            match self.b.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return true;
+                }
+                _ => return false,
+            }
+        }
+    }
+
+    /// Past a string whose every escape is the one `string()` writes; its text between quotes.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        let b = self.b;
+        let start = self.pos + 1;
+        let mut i = start;
+        loop {
+            let c = *b.get(i)?;
+            match ESCAPE[c as usize] {
+                0 => i += 1,
+                b'"' => {
+                    self.pos = i + 1;
+                    return Some(&b[start..i]);
+                }
+                b'\\' => match *b.get(i + 1)? {
+                    b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f' => i += 2,
+                    // `\u00XX`, lowercase, for a control character without a short escape
+                    b'u' => {
+                        let hex = b.get(i + 2..i + 6)?;
+                        let lower = |c: &u8| c.is_ascii_digit() || (b'a'..=b'f').contains(c);
+                        let code = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+                        if !hex.iter().all(lower) || ESCAPE[code as usize] != b'u' {
+                            return None;
+                        }
+                        i += 6;
+                    }
+                    _ => return None,
+                },
+                _ => return None, // a raw control character
+            }
+        }
+    }
+
+    fn number(&mut self) -> bool {
+        let b = self.b;
+        let start = self.pos;
+        let mut i = start + usize::from(b[start] == b'-');
+        let digits = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let int_end = i;
+        if int_end == digits || (b[digits] == b'0' && int_end - digits > 1) {
+            return false;
+        }
+        while i < b.len() && matches!(b[i], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') {
+            i += 1;
+        }
+        self.pos = i;
+        // ASCII only from here on.
+        let text = std::str::from_utf8(&b[start..i]).unwrap_or("");
+        if i == int_end {
+            return text != "-0"
+                && if start == digits {
+                    text.parse::<u64>().is_ok()
+                } else {
+                    text.parse::<i64>().is_ok()
+                };
+        }
+        let Ok(f) = text.parse::<f64>() else {
+            return false;
+        };
+        let Some(n) = serde_json::Number::from_f64(f) else {
+            return false;
+        };
+        self.float.clear();
+        let _ = write!(self.float, "{n}");
+        self.float == text
+    }
+}
+
+/// The string member `key` of a verbatim object (`key` has no character that needs escaping).
+fn member<'a>(text: &'a [u8], key: &[u8]) -> Option<Cow<'a, str>> {
+    let mut scan = Scan {
+        b: text,
+        pos: 1,
+        keys: Vec::new(),
+        float: String::new(),
+    };
+    while scan.at(b'"') {
+        let name = scan.string()?;
+        scan.pos += 1; // ':'
+        if name == key {
+            return scan.at(b'"').then(|| scan.string().map(unescape))?;
+        }
+        scan.value(0).then_some(())?;
+        scan.pos += 1; // ',' or '}'
+    }
+    None
+}
+
+/// The characters of a verbatim string's text (`raw`, between its quotes).
+fn unescape(raw: &[u8]) -> Cow<'_, str> {
+    let text = std::str::from_utf8(raw).unwrap_or("");
+    if !raw.contains(&b'\\') {
+        return Cow::Borrowed(text);
+    }
+    match serde_json::from_str::<String>(&format!("\"{text}\"")) {
+        Ok(s) => Cow::Owned(s),
+        Err(_) => Cow::Borrowed(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn written(v: &Value) -> String {
+        let mut out = String::new();
+        value(&mut out, v);
+        out
+    }
+
+    #[test]
+    fn texts_in_the_written_form_are_kept_verbatim() {
+        for text in [
+            r#"{}"#,
+            r#"{"a":1,"b":[true,false,null],"c":{"d":"x\"y\\z\n\u001f"},"e":-5}"#,
+            r#"{"f":1.5,"g":0.1,"h":1e+300,"h2":1e-7,"i":18446744073709551615,"j":-9223372036854775808}"#,
+            r#"{"é":"ünïcödé ☃","k":[],"l":[{}]}"#,
+        ] {
+            let doc = Document::verbatim(text.as_bytes()).expect(text);
+            let parsed: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                written(&parsed),
+                text,
+                "the premise: writing the values gives the text"
+            );
+            assert_eq!(doc.value().as_ref(), &parsed);
+            let mut out = String::new();
+            doc.write(&mut out);
+            assert_eq!(out, text);
+        }
+    }
+
+    #[test]
+    fn texts_that_would_be_written_otherwise_are_left_to_the_parser() {
+        for text in [
+            r#" {}"#,
+            r#"{"a": 1}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":"\/"}"#,
+            r#"{"a":"\u00e9"}"#,
+            r#"{"a":"\u001F"}"#,
+            r#"{"a":"\u000a"}"#,
+            "{\"a\":\"\x01\"}",
+            r#"{"a":-0}"#,
+            r#"{"a":18446744073709551616}"#,
+            r#"{"a":-9223372036854775809}"#,
+            r#"{"a":1E5}"#,
+            r#"{"a":1e300}"#,
+            r#"{"a":1.50}"#,
+            r#"{"a":01}"#,
+            r#"{"a":1.}"#,
+            r#"{"a":tru}"#,
+            r#"[1]"#,
+            r#""s""#,
+            r#"{"a":1}x"#,
+            r#"{"a":1,}"#,
+            r#"{"a""#,
+        ] {
+            assert!(Document::verbatim(text.as_bytes()).is_none(), "{text}");
+        }
+        assert!(Document::verbatim(b"{\"a\":\"\xff\"}").is_none());
+        let deep = format!(
+            "{}{}",
+            r#"{"a":"#.repeat(128),
+            "1".to_string() + &"}".repeat(128)
+        );
+        assert!(Document::verbatim(deep.as_bytes()).is_some());
+        let deeper = format!(
+            "{}{}",
+            r#"{"a":"#.repeat(129),
+            "1".to_string() + &"}".repeat(129)
+        );
+        assert!(Document::verbatim(deeper.as_bytes()).is_none());
+        let wide: Vec<String> = (0..65).map(|i| format!("\"k{i}\":{i}")).collect();
+        assert!(Document::verbatim(format!("{{{}}}", wide.join(",")).as_bytes()).is_none());
+    }
+
+    #[test]
+    fn a_top_level_string_member_is_found_without_parsing() {
+        let text =
+            r#"{"n":{"message":"inner"},"list":["message"],"message":"a \"quoted\"\nline","x":1}"#;
+        let doc = Document::verbatim(text.as_bytes()).unwrap();
+        assert_eq!(
+            doc.str_member("message").as_deref(),
+            Some("a \"quoted\"\nline")
+        );
+        assert_eq!(doc.str_member("x"), None);
+        assert_eq!(doc.str_member("list"), None);
+        assert_eq!(doc.str_member("absent"), None);
+        let parsed = Document::from(json!({"message": "m"}));
+        assert_eq!(parsed.str_member("message").as_deref(), Some("m"));
+        assert_eq!(
+            doc,
+            Document::from(serde_json::from_str::<Value>(text).unwrap())
+        );
+    }
+
+    #[test]
+    fn strings_escape_quotes_backslashes_and_control_characters_only() {
+        let mut out = String::new();
+        string(&mut out, "a\"b\\c\n\r\t\u{8}\u{c}\u{1}\u{7f}é");
+        assert_eq!(out, "\"a\\\"b\\\\c\\n\\r\\t\\b\\f\\u0001\u{7f}é\"");
+    }
+}
