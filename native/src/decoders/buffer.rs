@@ -6,6 +6,9 @@
 
 use std::collections::VecDeque;
 
+/// Room an emptied buffer keeps (captures can hold thousands of idle connections).
+const KEEP_CAPACITY: usize = 64 << 10;
+
 /// (stream offset where a chunk began, its frame, its time).
 type Mark = (u64, Option<u64>, Option<i64>);
 
@@ -69,7 +72,11 @@ impl StreamBuffer {
         self.start = self.start.saturating_add(n).min(self.buf.len());
         if self.start == self.buf.len() {
             self.base += self.start as u64;
-            self.buf.clear();
+            if self.buf.capacity() > KEEP_CAPACITY {
+                self.buf = Vec::new(); // an idle connection does not keep its largest message's room
+            } else {
+                self.buf.clear();
+            }
             self.start = 0;
         } else if self.start > 65536 && self.start * 2 > self.buf.len() {
             self.buf.drain(..self.start);

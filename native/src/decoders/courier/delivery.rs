@@ -337,6 +337,10 @@ impl Delivery {
         }
         p.released += n;
         self.held -= n;
+        if p.events.is_empty() {
+            // `history` keeps every payload for the summary: not their spent event buffers.
+            p.events = VecDeque::new();
+        }
     }
 
     /// Emit the events of a payload still held (with acked = `rest`) and its delivery record.

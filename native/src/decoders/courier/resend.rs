@@ -18,7 +18,8 @@ use crate::model::{Direction, Record, Severity};
 use super::findings::{finding, At};
 
 const MAX_NONCES: usize = 1 << 16;
-const MAX_DIGESTS: usize = 1 << 22;
+/// As many events as Lumberjack's resend registry remembers at least (~8 MB of digests).
+const MAX_DIGESTS: usize = 1 << 20;
 
 /// One sending of a nonce.
 #[derive(Debug)]

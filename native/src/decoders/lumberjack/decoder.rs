@@ -11,7 +11,6 @@ use super::framing::{self, decode_pairs, is_version, parse, plausible, whole_j2,
 use super::inflate::{inflate, Problem};
 use super::json;
 use super::report::{finding, message, py_repr_latin1, version_str, Pos, PROTOCOL};
-use super::resend::ResendRegistry;
 use super::sequence::{SeqIssue, SequenceChecker};
 use super::Shared;
 use crate::decoders::buffer::StreamBuffer;
@@ -100,8 +99,6 @@ struct Conn {
     keepalives: u64,
     /// Identity of each C frame (a surplus is reported once per C frame).
     c_frames: u64,
-    /// Inflate output buffers, one per nesting depth.
-    scratch: Vec<Vec<u8>>,
 }
 
 /// One connection: see the module docstring.
@@ -128,7 +125,6 @@ impl LumberjackDecoder {
                 acks: 0,
                 keepalives: 0,
                 c_frames: 0,
-                scratch: Vec::new(),
             },
         }
     }
@@ -136,7 +132,7 @@ impl LumberjackDecoder {
     pub fn feed(&mut self, chunk: &Chunk<'_>, shared: &mut Shared, out: &mut Vec<Record>) {
         let d = side(chunk.direction);
         self.bufs[d].append(chunk.offset, chunk.data, chunk.frame, chunk.ts);
-        self.drain(d, &mut shared.resends, out);
+        self.drain(d, shared, out);
     }
 
     pub fn gap(&mut self, gap: &Gap, out: &mut Vec<Record>) {
@@ -183,7 +179,7 @@ impl LumberjackDecoder {
         out.push(self.conn.summary().into());
     }
 
-    fn drain(&mut self, d: usize, resends: &mut ResendRegistry, out: &mut Vec<Record>) {
+    fn drain(&mut self, d: usize, shared: &mut Shared, out: &mut Vec<Record>) {
         let buf = &mut self.bufs[d];
         let conn = &mut self.conn;
         let max_frame = conn.limits.max_frame;
@@ -232,7 +228,7 @@ impl LumberjackDecoder {
                         conn.ack(&f, &at, out);
                     } else {
                         let budget = conn.limits.max_inflated;
-                        conn.client_frame(&f, 0, data, &at, 0, None, budget, resends, out);
+                        conn.client_frame(&f, 0, data, &at, 0, None, budget, shared, out);
                     }
                     buf.skip(f.end);
                 }
@@ -390,7 +386,7 @@ impl Conn {
         depth: usize,
         c_frame: Option<u64>,
         budget: usize,
-        resends: &mut ResendRegistry,
+        shared: &mut Shared,
         out: &mut Vec<Record>,
     ) {
         self.check_version(f.version, f.typ, pos, out);
@@ -398,7 +394,7 @@ impl Conn {
         match f.typ {
             b'J' | b'D' => {
                 let frame = &data[at..at + f.end];
-                self.event(f, frame, inner, pos, c_frame, resends, out);
+                self.event(f, frame, inner, pos, c_frame, shared, out);
             }
             b'W' => {
                 let fields = vec![("inflated_offset", inner.into())];
@@ -414,7 +410,7 @@ impl Conn {
                 pos,
                 depth,
                 budget,
-                resends,
+                shared,
                 out,
             ),
             _ => out.push(wrong_direction(&[f.version, b'A'], pos).into()),
@@ -474,7 +470,7 @@ impl Conn {
         inner: Option<u64>,
         pos: &Pos,
         c_frame: Option<u64>,
-        resends: &mut ResendRegistry,
+        shared: &mut Shared,
         out: &mut Vec<Record>,
     ) {
         let payload = &frame[f.body..];
@@ -531,7 +527,7 @@ impl Conn {
         let mut record = message("event", pos, frame.len() as u64, f.version, fields);
         record.event = doc;
         self.delivery
-            .add_event(record, seq, payload, pos, c_frame, resends, out);
+            .add_event(record, seq, payload, pos, c_frame, &mut shared.resends, out);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -543,7 +539,7 @@ impl Conn {
         pos: &Pos,
         depth: usize,
         budget: usize,
-        resends: &mut ResendRegistry,
+        shared: &mut Shared,
         out: &mut Vec<Record>,
     ) {
         let max_depth = self.limits.max_depth;
@@ -590,10 +586,10 @@ impl Conn {
             );
             return;
         }
-        if self.scratch.len() <= depth {
-            self.scratch.resize_with(depth + 1, Vec::new);
+        if shared.scratch.len() <= depth {
+            shared.scratch.resize_with(depth + 1, Vec::new);
         }
-        let mut inflated = std::mem::take(&mut self.scratch[depth]);
+        let mut inflated = std::mem::take(&mut shared.scratch[depth]);
         let inf = inflate(&frame[f.body..], budget, &mut inflated);
         let max_frame = self.limits.max_frame;
         let frames = count_frames(&inflated, max_frame);
@@ -631,9 +627,9 @@ impl Conn {
                 .into(),
             );
         }
-        self.inner_frames(&inflated, problem, pos, depth, c_id, budget, resends, out);
+        self.inner_frames(&inflated, problem, pos, depth, c_id, budget, shared, out);
         if inflated.capacity() <= KEEP_SCRATCH {
-            self.scratch[depth] = inflated;
+            shared.scratch[depth] = inflated;
         }
     }
 
@@ -647,7 +643,7 @@ impl Conn {
         depth: usize,
         c_id: u64,
         budget: usize,
-        resends: &mut ResendRegistry,
+        shared: &mut Shared,
         out: &mut Vec<Record>,
     ) {
         let max_frame = self.limits.max_frame;
@@ -668,7 +664,7 @@ impl Conn {
                         body: 10,
                     };
                     let frame = &inner[p..p + f.end];
-                    self.event(&f, frame, Some(p as u64), pos, Some(c_id), resends, out);
+                    self.event(&f, frame, Some(p as u64), pos, Some(c_id), shared, out);
                     p += f.end;
                     continue;
                 }
@@ -683,7 +679,7 @@ impl Conn {
                         depth + 1,
                         Some(c_id),
                         inner_budget,
-                        resends,
+                        shared,
                         out,
                     );
                     p += f.end;

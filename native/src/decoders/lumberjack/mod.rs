@@ -24,10 +24,12 @@ use crate::model::Record;
 pub use resend::ResendRegistry;
 
 /// State shared by the lumberjack connections of one capture: the payload fingerprints that
-/// recognise a resend on a later connection.
+/// recognise a resend on a later connection, and the inflate buffers (one per nesting depth:
+/// connections decode one at a time, and an idle connection should not hold a window's worth).
 #[derive(Debug, Default)]
 pub struct Shared {
     pub resends: ResendRegistry,
+    scratch: Vec<Vec<u8>>,
 }
 
 /// One Lumberjack connection (both directions).

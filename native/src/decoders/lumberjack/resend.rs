@@ -11,8 +11,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::decoders::fingerprint::fingerprint;
 
-/// Payload fingerprints per generation (two are kept: ~48 MB at most).
-pub const GENERATION: usize = 500_000;
+/// Payload fingerprints per generation: 7/8 of 2^19, the most a hash table of 2^19 slots holds
+/// before it doubles (two generations: ~34 MB at most).
+pub const GENERATION: usize = 458_752;
 
 /// Where a payload was first sent.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -40,7 +41,35 @@ impl Hasher for Identity {
     }
 }
 
-type Generation = HashMap<u64, FirstCopy, BuildHasherDefault<Identity>>;
+/// A `FirstCopy` in 24 bytes instead of 32 (no capture reaches frame u64::MAX: it stands for none).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Packed {
+    stream: u64,
+    frame: u64,
+    seq: u32,
+}
+
+impl From<FirstCopy> for Packed {
+    fn from(c: FirstCopy) -> Self {
+        Packed {
+            stream: c.stream,
+            frame: c.frame.unwrap_or(u64::MAX),
+            seq: c.seq,
+        }
+    }
+}
+
+impl From<Packed> for FirstCopy {
+    fn from(p: Packed) -> Self {
+        FirstCopy {
+            stream: p.stream,
+            frame: (p.frame != u64::MAX).then_some(p.frame),
+            seq: p.seq,
+        }
+    }
+}
+
+type Generation = HashMap<u64, Packed, BuildHasherDefault<Identity>>;
 
 /// Payload fingerprint → where it was first seen, shared by every connection of a capture.
 #[derive(Debug)]
@@ -74,7 +103,7 @@ impl ResendRegistry {
         seq: u32,
     ) -> Option<FirstCopy> {
         let key = fingerprint(payload);
-        let place = FirstCopy { stream, frame, seq };
+        let place = Packed::from(FirstCopy { stream, frame, seq });
         let mut first = *self.newer.entry(key).or_insert(place);
         if first == place {
             // Not in the newer generation (or the very same place again).
@@ -91,7 +120,7 @@ impl ResendRegistry {
                 }
             }
         }
-        (first.stream != stream).then_some(first)
+        (first.stream != stream).then_some(first.into())
     }
 
     pub fn len(&self) -> usize {
