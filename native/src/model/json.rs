@@ -18,9 +18,13 @@ pub fn value(out: &mut String, v: &Value) {
         Value::String(s) => string(out, s),
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => {
-            let _ = write!(out, "{n}");
-        }
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => integer(out, u),
+            (None, Some(i)) => integer(out, i),
+            _ => {
+                let _ = write!(out, "{n}");
+            }
+        },
         Value::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -44,6 +48,11 @@ pub fn value(out: &mut String, v: &Value) {
             out.push('}');
         }
     }
+}
+
+/// An integer's digits (itoa: without the formatting machinery `write!` goes through).
+pub fn integer(out: &mut String, v: impl itoa::Integer) {
+    out.push_str(itoa::Buffer::new().format(v));
 }
 
 /// What a byte of a string becomes: 0 copied as is, else the second byte of its short escape,
@@ -71,9 +80,15 @@ pub fn string(out: &mut String, s: &str) {
     out.push('"');
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    let mut i = 0;
+    while i < bytes.len() {
+        i += plain_run(&bytes[i..]);
+        let Some(&b) = bytes.get(i) else {
+            break;
+        };
         let escape = ESCAPE[b as usize];
         if escape == 0 {
+            i += 1;
             continue;
         }
         // Escaped bytes are ASCII, so `start..i` always falls on character boundaries.
@@ -84,7 +99,8 @@ pub fn string(out: &mut String, s: &str) {
             out.push('\\');
             out.push(escape as char);
         }
-        start = i + 1;
+        i += 1;
+        start = i;
     }
     out.push_str(&s[start..]);
     out.push('"');

@@ -4,54 +4,35 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::model::json::{string, value};
+use crate::model::json::{integer, string, value};
 use crate::model::{Finding, Message, Record, Stamp, Value};
 use crate::tcp::StreamInfo;
 
-/// Keys a message's protocol field may not take (docs/records.md): such a field is written as
-/// `<protocol>_<name>`, as the Python writer does.
-const COMMON_MESSAGE_KEYS: &[&str] = &[
-    "record",
-    "capture",
-    "stream",
-    "client",
-    "server",
-    "direction",
-    "frame",
-    "offset",
-    "ts",
-    "protocol",
-    "kind",
-    "version",
-    "length",
-    "event",
-    "acked",
-    "code",
-    "severity",
-    "message",
-];
-/// A finding's own keys, in the order they are written.
-const FINDING_KEYS: &[&str] = &[
-    "record",
-    "capture",
-    "stream",
-    "client",
-    "server",
-    "direction",
-    "frame",
-    "offset",
-    "ts",
-    "protocol",
-    "code",
-    "severity",
-    "message",
-];
+/// Whether a protocol field may not take `name` (docs/records.md): such a field is written as
+/// `<protocol>_<name>`, as the Python writer does. A finding's own keys are the first group, a
+/// message also has the second. (A `match`: this runs for every field of every record.)
+fn reserved(name: &str, message: bool) -> bool {
+    matches!(
+        name,
+        "record"
+            | "capture"
+            | "stream"
+            | "client"
+            | "server"
+            | "direction"
+            | "frame"
+            | "offset"
+            | "ts"
+            | "protocol"
+            | "code"
+            | "severity"
+            | "message"
+    ) || (message && matches!(name, "kind" | "version" | "length" | "event" | "acked"))
+}
 
 fn opt_u64(out: &mut String, v: Option<u64>) {
     match v {
-        Some(v) => {
-            let _ = write!(out, "{v}");
-        }
+        Some(v) => integer(out, v),
         None => out.push_str("null"),
     }
 }
@@ -106,17 +87,13 @@ fn common(
 
 /// Protocol fields after the common keys; one named like a reserved key gets a protocol prefix
 /// (the reserved keys of a finding include the renamed ones already written, as in Python).
-fn fields(
-    out: &mut String,
-    protocol: &str,
-    fields: &[(&str, Value)],
-    reserved: &[&str],
-    live: bool,
-) {
+fn fields(out: &mut String, protocol: &str, fields: &[(&str, Value)], message: bool) {
+    // A finding's renamed keys count as taken too (as in Python); a message's never collide.
+    let live = !message;
     let mut renamed: Vec<String> = Vec::new();
     for (name, v) in fields {
         out.push(',');
-        let taken = reserved.contains(name) || (live && renamed.iter().any(|r| r == name));
+        let taken = reserved(name, message) || (live && renamed.iter().any(|r| r == name));
         if taken {
             let key = format!("{protocol}_{name}");
             string(out, &key);
@@ -149,8 +126,9 @@ pub fn message_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, m: &
     string(out, m.kind);
     out.push_str(",\"version\":");
     opt_str(out, m.version);
-    let _ = write!(out, ",\"length\":{}", m.length);
-    fields(out, m.protocol, &m.fields, COMMON_MESSAGE_KEYS, false);
+    out.push_str(",\"length\":");
+    integer(out, m.length);
+    fields(out, m.protocol, &m.fields, true);
     out.push_str(",\"event\":");
     match &m.event {
         Some(doc) => doc.write(out),
@@ -187,7 +165,7 @@ pub fn finding_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, f: &
         f.severity.as_str()
     );
     string(out, &f.message);
-    fields(out, f.protocol(), &f.fields, FINDING_KEYS, true);
+    fields(out, f.protocol(), &f.fields, false);
     out.push_str("}\n");
 }
 
