@@ -9,6 +9,7 @@
 
 pub mod buffer;
 pub mod courier;
+pub mod cql;
 pub mod delivery;
 pub mod hercules;
 pub mod lumberjack;
@@ -80,6 +81,7 @@ pub struct Gap {
 pub struct Shared {
     pub lumberjack: lumberjack::Shared,
     pub courier: courier::Shared,
+    pub cql: cql::Shared,
     pub hercules: hercules::Shared,
 }
 
@@ -103,6 +105,7 @@ pub fn native(protocol: &str, ctx: StreamContext) -> Option<(&'static str, Box<d
             Box::new(lumberjack::LumberjackDecoder::new(ctx)),
         )),
         "courier" => Some(("courier", Box::new(courier::CourierDecoder::new(ctx)))),
+        "cql" => Some(("cql", Box::new(cql::CqlDecoder::new(ctx)))),
         "hercules" => Some(("hercules", Box::new(hercules::HerculesDecoder::new(ctx)))),
         _ => None,
     }
