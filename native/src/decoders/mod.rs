@@ -95,7 +95,7 @@ pub trait Decoder: Send + Sync {
 
 /// The protocols the engine hands to the core (`wirelog._core.NATIVE`); the others still go to
 /// the Python decoders. A protocol joins when its decoder passes the suite.
-pub const ENGINE: &[&str] = &["lumberjack", "courier"];
+pub const ENGINE: &[&str] = &["lumberjack", "courier", "cql"];
 
 /// A decoder for `protocol` (with the protocol's static name), None when the core has none.
 pub fn native(protocol: &str, ctx: StreamContext) -> Option<(&'static str, Box<dyn Decoder>)> {

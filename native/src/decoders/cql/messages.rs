@@ -162,11 +162,11 @@ fn put_values(f: &mut Fields, (cells, names): Values<'_>, prep: Option<&Prepared
 }
 
 /// `[int]` flags from v5 on, `[byte]` before.
-fn flags(r: &mut Reader<'_>, ctx: &BodyContext<'_>) -> Res<u32> {
+fn flags(r: &mut Reader<'_>, ctx: &BodyContext<'_>) -> Res<i32> {
     Ok(if ctx.version >= 5 {
-        r.int()? as u32
+        r.int()?
     } else {
-        u32::from(r.byte()?)
+        i32::from(r.byte()?)
     })
 }
 
@@ -193,7 +193,7 @@ fn query_parameters(
 }
 
 /// The optional fields QUERY/EXECUTE parameters and BATCH share, in flag order.
-fn flagged_tail(r: &mut Reader<'_>, ctx: &BodyContext<'_>, f: &mut Fields, flags: u32) -> Res<()> {
+fn flagged_tail(r: &mut Reader<'_>, ctx: &BodyContext<'_>, f: &mut Fields, flags: i32) -> Res<()> {
     if flags & 0x10 != 0 {
         put(f, "serial_consistency", r.consistency()?);
     }
