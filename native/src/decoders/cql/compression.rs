@@ -3,14 +3,20 @@
 //! inflate gigabytes. Pre-v5 LZ4 bodies carry a 4-byte big-endian length; v5 LZ4 frames carry it
 //! in the frame header; Snappy has its own varint.
 
-/// LZ4 block that must yield exactly `size` bytes (at most `cap`).
+/// An LZ4 sequence turns one input byte into at most 255 output bytes: the most a block can inflate to.
+fn lz4_bound(input: usize) -> usize {
+    input.saturating_mul(255).saturating_add(64)
+}
+
+/// LZ4 block that must yield exactly `size` bytes (at most `cap`). The buffer is no larger than
+/// the block could fill, so a small body declaring a large size allocates little.
 pub fn lz4_block(data: &[u8], size: usize, cap: usize) -> Result<Vec<u8>, String> {
     if size > cap {
         return Err(format!(
             "declared LZ4 size {size} exceeds the cap of {cap} bytes"
         ));
     }
-    let mut out = vec![0u8; size];
+    let mut out = vec![0u8; size.min(lz4_bound(data.len()))];
     match lz4_flex::block::decompress_into(data, &mut out) {
         Ok(n) if n == size => Ok(out),
         Ok(n) => Err(format!("LZ4 block inflated to {n} bytes, declared {size}")),
@@ -46,6 +52,14 @@ pub fn snappy_body(body: &[u8], cap: usize) -> Result<Vec<u8>, String> {
     if size > cap as u64 {
         return Err(format!(
             "declared Snappy size {size} exceeds the cap of {cap} bytes"
+        ));
+    }
+    // A Snappy copy element of 2 bytes writes at most 64: a larger size is corrupt, and checking it
+    // first spares allocating it.
+    if size > (body.len() as u64).saturating_mul(32) {
+        return Err(format!(
+            "Snappy buffer corrupt: {size} bytes declared in a {}-byte buffer",
+            body.len()
         ));
     }
     snap::raw::Decoder::new()

@@ -19,3 +19,25 @@ mod tests;
 mod types;
 
 pub use decoder::{CqlDecoder, Shared};
+
+/// Detection's evidence (wirelog/decoders/cql/detect.py): does the complete envelope at the start of
+/// `data` decode with no bytes left over? Compressed pre-v5 bodies are the caller's to judge.
+pub fn envelope_decodes(data: &[u8]) -> bool {
+    let Some(head) = envelope::parse(data) else {
+        return false;
+    };
+    let Some(body) = data.get(envelope::HEADER..head.total() as usize) else {
+        return false;
+    };
+    let prepared = messages::PreparedMap::new();
+    let ctx = messages::BodyContext {
+        version: head.version,
+        show_secrets: false,
+        max_depth: 16,
+        prepared: &prepared,
+        request_query: None,
+        result_types: None,
+    };
+    let decoded = messages::decode(&head, body, &ctx);
+    decoded.error.is_none() && decoded.trailing == 0
+}

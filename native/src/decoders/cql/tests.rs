@@ -502,3 +502,71 @@ fn hostile_lengths_never_allocate() {
     assert!(codes(&recs).contains(&"cql.malformed-body"));
     assert_eq!(frame_v5::MAX_PAYLOAD, 131_071);
 }
+
+#[test]
+fn detection_evidence_is_a_clean_decode() {
+    let query = &h(VEC_F)[6..45];
+    assert!(super::envelope_decodes(query));
+    assert!(!super::envelope_decodes(&query[..30])); // incomplete
+    let mut longer = query.to_vec();
+    longer[8] += 1; // a body byte more than the fields use
+    longer.push(0);
+    assert!(!super::envelope_decodes(&longer));
+}
+
+#[test]
+fn v5_query_flags_are_a_signed_int() {
+    // QUERY "x", consistency ONE, [int] flags with the top bit set (no flagged fields follow)
+    let body = h("00000001 78 0001 80000000");
+    let recs = run(&[(
+        C2S,
+        encode_frame(&envelope::encode(5, 0, 1, 0x07, &body), true, false),
+    )]);
+    assert_eq!(field(messages(&recs)[0], "query_flags"), i32::MIN);
+}
+
+#[test]
+fn declared_sizes_beyond_what_the_data_can_hold_are_refused_cheaply() {
+    use super::compression::{lz4_body, snappy_body};
+    let block = lz4_flex::block::compress(&[b'b'; 50]);
+    let mut body = 50_000_000u32.to_be_bytes().to_vec();
+    body.extend_from_slice(&block);
+    let cap = 64 << 20;
+    assert_eq!(
+        lz4_body(&body, cap).unwrap_err(),
+        "LZ4 block inflated to 50 bytes, declared 50000000"
+    );
+    body[..4].copy_from_slice(&50u32.to_be_bytes());
+    assert_eq!(lz4_body(&body, cap).unwrap(), [b'b'; 50]);
+    let snappy = snap::raw::Encoder::new()
+        .compress_vec(&[b'b'; 500])
+        .unwrap();
+    assert_eq!(snappy_body(&snappy, cap).unwrap(), [b'b'; 500]);
+    let huge = [0x80, 0x80, 0x80, 0x10, 0]; // varint 32 MiB, then nothing
+    assert!(snappy_body(&huge, cap)
+        .unwrap_err()
+        .starts_with("Snappy buffer corrupt"));
+}
+
+#[test]
+fn finding_codes_and_severities_are_the_documented_ones() {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/protocols/cql.md");
+    let text = std::fs::read_to_string(docs).unwrap();
+    let rows: Vec<(&str, &str)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `cql."))
+        .filter_map(|l| {
+            let mut cells = l.split('|').map(str::trim);
+            Some((cells.next()?.trim_end_matches('`'), cells.next()?))
+        })
+        .collect();
+    assert_eq!(rows.len(), 20);
+    for (code, severity) in rows {
+        let code = format!("cql.{code}");
+        assert_eq!(
+            super::findings::severity(&code).as_str(),
+            severity,
+            "{code}"
+        );
+    }
+}
