@@ -24,8 +24,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from bench_streams import measure
 from gen_capture import Connection, PcapWriter
 
-from wirelog.decoders.cql import envelope as env
-from wirelog.decoders.cql import framing
+from tests import cql_wire as wire
 
 
 def _s(text: str) -> bytes:
@@ -36,7 +35,7 @@ def _s(text: str) -> bytes:
 def _query(version: int, stream: int, i: int) -> bytes:
     text = f"SELECT host, message, ts FROM logs.events WHERE day = '2026-11-21' AND id = {i}".encode()
     flags = struct.pack(">i", 0) if version >= 5 else b"\x00"
-    return env.encode(
+    return wire.envelope(
         version, False, 0, stream, 0x07, struct.pack(">i", len(text)) + text + b"\x00\x01" + flags
     )
 
@@ -50,7 +49,7 @@ def _result(version: int, stream: int, i: int) -> bytes:
         struct.pack(">q", 1_763_700_000_000 + i),
     ]
     body += struct.pack(">i", 1) + b"".join(struct.pack(">i", len(c)) + c for c in cells)
-    return env.encode(version | 0, True, 0, stream, 0x08, body)
+    return wire.envelope(version | 0, True, 0, stream, 0x08, body)
 
 
 def write_capture(path: Path, version: int, connections: int, pairs: int) -> int:
@@ -63,14 +62,14 @@ def write_capture(path: Path, version: int, connections: int, pairs: int) -> int
             conn.handshake()
             startup = {"CQL_VERSION": "3.4.7"} | ({"COMPRESSION": "lz4"} if version >= 5 else {})
             body = struct.pack(">H", len(startup)) + b"".join(_s(k) + _s(v) for k, v in startup.items())
-            conn.send(True, env.encode(version, False, 0, 0, 0x01, body))
-            conn.send(False, env.encode(version, True, 0, 0, 0x02, b""))
+            conn.send(True, wire.envelope(version, False, 0, 0, 0x01, body))
+            conn.send(False, wire.envelope(version, True, 0, 0, 0x02, b""))
             messages += 2
             for i in range(pairs):
                 stream = 1 + i % 1000
                 q, r = _query(version, stream, i), _result(version, stream, i)
                 if version >= 5:
-                    q, r = framing.encode_frame(q, lz4=True), framing.encode_frame(r, lz4=True)
+                    q, r = wire.frame(q, lz4=True), wire.frame(r, lz4=True)
                 conn.send(True, q)
                 conn.send(False, r)
                 messages += 2

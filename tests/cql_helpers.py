@@ -12,8 +12,8 @@ from pathlib import Path
 import lz4.block
 from cassandra.connection import segment_codec_lz4, segment_codec_no_compression
 
+from tests.core_decoders import CoreDecoder
 from wirelog.decoders.base import StreamContext
-from wirelog.decoders.cql import CqlDecoder
 from wirelog.model import Chunk, Direction, Finding, Gap, Message, Record
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -33,7 +33,7 @@ def ctx(**kw: object) -> StreamContext:
 
 def run(events: Iterable[Event], context: StreamContext | None = None) -> list[Record]:
     """Feed (direction, bytes[, frame, ts]) events in order, then close; all records."""
-    dec = CqlDecoder(context or ctx())
+    dec = CoreDecoder("cql", context or ctx())
     offsets = {C2S: 0, S2C: 0}
     out: list[Record] = []
     for i, ev in enumerate(events, 1):
@@ -45,7 +45,7 @@ def run(events: Iterable[Event], context: StreamContext | None = None) -> list[R
 
 
 def run_with_gap(d: Direction, before: bytes, gap: int, after: bytes) -> list[Record]:
-    dec = CqlDecoder(ctx())
+    dec = CoreDecoder("cql", ctx())
     out = dec.feed(Chunk(0, d, 0, before, 1, 1000))
     out += dec.gap(Gap(0, d, len(before), gap, 2, 2000))
     out += dec.feed(Chunk(0, d, len(before) + gap, after, 2, 2000))

@@ -377,10 +377,6 @@ def to_json(ctype: Any, value: Any, version: int) -> Any:
         kt, vt = ctype.subtypes
         pairs = [(to_json(kt, k, version), to_json(vt, v, version)) for k, v in value.items()]
         return dict(pairs) if all(isinstance(k, str) for k, _ in pairs) else [list(p) for p in pairs]
-    if name == "duration" and version < 5:
-        # v4 has no duration type code: Cassandra sends the custom type DurationType, which wirelog
-        # shows as hex like every custom type (test_v4_duration_is_typed records that gap)
-        return ctype.to_binary(value, version).hex()
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, float):
@@ -793,18 +789,9 @@ def test_typed_rows_against_golden_values(captures: dict[str, Capture], name: st
     assert seen[3]["ad"] is None and seen[3]["a"] is None and set(seen) == {1, 2, 3}
 
 
-V4_DURATION = pytest.mark.xfail(
-    strict=True,
-    reason="decoder gap: protocol v4 has no duration type code, so Cassandra describes duration columns "
-    "as the custom type 'org.apache.cassandra.db.marshal.DurationType' (option 0x0000); wirelog renders "
-    "custom types as hex ('020406') where the driver gives Duration(1, 2, 3) and v5 (0x0015) gives "
-    "{months, days, nanoseconds}",
-)
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=V4_DURATION) if v == 4 else n for n, (v, _) in CONFIGS.items()]
-)
+# Protocol v4 has no duration type code: Cassandra describes duration columns as the custom type
+# 'org.apache.cassandra.db.marshal.DurationType' (option 0x0000), decoded like v5's 0x0015.
+@pytest.mark.parametrize("name", list(CONFIGS))
 def test_duration_is_typed(captures: dict[str, Capture], name: str) -> None:
     records = captures[name].records
     seen = every_rows(records)

@@ -33,9 +33,8 @@ from cql_helpers import (
     s_string,
 )
 
+from tests import cql_wire as wire
 from wirelog.decoders.base import Limits
-from wirelog.decoders.cql import envelope as env
-from wirelog.decoders.cql import framing
 from wirelog.model import Severity
 
 H = bytes.fromhex
@@ -55,7 +54,7 @@ VEC_I = H("0401000207000000210000001bf00c0000001453454c45435420762046524f4d206b7
 
 
 def resp(version: int, stream: int, opcode: int, body: bytes, flags: int = 0) -> bytes:
-    return env.encode(version, True, flags, stream, opcode, body)
+    return wire.envelope(version, True, flags, stream, opcode, body)
 
 
 def supported() -> bytes:
@@ -153,7 +152,7 @@ def test_server_style_split_131060_rows() -> None:
     blob = bytes(range(256)) * 1172  # 300032 bytes
     result = resp(5, 3, 0x08, rows_body("ks", "t", [("b", b"\x00\x03")], [[blob]]))
     q = driver_envelope(QueryMessage("SELECT b FROM ks.t", ONE), 3, 5)
-    frames = framing.encode_frames(result, False, chunk=131060)
+    frames = wire.frames(result, False, chunk=131060)
     assert len(frames) == len(result) + 3 * 10
     recs = run([*v5_handshake(False), (C2S, driver_frames(q, False)), (S2C, frames)])
     (r,) = messages(recs, "result")
@@ -210,7 +209,7 @@ def test_batch_v4_and_v5() -> None:
             timestamp=1234567,
         )
         data = driver_envelope(batch, 1, version)
-        (m,) = messages(run([(C2S, framing.encode_frame(data) if version == 5 else data)]))
+        (m,) = messages(run([(C2S, wire.frame(data) if version == 5 else data)]))
         f = m.fields
         assert f["batch_type"] == "UNLOGGED" and f["consistency"] == "QUORUM" and f["timestamp"] == 1234567
         assert f["statements"][0] == {"query": "INSERT INTO t (k) VALUES (?)", "values": ["00000001"]}
@@ -229,7 +228,7 @@ def test_query_parameters_all_flags_v4_and_v5() -> None:
             keyspace="ks" if version == 5 else None,
         )
         data = driver_envelope(msg, 1, version)
-        (m,) = messages(run([(C2S, framing.encode_frame(data) if version == 5 else data)]))
+        (m,) = messages(run([(C2S, wire.frame(data) if version == 5 else data)]))
         f = m.fields
         assert (f["consistency"], f["serial_consistency"], f["page_size"]) == (
             "LOCAL_QUORUM",
@@ -287,7 +286,7 @@ def test_error_tails_per_version() -> None:
     assert (
         e4.fields["error_name"] == "read_failure" and e4.fields["failures"] == 3 and e4.fields["data_present"]
     )
-    e5, ec = messages(run([(S2C, framing.encode_frame(v5 + cas))]))
+    e5, ec = messages(run([(S2C, wire.frame(v5 + cas))]))
     assert e5.fields["reasons"] == {"10.0.0.1": 5} and e5.fields["data_present"] is False
     assert ec.fields["write_type"] == "CAS" and ec.fields["contentions"] == 7
     assert ec.fields["error_message"] == "wt" and ec.fields["received"] == 1 and ec.fields["block_for"] == 2
@@ -296,7 +295,7 @@ def test_error_tails_per_version() -> None:
 def test_v4_snappy_negotiated() -> None:
     q = driver_envelope(QueryMessage("SELECT now() FROM system.local", ONE), 1, 4)
     body = bytes(cramjam.snappy.compress_raw(q[9:]))
-    compressed = env.encode(4, False, 0x01, 1, 0x07, body)
+    compressed = wire.envelope(4, False, 0x01, 1, 0x07, body)
     ready = resp(4, 0, 0x02, b"\x00", flags=0x01)  # Packetbeat's Snappy READY: 1-byte buffer of zero bytes
     recs = run(
         [
@@ -337,7 +336,9 @@ def test_crc32_mismatch_reported_and_envelope_kept() -> None:
 
 def test_crc24_mismatch_resyncs_to_next_frame() -> None:
     data = bytearray(_framed_queries(3))
-    first_len = framing.parse_header(bytes(data), False).total
+    first_len = (
+        int.from_bytes(data[:3], "little") & wire.MAX_PAYLOAD
+    ) + 10  # CRC frame: header + payload + CRC32
     data[0] ^= 0x04  # corrupt the first header's length
     recs = run([*v5_handshake(False), (C2S, bytes(data))])
     assert codes(recs)[:2] == ["cql.crc24-mismatch", "cql.resync"]
@@ -365,20 +366,20 @@ def test_frame_kind_contradicting_negotiation() -> None:
 def test_envelope_overrun_in_self_contained_frame() -> None:
     q = driver_envelope(QueryMessage("SELECT 1", ONE), 2, 5)
     bad = q[:5] + (len(q) + 50).to_bytes(4, "big") + q[9:]
-    recs = run([(C2S, framing.encode_frame(bad))])
+    recs = run([(C2S, wire.frame(bad))])
     assert codes(recs) == ["cql.envelope-overrun"]
 
 
 def test_lz4_frame_decompression_failure() -> None:
     payload = b"\xff" * 20
-    frame = framing.encode_header(len(payload), 100, True, True) + payload
-    frame += framing.crc32(payload).to_bytes(4, "little")
+    frame = wire.header(len(payload), 100, True, True) + payload
+    frame += wire.crc32(payload).to_bytes(4, "little")
     recs = run([(C2S, frame)])
     assert codes(recs) == ["cql.decompression-failed"]
 
 
 def test_v4_compressed_body_garbage() -> None:
-    recs = run([(C2S, env.encode(4, False, 0x01, 1, 0x07, b"\x00\x00\x10\x00garbage"))])
+    recs = run([(C2S, wire.envelope(4, False, 0x01, 1, 0x07, b"\x00\x00\x10\x00garbage"))])
     assert "cql.decompression-failed" in codes(recs)
     assert messages(recs, "query")
 
@@ -406,20 +407,20 @@ def test_trailing_bytes_and_malformed_body() -> None:
         ]
     )
     assert codes(recs) == ["cql.trailing-bytes"] and findings(recs)[0].fields["bytes"] == 2
-    recs = run([(C2S, env.encode(4, False, 0, 1, 0x07, b"\x00\x00\x00\x50abc"))])
+    recs = run([(C2S, wire.envelope(4, False, 0, 1, 0x07, b"\x00\x00\x00\x50abc"))])
     assert codes(recs)[0] == "cql.malformed-body"
     assert messages(recs, "query")
 
 
 def test_version_change_and_beta_flag() -> None:
     startup = driver_envelope(StartupMessage("3.0.0", {}), 0, 4)
-    q5 = env.encode(5, False, 0x10, 2, 0x07, driver_envelope(QueryMessage("SELECT 1", ONE), 2, 5)[9:])
+    q5 = wire.envelope(5, False, 0x10, 2, 0x07, driver_envelope(QueryMessage("SELECT 1", ONE), 2, 5)[9:])
     recs = run([(C2S, startup + q5)])
     assert "cql.version-changed" in codes(recs) and "cql.v5-beta" in codes(recs)
 
 
 def test_unknown_opcode_in_unframed_stream_resyncs() -> None:
-    bogus = env.encode(4, False, 0, 1, 0x04, b"abcd")
+    bogus = wire.envelope(4, False, 0, 1, 0x04, b"abcd")
     good = driver_envelope(QueryMessage("SELECT 1", ONE), 2, 4)
     recs = run([(C2S, bogus + good)])
     assert codes(recs)[:2] == ["cql.unknown-opcode", "cql.resync"]
@@ -466,7 +467,7 @@ def test_v5_startup_refused_by_v4_server_stays_unframed() -> None:
 
 
 def test_dse_downgrade_options_then_error() -> None:
-    options = env.encode(0x42, False, 0, 0, 0x05, b"")
+    options = wire.envelope(0x42, False, 0, 0, 0x05, b"")
     refusal = resp(4, 0, 0x00, s_int(0x000A) + s_string("Beta version of the protocol used (66/v66)"))
     recs = run([(C2S, options), (S2C, refusal)])
     assert [(m.kind, m.version) for m in messages(recs)] == [("options", "dse-v2"), ("error", "v4")]
@@ -478,11 +479,7 @@ def test_self_contained_frame_between_parts_of_a_large_envelope() -> None:
     big = resp(5, 3, 0x08, rows_body("ks", "t", [("b", b"\x00\x03")], [[blob]]))
     parts = [big[:131060], big[131060:]]
     small = resp(5, 4, 0x08, s_int(1))
-    data = (
-        framing.encode_frame(parts[0], False)
-        + framing.encode_frame(small, True)
-        + framing.encode_frame(parts[1], False)
-    )
+    data = wire.frame(parts[0], False) + wire.frame(small, True) + wire.frame(parts[1], False)
     recs = run([(S2C, data)])
     void, rows = messages(recs)
     assert void.fields["result_kind"] == "void" and void.fields["stream_id"] == 4

@@ -10,8 +10,8 @@ from cql_helpers import C2S, S2C, ctx, driver_envelope, driver_frames, s_bytes, 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wirelog.decoders.cql import CqlDecoder
-from wirelog.decoders.cql import envelope as env
+from tests import cql_wire as wire
+from tests.core_decoders import CoreDecoder
 from wirelog.model import Chunk, Finding, Message
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -21,7 +21,7 @@ CUTS = st.lists(st.integers(0, 10**6), max_size=40)
 def _rows(stream: int, text: str) -> bytes:
     body = s_int(2) + s_int(1) + s_int(1) + s_string("ks") + s_string("t") + s_string("v") + b"\x00\x0d"
     body += s_int(1) + s_bytes(text.encode())
-    return env.encode(5, True, 0, stream, 0x08, body)
+    return wire.envelope(5, True, 0, stream, 0x08, body)
 
 
 def _conversation(lz4: bool) -> list[tuple]:
@@ -29,9 +29,9 @@ def _conversation(lz4: bool) -> list[tuple]:
     startup = StartupMessage("3.4.7", {"COMPRESSION": "lz4"} if lz4 else {})
     units = [
         (C2S, driver_envelope(OptionsMessage(), 0, 5)),
-        (S2C, env.encode(5, True, 0, 0, 0x06, b"\x00\x00")),
+        (S2C, wire.envelope(5, True, 0, 0, 0x06, b"\x00\x00")),
         (C2S, driver_envelope(startup, 1, 5)),
-        (S2C, env.encode(5, True, 0, 1, 0x02, b"")),
+        (S2C, wire.envelope(5, True, 0, 1, 0x02, b"")),
     ]
     for i in range(2, 6):
         query = QueryMessage(f"SELECT v FROM ks.t WHERE k={i}" * i, ConsistencyLevel.ONE)
@@ -70,7 +70,7 @@ def _feed(units: list[tuple], raw_cuts: list[int]) -> list:
     """Feed each unit cut into pieces (cut positions are global), units in their causal order."""
     total = sum(len(data) for _, data in units)
     cuts = [c % (total + 1) for c in raw_cuts]
-    dec = CqlDecoder(ctx())
+    dec = CoreDecoder("cql", ctx())
     out: list = []
     offsets = {C2S: 0, S2C: 0}
     start = 0

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import uuid
 from decimal import Decimal
 
 import pytest
 from cassandra import cqltypes as ct
 from cassandra.util import Duration
+from cql_helpers import S2C, codes, messages, run, s_bytes, s_int, s_string
 
-from wirelog.decoders.cql.types import CqlType, Reader, decode_value
+from tests import cql_wire as wire
 
 U = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
 TS = datetime.datetime(2016, 6, 26, 13, 30, 26, 861000, tzinfo=datetime.UTC)
@@ -50,58 +50,56 @@ NATIVE = [
 ]
 
 
+def decoded(opt: str, cell: bytes | None) -> tuple[str, object]:
+    """(type name, cell value) of a one-column RESULT Rows of type `opt` holding `cell`, decoded by the core."""
+    body = (
+        s_int(2) + s_int(1) + s_int(1) + s_string("ks") + s_string("t") + s_string("c") + bytes.fromhex(opt)
+    )
+    recs = run([(S2C, wire.envelope(4, True, 0, -1, 0x08, body + s_int(1) + s_bytes(cell)))])
+    assert codes(recs) == ["cql.response-without-request"]  # the whole body was read: no trailing bytes
+    (m,) = messages(recs)
+    return m.fields["columns"][0]["type"], m.fields["rows"][0][0]
+
+
 @pytest.mark.parametrize(
     ("opt", "name", "driver", "value", "expected"), NATIVE, ids=[f"{n[1]}-{i}" for i, n in enumerate(NATIVE)]
 )
 def test_native_types(opt: str, name: str, driver, value, expected) -> None:
-    t = Reader(bytes.fromhex(opt)).option()
-    assert str(t) == name
-    assert decode_value(t, driver.serialize(value, 4)) == expected
-
-
-def _opt(hexstr: str) -> CqlType:
-    r = Reader(bytes.fromhex(hexstr))
-    t = r.option()
-    assert r.remaining == 0
-    return t
+    assert decoded(opt, driver.serialize(value, 4)) == (name, expected)
 
 
 def test_collections() -> None:
-    lst = _opt("00200009")
-    assert str(lst) == "list<int>"
-    assert decode_value(lst, ct.ListType.apply_parameters([ct.Int32Type]).serialize([1, -2, 3], 4)) == [
-        1,
-        -2,
-        3,
-    ]
-    st = _opt("0022000d")
-    assert decode_value(st, ct.SetType.apply_parameters([ct.UTF8Type]).serialize({"a"}, 4)) == ["a"]
-    mp = _opt("0021000d0002")
+    ser = ct.ListType.apply_parameters([ct.Int32Type]).serialize([1, -2, 3], 4)
+    assert decoded("00200009", ser) == ("list<int>", [1, -2, 3])
+    ser = ct.SetType.apply_parameters([ct.UTF8Type]).serialize({"a"}, 4)
+    assert decoded("0022000d", ser) == ("set<varchar>", ["a"])
     ser = ct.MapType.apply_parameters([ct.UTF8Type, ct.LongType]).serialize({"x": 1, "y": 2}, 4)
-    assert str(mp) == "map<varchar, bigint>" and decode_value(mp, ser) == {"x": 1, "y": 2}
-    imap = _opt("0021000900200004")
+    assert decoded("0021000d0002", ser) == ("map<varchar, bigint>", {"x": 1, "y": 2})
     ser = ct.MapType.apply_parameters(
         [ct.Int32Type, ct.ListType.apply_parameters([ct.BooleanType])]
     ).serialize({5: [True, False]}, 4)
-    assert decode_value(imap, ser) == [[5, [True, False]]]
+    assert decoded("0021000900200004", ser) == ("map<int, list<boolean>>", [[5, [True, False]]])
 
 
 def test_tuple_and_udt() -> None:
-    tup = _opt("003100020009000d")
-    assert str(tup) == "tuple<int, varchar>"
     ser = ct.TupleType.apply_parameters([ct.Int32Type, ct.UTF8Type]).serialize((1, None), 4)
-    assert decode_value(tup, ser) == [1, None]
+    assert decoded("003100020009000d", ser) == ("tuple<int, varchar>", [1, None])
     udt_opt = "003000026b7300046164647200020006737472656574000d00037a69700009"
-    udt = _opt(udt_opt)
-    assert str(udt) == "ks.addr"
     cls = ct.UserType.make_udt_class("ks", "addr", ["street", "zip"], [ct.UTF8Type, ct.Int32Type])
-    ser = cls.serialize(("Main", 12345), 4)
-    assert decode_value(udt, ser) == {"street": "Main", "zip": 12345}
+    assert decoded(udt_opt, cls.serialize(("Main", 12345), 4)) == (
+        "ks.addr",
+        {"street": "Main", "zip": 12345},
+    )
 
 
-def test_custom_type_and_bad_lengths() -> None:
-    custom = _opt("00000005612e622e43")
-    assert str(custom) == "'a.b.C'" and decode_value(custom, b"\x01\x02") == "0102"
-    with pytest.raises(ValueError):
-        decode_value(_opt("0009"), b"\x00\x01")
-    assert str(ipaddress.ip_address(decode_value(_opt("0010"), b"\x7f\x00\x00\x01"))) == "127.0.0.1"
+def test_custom_types_bad_lengths_and_nulls() -> None:
+    assert decoded("00000005612e622e43", b"\x01\x02") == ("'a.b.C'", "0102")
+    duration = "0000002c" + b"org.apache.cassandra.db.marshal.DurationType".hex()
+    ser = ct.DurationType.serialize(Duration(1, -2, 3000), 4)
+    assert decoded(duration, ser)[1] == {"months": 1, "days": -2, "nanoseconds": 3000}
+    assert decoded("0009", b"\x00\x01") == (
+        "int",
+        {"hex": "0001", "error": "2 bytes are not a valid int value"},
+    )
+    assert decoded("0010", b"\x7f\x00\x00\x01") == ("inet", "127.0.0.1")
+    assert decoded("0009", None) == ("int", None)

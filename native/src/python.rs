@@ -817,6 +817,13 @@ type StreamItem<'py> = (
 /// the benchmarks' surface): `items` are `("data", direction, offset, bytes, frame, ts)` or
 /// `("gap", direction, offset, length, frame, ts)`; the decoder is closed after the last one.
 /// Returns the NDJSON of the records, stamped like the engine stamps them.
+/// Whether the complete CQL envelope at the start of `data` decodes cleanly (content detection in
+/// wirelog/decoders/cql/detect.py).
+#[pyfunction]
+fn cql_envelope_decodes(data: &[u8]) -> bool {
+    crate::decoders::cql::envelope_decodes(data)
+}
+
 #[pyfunction]
 #[pyo3(signature = (protocol, items, *, capture="", stream=0, client=String::new(), server=String::new(), client_port=0, server_port=0, midstream=false, show_secrets=false))]
 #[allow(clippy::too_many_arguments)]
@@ -1134,6 +1141,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoding>()?;
     m.add_class::<ArrowRecords>()?;
     m.add_function(wrap_pyfunction!(decode_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(cql_envelope_decodes, m)?)?;
     m.add("NATIVE", crate::decoders::ENGINE.to_vec())?;
     m.add_class::<Reassembler>()?;
     m.add_class::<SegmentReader>()?;

@@ -9,6 +9,7 @@
 
 pub mod buffer;
 pub mod courier;
+pub mod cql;
 pub mod delivery;
 pub mod fingerprint;
 pub mod hercules;
@@ -81,6 +82,7 @@ pub struct Gap {
 pub struct Shared {
     pub lumberjack: lumberjack::Shared,
     pub courier: courier::Shared,
+    pub cql: cql::Shared,
     pub hercules: hercules::Shared,
 }
 
@@ -94,7 +96,7 @@ pub trait Decoder: Send + Sync {
 
 /// The protocols the engine hands to the core (`wirelog._core.NATIVE`); the others still go to
 /// the Python decoders. A protocol joins when its decoder passes the suite.
-pub const ENGINE: &[&str] = &["lumberjack", "courier"];
+pub const ENGINE: &[&str] = &["lumberjack", "courier", "cql"];
 
 /// A decoder for `protocol` (with the protocol's static name), None when the core has none.
 pub fn native(protocol: &str, ctx: StreamContext) -> Option<(&'static str, Box<dyn Decoder>)> {
@@ -104,6 +106,7 @@ pub fn native(protocol: &str, ctx: StreamContext) -> Option<(&'static str, Box<d
             Box::new(lumberjack::LumberjackDecoder::new(ctx)),
         )),
         "courier" => Some(("courier", Box::new(courier::CourierDecoder::new(ctx)))),
+        "cql" => Some(("cql", Box::new(cql::CqlDecoder::new(ctx)))),
         "hercules" => Some(("hercules", Box::new(hercules::HerculesDecoder::new(ctx)))),
         _ => None,
     }

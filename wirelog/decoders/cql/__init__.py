@@ -1,22 +1,20 @@
-"""Cassandra CQL native protocol v3/v4/v5: envelopes, v5 CRC/LZ4 frames, every opcode.
+"""Cassandra CQL native protocol v3/v4/v5 (v5 CRC24/CRC32 frames, LZ4/Snappy).
 
-Modules: crc (CRC24/CRC32), framing (v5 frames), envelope (9-byte headers), types (notation and cell
-values), messages (bodies per opcode and version), compression (capped LZ4/Snappy), decoder (the
-per-connection state machine), detect (content detection).
+Detection (`detect`, with the CRC24 of `crc`) is here; the decoder is in the native core
+(native/src/decoders/cql/). Record kinds and finding codes: docs/protocols/cql.md.
 """
 
 from __future__ import annotations
 
-from wirelog.decoders.base import ProtocolSpec, lazy_decoder, lazy_exports
+from wirelog.decoders.base import ProtocolSpec
 from wirelog.decoders.cql.detect import detect
 
 SPEC = ProtocolSpec(
     name="cql",
     detect=detect,
-    decoder=lazy_decoder("wirelog.decoders.cql.decoder", "CqlDecoder"),
+    decoder=None,
     ports=frozenset({9042, 9142}),
     description="Cassandra CQL native protocol v3/v4/v5 (v5 CRC24/CRC32 frames, LZ4/Snappy)",
 )
 
-
-__getattr__ = lazy_exports(__name__, {"CqlDecoder": "wirelog.decoders.cql.decoder"})
+__all__ = ["SPEC"]

@@ -1,24 +1,19 @@
-"""The two checksums of CQL v5 frames, exactly as Cassandra computes them (reference/cql.md §4).
+"""The CRC24 of CQL v5 frame headers, exactly as Cassandra computes it (reference/cql.md §4), for
+content detection (the decoder in the core checks both frame checksums itself).
 
 CRC24 protects the 3- or 5-byte frame header: polynomial 0x1974F0B, register init 0x875060, bytes in
-wire order, bits MSB-first, no reflection, no final XOR. It covers only a few bytes per frame, but a
-mid-stream resync tests it at many offsets, so we use crcmod's C extension when it loaded and our own
-table otherwise (crcmod's silent pure-Python fallback is ~50x slower than its C code).
-
-CRC32 protects the payload: standard zlib CRC-32 "primed" with the bytes FA 2D 55 CA, i.e.
-zlib.crc32(payload, CRC32_INITIAL).
+wire order, bits MSB-first, no reflection, no final XOR. It covers only a few bytes per frame, but
+detection tests it at many offsets of a mid-stream sample, so we use crcmod's C extension when it
+loaded and our own table otherwise (crcmod's silent pure-Python fallback is ~50x slower than its C code).
 """
 
 from __future__ import annotations
 
 import importlib
-import zlib
 from collections.abc import Callable
 
 CRC24_INIT = 0x875060
 CRC24_POLY = 0x1974F0B
-CRC32_PRIMER = b"\xfa\x2d\x55\xca"
-CRC32_INITIAL = zlib.crc32(CRC32_PRIMER)  # 0x44777ED3
 
 
 def _crc24_table() -> tuple[int, ...]:
@@ -56,8 +51,3 @@ def _pick_crc24() -> tuple[Callable[[bytes], int], str]:
 
 crc24, CRC24_BACKEND = _pick_crc24()
 """crc24(data) -> int; CRC24_BACKEND says which implementation runs ("crcmod-c" or "table")."""
-
-
-def crc32(payload: bytes | memoryview) -> int:
-    """The primed CRC32 of a v5 frame payload."""
-    return zlib.crc32(payload, CRC32_INITIAL)

@@ -1,0 +1,43 @@
+//! Cassandra CQL native protocol v3/v4/v5 (reference/cql.md): envelopes, v5 CRC/LZ4 frames,
+//! every opcode, typed values, request/response pairing and prepared statements.
+//!
+//! Modules, one job each: `envelope` (9-byte headers), `frame_v5` (v5 frames, CRC24/CRC32),
+//! `compression` (capped LZ4/Snappy), `types` (notation readers and cell values), `messages`
+//! (bodies per opcode and version), `decoder` (the per-connection state machine), `findings`,
+//! `fuzz` (the fuzz target's body). Detection stays in Python (wirelog/decoders/cql/detect.py).
+
+mod compression;
+mod decoder;
+mod envelope;
+mod findings;
+mod frame_v5;
+#[cfg(any(test, fuzzing))]
+pub mod fuzz;
+mod messages;
+#[cfg(test)]
+mod tests;
+mod types;
+
+pub use decoder::{CqlDecoder, Shared};
+
+/// Detection's evidence (wirelog/decoders/cql/detect.py): does the complete envelope at the start of
+/// `data` decode with no bytes left over? Compressed pre-v5 bodies are the caller's to judge.
+pub fn envelope_decodes(data: &[u8]) -> bool {
+    let Some(head) = envelope::parse(data) else {
+        return false;
+    };
+    let Some(body) = data.get(envelope::HEADER..head.total() as usize) else {
+        return false;
+    };
+    let prepared = messages::PreparedMap::new();
+    let ctx = messages::BodyContext {
+        version: head.version,
+        show_secrets: false,
+        max_depth: 16,
+        prepared: &prepared,
+        request_query: None,
+        result_types: None,
+    };
+    let decoded = messages::decode(&head, body, &ctx);
+    decoded.error.is_none() && decoded.trailing == 0
+}
