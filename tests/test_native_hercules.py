@@ -45,6 +45,8 @@ import test_hercules_stream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import wirelog.decoders.hercules as hercules_package
+from tests.core_decoders import CoreDecoder
 from wirelog import _core
 from wirelog.decoders.base import Limits, StreamContext
 from wirelog.decoders.hercules import decoder as py_decoder
@@ -182,15 +184,15 @@ class Recorder:
         self.not_comparable = 0
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        original_init = HerculesDecoder.__init__
-        original_feed = HerculesDecoder.feed
-        original_gap = HerculesDecoder.gap
+        original_init = CoreDecoder.__init__
+        original_feed = CoreDecoder.feed
+        original_gap = CoreDecoder.gap
         recorder = self
 
-        def init(dec: HerculesDecoder, ctx: StreamContext) -> None:
-            # Before the decoder fills it: names reported on an earlier connection change the output.
-            comparable = ctx.limits == Limits() and not ctx.shared.get("hercules.tag-names")
-            original_init(dec, ctx)
+        def init(dec: CoreDecoder, protocol: str, ctx: StreamContext) -> None:
+            # Before the decoder joins it: names reported on an earlier connection change the output.
+            comparable = ctx.limits == Limits() and "_core_session" not in ctx.shared
+            original_init(dec, protocol, ctx)
             c = ctx
             dec._recorded = Session(
                 [], c.stream, c.client, c.server, c.client_port, c.server_port, "", c.show_secrets
@@ -200,21 +202,21 @@ class Recorder:
             else:
                 recorder.not_comparable += 1
 
-        def feed(dec: HerculesDecoder, chunk: Chunk) -> list:
+        def feed(dec: CoreDecoder, chunk: Chunk) -> list:
             dec._recorded.items.append(
                 ("data", chunk.direction.value, chunk.offset, bytes(chunk.data), chunk.frame, chunk.ts)
             )
             return original_feed(dec, chunk)
 
-        def gap(dec: HerculesDecoder, g: Gap) -> list:
+        def gap(dec: CoreDecoder, g: Gap) -> list:
             dec._recorded.items.append(("gap", g.direction.value, g.offset, g.length, g.frame, g.ts))
             return original_gap(dec, g)
 
-        monkeypatch.setattr(HerculesDecoder, "__init__", init)
-        monkeypatch.setattr(HerculesDecoder, "feed", feed)
-        monkeypatch.setattr(HerculesDecoder, "gap", gap)
+        monkeypatch.setattr(CoreDecoder, "__init__", init)
+        monkeypatch.setattr(CoreDecoder, "feed", feed)
+        monkeypatch.setattr(CoreDecoder, "gap", gap)
 
-        original_stream = py_decoder.decode_event_stream
+        original_stream = hercules_package.decode_event_stream
 
         def event_stream(data, limits=None):
             pieces = (

@@ -93,7 +93,7 @@ pub trait Decoder: Send + Sync {
 
 /// The protocols the engine hands to the core (`wirelog._core.NATIVE`); the others still go to
 /// the Python decoders. A protocol joins when its decoder passes the suite.
-pub const ENGINE: &[&str] = &["lumberjack", "courier"];
+pub const ENGINE: &[&str] = &["lumberjack", "courier", "hercules"];
 
 /// A decoder for `protocol` (with the protocol's static name), None when the core has none.
 pub fn native(protocol: &str, ctx: StreamContext) -> Option<(&'static str, Box<dyn Decoder>)> {
@@ -104,6 +104,8 @@ pub fn native(protocol: &str, ctx: StreamContext) -> Option<(&'static str, Box<d
         )),
         "courier" => Some(("courier", Box::new(courier::CourierDecoder::new(ctx)))),
         "hercules" => Some(("hercules", Box::new(hercules::HerculesDecoder::new(ctx)))),
+        // A Hercules file's bytes (wirelog.decoders.hercules.decode_event_stream), not a stream.
+        "hercules-events" => Some(("hercules", Box::new(hercules::HerculesDecoder::events(ctx)))),
         _ => None,
     }
 }

@@ -59,6 +59,14 @@ impl HerculesDecoder {
         }
     }
 
+    /// A decoder of bare events or batches only (a Hercules file): the client direction is never
+    /// taken for HTTP, whatever its first bytes.
+    pub fn events(ctx: StreamContext) -> Self {
+        let mut dec = Self::new(ctx);
+        dec.raw[ix(Direction::C2S)] = Some(RawEvents::new(Direction::C2S));
+        dec
+    }
+
     pub fn feed(&mut self, chunk: &Chunk<'_>, names: &mut TagNames, out: &mut Vec<Record>) {
         self.bufs[ix(chunk.direction)].append(chunk.offset, chunk.data, chunk.frame, chunk.ts);
         self.run(chunk.direction, false, names, out);

@@ -52,6 +52,11 @@ impl HerculesDecoder {
     pub fn new(ctx: StreamContext) -> Self {
         HerculesDecoder(decoder::HerculesDecoder::new(ctx))
     }
+
+    /// Bare events or batches in the client direction, never HTTP (`decode_event_stream`).
+    pub fn events(ctx: StreamContext) -> Self {
+        HerculesDecoder(decoder::HerculesDecoder::events(ctx))
+    }
 }
 
 impl Decoder for HerculesDecoder {
