@@ -1,6 +1,6 @@
-//! The Hercules stream decoder (wirelog/decoders/hercules/decoder.py): Gate HTTP traffic, or bare
-//! events/batches in either direction. The first bytes of a direction decide: an HTTP start line
-//! makes the connection Gate traffic (both directions then), anything else bare events.
+//! The Hercules stream decoder: Gate HTTP traffic, or bare events/batches in either direction. The
+//! first bytes of a direction decide: an HTTP start line makes the connection Gate traffic (both
+//! directions then), anything else bare events.
 
 use super::gateway::Gateway;
 use super::reader::EventParser;

@@ -1,5 +1,5 @@
-//! One direction of bare Hercules events (wirelog/decoders/hercules/stream.py): a file of
-//! concatenated events (a Kafka dump), or of count-prefixed batches (Gate bodies back to back).
+//! One direction of bare Hercules events: a file of concatenated events (a Kafka dump), or of
+//! count-prefixed batches (Gate bodies back to back).
 //!
 //! Events have no length prefix, so an incomplete event is re-parsed when more bytes arrive; to
 //! keep that linear, a retry waits until the buffer holds the bytes the last attempt proved missing
