@@ -96,7 +96,7 @@ def main() -> None:
             print("tshark not installed: no ratio")
             return
         cmd = ["tshark", "-r", str(pcap), "-d", "tcp.port==6306,http", "-Y", "http", "-T", "fields"]
-        wt, rsst = measure([*cmd, "-e", "http.request.uri", "-e", "http.response.code"], args.runs)
+        wt, rsst = measure([*cmd, "-e", "http.request.method", "-e", "http.response.code"], args.runs)
         print(
             f"tshark (HTTP only)   : {wt:6.2f} s  {events / wt:10,.0f} events/s  peak RSS {rsst // 1024} MiB"
         )

@@ -13,8 +13,8 @@ from pathlib import Path
 import lz4.block
 from hypothesis import strategies as st
 
+from tests.core_decoders import CoreDecoder
 from wirelog.decoders.base import StreamContext
-from wirelog.decoders.hercules import HerculesDecoder
 from wirelog.decoders.hercules.types import Event, Type, Variant, Vector
 from wirelog.model import Chunk, Direction, Finding, Message, Record
 
@@ -105,7 +105,9 @@ EVENTS = st.builds(
 
 def decode_stream(c2s: bytes, s2c: bytes = b"", step: int = 0, show_secrets: bool = False) -> list[Record]:
     """Feed both directions (c2s first, in `step`-byte chunks if given) and close."""
-    dec = HerculesDecoder(StreamContext(0, "10.0.0.1:40000", "10.0.0.2:6306", 40000, 6306, show_secrets))
+    dec = CoreDecoder(
+        "hercules", StreamContext(0, "10.0.0.1:40000", "10.0.0.2:6306", 40000, 6306, show_secrets)
+    )
     out: list[Record] = []
     for direction, data in ((Direction.C2S, c2s), (Direction.S2C, s2c)):
         size = step or max(1, len(data))

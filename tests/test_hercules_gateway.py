@@ -13,8 +13,9 @@ from hercules_helpers import EVENTS, README_EVENT, codes, decode_stream, message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.core_decoders import CoreDecoder
 from wirelog.decoders.base import Limits, StreamContext
-from wirelog.decoders.hercules import HerculesDecoder, decode_event_stream
+from wirelog.decoders.hercules import decode_event_stream
 from wirelog.engine.local import run
 from wirelog.export.hercules import encode_batch
 from wirelog.model import COMMON_MESSAGE_KEYS, Chunk, Direction, Gap, Message
@@ -159,7 +160,7 @@ def test_malformed_request_then_resync():
 
 
 def test_body_over_the_limit_is_skipped_not_buffered():
-    dec = HerculesDecoder(StreamContext(0, "c", "s", 1, 6306, limits=Limits(max_frame=100)))
+    dec = CoreDecoder("hercules", StreamContext(0, "c", "s", 1, 6306, limits=Limits(max_frame=100)))
     req = post(BODY) + post(b"\x00\x00\x00\x00")
     out = dec.feed(Chunk(0, Direction.C2S, 0, req)) + dec.feed(Chunk(0, Direction.S2C, 0, answer() * 2))
     out += dec.close()
@@ -169,7 +170,7 @@ def test_body_over_the_limit_is_skipped_not_buffered():
 
 def test_gap_inside_a_request_keeps_pairing_aligned():
     first, second = post(BODY, "a"), post(BODY, "b")
-    dec = HerculesDecoder(StreamContext(0, "c", "s", 1, 6306))
+    dec = CoreDecoder("hercules", StreamContext(0, "c", "s", 1, 6306))
     out = dec.feed(Chunk(0, Direction.C2S, 0, first[:100], frame=1))
     out += dec.gap(Gap(0, Direction.C2S, 100, 50, frame=3))
     out += dec.feed(Chunk(0, Direction.C2S, 150, first[150:] + second, frame=4))
@@ -183,7 +184,9 @@ def test_gap_inside_a_request_keeps_pairing_aligned():
     assert [e.acked for e in messages(out, "event")] == [True, True]
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)  # a core call per piece
 @given(st.lists(EVENTS, max_size=3), st.integers(1, 97), st.booleans())
 def test_chunking_invariance(events, step, packed):
     body = encode_batch(events)
@@ -233,7 +236,7 @@ def test_live_gate_session(tmp_path):
 
 
 def test_pending_overflow_emits_early_with_unknown_delivery():
-    dec = HerculesDecoder(StreamContext(0, "c", "s", 1, 6306, limits=Limits(max_pending_events=4)))
+    dec = CoreDecoder("hercules", StreamContext(0, "c", "s", 1, 6306, limits=Limits(max_pending_events=4)))
     out = dec.feed(Chunk(0, Direction.C2S, 0, post(BODY, "a") + post(BODY, "b") + post(BODY, "c")))
     assert codes(out) == ["hercules.pending-overflow"]
     assert [r.kind for r in messages(out)] == ["request", "event", "event"]

@@ -19,8 +19,8 @@ from hercules_helpers import EVENTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wirelog.decoders.hercules.codec import EventParser
-from wirelog.decoders.hercules.render import document, uuid_text
+from wirelog import _core
+from wirelog.decoders.hercules import decode_event_stream
 from wirelog.engine.local import run
 from wirelog.export.hercules import HerculesWriter, encode_event
 from wirelog.model import Message
@@ -52,13 +52,8 @@ def java_reader(tmp_path_factory):
 
 
 def ours(data: bytes) -> list[dict]:
-    parser, pos, out = EventParser(1 << 30), 0, []
-    while pos < len(data):
-        dec, _ = parser.parse(data, pos)
-        ev = dec.event
-        out.append({"version": ev.version, "timestamp": ev.timestamp, "uuid": uuid_text(ev.uuid), "tags": document(ev.tags)})  # fmt: skip
-        pos += dec.length
-    return out
+    """wirelog's reading of the events (the core's), as plain documents like the Java dump's."""
+    return _core.hercules_documents(data)
 
 
 def same(a, b) -> bool:
@@ -85,7 +80,9 @@ def test_exported_captures_read_by_java(java_reader):
 
 _VALID_UTF8 = EVENTS.filter(
     lambda ev: (
-        not any(p.code == "hercules.invalid-utf8" for p in EventParser(1 << 30).parse(encode_event(ev))[1])
+        not any(
+            getattr(r, "code", None) == "hercules.invalid-utf8" for r in decode_event_stream(encode_event(ev))
+        )
     )
 )
 

@@ -1,5 +1,5 @@
 """`inspect`'s delivery verdict: distinct events delivered, recovered by a resend, delivered twice,
-never acknowledged — across connections, for Lumberjack and Log Courier."""
+never acknowledged — across connections, for Lumberjack, Log Courier and Hercules."""
 
 from __future__ import annotations
 
@@ -193,3 +193,63 @@ def test_the_verdict_matches_a_model_of_stalls_and_resends(
     got = d["lumberjack"]
     assert {k: got[k] for k in expected} == expected
     assert got["distinct_events"] == sum(sizes)
+
+
+def herc_event(uuid: int) -> bytes:
+    """A Hercules event without tags whose UUID is `uuid` (RFC order: big-endian)."""
+    return b"\x01" + (17_000_000_000_000_000).to_bytes(8, "big") + uuid.to_bytes(16, "big") + b"\x00\x00"
+
+
+def gate_post(*uuids: int) -> bytes:
+    body = len(uuids).to_bytes(4, "big") + b"".join(herc_event(u) for u in uuids)
+    head = (
+        "POST /stream/send?stream=logs HTTP/1.1\r\nHost: gate\r\nContent-Type: application/octet-stream\r\n"
+    )
+    return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+def gate_answer(status: int) -> bytes:
+    return f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\n\r\n".encode()
+
+
+def hercules_uuid(n: int) -> str:
+    return f"00000000-0000-0000-0000-{n:012x}"
+
+
+def test_hercules_events_by_uuid_across_retries_and_rejections(tmp_path):
+    first = [  # 1-3 throttled; 4 accepted; 5 unanswered when the connection closed
+        ("c", gate_post(1, 2, 3)), ("s", gate_answer(503)), ("c", gate_post(4)), ("s", gate_answer(200)),
+        ("c", gate_post(5)),
+    ]  # fmt: skip
+    second = [  # 1 and 2 retried and accepted, 3 never again; 4 accepted a second time; 6 rejected
+        ("c", gate_post(1, 2)), ("s", gate_answer(200)), ("c", gate_post(4)), ("s", gate_answer(200)),
+        ("c", gate_post(6)), ("s", gate_answer(400)),
+    ]  # fmt: skip
+    third = [("c", gate_post(7))]  # the capture ends before the Gate answers
+    path = connections(tmp_path / "gate.pcap", [first, second, third], port=6306, last_open=True)
+    d, screen = delivery(path)
+    h = d["hercules"]
+    assert (h["events"], h["distinct_events"], h["resent"]) == (10, 7, 3)
+    assert (h["delivered"], h["recovered_by_resend"], h["delivered_twice"]) == (3, 2, 1)
+    assert (h["never_acknowledged"], h["ack_unknown"], h["lower_bounds"]) == (3, 1, False)
+    assert [(w["stream"], w["uuid"]) for w in h["never_acknowledged_at"]] == [
+        (0, hercules_uuid(3)), (0, hercules_uuid(5)), (1, hercules_uuid(6)),
+    ]  # fmt: skip
+    assert "delivery (hercules): 7 distinct events, 3 delivered (2 only by a resend, 1 twice)" in screen
+    assert f"uuid {hercules_uuid(3)}" in screen
+    code, found = verdict_findings(path)
+    assert code == 1
+    assert [(f["code"], f["severity"], f["events"]) for f in found] == [
+        ("hercules.never-acknowledged", "error", 3),
+        ("hercules.delivered-twice", "warning", 1),
+    ]
+    assert found[0]["first"]["uuid"] == hercules_uuid(3) and "3 of 7 distinct events" in found[0]["message"]
+
+
+def test_hercules_events_all_accepted_once(tmp_path):
+    conn = [("c", gate_post(1, 2)), ("s", gate_answer(200)), ("c", gate_post(3)), ("s", gate_answer(204))]
+    path = connections(tmp_path / "ok.pcap", [conn], port=6306)
+    d, screen = delivery(path)
+    assert (d["hercules"]["distinct_events"], d["hercules"]["delivered"]) == (3, 3)
+    assert "every event acknowledged" in screen
+    assert verdict_findings(path) == (0, [])

@@ -39,7 +39,7 @@ pytest.importorskip("pyspark")
 if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
     pytest.skip("the Spark engine needs Java", allow_module_level=True)
 
-from wirelog.decoders.hercules.decoder import decode_event_stream
+from wirelog.decoders.hercules import decode_event_stream
 from wirelog.engine import spark as engine
 from wirelog.engine.spark_source import ARROW_SCHEMA, Capture, expand, option_strings, pack
 

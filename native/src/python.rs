@@ -1129,6 +1129,20 @@ impl SegmentReader {
     }
 }
 
+/// The events of a Hercules file as a plain reader sees them (dicts of `version`, `timestamp`,
+/// `uuid`, `tags`), up to the first that does not parse: the Java reader cross-check's side.
+#[pyfunction]
+fn hercules_documents<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+    let docs = py
+        .detach(|| guarded(|| crate::decoders::hercules::documents(data, 1 << 30)))
+        .map_err(|f| PyRuntimeError::new_err(f.message))?;
+    let list = PyList::empty(py);
+    for doc in docs {
+        list.append(py_value(py, &doc)?)?;
+    }
+    Ok(list)
+}
+
 /// With debug on, an internal.panic finding carries the Rust backtrace (`wirelog --debug`).
 #[pyfunction]
 fn set_debug(on: bool) {
@@ -1146,6 +1160,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Reassembler>()?;
     m.add_class::<SegmentReader>()?;
     m.add_function(wrap_pyfunction!(set_debug, m)?)?;
+    m.add_function(wrap_pyfunction!(hercules_documents, m)?)?;
     m.add(
         "CaptureFormatError",
         m.py().get_type::<CaptureFormatError>(),

@@ -167,7 +167,8 @@ def _delivery_line(protocol: str, d: dict[str, Any]) -> str:
         line += f", [yellow]{unknown} with no ACK in the capture[/]"
     if d["never_acknowledged"]:
         where = ", ".join(
-            f"stream {w['stream']} frame {w['frame']}" + (f" seq {w['seq']}" if "seq" in w else "")
+            f"stream {w['stream']} frame {w['frame']}"
+            + "".join(f" {k} {w[k]}" for k in ("seq", "uuid") if k in w)
             for w in d["never_acknowledged_at"]
         )
         return line + f"; [bold red]{at_least}{d['never_acknowledged']} never acknowledged[/] ({where})"

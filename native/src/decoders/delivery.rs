@@ -9,6 +9,10 @@
 //! recovered by a resend, delivered twice, never acknowledged, and unknown (no ACK in the capture
 //! because the connection was still open when it ended). Memory holds keys of unacknowledged events
 //! and of resends only (at most `KEYS_LIMIT`; beyond it the counts are lower bounds), never events.
+//! Hercules events carry their own identity, the UUID, and a client retries a batch with the same
+//! UUIDs: the Gate's answer (2xx or not) to each request holding a copy decides. Any UUID may be sent
+//! again later, so every distinct UUID of Gate traffic is remembered (16 bytes and a few counters,
+//! at most `KEYS_LIMIT` of them; past it, events are judged by their own answer alone).
 
 use std::collections::{HashMap, HashSet};
 
@@ -244,11 +248,179 @@ impl Courier {
     }
 }
 
-/// Both trackers behind one feed: the records of any stream and the stream ends go in.
+/// What is known of one Hercules UUID's copies.
+#[derive(Debug, Default)]
+struct Copies {
+    /// Copies accepted with a 2xx.
+    accepted: u32,
+    /// Copies without an answer on a connection that has not ended yet.
+    waiting: u32,
+    /// The first copy was not accepted.
+    first_failed: bool,
+    /// A copy was without an answer when the capture ended with its connection open.
+    unknown: bool,
+    /// (stream, frame) of the first copy.
+    first: (u64, Option<u64>),
+}
+
+#[derive(Debug, Default)]
+struct Hercules {
+    events: u64,
+    uuids: HashMap<u128, Copies>,
+    waiting_in: HashMap<u64, Vec<u128>>,
+    /// Events of UUIDs past `KEYS_LIMIT`, by their own answer: accepted, refused, unanswered.
+    untracked: (u64, u64, u64),
+}
+
+/// A UUID's canonical text as a number (None for anything else).
+fn uuid_key(text: &str) -> Option<u128> {
+    let hex: String = text.chars().filter(|&c| c != '-').collect();
+    (text.len() == 36 && hex.len() == 32)
+        .then(|| u128::from_str_radix(&hex, 16).ok())
+        .flatten()
+}
+
+impl Hercules {
+    /// An event of Gate traffic (`acked`: the answer to its request, None while there is none).
+    fn add(&mut self, stream: u64, m: &Message) {
+        let Some(key) = m.get("uuid").and_then(Value::as_str).and_then(uuid_key) else {
+            return;
+        };
+        self.events += 1;
+        if self.uuids.len() >= KEYS_LIMIT && !self.uuids.contains_key(&key) {
+            let t = &mut self.untracked;
+            match m.acked {
+                Some(true) => t.0 += 1,
+                Some(false) => t.1 += 1,
+                None => t.2 += 1,
+            }
+            return;
+        }
+        let copies = self.uuids.entry(key).or_insert(Copies {
+            first_failed: m.acked != Some(true),
+            first: (stream, m.frame),
+            ..Copies::default()
+        });
+        match m.acked {
+            Some(true) => copies.accepted += 1,
+            Some(false) => {}
+            None => {
+                copies.waiting += 1;
+                self.waiting_in.entry(stream).or_default().push(key);
+            }
+        }
+    }
+
+    /// Unanswered copies of an ended connection are refused when it closed, unknown when the
+    /// capture ended first.
+    fn stream_ended(&mut self, stream: u64, closed: bool) {
+        for key in self.waiting_in.remove(&stream).unwrap_or_default() {
+            if let Some(c) = self.uuids.get_mut(&key) {
+                c.waiting -= 1;
+                c.unknown |= !closed;
+            }
+        }
+    }
+
+    fn result(&self, capture: &str) -> Value {
+        let (accepted, refused, unanswered) = self.untracked;
+        let mut lost: Vec<(&u128, &Copies)> = Vec::new();
+        let (mut delivered, mut retried, mut twice, mut unknown) =
+            (accepted, 0u64, 0u64, unanswered);
+        for (key, c) in &self.uuids {
+            if c.accepted > 0 {
+                delivered += 1;
+                retried += u64::from(c.first_failed);
+                twice += u64::from(c.accepted > 1);
+            } else if c.unknown || c.waiting > 0 {
+                unknown += 1;
+            } else {
+                lost.push((key, c));
+            }
+        }
+        lost.sort_by_key(|&(key, c)| (order(&(Some(c.first.0), c.first.1, None)), *key));
+        let at: Vec<Value> = lost
+            .iter()
+            .take(FIRST)
+            .map(|(key, c)| {
+                let hex = format!("{key:032x}");
+                let uuid = format!(
+                    "{}-{}-{}-{}-{}",
+                    &hex[..8],
+                    &hex[8..12],
+                    &hex[12..16],
+                    &hex[16..20],
+                    &hex[20..]
+                );
+                json!({"capture": capture, "stream": c.first.0, "frame": c.first.1, "uuid": uuid})
+            })
+            .collect();
+        let distinct = self.uuids.len() as u64 + accepted + refused + unanswered;
+        json!({
+            "events": self.events,
+            "distinct_events": distinct,
+            "resent": self.events - distinct,
+            "delivered": delivered,
+            "recovered_by_resend": retried,
+            "delivered_twice": twice,
+            "never_acknowledged": lost.len() as u64 + refused,
+            "ack_unknown": unknown,
+            "never_acknowledged_at": at,
+            "lower_bounds": accepted + refused + unanswered > 0,
+        })
+    }
+}
+
+/// How a protocol's verdict findings are named and worded.
+struct Wording {
+    never: &'static str,
+    twice: &'static str,
+    /// The result's count of things delivered twice, and what they are.
+    twice_key: &'static str,
+    what: &'static str,
+    lost: &'static str,
+    dup: &'static str,
+}
+
+fn wording(protocol: &str) -> Wording {
+    const LOST: &str = "were never acknowledged on a connection that ended, nor resent and \
+                        acknowledged on another";
+    const DUP: &str = "were acknowledged on one connection and again, resent, on another";
+    match protocol {
+        "lumberjack" => Wording {
+            never: "lumberjack.never-acknowledged",
+            twice: "lumberjack.delivered-twice",
+            twice_key: "delivered_twice",
+            what: "events",
+            lost: LOST,
+            dup: DUP,
+        },
+        "courier" => Wording {
+            never: "courier.never-acknowledged",
+            twice: "courier.delivered-twice",
+            twice_key: "payloads_delivered_twice",
+            what: "payloads",
+            lost: LOST,
+            dup: DUP,
+        },
+        _ => Wording {
+            never: "hercules.never-acknowledged",
+            twice: "hercules.delivered-twice",
+            twice_key: "delivered_twice",
+            what: "events",
+            lost: "were never accepted by the Gate (answered 4xx/5xx, or unanswered on a \
+                   connection that ended), nor retried and accepted",
+            dup: "were accepted by the Gate in two requests (a retry of a batch it had accepted)",
+        },
+    }
+}
+
+/// The trackers behind one feed: the records of any stream and the stream ends go in.
 #[derive(Debug, Default)]
 pub struct Verdict {
     lumberjack: Option<Lumberjack>,
     courier: Option<Courier>,
+    hercules: Option<Hercules>,
 }
 
 impl Verdict {
@@ -265,6 +437,14 @@ impl Verdict {
                     .courier
                     .get_or_insert_with(Courier::default)
                     .add(stream, m),
+                // Gate traffic only: bare events and read answers have no acknowledgement.
+                ("hercules", "event")
+                    if m.direction == Some(Direction::C2S) && m.get("request_offset").is_some() =>
+                {
+                    self.hercules
+                        .get_or_insert_with(Hercules::default)
+                        .add(stream, m)
+                }
                 _ => {}
             }
         }
@@ -278,6 +458,9 @@ impl Verdict {
         if let Some(t) = self.courier.as_mut() {
             t.stream_ended(stream, closed);
         }
+        if let Some(t) = self.hercules.as_mut() {
+            t.stream_ended(stream, closed);
+        }
     }
 
     /// The numbers per protocol seen (`inspect`'s delivery section), by protocol name.
@@ -285,6 +468,9 @@ impl Verdict {
         let mut out = Map::new();
         if let Some(c) = &self.courier {
             out.insert("courier".into(), c.result(capture));
+        }
+        if let Some(h) = &self.hercules {
+            out.insert("hercules".into(), h.result(capture));
         }
         if let Some(l) = &self.lumberjack {
             out.insert("lumberjack".into(), l.result(capture));
@@ -296,6 +482,7 @@ impl Verdict {
     pub fn findings(&self, capture: &str) -> Vec<Finding> {
         let mut out = Vec::new();
         for (name, r) in self.results(capture) {
+            let w = wording(&name);
             let num = |key: &str| r.get(key).and_then(Value::as_u64).unwrap_or(0);
             let bound = if r.get("lower_bounds") == Some(&Value::Bool(true)) {
                 "at least "
@@ -309,19 +496,17 @@ impl Verdict {
                 if let Some(seq) = at.get("seq") {
                     place += &format!(" seq {}", text(seq.as_i64()));
                 }
-                let code = if name == "lumberjack" {
-                    "lumberjack.never-acknowledged"
-                } else {
-                    "courier.never-acknowledged"
-                };
+                if let Some(uuid) = at.get("uuid").and_then(Value::as_str) {
+                    place += &format!(" uuid {uuid}");
+                }
                 let mut f = Finding::new(
-                    code,
+                    w.never,
                     Severity::Error,
                     format!(
-                        "{bound}{lost} of {} distinct events were never acknowledged on a connection \
-                         that ended, nor resent and acknowledged on another (first: {place}): data \
-                         lost between client and server unless sent again later",
-                        num("distinct_events")
+                        "{bound}{lost} of {} distinct events {} (first: {place}): data lost between \
+                         client and server unless sent again later",
+                        num("distinct_events"),
+                        w.lost
                     ),
                 )
                 .field("events", lost)
@@ -331,31 +516,19 @@ impl Verdict {
                 f.stream = stream;
                 out.push(f);
             }
-            let (twice, what, code) = if name == "lumberjack" {
-                (
-                    num("delivered_twice"),
-                    "events",
-                    "lumberjack.delivered-twice",
-                )
-            } else {
-                (
-                    num("payloads_delivered_twice"),
-                    "payloads",
-                    "courier.delivered-twice",
-                )
-            };
+            let twice = num(w.twice_key);
             if twice > 0 {
                 out.push(
                     Finding::new(
-                        code,
+                        w.twice,
                         Severity::Warning,
                         format!(
-                            "{bound}{twice} {what} were acknowledged on one connection and again, \
-                             resent, on another: the server received them twice (duplicates \
-                             downstream unless deduplicated)"
+                            "{bound}{twice} {} {}: the server received them twice (duplicates \
+                             downstream unless deduplicated)",
+                            w.what, w.dup
                         ),
                     )
-                    .field(what, twice),
+                    .field(w.what, twice),
                 );
             }
         }
@@ -436,5 +609,95 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].code, "courier.delivered-twice");
         assert_eq!(f[0].fields, vec![("payloads", json!(1))]);
+    }
+
+    fn gate_event(uuid: u8, frame: u64, acked: Option<bool>) -> Record {
+        let mut m = Message::new("hercules", "event");
+        m.direction = Some(Direction::C2S);
+        m.frame = Some(frame);
+        m.acked = acked;
+        m.set(
+            "uuid",
+            format!("00000000-0000-0000-0000-0000000000{uuid:02x}"),
+        );
+        m.set("request_offset", 0u64);
+        m.into()
+    }
+
+    #[test]
+    fn hercules_events_are_judged_by_uuid_across_retries() {
+        let mut v = Verdict::default();
+        // Connection 0: a batch of 1..=4 rejected (503), 5 unanswered when it closed.
+        let rejected: Vec<Record> = (1..=4).map(|u| gate_event(u, 3, Some(false))).collect();
+        v.add(0, &rejected);
+        v.add(0, &[gate_event(5, 7, None)]);
+        v.stream_ended(0, true);
+        // Connection 1: 1 and 2 retried and accepted, 6 accepted twice, 7 waiting at the end.
+        let retry = [1, 2, 6, 6].map(|u| gate_event(u, 9, Some(true)));
+        v.add(1, &retry);
+        v.add(1, &[gate_event(7, 11, None)]);
+        v.stream_ended(1, false);
+        // Bare events and read answers carry no answer of the Gate: ignored.
+        let mut bare = Message::new("hercules", "event");
+        bare.set("uuid", "00000000-0000-0000-0000-000000000008");
+        v.add(2, &[bare.into()]);
+        let r = &v.results("c")["hercules"];
+        let n = |k: &str| r[k].as_u64().unwrap();
+        assert_eq!((n("events"), n("distinct_events"), n("resent")), (10, 7, 3));
+        assert_eq!((n("delivered"), n("recovered_by_resend")), (3, 2));
+        assert_eq!((n("delivered_twice"), n("ack_unknown")), (1, 1));
+        assert_eq!(n("never_acknowledged"), 3);
+        let at = r["never_acknowledged_at"].as_array().unwrap();
+        let uuids: Vec<&str> = at.iter().map(|a| a["uuid"].as_str().unwrap()).collect();
+        assert_eq!(
+            uuids,
+            [3, 4, 5].map(|u| format!("00000000-0000-0000-0000-0000000000{u:02x}"))
+        );
+        assert_eq!(
+            (at[2]["stream"].as_u64(), at[2]["frame"].as_u64()),
+            (Some(0), Some(7))
+        );
+        let f = v.findings("c");
+        let codes: Vec<_> = f.iter().map(|f| (f.code, f.severity)).collect();
+        assert_eq!(
+            codes,
+            [
+                ("hercules.never-acknowledged", Severity::Error),
+                ("hercules.delivered-twice", Severity::Warning)
+            ]
+        );
+        assert!(f[0]
+            .message
+            .contains("3 of 7 distinct events were never accepted"));
+        assert!(f[0]
+            .message
+            .contains("frame 3 uuid 00000000-0000-0000-0000-000000000003"));
+        assert_eq!(f[1].fields, vec![("events", json!(1))]);
+    }
+
+    #[test]
+    fn hercules_uuids_past_the_limit_are_judged_alone() {
+        let mut h = Hercules::default();
+        h.uuids.extend((0..KEYS_LIMIT as u128).map(|k| {
+            (
+                k + 1000,
+                Copies {
+                    accepted: 1,
+                    ..Copies::default()
+                },
+            )
+        }));
+        h.events = KEYS_LIMIT as u64;
+        for acked in [Some(true), Some(false), None] {
+            if let Record::Message(m) = gate_event(1, 1, acked) {
+                h.add(0, &m);
+            }
+        }
+        let r = h.result("c");
+        assert_eq!(r["lower_bounds"], true);
+        assert_eq!(h.uuids.len(), KEYS_LIMIT);
+        let n = |k: &str| r[k].as_u64().unwrap();
+        assert_eq!(n("delivered"), KEYS_LIMIT as u64 + 1);
+        assert_eq!((n("never_acknowledged"), n("ack_unknown")), (1, 1));
     }
 }

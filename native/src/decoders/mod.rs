@@ -94,9 +94,9 @@ pub trait Decoder: Send + Sync {
     fn close(&mut self, shared: &mut Shared, out: &mut Vec<Record>);
 }
 
-/// The protocols the engine hands to the core (`wirelog._core.NATIVE`); the others still go to
-/// the Python decoders. A protocol joins when its decoder passes the suite.
-pub const ENGINE: &[&str] = &["lumberjack", "courier", "cql"];
+/// The protocols the engine hands to the core (`wirelog._core.NATIVE`): every protocol wirelog
+/// decodes (detection is still Python's).
+pub const ENGINE: &[&str] = &["lumberjack", "courier", "cql", "hercules"];
 
 /// A decoder for `protocol` (with the protocol's static name), None when the core has none.
 pub fn native(protocol: &str, ctx: StreamContext) -> Option<(&'static str, Box<dyn Decoder>)> {
@@ -108,6 +108,8 @@ pub fn native(protocol: &str, ctx: StreamContext) -> Option<(&'static str, Box<d
         "courier" => Some(("courier", Box::new(courier::CourierDecoder::new(ctx)))),
         "cql" => Some(("cql", Box::new(cql::CqlDecoder::new(ctx)))),
         "hercules" => Some(("hercules", Box::new(hercules::HerculesDecoder::new(ctx)))),
+        // A Hercules file's bytes (wirelog.decoders.hercules.decode_event_stream), not a stream.
+        "hercules-events" => Some(("hercules", Box::new(hercules::HerculesDecoder::events(ctx)))),
         _ => None,
     }
 }

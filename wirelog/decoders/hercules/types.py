@@ -1,7 +1,8 @@
-"""The one definition of Hercules event types, shared by the decoder and the exporter.
+"""Hercules event types in Python, for the encoder (wirelog/export/hercules.py) and detection; the
+decoder is the core's (native/src/decoders/hercules/types.rs holds its constants).
 
-Values are kept in a form that re-encodes to the exact bytes they came from (decode → encode is
-byte-identical), so a few types hold raw bytes where a Python value would lose information:
+Values take a form that writes the exact bytes wanted, so a few types hold raw bytes where a Python
+value would lose information:
 
 | type      | `Variant.value`                                                                  |
 |-----------|----------------------------------------------------------------------------------|
@@ -46,9 +47,8 @@ class Type(IntEnum):
 
 
 # The members as module constants: `Type.X` is an attribute lookup on the enum class, several times
-# slower than reading a global, and the codec compares type codes for every value.
+# slower than reading a global, and the encoder compares type codes for every value.
 CONTAINER, BYTE, SHORT, INTEGER, LONG, FLAG, FLOAT, DOUBLE, STRING, UUID, NULL, VECTOR = Type
-TYPE_CODES = frozenset(int(t) for t in Type)
 
 # Wire layout (all big-endian): the event header, container counts, string/vector lengths, and the
 # struct letter and size of the fixed-size numeric types.
@@ -63,7 +63,6 @@ MAX_KEY_BYTES = 255  # u8 key length
 MAX_TAGS = 65535  # u16 container count
 MAX_DOTNET_TAGS = 32767  # the .NET reader reads the count as a signed Int16
 MAX_LENGTH = 2**31 - 1  # string and vector lengths are signed i32
-GATE_MAX_EVENT = 500_000  # Gate validation.max.event.size default
 MAX_DEPTH = 64  # containers/vectors; nothing documents a maximum, Java is bounded by its stack
 MIN_EVENT = 1 + 8 + 16 + 2  # version, timestamp, uuid, empty container
 TICKS_PER_SECOND = 10_000_000  # timestamps are 100-ns ticks since the Unix epoch
@@ -102,8 +101,8 @@ TAG_NAME = re.compile(rb"[A-Za-z0-9_.\-]{1,255}")
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
 
 # Reversible renaming of names outside the convention, used by the export mapping and undone by the
-# decoder on events wirelog exported. Every character outside [A-Za-z0-9.-] and every "_" that is
-# followed by "x" becomes `_x` + two lowercase hex digits per UTF-8 byte, so an escaped name only
+# core's decoder on events wirelog exported. Every character outside [A-Za-z0-9.-] and every "_"
+# that is followed by "x" becomes `_x` + two lowercase hex digits per UTF-8 byte, so an escaped name only
 # contains "_x" as the start of such an escape. That leaves names that can never come out of
 # escaping for the mapping's own markers: EMPTY_NAME (the empty key) and the wrapper tags below.
 EMPTY_NAME = "_x"

@@ -1,8 +1,7 @@
-//! A gateway body (`Count:i32` + events, no separators) decoded event by event
-//! (wirelog/decoders/hercules/codec.py, `decode_batch`): each event goes to the sink as soon as it
-//! parsed, so memory is O(one event) whatever the count claims. The parse stops at the first event
-//! that cannot be parsed, as the Gate does, with one finding that says which event it was and how
-//! many of the claimed ones are lost.
+//! A gateway body (`Count:i32` + events, no separators) decoded event by event: each event goes to
+//! the sink as soon as it parsed, so memory is O(one event) whatever the count claims. The parse
+//! stops at the first event that cannot be parsed, as the Gate does, with one finding that says
+//! which event it was and how many of the claimed ones are lost.
 
 use super::reader::{EventParser, Parsed, Problem, Stop};
 use crate::model::Severity;

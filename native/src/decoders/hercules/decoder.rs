@@ -1,6 +1,6 @@
-//! The Hercules stream decoder (wirelog/decoders/hercules/decoder.py): Gate HTTP traffic, or bare
-//! events/batches in either direction. The first bytes of a direction decide: an HTTP start line
-//! makes the connection Gate traffic (both directions then), anything else bare events.
+//! The Hercules stream decoder: Gate HTTP traffic, or bare events/batches in either direction. The
+//! first bytes of a direction decide: an HTTP start line makes the connection Gate traffic (both
+//! directions then), anything else bare events.
 
 use super::gateway::Gateway;
 use super::reader::EventParser;
@@ -57,6 +57,14 @@ impl HerculesDecoder {
             gateway: None,
             raw: [None, None],
         }
+    }
+
+    /// A decoder of bare events or batches only (a Hercules file): the client direction is never
+    /// taken for HTTP, whatever its first bytes.
+    pub fn events(ctx: StreamContext) -> Self {
+        let mut dec = Self::new(ctx);
+        dec.raw[ix(Direction::C2S)] = Some(RawEvents::new(Direction::C2S));
+        dec
     }
 
     pub fn feed(&mut self, chunk: &Chunk<'_>, names: &mut TagNames, out: &mut Vec<Record>) {

@@ -1,5 +1,4 @@
-//! Hercules Gate traffic (wirelog/decoders/hercules/gateway.py): HTTP requests carrying event
-//! batches, paired with the Gate's answers.
+//! Hercules Gate traffic: HTTP requests carrying event batches, paired with the Gate's answers.
 //!
 //! A request is held until its response arrives (HTTP/1.1 answers in order, also when pipelined),
 //! so the `request` record carries the status and its events carry `acked` (true for 2xx, false for

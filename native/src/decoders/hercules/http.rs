@@ -1,5 +1,4 @@
-//! Sans-IO HTTP/1.1 message framing for one direction of a Hercules Gate connection
-//! (wirelog/decoders/hercules/http.py).
+//! Sans-IO HTTP/1.1 message framing for one direction of a Hercules Gate connection.
 //!
 //! Only what Gate traffic needs: request and status lines, headers, bodies framed by
 //! Content-Length, chunked transfer coding, or (responses only) the end of the connection;
@@ -7,9 +6,9 @@
 //! returned once all of it is buffered, so its offset and frame are those of its first byte. Bodies
 //! over the size cap are skipped without being buffered.
 //!
-//! Heads are parsed by `httparse`. Where it refuses a head the Python decoder accepted (control
-//! bytes, non-ASCII, header names outside the token set, ...), the head is read by the Python
-//! decoder's rules instead (`head_by_lines`) so the records stay the same.
+//! Heads are parsed by `httparse`. Where it refuses a head wirelog has always read (control bytes,
+//! non-ASCII, header names outside the token set, ...), the head is read by line rules instead
+//! (`head_by_lines`, those of wirelog's first, Python, decoder), so such heads still give records.
 
 use super::pyrepr::{bytes_repr, str_repr};
 use super::records::Origin;

@@ -1,5 +1,5 @@
-//! Vostok Hercules (binary events, Hercules Gate HTTP traffic, bare event streams), ported from
-//! wirelog/decoders/hercules/ with the same records, byte for byte (docs/protocols/hercules.md).
+//! Vostok Hercules (binary events, Hercules Gate HTTP traffic, bare event streams); records and
+//! findings in docs/protocols/hercules.md. Detection in use is wirelog/decoders/hercules/detect.py.
 //!
 //! Modules: `types` (wire constants, export-name escaping), `reader` (validating one event),
 //! `render` (an event as a document), `batch` (Count + events, streamed), `tree` (the codec's
@@ -25,7 +25,7 @@ mod types;
 mod url;
 
 use super::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
-use crate::model::Record;
+use crate::model::{Record, Value};
 
 pub use records::TagNames;
 
@@ -52,6 +52,11 @@ impl HerculesDecoder {
     pub fn new(ctx: StreamContext) -> Self {
         HerculesDecoder(decoder::HerculesDecoder::new(ctx))
     }
+
+    /// Bare events or batches in the client direction, never HTTP (`decode_event_stream`).
+    pub fn events(ctx: StreamContext) -> Self {
+        HerculesDecoder(decoder::HerculesDecoder::events(ctx))
+    }
 }
 
 impl Decoder for HerculesDecoder {
@@ -66,6 +71,27 @@ impl Decoder for HerculesDecoder {
     fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) {
         self.0.close(&mut shared.hercules.tag_names, out);
     }
+}
+
+/// The events of a Hercules file as a plain reader sees them, up to the first that does not parse:
+/// `version`, `timestamp`, `uuid` and `tags` (the payload as a document, never unmapped even when
+/// wirelog exported it). What the Java reader's cross-check compares with (`wirelog._core`).
+pub fn documents(data: &[u8], max_event: usize) -> Vec<Value> {
+    let mut parser = reader::EventParser::new(max_event);
+    let (mut pos, mut out, mut problems) = (0, Vec::new(), Vec::new());
+    while let Ok(ev) = parser.parse(data, pos, &mut problems) {
+        let plain = render::Renderer { mapped: false };
+        let tags = plain.tags(&mut render::Cursor::new(data, pos + 25));
+        out.push(serde_json::json!({
+            "version": ev.version,
+            "timestamp": ev.timestamp,
+            "uuid": render::uuid_text(&ev.uuid),
+            "tags": tags,
+        }));
+        pos += ev.length;
+        problems.clear();
+    }
+    out
 }
 
 #[cfg(test)]

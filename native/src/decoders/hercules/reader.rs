@@ -1,4 +1,4 @@
-//! Validating one Hercules event (wirelog/decoders/hercules/codec.py, `_Reader`): a walk over the
+//! Validating one Hercules event: a walk over the
 //! bytes that checks every length against the bytes present and the event-size limit before
 //! anything is read, and collects the problems that do not stop the parse (tag names, duplicate
 //! keys, invalid UTF-8, ...). It builds nothing: the document is rendered by a second walk over

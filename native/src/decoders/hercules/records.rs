@@ -1,4 +1,4 @@
-//! Records from decoded Hercules events and codec problems (wirelog/decoders/hercules/records.py).
+//! Records from decoded Hercules events and codec problems.
 //!
 //! An event record's `event` is the payload as a document; for events wirelog exported it is the
 //! original document again and `fields.source` holds the record's origin. The `Reporter` turns

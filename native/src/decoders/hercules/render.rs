@@ -1,4 +1,4 @@
-//! Hercules values as JSON documents (wirelog/decoders/hercules/render.py), rendered straight
+//! Hercules values as JSON documents, rendered straight
 //! from bytes the reader validated: containers become objects in tag order (a duplicate key keeps
 //! its first position and last value, as a Python dict), UUIDs canonical strings, vectors arrays,
 //! invalid UTF-8 replacement characters, non-finite floats "NaN"/"Infinity"/"-Infinity".

@@ -1,5 +1,5 @@
-//! One direction of bare Hercules events (wirelog/decoders/hercules/stream.py): a file of
-//! concatenated events (a Kafka dump), or of count-prefixed batches (Gate bodies back to back).
+//! One direction of bare Hercules events: a file of concatenated events (a Kafka dump), or of
+//! count-prefixed batches (Gate bodies back to back).
 //!
 //! Events have no length prefix, so an incomplete event is re-parsed when more bytes arrive; to
 //! keep that linear, a retry waits until the buffer holds the bytes the last attempt proved missing
@@ -329,5 +329,73 @@ impl RawEvents {
             out.push(f.into());
             self.left = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decoders::hercules::records::{Reporter, TagNames};
+
+    /// An event of one String tag of `len` bytes.
+    fn string_event(len: usize) -> Vec<u8> {
+        let mut ev = vec![1];
+        ev.extend(17_000_000_000_000_000i64.to_be_bytes());
+        ev.extend([7; 16]);
+        ev.extend([0, 1, 1, b's', 9]);
+        ev.extend((len as i32).to_be_bytes());
+        ev.extend(std::iter::repeat_n(b'a', len));
+        ev
+    }
+
+    /// Feeds `data` in 1460-byte pieces; the stream offsets the decoder waited for after each.
+    fn waits(data: &[u8]) -> (Vec<u64>, Vec<Record>) {
+        let mut parser = EventParser::new(64 << 20);
+        let (mut reporter, mut names) = (Reporter::default(), TagNames::default());
+        let mut codec = Codec {
+            parser: &mut parser,
+            reporter: &mut reporter,
+            names: &mut names,
+        };
+        let (mut raw, mut buf) = (RawEvents::new(Direction::C2S), StreamBuffer::default());
+        let (mut waits, mut out) = (Vec::new(), Vec::new());
+        for (i, piece) in data.chunks(1460).enumerate() {
+            buf.append((i * 1460) as u64, piece, None, None);
+            raw.feed(&mut buf, &mut codec, false, &mut out);
+            waits.push(raw.wait_end);
+        }
+        raw.feed(&mut buf, &mut codec, true, &mut out);
+        (waits, out)
+    }
+
+    #[test]
+    fn an_incomplete_event_is_retried_once_its_missing_bytes_are_there() {
+        let big = string_event(400_000);
+        let (waits, out) = waits(&big);
+        // The String's length proves the event's end: no retry before all of it has arrived.
+        assert!(waits[..waits.len() - 1]
+            .iter()
+            .all(|&w| w == big.len() as u64));
+        assert_eq!(out.len(), 1);
+    }
+
+    #[test]
+    fn retries_wait_for_the_buffer_to_grow_by_half() {
+        // 3000 small tags: each attempt proves only the next tag missing.
+        let mut ev = string_event(0);
+        ev.truncate(25);
+        ev.extend(3000u16.to_be_bytes());
+        for k in 0..3000u16 {
+            ev.push(4);
+            ev.extend(format!("{k:04}").bytes());
+            ev.push(0x0b);
+        }
+        let (waits, out) = waits(&ev);
+        assert_eq!(waits[0], 1460 + 730 + 1);
+        // Geometric growth: a logarithmic number of distinct retry points for linear cost.
+        let mut distinct = waits.clone();
+        distinct.dedup();
+        assert!(distinct.len() <= 8, "{distinct:?}");
+        assert_eq!(out.len(), 1);
     }
 }

@@ -654,3 +654,19 @@ fn duplicate_keys_in_a_large_container() {
     assert_eq!(dup.len(), 1);
     assert_eq!(dup[0].fields[1], ("keys", serde_json::json!(["0"])));
 }
+
+#[test]
+fn documents_of_a_file_stop_at_the_first_bad_event() {
+    let mut data = unhex(README_EVENT);
+    data.extend(unhex(SCALARS_EVENT));
+    data.extend([1, 2, 3]);
+    let docs = super::documents(&data, 1 << 20);
+    assert_eq!(docs.len(), 2);
+    assert_eq!(docs[0]["uuid"], "11203800-63fd-11e8-83e2-3a587d902000");
+    assert_eq!(docs[0]["tags"]["host"], "localhost");
+    assert_eq!(
+        (docs[1]["version"].as_u64(), docs[1]["timestamp"].as_i64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(docs[1]["tags"]["n"], serde_json::json!([null, null, null]));
+}
