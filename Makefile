@@ -59,7 +59,7 @@ native-test:
 		&& $(CARGO) clippy --locked --features python -- -D warnings && $(CARGO) test --locked --quiet
 
 # Every fuzz target briefly (FUZZ_RUNS inputs or FUZZ_SECONDS, whichever ends first: under a minute for
-# the five targets; a fixed seed, so a run is the same every time); needs a nightly toolchain and cargo-fuzz. Inputs a fuzzer ever failed
+# the seven targets; a fixed seed, so a run is the same every time); needs a nightly toolchain and cargo-fuzz. Inputs a fuzzer ever failed
 # on are replayed by `cargo test` (native/fuzz/regressions/).
 fuzz:
 	@if $(CARGO) +nightly --version >/dev/null 2>&1; then \
