@@ -58,9 +58,9 @@ native-test:
 	cd $(NATIVE) && $(CARGO) fmt --check && $(CARGO) clippy --locked --all-targets -- -D warnings \
 		&& $(CARGO) clippy --locked --features python -- -D warnings && $(CARGO) test --locked --quiet
 
-# Every fuzz target briefly (FUZZ_RUNS inputs or FUZZ_SECONDS, whichever ends first: under a minute for
-# the seven targets; a fixed seed, so a run is the same every time); needs a nightly toolchain and cargo-fuzz. Inputs a fuzzer ever failed
-# on are replayed by `cargo test` (native/fuzz/regressions/).
+# Every fuzz target briefly (FUZZ_RUNS inputs or FUZZ_SECONDS, whichever ends first: at most ten
+# seconds per target; a fixed seed, so a run is the same every time); needs a nightly toolchain and
+# cargo-fuzz. Inputs a fuzzer ever failed on are replayed by `cargo test` (native/fuzz/regressions/).
 fuzz:
 	@if $(CARGO) +nightly --version >/dev/null 2>&1; then \
 		command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install --quiet --locked cargo-fuzz; \
