@@ -15,7 +15,7 @@ pub mod fingerprint;
 pub mod hercules;
 pub mod lumberjack;
 
-use crate::model::{Direction, Record};
+use crate::model::{Direction, Record, Value};
 
 /// Caps that protect memory against hostile input; every decoder honours them.
 #[derive(Clone, Debug, PartialEq)]
@@ -92,6 +92,17 @@ pub trait Decoder: Send + Sync {
     fn gap(&mut self, gap: &Gap, shared: &mut Shared, out: &mut Vec<Record>);
     /// The end of the stream (both directions): flush what is pending, say what is incomplete.
     fn close(&mut self, shared: &mut Shared, out: &mut Vec<Record>);
+}
+
+/// The bytes of an event that is not UTF-8, in base64 (its `raw` text lost them), for the field
+/// `raw_base64`; None when the bytes are text.
+pub fn raw_base64(bytes: &[u8]) -> Option<Value> {
+    use base64::Engine;
+    std::str::from_utf8(bytes).is_err().then(|| {
+        base64::engine::general_purpose::STANDARD
+            .encode(bytes)
+            .into()
+    })
 }
 
 /// The protocols the engine hands to the core (`wirelog._core.NATIVE`): every protocol wirelog

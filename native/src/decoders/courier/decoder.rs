@@ -767,6 +767,9 @@ impl Conn {
                         bad = Some((index, err.clone()));
                     }
                     m.fields.push(("json_error", err.into()));
+                    if let Some(bytes) = crate::decoders::raw_base64(raw) {
+                        m.fields.push(("raw_base64", bytes));
+                    }
                 }
                 m.event = Some(doc);
                 m

@@ -365,3 +365,31 @@ fn timing() {
         t.elapsed()
     );
 }
+
+#[test]
+fn an_event_that_is_not_utf8_keeps_its_bytes_in_base64() {
+    use std::io::Write;
+    let mut events = Vec::new();
+    for e in [&b"\xfe\xff"[..], br#"{"message":"ok"}"#] {
+        events.extend((e.len() as u32).to_be_bytes());
+        events.extend(e);
+    }
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(&events).unwrap();
+    let body = z.finish().unwrap();
+    let mut jdat = b"JDAT".to_vec();
+    jdat.extend(((16 + body.len()) as u32).to_be_bytes());
+    jdat.extend([7u8; 16]);
+    jdat.extend(body);
+    let mut c = Conv::new(Limits::default(), 0);
+    c.send(C2S, GO_HELO).raw(C2S, &jdat);
+    let recs = c.close();
+    let events = messages(&recs, "event");
+    assert_eq!(events[0].get("raw_base64"), Some(&Value::from("/v8=")));
+    assert_eq!(
+        *events[0].event.as_ref().unwrap(),
+        serde_json::json!({"message": "\u{fffd}\u{fffd}"})
+    );
+    assert!(events[1].get("raw_base64").is_none());
+    assert!(events[1].get("json_error").is_none());
+}

@@ -778,6 +778,9 @@ fn json_document(
         Err(text) => {
             let raw = String::from_utf8_lossy(payload).into_owned();
             fields.push(("raw", raw.into()));
+            if let Some(bytes) = crate::decoders::raw_base64(payload) {
+                fields.push(("raw_base64", bytes));
+            }
             out.push(
                 finding(
                     "lumberjack.json-invalid",

@@ -684,3 +684,24 @@ fn bench_filebeat_windows() {
         text.len()
     );
 }
+
+#[test]
+fn an_event_that_is_not_utf8_keeps_its_bytes_in_base64() {
+    let mut c2s = h("325700000002");
+    for (seq, payload) in [(1u32, &b"\xff{}"[..]), (2, b"DOS")] {
+        c2s.extend(b"2J");
+        c2s.extend(seq.to_be_bytes());
+        c2s.extend((payload.len() as u32).to_be_bytes());
+        c2s.extend(payload);
+    }
+    let out = run(&[Step::Data(C2S, &c2s)]);
+    let ev = messages(&out, "event");
+    assert_eq!(field(ev[0], "raw"), &Value::from("\u{fffd}{}"));
+    assert_eq!(field(ev[0], "raw_base64"), &Value::from("/3t9"));
+    assert_eq!(field(ev[1], "raw"), &Value::from("DOS"));
+    assert!(
+        ev[1].get("raw_base64").is_none(),
+        "text needs no base64 copy"
+    );
+    assert_eq!(findings(&out, "json-invalid").len(), 2);
+}
