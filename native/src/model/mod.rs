@@ -4,6 +4,7 @@
 pub mod json;
 mod record;
 mod sink;
+pub mod text;
 
 pub use json::Document;
 pub use record::{Message, Record, Stamp};

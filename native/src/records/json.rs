@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::model::json::{integer, string, value};
+use crate::model::text::civil;
 use crate::model::{Finding, Message, Record, Stamp, Value};
 use crate::tcp::StreamInfo;
 
@@ -175,19 +176,6 @@ pub fn record_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, r: &R
         Record::Message(m) => message_line(out, capture, stamp, m),
         Record::Finding(f) => finding_line(out, capture, stamp, f),
     }
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
 /// Nanosecond RFC 3339 UTC text, e.g. `2026-11-21T04:41:22.700273042Z`.

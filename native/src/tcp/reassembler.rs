@@ -1,13 +1,13 @@
 //! The flow table and the per-segment logic (see the module docs in mod.rs).
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write;
 use std::net::IpAddr;
 
 use super::half::{Half, Piece};
 use super::seq::{at_or_after, HALF, MOD};
 use super::{Config, Event, StreamInfo};
 use crate::capture::{Segment, ACK, FIN, RST, SYN};
+use crate::model::text::hex;
 use crate::model::{Direction, Finding, Severity};
 
 type Key = (IpAddr, u16, IpAddr, u16);
@@ -48,14 +48,6 @@ fn endpoint(ip: IpAddr, port: u16) -> String {
         IpAddr::V4(a) => format!("{a}:{port}"),
         IpAddr::V6(a) => format!("[{a}]:{port}"),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 impl Conn {

@@ -105,16 +105,7 @@ pub fn bytes_repr(b: &[u8]) -> String {
     s
 }
 
-/// Lower-case hex, as Python's `bytes.hex()`.
-pub fn hex(b: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(b.len() * 2);
-    for &c in b {
-        s.push(char::from(DIGITS[usize::from(c >> 4)]));
-        s.push(char::from(DIGITS[usize::from(c & 15)]));
-    }
-    s
-}
+pub use crate::model::text::hex;
 
 /// `bytes.decode("latin-1")`: one char per byte.
 pub fn latin1(b: &[u8]) -> String {

@@ -7,6 +7,7 @@
 
 use std::fmt::Write;
 
+use crate::model::text::{civil, uuid};
 use crate::model::Value;
 
 /// A field runs past the end of the body, or a count is negative, or a value does not fit its
@@ -38,14 +39,7 @@ impl Cell<'_> {
     }
 }
 
-/// Lower-case hex.
-pub fn hex(b: &[u8]) -> String {
-    let mut s = String::with_capacity(b.len() * 2);
-    for c in b {
-        let _ = write!(s, "{c:02x}");
-    }
-    s
-}
+pub use crate::model::text::hex;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -507,18 +501,6 @@ fn vint(r: &mut Reader<'_>) -> Res<i64> {
     Ok((value >> 1) as i64 ^ -((value & 1) as i64))
 }
 
-pub fn uuid(b: &[u8]) -> String {
-    let h = hex(b);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
-}
-
 /// An IPv4 or IPv6 address as Python's `ipaddress` writes it (the longest run of two or more zero
 /// groups compressed, the first on a tie; no dotted IPv4 tail).
 pub fn ip(b: &[u8]) -> String {
@@ -551,19 +533,6 @@ pub fn ip(b: &[u8]) -> String {
         part(&groups[..best]),
         part(&groups[best + best_len..])
     )
-}
-
-/// Days since 1970-01-01 as (year, month, day) (proleptic Gregorian; Howard Hinnant's algorithm).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// Days from 1970-01-01 that Python's `datetime` can represent (years 1 to 9999).

@@ -85,7 +85,7 @@ pub fn documents(data: &[u8], max_event: usize) -> Vec<Value> {
         out.push(serde_json::json!({
             "version": ev.version,
             "timestamp": ev.timestamp,
-            "uuid": render::uuid_text(&ev.uuid),
+            "uuid": crate::model::text::uuid(&ev.uuid),
             "tags": tags,
         }));
         pos += ev.length;

@@ -602,12 +602,4 @@ fn key_str(raw: &[u8]) -> String {
     }
 }
 
-pub fn hex(b: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(b.len() * 2);
-    for &c in b {
-        s.push(HEX[(c >> 4) as usize] as char);
-        s.push(HEX[(c & 15) as usize] as char);
-    }
-    s
-}
+pub use crate::model::text::hex;

@@ -9,8 +9,9 @@
 use std::collections::HashSet;
 
 use super::reader::{Parsed, Problem};
-use super::render::{exported, uuid_text, Cursor, Renderer};
+use super::render::{exported, Cursor, Renderer};
 use super::types::{TICKS_PER_SECOND, VERSIONS};
+use crate::model::text::{civil, uuid as uuid_text};
 use crate::model::{Direction, Document, Finding, Message, Value};
 
 pub const PROTOCOL: &str = "hercules";
@@ -41,19 +42,6 @@ pub fn iso_time(ticks: i64) -> Option<String> {
         secs / 60 % 60,
         secs % 60
     ))
-}
-
-/// Days since 1970-01-01 as a proleptic Gregorian (year, month, day).
-fn civil(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// The `event` record of the event `ev` parsed from `data`; `offset` is where it starts in the

@@ -10,6 +10,7 @@
 use serde_json::{Map, Number};
 
 use super::types::*;
+use crate::model::text::uuid as uuid_text;
 use crate::model::Value;
 
 /// A read position over validated event bytes; every read is still bounds-checked (None past the
@@ -102,22 +103,6 @@ impl<'a> Cursor<'a> {
 
 fn text(raw: &[u8]) -> String {
     String::from_utf8_lossy(raw).into_owned()
-}
-
-/// 16 wire bytes (RFC 4122 order) as the canonical UUID string.
-pub fn uuid_text(raw: &[u8]) -> String {
-    let h = super::reader::hex(raw);
-    if h.len() != 32 {
-        return h;
-    }
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
 }
 
 fn float(x: f64) -> Value {

@@ -5,6 +5,7 @@
 //! the data really inflates. The outcomes are those of Python's `zlib.decompressobj().decompress(
 //! body, cap)`, which the Python decoder used, worded as Python words them.
 
+use crate::model::text::hex;
 use flate2::{Decompress, FlushDecompress, Status};
 
 const LEVEL_CLASSES: [&str; 4] = ["0-1", "2-5", "6", "7-9"];
@@ -56,10 +57,6 @@ pub fn level_class(cmf: u8, flg: u8) -> Option<&'static str> {
         return None;
     }
     Some(LEVEL_CLASSES[usize::from(flg >> 6)])
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Inflate `body` (RFC 1950 zlib) into `out` (cleared first), producing at most `cap` bytes.

@@ -1,0 +1,59 @@
+//! Text forms of bytes and days that every layer writes: lowercase hex, RFC 4122 UUIDs, civil
+//! dates (one implementation each, so records of every protocol agree).
+
+/// Lowercase hex, two digits a byte.
+pub fn hex(b: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(b.len() * 2);
+    for &c in b {
+        s.push(char::from(DIGITS[usize::from(c >> 4)]));
+        s.push(char::from(DIGITS[usize::from(c & 15)]));
+    }
+    s
+}
+
+/// 16 bytes in wire (RFC 4122) order as the canonical UUID text; other lengths as plain hex.
+pub fn uuid(b: &[u8]) -> String {
+    let h = hex(b);
+    if h.len() != 32 {
+        return h;
+    }
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+pub fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_uuid_and_days() {
+        assert_eq!(hex(&[0, 0xab, 0xff]), "00abff");
+        let raw: Vec<u8> = (0u8..16).collect();
+        assert_eq!(uuid(&raw), "00010203-0405-0607-0809-0a0b0c0d0e0f");
+        assert_eq!(uuid(&raw[..3]), "000102");
+        assert_eq!(civil(0), (1970, 1, 1));
+        assert_eq!(civil(-719_162), (1, 1, 1));
+        assert_eq!(civil(20_513), (2026, 3, 1)); // after a leap-free February
+        assert_eq!(civil(2_932_896), (9999, 12, 31));
+    }
+}
