@@ -55,6 +55,20 @@ pub fn integer(out: &mut String, v: impl itoa::Integer) {
     out.push_str(itoa::Buffer::new().format(v));
 }
 
+/// Python's `type(v).__name__` of a parsed JSON value (findings quote it, as the Python decoders
+/// did).
+pub fn python_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "NoneType",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
+
 /// What a byte of a string becomes: 0 copied as is, else the second byte of its short escape,
 /// or `u` for `\u00XX`.
 const ESCAPE: [u8; 256] = {

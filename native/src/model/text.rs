@@ -28,6 +28,16 @@ pub fn uuid(b: &[u8]) -> String {
     )
 }
 
+/// Bytes from hex text (whitespace ignored, a pair that is not hex skipped): test vectors and the
+/// hex ids records carry.
+pub fn unhex(s: &str) -> Vec<u8> {
+    let digits: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
+    digits
+        .chunks_exact(2)
+        .filter_map(|p| u8::from_str_radix(std::str::from_utf8(p).ok()?, 16).ok())
+        .collect()
+}
+
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
 pub fn civil(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
@@ -48,6 +58,7 @@ mod tests {
     #[test]
     fn hex_uuid_and_days() {
         assert_eq!(hex(&[0, 0xab, 0xff]), "00abff");
+        assert_eq!(unhex("00ab ff\n01"), [0, 0xab, 0xff, 1]);
         let raw: Vec<u8> = (0u8..16).collect();
         assert_eq!(uuid(&raw), "00010203-0405-0607-0809-0a0b0c0d0e0f");
         assert_eq!(uuid(&raw[..3]), "000102");

@@ -147,12 +147,7 @@ fn client(raw: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    fn unhex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::model::text::unhex;
 
     #[test]
     fn go_helo_32_and_ruby_vers_20() {

@@ -9,6 +9,7 @@ use flate2::{Decompress, FlushDecompress, Status};
 
 use serde_json::Map;
 
+use crate::model::json::python_type;
 use crate::model::{Document, Value};
 
 use super::pyjson;
@@ -231,7 +232,7 @@ pub fn parse_json(raw: &[u8]) -> (Document, Option<String>) {
     }
     let err = match serde_json::from_slice::<Value>(raw) {
         Ok(Value::Object(doc)) => return (Value::Object(doc).into(), None),
-        Ok(other) => format!("a JSON {}, not an object", py_type(&other)),
+        Ok(other) => format!("a JSON {}, not an object", python_type(&other)),
         Err(_) => pyjson::error(raw),
     };
     let mut doc = Map::new();
@@ -242,29 +243,11 @@ pub fn parse_json(raw: &[u8]) -> (Document, Option<String>) {
     (Value::Object(doc).into(), Some(err))
 }
 
-/// The Python type name of a parsed JSON value.
-fn py_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "NoneType",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float",
-        Value::Number(_) => "int",
-        Value::String(_) => "str",
-        Value::Array(_) => "list",
-        Value::Object(_) => "dict",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn unhex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::model::text::unhex;
 
     #[test]
     fn zlib_errors_in_pythons_words() {

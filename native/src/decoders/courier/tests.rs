@@ -9,12 +9,7 @@ use super::CourierDecoder;
 const C2S: Direction = Direction::C2S;
 const S2C: Direction = Direction::S2C;
 
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
+use crate::model::text::unhex;
 
 const GO_HELO: &str =
     "48454c4f0000002000000000000000020000000c000000004c434f52000000000000000000000000";

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
+use crate::model::text::unhex;
 use crate::model::{Direction, Message, Record, Value};
 
 use super::compression::{lz4_block, lz4_body, snappy_body};
@@ -260,12 +261,6 @@ fn next_version_byte(data: &[u8], response: bool) -> Option<usize> {
         .iter()
         .position(|&b| (b >= 0x80) == response && envelope::known_version(b & 0x7F).is_some())
         .map(|i| i + 1)
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect()
 }
 
 impl CqlDecoder {

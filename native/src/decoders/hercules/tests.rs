@@ -13,13 +13,7 @@ const SCALARS_EVENT: &str = "010000000000000001000000000000000000000000000000000
 const MIXED_VECTORS: &str =
     "000106766563746f7280800000000204000000020000000100000002090000000100000001 78";
 
-fn unhex(s: &str) -> Vec<u8> {
-    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
-        .collect()
-}
+use crate::model::text::unhex;
 
 /// An event header (version 1, README ticks, UUID 00..0f) before a container given in hex.
 fn event_bytes(tags: &str) -> Vec<u8> {

@@ -15,6 +15,7 @@ use super::sequence::{SeqIssue, SequenceChecker};
 use super::Shared;
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
+use crate::model::json::python_type;
 use crate::model::{Direction, Document, Finding, Message, Record, Severity, Value};
 
 const C2S: usize = 0;
@@ -765,7 +766,7 @@ fn json_document(
                         Severity::Warning,
                         format!(
                             "J payload is a JSON {}, not an object (Logstash expects a map)",
-                            json::type_name(&doc)
+                            python_type(&doc)
                         ),
                         pos,
                         Vec::new(),

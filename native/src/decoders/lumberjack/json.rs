@@ -43,19 +43,6 @@ pub fn loads(data: &[u8]) -> Result<Value, String> {
     p.document().map_err(|f| text(data, f))
 }
 
-/// Python's `type(doc).__name__` of a loaded document.
-pub fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "NoneType",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float",
-        Value::Number(_) => "int",
-        Value::String(_) => "str",
-        Value::Array(_) => "list",
-        Value::Object(_) => "dict",
-    }
-}
-
 /// `JSONDecodeError.__str__`: the position in characters, line and column counted as Python does.
 fn text(data: &[u8], fail: Fail) -> String {
     let before = &data[..fail.1.min(data.len())];

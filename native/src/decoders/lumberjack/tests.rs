@@ -12,13 +12,7 @@ use crate::model::{Direction, Finding, Message, Record, Severity, Value};
 const C2S: Direction = Direction::C2S;
 const S2C: Direction = Direction::S2C;
 
-pub fn h(hex: &str) -> Vec<u8> {
-    let hex: String = hex.chars().filter(|c| !c.is_whitespace()).collect();
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
-}
+pub use crate::model::text::unhex as h;
 
 pub fn window(count: u32, v: u8) -> Vec<u8> {
     let mut out = vec![v, b'W'];
