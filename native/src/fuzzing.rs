@@ -251,6 +251,30 @@ pub fn capture(data: &[u8]) {
     assert_eq!(info.tcp_packets + info.non_tcp_packets, info.packets);
 }
 
+/// The fuzzer's input read as a script by the decoder targets: one byte at a time, or pieces.
+pub struct Script<'a>(pub &'a [u8]);
+
+impl<'a> Script<'a> {
+    pub fn byte(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(b)
+    }
+
+    /// The next `n` bytes (fewer at the end).
+    pub fn take(&mut self, n: usize) -> &'a [u8] {
+        let (head, rest) = self.0.split_at(n.min(self.0.len()));
+        self.0 = rest;
+        head
+    }
+
+    /// A length-prefixed piece of the input.
+    pub fn piece(&mut self) -> &'a [u8] {
+        let n = self.byte().unwrap_or(0);
+        self.take(usize::from(n))
+    }
+}
+
 /// Run a fuzz target's body on every input a fuzzer failed on (`cargo test` replays them).
 #[cfg(test)]
 pub fn replay(target: &str, run: fn(&[u8])) {

@@ -18,6 +18,7 @@ use crate::decoders::{Chunk, Decoder, Gap, Limits, Shared, StreamContext};
 use crate::model::{Direction, Record, Value};
 
 use super::CourierDecoder;
+use crate::fuzzing::Script;
 
 const NONCES: [[u8; 16]; 3] = [[0x11; 16], [0xff; 16], [0x56; 16]];
 const HELO: &[u8] =
@@ -25,23 +26,6 @@ const HELO: &[u8] =
 const VERS_EVNT: &[u8] =
     b"VERS\0\0\0\x20\x01\0\0\0\0\0\0\x02\0\0\0\x0c\0\0\0\0LCVR\0\0\0\0\0\0\0\0\0\0\0\0";
 const VERS: &[u8] = b"VERS\0\0\0\x14\0\0\0\0\0\0\0\x02\0\0\0\x0c\0\0\0\0RYLC";
-
-/// Reads the script.
-struct Script<'a>(&'a [u8]);
-
-impl<'a> Script<'a> {
-    fn byte(&mut self) -> Option<u8> {
-        let (&b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(b)
-    }
-
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        let (head, rest) = self.0.split_at(n.min(self.0.len()));
-        self.0 = rest;
-        head
-    }
-}
 
 /// A JDAT (or streamed EVNT) carrying `events`, compressed at `level`.
 fn payload(nonce: &[u8; 16], events: &[&[u8]], level: u32, streamed: bool) -> Vec<u8> {

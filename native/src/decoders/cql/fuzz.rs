@@ -15,28 +15,7 @@ use crate::model::{Direction, Record};
 use super::envelope::encode;
 use super::frame_v5::encode_frame;
 use super::CqlDecoder;
-
-struct Script<'a>(&'a [u8]);
-
-impl<'a> Script<'a> {
-    fn byte(&mut self) -> Option<u8> {
-        let (&b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(b)
-    }
-
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        let (head, rest) = self.0.split_at(n.min(self.0.len()));
-        self.0 = rest;
-        head
-    }
-
-    /// A length-prefixed piece of the input.
-    fn piece(&mut self) -> &'a [u8] {
-        let n = self.byte().unwrap_or(0);
-        self.take(usize::from(n))
-    }
-}
+use crate::fuzzing::Script;
 
 const REQUESTS: [u8; 8] = [0x01, 0x05, 0x07, 0x09, 0x0A, 0x0B, 0x0D, 0x0F];
 const RESPONSES: [u8; 8] = [0x00, 0x02, 0x03, 0x06, 0x08, 0x0C, 0x0E, 0x10];
