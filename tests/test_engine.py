@@ -63,7 +63,10 @@ def test_detection_waits_then_replays_held_bytes_in_order(tmp_path):
     out = items(path)
     msgs = [m for m in out if isinstance(m, Message)]
     # a message is placed where it starts: the HELO at frame 1, though detection decided at frame 3
-    assert [(m.kind, m.offset, m.frame, m.length) for m in msgs[:2]] == [("helo", 0, 1, 28), ("vers", 0, 4, 28)]
+    assert [(m.kind, m.offset, m.frame, m.length) for m in msgs[:2]] == [
+        ("helo", 0, 1, 28),
+        ("vers", 0, 4, 28),
+    ]
     assert msgs[0].stream == 0 and msgs[0].client == "10.0.0.1:40000" and msgs[0].capture == path
     (info,) = [i for i in out if isinstance(i, StreamInfo)]
     assert info.protocol == "courier"
@@ -115,7 +118,11 @@ def test_streams_mode_does_not_decode(tmp_path):
 def test_chunks_mode_shows_every_byte_and_still_decodes(tmp_path):
     out = items(capture(tmp_path, HELO[:5], HELO[5:], reply=VERS), chunks=True)
     chunks = [i for i in out if isinstance(i, Chunk)]
-    assert [(c.direction.value, c.offset, len(c.data)) for c in chunks] == [("c2s", 0, 5), ("c2s", 5, 23), ("s2c", 0, 28)]
+    assert [(c.direction.value, c.offset, len(c.data)) for c in chunks] == [
+        ("c2s", 0, 5),
+        ("c2s", 5, 23),
+        ("s2c", 0, 28),
+    ]
     assert [m.kind for m in out if isinstance(m, Message)] == ["helo", "vers", "connection"]
 
 
