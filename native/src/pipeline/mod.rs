@@ -154,7 +154,7 @@ impl Pipeline {
                 continue;
             }
             if self.chunks && matches!(event, Event::Chunk { .. } | Event::Gap { .. }) {
-                self.flush();
+                self.flush_records();
                 self.items.push(Item::Tcp(event.clone()));
             }
             match &mut event {
@@ -198,15 +198,17 @@ impl Pipeline {
                     let closed = info.fin_c2s || info.fin_s2c || info.reset;
                     info.protocol = self.session.end(info.stream, closed);
                     self.flush();
+                    self.flush_records();
                     self.items.push(Item::Tcp(event));
                 }
                 Event::Finding(_) => {
-                    self.flush();
+                    self.flush_records();
                     self.items.push(Item::Tcp(event));
                 }
             }
             self.flush();
         }
+        self.flush_records();
     }
 
     /// Tell the session of a stream before its first bytes (its info is the reassembler's, or
@@ -224,12 +226,15 @@ impl Pipeline {
         }
     }
 
-    /// The session's output so far, in order: records, then bytes for Python's decoders; streams
-    /// of no known protocol are muted (unless Python shows every stream's bytes).
+    /// The session's output so far, in order: records, then bytes for Python's decoders (records
+    /// are taken only before something else is pushed: one batch for many events); streams of no
+    /// known protocol are muted (unless Python shows every stream's bytes).
     fn flush(&mut self) {
-        self.flush_records();
-        self.items
-            .extend(self.session.take_forwards().into_iter().map(Item::Forward));
+        let forwards = self.session.take_forwards();
+        if !forwards.is_empty() {
+            self.flush_records();
+            self.items.extend(forwards.into_iter().map(Item::Forward));
+        }
         for stream in self.session.take_unknown() {
             if !self.chunks {
                 self.reasm.mute(stream);
