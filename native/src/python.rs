@@ -19,6 +19,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyCapsule, PyDict, PyFloat, PyList, PyString};
 
+use crate::capture::split::{Head, Scanner};
 use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
 use crate::decoders::detect::{self as detection, Decision, Sample};
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
@@ -1172,12 +1173,21 @@ impl SegmentReader {
 
 #[pymethods]
 impl SegmentReader {
+    /// `first_frame`: the number of the first packet (a split of a capture: its head and context
+    /// blocks are fed first, then its records).
     #[new]
-    #[pyo3(signature = (name, compression=None))]
-    fn new(py: Python<'_>, name: &str, compression: Option<&str>) -> PyResult<Self> {
+    #[pyo3(signature = (name, compression=None, first_frame=1))]
+    fn new(
+        py: Python<'_>,
+        name: &str,
+        compression: Option<&str>,
+        first_frame: u64,
+    ) -> PyResult<Self> {
         install_hook();
+        let mut inner = CaptureInput::new(name, compression);
+        inner.set_first_frame(first_frame);
         Ok(SegmentReader {
-            inner: CaptureInput::new(name, compression),
+            inner,
             sink: FindingSink::default(),
             model: Model::load(py)?,
         })
@@ -1202,6 +1212,60 @@ impl SegmentReader {
 
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         info_dict(py, self.inner.info())
+    }
+}
+
+/// One split of an uncompressed capture (capture/split.rs): finds its first record boundary at or
+/// after `start` (or trusts `start`), walks the record headers fed to it, and tells where the next
+/// split begins, how many frames it holds and the pcapng context blocks it crossed.
+#[pyclass(module = "wirelog._core")]
+struct SplitScanner {
+    inner: Scanner,
+}
+
+#[pymethods]
+impl SplitScanner {
+    /// `prefix`: the file's first bytes (at least 40); the scanner is then fed the file's bytes
+    /// from `max(start, first record)` on.
+    #[new]
+    fn new(prefix: &[u8], start: u64, end: u64, trusted: bool) -> PyResult<Self> {
+        let head = Head::parse(prefix).map_err(PyValueError::new_err)?;
+        Ok(SplitScanner {
+            inner: Scanner::new(&head, start, end, trusted),
+        })
+    }
+
+    /// (first record offset, the bytes a reader of any split is fed first) of a capture.
+    #[staticmethod]
+    fn head<'py>(py: Python<'py>, prefix: &[u8]) -> PyResult<(u64, Bound<'py, PyBytes>)> {
+        let head = Head::parse(prefix).map_err(PyValueError::new_err)?;
+        Ok((head.first, PyBytes::new(py, &head.bytes)))
+    }
+
+    /// The next bytes (contiguous with the previous); `eof`: they end the file. True when the
+    /// scan needs no more.
+    fn feed(&mut self, py: Python<'_>, data: &[u8], eof: bool) -> PyResult<bool> {
+        let inner = &mut self.inner;
+        py.detach(|| guarded(|| inner.feed(data, eof)))
+            .map_err(|f| PyRuntimeError::new_err(f.message))?;
+        Ok(self.inner.done())
+    }
+
+    /// `(start, next, frames, context)`: the first boundary (None: no record starts in the
+    /// split), the next split's first boundary, the frames in between, and the context blocks
+    /// `[(offset, bytes)]` since the last section header.
+    #[allow(clippy::type_complexity)]
+    fn result<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> (Option<u64>, u64, u64, Vec<(u64, Bound<'py, PyBytes>)>) {
+        let s = self.inner.result();
+        let context = s
+            .context
+            .iter()
+            .map(|(at, b)| (*at, PyBytes::new(py, b)))
+            .collect();
+        (s.start, s.next, s.frames, context)
     }
 }
 
@@ -1244,6 +1308,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NATIVE", crate::decoders::ENGINE.to_vec())?;
     m.add_class::<Reassembler>()?;
     m.add_class::<SegmentReader>()?;
+    m.add_class::<SplitScanner>()?;
     m.add_function(wrap_pyfunction!(set_debug, m)?)?;
     m.add_function(wrap_pyfunction!(hercules_documents, m)?)?;
     m.add(
