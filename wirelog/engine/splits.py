@@ -89,7 +89,7 @@ def plan(
     splits: list[Split] = []
     expected, frame = first, 1
     context: list[bytes] = [head] if head else []
-    for (lo, hi), found in zip(ranges, scans, strict=True):
+    for (_, hi), found in zip(ranges, scans, strict=True):
         if expected >= hi:
             continue  # no record starts in this range: the previous split's last record covers it
         start, nxt, frames, blocks = found
