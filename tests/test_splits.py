@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from tests.pcap_helpers import T0_NS, epb, fast_pcap, idb, shb, tcp_frame, write_pcap
 from wirelog import _core
-from wirelog.engine.splits import plan, split_bytes
+from wirelog.engine.local import Options, run
+from wirelog.engine.splits import decode_flow, plan, renumber, segment_batches, split_bytes
+from wirelog.model import Finding, Message, StreamInfo
 
 SHARED = Path(__file__).parents[2] / "shared" / "captures"
 T0 = T0_NS // 10**9  # the writers' first timestamp: fake headers must look as recent
@@ -120,3 +122,59 @@ def test_real_captures_split_anywhere():
         expected = whole(path)
         size = max(64, path.stat().st_size // 7)
         assert by_splits(path, size) == expected, path.name
+
+
+def split_run(path: Path, size: int, opts: Options) -> list:
+    """The split engine in one process: splits read to segments, grouped by flow, each flow decoded
+    alone, stream ids renumbered by the frame that opened each stream (what the Spark engine does
+    with a shuffle between the two stages)."""
+    import pyarrow as pa
+
+    batches, findings = [], []
+    for split in plan(str(path), size):
+        for item in segment_batches(str(path), split, str(path)):
+            (batches if isinstance(item, pa.RecordBatch) else findings).append(item)
+    table = pa.Table.from_batches(batches).sort_by([("flow", "ascending"), ("frame", "ascending")])
+    flows = table.column("flow").to_pylist()
+    records, opened = [], []
+    start = 0
+    for end in range(1, len(flows) + 1):
+        if end == len(flows) or flows[end] != flows[start]:
+            group = table.slice(start, end - start).to_batches()
+            for item in decode_flow(str(path), group, opts):
+                if isinstance(item, StreamInfo):
+                    opened.append(item.stream)
+                elif isinstance(item, Message | Finding) and item.stream is not None:
+                    records.append(item)
+            start = end
+    return list(renumber(records, opened))
+
+
+def comparable(records) -> list[tuple]:
+    return sorted(
+        (r.stream, r.frame or 0, r.offset or 0, r.protocol, getattr(r, "kind", "") or "",
+         getattr(r, "code", "") or "", str(getattr(r, "fields", "")), str(getattr(r, "event", "")))
+        for r in records
+    )  # fmt: skip
+
+
+def local_run(path: Path, opts: Options) -> list:
+    return [
+        r for r in run([str(path)], (), opts) if isinstance(r, Message | Finding) and r.stream is not None
+    ]
+
+
+@pytest.mark.parametrize("size", [300, 5000, 1 << 20])
+def test_split_engine_gives_the_local_engines_stream_records(size):
+    path = Path(__file__).parents[1] / "examples" / "lumberjack-pylogbeat.pcap"
+    opts = Options()
+    assert comparable(split_run(path, size, opts)) == comparable(local_run(path, opts))
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/captures is not beside the repository")
+def test_split_engine_on_real_cql_and_reassembly_captures():
+    opts = Options()
+    for sub in ("cql-packetbeat", "reassembly"):
+        for path in sorted((SHARED / "public" / sub).glob("*.pcap")):
+            size = max(200, path.stat().st_size // 5)
+            assert comparable(split_run(path, size, opts)) == comparable(local_run(path, opts)), path.name

@@ -12,7 +12,7 @@ use std::sync::Once;
 
 use std::ffi::CString;
 
-use arrow_array::ffi_stream::FFI_ArrowArrayStream;
+use arrow_array::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
 use arrow_array::{RecordBatch, RecordBatchIterator};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -28,6 +28,7 @@ use crate::pipeline::{Detection, Forward, Held, Item, Pipeline as CorePipeline, 
 use crate::records::filter::Filter;
 use crate::records::json::StreamLines;
 use crate::records::out::{Form, RecordOut, Taken};
+use crate::records::segments::{each_segment, SegmentRows};
 use crate::tcp::{Config, Event, Reassembler as CoreReassembler, StreamInfo};
 
 create_exception!(
@@ -476,6 +477,7 @@ fn config(options: Option<&Bound<'_, PyDict>>) -> PyResult<Config> {
             "reorder_packets" => cfg.reorder_packets = value.extract()?,
             "reorder_seconds" => cfg.reorder_ns = (value.extract::<f64>()? * 1e9) as i64,
             "reorder_bytes" => cfg.reorder_bytes = value.extract()?,
+            "ids_by_frame" => cfg.ids_by_frame = value.extract()?,
             other => return Err(PyTypeError::new_err(format!("unexpected option {other:?}"))),
         }
     }
@@ -536,6 +538,36 @@ impl Pipeline {
         if !self.stopped {
             let inner = &mut self.inner;
             let result = py.detach(|| guarded(|| inner.feed(data)));
+            self.settle(result)?;
+        }
+        self.records(py)
+    }
+
+    /// TCP segments of this capture read by other tasks (`segments`: an Arrow C stream of batches
+    /// in the segment schema, records/segments.rs), in frame order; returns the records they
+    /// completed.
+    fn feed_segments<'py>(
+        &mut self,
+        py: Python<'py>,
+        segments: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let batches = import_stream(segments)?;
+        if !self.stopped {
+            let inner = &mut self.inner;
+            let result = py.detach(|| {
+                guarded(|| {
+                    let mut failed = Ok(());
+                    inner.segments(|f| {
+                        for batch in &batches {
+                            if let Err(e) = each_segment(batch, &mut *f) {
+                                failed = Err(e.to_string());
+                                return;
+                            }
+                        }
+                    });
+                    failed
+                })
+            });
             self.settle(result)?;
         }
         self.records(py)
@@ -1215,6 +1247,110 @@ impl SegmentReader {
     }
 }
 
+/// Arrow batches from an object with the Arrow PyCapsule stream interface (`__arrow_c_stream__`).
+fn import_stream(obj: &Bound<'_, PyAny>) -> PyResult<Vec<RecordBatch>> {
+    let capsule = obj.call_method0("__arrow_c_stream__")?;
+    let capsule = capsule.cast::<PyCapsule>()?;
+    let pointer = capsule.pointer_checked(Some(c"arrow_array_stream"))?;
+    // SAFETY: a capsule named "arrow_array_stream" holds an FFI_ArrowArrayStream (the Arrow
+    // PyCapsule interface); from_raw moves it out and leaves a released stream for the capsule's
+    // destructor.
+    let reader = unsafe {
+        ArrowArrayStreamReader::from_raw(pointer.as_ptr().cast::<FFI_ArrowArrayStream>())
+    }
+    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The TCP segments of one split of a capture (its context, then its bytes) as Arrow batches in
+/// the segment schema (records/segments.rs), for a shuffle by connection; capture findings as
+/// objects.
+#[pyclass(module = "wirelog._core")]
+struct SegmentBatches {
+    inner: CaptureInput,
+    sink: FindingSink,
+    rows: SegmentRows,
+    model: Model,
+}
+
+impl SegmentBatches {
+    fn run<'py>(
+        &mut self,
+        py: Python<'py>,
+        step: impl FnOnce(
+                &mut CaptureInput,
+                &mut FindingSink,
+                &mut dyn FnMut(&Segment, &mut FindingSink),
+            ) -> Result<(), String>
+            + Send,
+    ) -> PyResult<(Option<Bound<'py, PyAny>>, Bound<'py, PyList>)> {
+        let (inner, sink, rows) = (&mut self.inner, &mut self.sink, &mut self.rows);
+        let result = py.detach(|| guarded(|| step(inner, sink, &mut |seg, _| rows.push(seg))));
+        match result {
+            Ok(Err(message)) => return Err(CaptureFormatError::new_err(message)),
+            Err(finding) => self.sink.add(*finding),
+            Ok(Ok(())) => {}
+        }
+        let findings = PyList::empty(py);
+        for f in self.sink.drain() {
+            findings.append(self.model.finding(py, &f)?)?;
+        }
+        let batch = if self.rows.is_empty() {
+            None
+        } else {
+            let batch = self
+                .rows
+                .finish()
+                .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+            Some(Bound::new(py, ArrowRecords { batch: Some(batch) })?.into_any())
+        };
+        Ok((batch, findings))
+    }
+}
+
+#[pymethods]
+impl SegmentBatches {
+    #[new]
+    #[pyo3(signature = (name, first_frame=1))]
+    fn new(py: Python<'_>, name: &str, first_frame: u64) -> PyResult<Self> {
+        install_hook();
+        let mut inner = CaptureInput::new(name, None);
+        inner.set_first_frame(first_frame);
+        Ok(SegmentBatches {
+            inner,
+            sink: FindingSink::default(),
+            rows: SegmentRows::default(),
+            model: Model::load(py)?,
+        })
+    }
+
+    /// The next bytes; returns (a batch of the segments they completed or None, findings).
+    #[allow(clippy::type_complexity)]
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+    ) -> PyResult<(Option<Bound<'py, PyAny>>, Bound<'py, PyList>)> {
+        self.run(py, |r, s, f| r.feed(data, s, f))
+    }
+
+    #[allow(clippy::type_complexity)]
+    #[pyo3(signature = (read_error=None))]
+    fn finish<'py>(
+        &mut self,
+        py: Python<'py>,
+        read_error: Option<&str>,
+    ) -> PyResult<(Option<Bound<'py, PyAny>>, Bound<'py, PyList>)> {
+        self.run(py, |r, s, f| {
+            let result = r.finish(read_error, s, f);
+            s.finish();
+            result
+        })
+    }
+}
+
 /// One split of an uncompressed capture (capture/split.rs): finds its first record boundary at or
 /// after `start` (or trusts `start`), walks the record headers fed to it, and tells where the next
 /// split begins, how many frames it holds and the pcapng context blocks it crossed.
@@ -1309,6 +1445,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Reassembler>()?;
     m.add_class::<SegmentReader>()?;
     m.add_class::<SplitScanner>()?;
+    m.add_class::<SegmentBatches>()?;
     m.add_function(wrap_pyfunction!(set_debug, m)?)?;
     m.add_function(wrap_pyfunction!(hercules_documents, m)?)?;
     m.add(

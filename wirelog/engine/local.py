@@ -56,7 +56,7 @@ class Options:
     records: str = "objects"
 
 
-def _decoding(opts: Options) -> dict[str, Any]:
+def decoding_options(opts: Options) -> dict[str, Any]:
     """The core's decoding options (native/src/python.rs `session`)."""
     keep = opts.keep
     d: dict[str, Any] = {
@@ -122,12 +122,12 @@ def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | Non
             stream_lines=opts.stream_lines and not opts.decode,
             decode=opts.decode,
             chunks=opts.chunks,
-            decoding=_decoding(opts),
+            decoding=decoding_options(opts),
         )
     except CaptureError:
         yield info
         return
-    pipe = _StreamPipeline(path, opts, capture.stream_info, capture.core)
+    pipe = StreamPipeline(path, opts, capture.stream_info, capture.core)
     try:
         for batch in capture.records():
             yield from pipe.handle(batch)
@@ -164,8 +164,8 @@ def _run_raw(
 
     info = CaptureInfo(capture=capture, format="raw")
     streams = pair_dumps(paths, capture, registry.well_known_ports() | frozenset(opts.decode_as))
-    core = Decoding(capture, **_decoding(opts))
-    pipe = _StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get, core)
+    core = Decoding(capture, **decoding_options(opts))
+    pipe = StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get, core)
     for stream in streams:
         core.open(stream.info)
         try:
@@ -196,7 +196,7 @@ class _PythonStream:
         self.dead = False  # the decoder failed: the rest of the stream is not decoded
 
 
-class _StreamPipeline:
+class StreamPipeline:
     """Turns the core's output into pipeline items: the records of the streams the core decodes
     pass through, the bytes of the streams Python decodes go to their decoders, records made here
     are stamped and filtered."""

@@ -16,14 +16,19 @@ split gets those that precede it (since the last section header) before its own 
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from wirelog import _core
+from wirelog.decoders import registry
+from wirelog.engine.local import Options, StreamPipeline, decoding_options
 
 SPLIT_SIZE = 128 * 1024 * 1024  # bytes per split, like Spark's spark.sql.files.maxPartitionBytes
 READ_SIZE = 1024 * 1024
+STREAM_FIELDS = ("previous_stream", "first_stream")  # fields that name another stream by id
 PREFIX = 64  # bytes of the file's start a scanner needs (its header and first record header)
 
 Scan = tuple[int | None, int, int, list[tuple[int, bytes]]]  # start, next, frames, context
@@ -121,3 +126,57 @@ def split_bytes(path: str, split: Split) -> Iterator[bytes]:
                 return
             left -= len(data)
             yield data
+
+
+def segment_batches(path: str, split: Split, name: str | None = None) -> Iterator[Any]:
+    """A split's TCP segments as pyarrow RecordBatches in the segment schema (records/segments.rs,
+    its `flow` column the shuffle key), and the capture findings of its packets (Finding objects)."""
+    import pyarrow as pa
+
+    reader = _core.SegmentBatches(name or path, split.first_frame)
+    steps = itertools.chain(
+        (reader.feed(data) for data in split_bytes(path, split)), (reader.finish() for _ in ".")
+    )
+    for batch, findings in steps:
+        if batch is not None:
+            yield pa.RecordBatchReader.from_stream(batch).read_next_batch()
+        yield from findings
+
+
+def decode_flow(capture: str, batches: list[Any], opts: Options) -> list[Any]:
+    """The records of the connections of one flow (its segments in frame order), decoded as the local
+    engine decodes them; stream ids are the frames that opened the streams (`renumber` gives the
+    capture's ids)."""
+    import pyarrow as pa
+
+    core = _core.Pipeline(
+        capture,
+        None,
+        decoding=decoding_options(opts),
+        ids_by_frame=True,
+        server_ports=sorted(registry.well_known_ports() | frozenset(opts.decode_as)),
+        overlap=opts.overlap,
+        reorder_packets=opts.reorder_window,
+    )
+    pipe = StreamPipeline(capture, opts, core.stream_info, core)
+    stream = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    out = pipe.handle(core.feed_segments(stream))
+    out += pipe.handle(core.finish())
+    return out
+
+
+def renumber(records: Iterable[Any], opened: Iterable[int]) -> Iterator[Any]:
+    """Records with the capture's stream ids: `opened` holds the frame that opened every stream of the
+    capture; a stream's id is its rank among them (the local engine numbers streams as they open)."""
+    rank = {frame: i for i, frame in enumerate(sorted(set(opened)))}
+    for r in records:
+        if getattr(r, "stream", None) is not None:
+            r.stream = rank[r.stream]
+        fields = getattr(r, "fields", None) or {}
+        for key in STREAM_FIELDS:
+            if isinstance(fields.get(key), int):
+                fields[key] = rank.get(fields[key], fields[key])
+        for value in fields.values():
+            if isinstance(value, dict) and isinstance(value.get("stream"), int):  # a place
+                value["stream"] = rank.get(value["stream"], value["stream"])
+        yield r

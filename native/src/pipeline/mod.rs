@@ -10,7 +10,7 @@ pub use held::{Held, OwnedChunk};
 pub use hunt::HUNT_LIMIT;
 pub use session::{Detection, Forward, Session};
 
-use crate::capture::{CaptureInfo, CaptureInput};
+use crate::capture::{CaptureInfo, CaptureInput, Segment};
 use crate::decoders::{Chunk, Gap, StreamContext};
 use crate::model::{Finding, FindingSink};
 use crate::records::out::Taken;
@@ -50,6 +50,8 @@ pub struct Pipeline {
     /// Python also sees every Chunk and Gap (`streams --dump`, `inspect --frame`).
     chunks: bool,
     finished: bool,
+    /// Fed segments read elsewhere (`segments`), not capture bytes: there is no reader to finish.
+    read_elsewhere: bool,
     /// Test hook: panic when this frame's segment arrives (how the suite proves that a panic in
     /// the core becomes a finding and loses nothing before it).
     pub panic_at_frame: Option<u64>,
@@ -79,6 +81,7 @@ impl Pipeline {
             items: Vec::new(),
             session,
             finished: false,
+            read_elsewhere: false,
             panic_at_frame: None,
         }
     }
@@ -100,12 +103,24 @@ impl Pipeline {
         result
     }
 
+    /// Segments of a capture read elsewhere (a split read by another task), in frame order.
+    pub fn segments(&mut self, each: impl FnOnce(&mut dyn FnMut(&Segment<'_>))) {
+        self.read_elsewhere = true;
+        let (reasm, events) = (&mut self.reasm, &mut self.events);
+        each(&mut |seg| reasm.segment(seg, events));
+        self.route();
+    }
+
     /// End of the input (`read_error`: why reading stopped early). Flushes every connection.
     pub fn finish(&mut self, read_error: Option<&str>) -> Result<(), String> {
         if self.finished {
             return Ok(());
         }
         self.finished = true;
+        if self.read_elsewhere {
+            self.abandon_reading();
+            return Ok(());
+        }
         let (reasm, events) = (&mut self.reasm, &mut self.events);
         let result = self
             .reader
@@ -125,11 +140,15 @@ impl Pipeline {
     pub fn abandon(&mut self) {
         if !self.finished {
             self.finished = true;
-            self.sink.finish();
-            capture_findings(&mut self.sink, &mut self.events);
-            self.reasm.finish(&mut self.events);
-            self.end_decoding();
+            self.abandon_reading();
         }
+    }
+
+    fn abandon_reading(&mut self) {
+        self.sink.finish();
+        capture_findings(&mut self.sink, &mut self.events);
+        self.reasm.finish(&mut self.events);
+        self.end_decoding();
     }
 
     fn end_decoding(&mut self) {

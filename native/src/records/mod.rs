@@ -1,7 +1,8 @@
 //! The core's output: records written for Python, as NDJSON lines or Arrow rows, and the filter
-//! that chooses which records are written.
+//! that chooses which records are written; TCP segments as Arrow rows for a shuffle between tasks.
 
 pub mod arrow;
 pub mod filter;
 pub mod json;
 pub mod out;
+pub mod segments;
