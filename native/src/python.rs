@@ -1247,6 +1247,20 @@ impl SegmentReader {
     }
 }
 
+/// The delivery verdict's findings of its numbers per protocol (a JSON object like `delivery()`'s,
+/// e.g. the sum of the flows a split capture was decoded in), as Finding objects.
+#[pyfunction]
+fn delivery_findings<'py>(py: Python<'py>, results: &str) -> PyResult<Bound<'py, PyList>> {
+    let results: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(results).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let model = Model::load(py)?;
+    let list = PyList::empty(py);
+    for f in crate::decoders::delivery::findings_of(&results) {
+        list.append(model.finding(py, &f)?)?;
+    }
+    Ok(list)
+}
+
 /// Arrow batches from an object with the Arrow PyCapsule stream interface (`__arrow_c_stream__`).
 fn import_stream(obj: &Bound<'_, PyAny>) -> PyResult<Vec<RecordBatch>> {
     let capsule = obj.call_method0("__arrow_c_stream__")?;
@@ -1446,6 +1460,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SegmentReader>()?;
     m.add_class::<SplitScanner>()?;
     m.add_class::<SegmentBatches>()?;
+    m.add_function(wrap_pyfunction!(delivery_findings, m)?)?;
     m.add_function(wrap_pyfunction!(set_debug, m)?)?;
     m.add_function(wrap_pyfunction!(hercules_documents, m)?)?;
     m.add(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from pathlib import Path
@@ -59,15 +60,23 @@ Examples:
 @click.option(
     "--conf", "conf", multiple=True, metavar="KEY=VALUE", help="With --engine spark: a Spark setting."
 )
+@click.option(
+    "--split-size",
+    type=click.IntRange(min=1 << 20),
+    default=128 << 20,
+    show_default=True,
+    metavar="BYTES",
+    help="With --engine spark: an uncompressed capture larger than this is read by several tasks.",
+)
 @click.pass_context
-def convert(ctx, fmt, output, jobs, engine, master, conf, **params):
+def convert(ctx, fmt, output, jobs, engine, master, conf, split_size, **params):
     """Decode CAPTURE... and write every message and finding.
 
     JSON: one record per line (docs/records.md). Parquet: one schema for all protocols, findings as
     rows with record='finding' (docs/schema.md). Hercules: messages as Hercules events (docs/hercules.md).
     """
     if engine == "spark":
-        ctx.exit(_convert_spark(fmt, output, master, conf, params))
+        ctx.exit(_convert_spark(fmt, output, master, conf, split_size, params))
     if remote.is_uri(output):
         raise click.UsageError(
             f"{output}: the local engine writes local files; write here and copy it, or use --engine spark"
@@ -105,7 +114,9 @@ def convert(ctx, fmt, output, jobs, engine, master, conf, **params):
     ctx.exit(exit_code(session))
 
 
-def _convert_spark(fmt: str, output: str, master: str | None, conf: tuple[str, ...], params: dict) -> int:
+def _convert_spark(
+    fmt: str, output: str, master: str | None, conf: tuple[str, ...], split_size: int, params: dict
+) -> int:
     """The same conversion as Spark tasks; inputs are expanded by the engine (directories too)."""
     from wirelog.engine.spark import SparkEngineError, convert_spark  # pyspark itself loads only here
     from wirelog.inputs.errors import CaptureError
@@ -120,8 +131,15 @@ def _convert_spark(fmt: str, output: str, master: str | None, conf: tuple[str, .
         if not sep or not key:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--conf")
         settings[key] = value
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("wirelog: %(message)s"))
+    engine_log = logging.getLogger("wirelog.engine")
+    engine_log.addHandler(handler)
+    engine_log.setLevel(logging.INFO)
     try:
-        rows = convert_spark(list(params["captures"]), fmt, output, build_options(params), master, settings)
+        rows = convert_spark(
+            list(params["captures"]), fmt, output, build_options(params), master, settings, split_size
+        )
     except (SparkEngineError, CaptureError) as e:
         error(str(e))
         return 2

@@ -10,6 +10,7 @@ and works without pyspark installed. See docs/spark.md.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 FORMATS = ("parquet", "json", "hercules")
+log = logging.getLogger(__name__)  # the CLI shows its INFO lines on stderr
+SPLIT_SIZE = 128 * 1024 * 1024  # a larger uncompressed capture is read by several tasks (--split-size)
 TASKS_PER_CORE = 3  # Spark's tuning guide: 2-3 tasks per core, so a slow capture does not idle the rest
 JSON_TIMESTAMP = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"  # microseconds, `Z` for UTC
 
@@ -130,18 +133,55 @@ def read(
     options: Options | None = None,
     findings: str = "include",
     exact_time: bool = False,
+    split_size: int | None = None,
 ) -> DataFrame:
-    """The records of `inputs` (files, directories, globs) as a DataFrame of the Parquet schema."""
-    from wirelog.engine.spark_source import option_strings
+    """The records of `inputs` (files, directories, globs) as a DataFrame of the Parquet schema.
 
+    With `split_size`, an uncompressed local capture larger than it is read by several tasks
+    (engine/spark_split.py); a compressed one cannot be split and goes to one task, as Spark does
+    for gzip text."""
+    from wirelog.engine.spark_source import expand, option_strings
+
+    tasks = TASKS_PER_CORE * spark.sparkContext.defaultParallelism
     strings = option_strings(
-        options or Options(),
-        findings,
-        basedir=os.getcwd(),
-        minPartitions=TASKS_PER_CORE * spark.sparkContext.defaultParallelism,
-        exactTime=exact_time,
+        options or Options(), findings, basedir=os.getcwd(), minPartitions=tasks, exactTime=exact_time
     )
-    return spark.read.format("wirelog").options(**strings).load(list(inputs))
+    whole, split = list(inputs), []
+    if split_size and not exact_time and findings == "include":
+        caps = expand(whole, os.getcwd())
+        split = [c for c in caps if c.size > split_size and _splittable(c.path)]
+        whole = [c.path for c in caps if c not in split]
+    parts = [spark.read.format("wirelog").options(**strings).load(whole)] if whole else []
+    if split:
+        from wirelog.engine.spark_split import read_split_capture
+
+        for cap in split:
+            log.info("%s (%d bytes) is read in splits of %d bytes", cap.name, cap.size, split_size)
+            parts.append(
+                read_split_capture(spark, cap.path, cap.name, options or Options(), split_size, tasks)
+            )
+    df = parts[0]
+    for part in parts[1:]:
+        df = df.unionByName(part)
+    return df
+
+
+def _splittable(path: str) -> bool:
+    """An uncompressed pcap or pcapng on a local file system (others are read whole, by one task)."""
+    if remote.is_uri(path):
+        return False
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic in (
+        b"\xd4\xc3\xb2\xa1",
+        b"\xa1\xb2\xc3\xd4",
+        b"\x4d\x3c\xb2\xa1",
+        b"\xa1\xb2\x3c\x4d",
+        b"\x0a\x0d\x0d\x0a",
+    ):
+        return True
+    log.info("%s is compressed (or not a capture): not splittable, read by one task", path)
+    return False
 
 
 def _check_output(output: str) -> None:
@@ -163,6 +203,7 @@ def convert_spark(
     options: Options,
     master: str | None = None,
     conf: dict[str, str] | None = None,
+    split_size: int | None = SPLIT_SIZE,
 ) -> int:
     """Convert `inputs` on Spark into the directory `output`; returns the number of rows written.
 
@@ -186,7 +227,7 @@ def convert_spark(
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    df = read(spark, inputs, options, exact_time=fmt == "hercules")
+    df = read(spark, inputs, options, exact_time=fmt == "hercules", split_size=split_size)
     written = Observation("wirelog")
     counted = F.count_if(F.col("record") == "message") if fmt == "hercules" else F.count(F.lit(1))
     df = df.observe(written, counted.alias("rows"))

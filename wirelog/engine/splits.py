@@ -143,10 +143,11 @@ def segment_batches(path: str, split: Split, name: str | None = None) -> Iterato
         yield from findings
 
 
-def decode_flow(capture: str, batches: list[Any], opts: Options) -> list[Any]:
+def decode_flow(capture: str, batches: list[Any], opts: Options, delivery: dict | None = None) -> list[Any]:
     """The records of the connections of one flow (its segments in frame order), decoded as the local
     engine decodes them; stream ids are the frames that opened the streams (`renumber` gives the
-    capture's ids)."""
+    capture's ids). The flow's delivery verdict numbers go to `delivery` (its findings are the
+    capture's to make, from every flow's numbers)."""
     import pyarrow as pa
 
     core = _core.Pipeline(
@@ -162,6 +163,8 @@ def decode_flow(capture: str, batches: list[Any], opts: Options) -> list[Any]:
     stream = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
     out = pipe.handle(core.feed_segments(stream))
     out += pipe.handle(core.finish())
+    if delivery is not None:
+        delivery.update(pipe.delivery())
     return out
 
 

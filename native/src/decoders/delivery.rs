@@ -480,60 +480,66 @@ impl Verdict {
 
     /// The verdict as findings: loss (error) and duplicates (warning), where there are any.
     pub fn findings(&self, capture: &str) -> Vec<Finding> {
-        let mut out = Vec::new();
-        for (name, r) in self.results(capture) {
-            let w = wording(&name);
-            let num = |key: &str| r.get(key).and_then(Value::as_u64).unwrap_or(0);
-            let bound = if r.get("lower_bounds") == Some(&Value::Bool(true)) {
-                "at least "
-            } else {
-                ""
-            };
-            let lost = num("never_acknowledged");
-            if let Some(at) = r["never_acknowledged_at"].get(0).filter(|_| lost > 0) {
-                let (stream, frame) = (at["stream"].as_u64(), at["frame"].as_u64());
-                let mut place = format!("stream {} frame {}", text(stream), text(frame));
-                if let Some(seq) = at.get("seq") {
-                    place += &format!(" seq {}", text(seq.as_i64()));
-                }
-                if let Some(uuid) = at.get("uuid").and_then(Value::as_str) {
-                    place += &format!(" uuid {uuid}");
-                }
-                let mut f = Finding::new(
-                    w.never,
-                    Severity::Error,
+        findings_of(&self.results(capture))
+    }
+}
+
+/// The findings of a verdict's numbers (`Verdict::results`, or the sum of several, e.g. of the
+/// flows a split capture was decoded in).
+pub fn findings_of(results: &Map<String, Value>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (name, r) in results {
+        let w = wording(name);
+        let num = |key: &str| r.get(key).and_then(Value::as_u64).unwrap_or(0);
+        let bound = if r.get("lower_bounds") == Some(&Value::Bool(true)) {
+            "at least "
+        } else {
+            ""
+        };
+        let lost = num("never_acknowledged");
+        if let Some(at) = r["never_acknowledged_at"].get(0).filter(|_| lost > 0) {
+            let (stream, frame) = (at["stream"].as_u64(), at["frame"].as_u64());
+            let mut place = format!("stream {} frame {}", text(stream), text(frame));
+            if let Some(seq) = at.get("seq") {
+                place += &format!(" seq {}", text(seq.as_i64()));
+            }
+            if let Some(uuid) = at.get("uuid").and_then(Value::as_str) {
+                place += &format!(" uuid {uuid}");
+            }
+            let mut f = Finding::new(
+                w.never,
+                Severity::Error,
+                format!(
+                    "{bound}{lost} of {} distinct events {} (first: {place}): data lost between \
+                     client and server unless sent again later",
+                    num("distinct_events"),
+                    w.lost
+                ),
+            )
+            .field("events", lost)
+            .field("first", at.clone());
+            f.direction = Some(Direction::C2S);
+            f.frame = frame;
+            f.stream = stream;
+            out.push(f);
+        }
+        let twice = num(w.twice_key);
+        if twice > 0 {
+            out.push(
+                Finding::new(
+                    w.twice,
+                    Severity::Warning,
                     format!(
-                        "{bound}{lost} of {} distinct events {} (first: {place}): data lost between \
-                         client and server unless sent again later",
-                        num("distinct_events"),
-                        w.lost
+                        "{bound}{twice} {} {}: the server received them twice (duplicates \
+                         downstream unless deduplicated)",
+                        w.what, w.dup
                     ),
                 )
-                .field("events", lost)
-                .field("first", at.clone());
-                f.direction = Some(Direction::C2S);
-                f.frame = frame;
-                f.stream = stream;
-                out.push(f);
-            }
-            let twice = num(w.twice_key);
-            if twice > 0 {
-                out.push(
-                    Finding::new(
-                        w.twice,
-                        Severity::Warning,
-                        format!(
-                            "{bound}{twice} {} {}: the server received them twice (duplicates \
-                             downstream unless deduplicated)",
-                            w.what, w.dup
-                        ),
-                    )
-                    .field(w.what, twice),
-                );
-            }
+                .field(w.what, twice),
+            );
         }
-        out
     }
+    out
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 use crate::capture::Segment;
 
 /// The columns: frame, ts (ns), the endpoints (addresses as 4 or 16 bytes), the TCP header fields,
-/// the payload and how many payload bytes the capture lacks, and `flow`: a key equal for both
-/// directions of a connection (the shuffle's partitioning key).
+/// the payload and how many payload bytes the capture lacks, and `flow`: the shuffle's key (see
+/// `flow_key`).
 pub fn schema() -> SchemaRef {
     let f = |name: &str, t: DataType| Field::new(name, t, false);
     Arc::new(Schema::new(vec![
@@ -52,17 +52,23 @@ fn ip_from(bytes: &[u8]) -> Option<IpAddr> {
     }
 }
 
-/// The same key for both directions of a connection: the two endpoints in a fixed order.
+/// The key of a conversation: the two hosts in a fixed order and the lower port, the server's in
+/// practice (clients use ephemeral ports above the services'). Both directions of a connection
+/// share it, and so do the connections a client opens again to the same service, so the state
+/// that spans them (a window resent on a new connection, the delivery verdict) stays within one
+/// group of the shuffle.
 pub fn flow_key(a: IpAddr, a_port: u16, b: IpAddr, b_port: u16) -> Vec<u8> {
-    let mut x = ip_bytes(a);
-    x.extend_from_slice(&a_port.to_be_bytes());
-    let mut y = ip_bytes(b);
-    y.extend_from_slice(&b_port.to_be_bytes());
-    if x > y {
-        std::mem::swap(&mut x, &mut y);
-    }
+    let (mut x, y) = (ip_bytes(a), ip_bytes(b));
+    let (lo, hi) = if x <= y {
+        (x.clone(), y)
+    } else {
+        (y, x.clone())
+    };
+    x.clear();
+    x.extend(lo);
     x.push(b'|');
-    x.extend(y);
+    x.extend(hi);
+    x.extend_from_slice(&a_port.min(b_port).to_be_bytes());
     x
 }
 

@@ -1,0 +1,266 @@
+"""One huge uncompressed capture on many Spark tasks: byte-range splits, segments shuffled by flow.
+
+1. Plan (engine/splits.py): each byte range is scanned by a task (record boundaries, frame counts);
+   the driver makes the plan exact and numbers frames.
+2. Read: a task per split turns its packets into TCP segments (Arrow, no Python object per packet),
+   each with its flow key (records/segments.rs: both hosts and the service port, so that a client
+   reconnecting to the same service stays in the same group).
+3. Shuffle: segments are repartitioned by flow and sorted by frame within each partition.
+4. Decode: each flow is reassembled and decoded by its own core pipeline (exactly as the local engine
+   decodes it); records leave as Arrow. Stream ids are the frames that opened the streams, and each
+   flow's delivery verdict numbers leave as one row.
+5. Aggregate: the driver ranks the opening frames (a stream's id in the capture is its rank, as the
+   local engine numbers streams as they open), renumbers the records, and turns the sum of the
+   flows' verdict numbers into the capture's delivery findings.
+
+This module imports pyspark; only the Spark engine imports it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from wirelog import _core
+from wirelog.engine.local import Options
+from wirelog.engine.spark_source import ARROW_SCHEMA, TS_UNIT, spark_schema, to_batch
+from wirelog.engine.splits import STREAM_FIELDS, Split, decode_flow, plan, segment_batches
+from wirelog.export import parquet
+from wirelog.model import Finding, Message, RecordRows, Severity, StreamInfo
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SEGMENTS = pa.schema(
+    [
+        ("frame", pa.int64()),
+        ("ts", pa.int64()),
+        ("src", pa.binary()),
+        ("sport", pa.int32()),
+        ("dst", pa.binary()),
+        ("dport", pa.int32()),
+        ("seq", pa.int64()),
+        ("ack", pa.int64()),
+        ("flags", pa.int32()),
+        ("payload", pa.binary()),
+        ("missing", pa.int64()),
+        ("flow", pa.binary()),
+        ("finding", pa.string()),  # a capture finding of the packet layer (the other columns null)
+    ]
+)
+CORE_SEGMENTS = {  # the core's unsigned columns (records/segments.rs)
+    "frame": pa.uint64(),
+    "sport": pa.uint16(),
+    "dport": pa.uint16(),
+    "seq": pa.uint32(),
+    "ack": pa.uint32(),
+    "flags": pa.uint8(),
+    "missing": pa.uint32(),
+}
+CORE_SCHEMA = pa.schema(
+    [(f.name, CORE_SEGMENTS.get(f.name, f.type)) for f in SEGMENTS if f.name != "finding"]
+)
+OPENED, DELIVERY = "opened", "delivery"  # row kinds between the decode and the aggregation
+
+
+def _spark_types(schema: pa.Schema) -> str:
+    names = {pa.int64(): "bigint", pa.int32(): "int", pa.binary(): "binary", pa.string(): "string"}
+    return ", ".join(f"`{f.name}` {names[f.type]}" for f in schema)
+
+
+def _finding_row(f: Finding) -> pa.RecordBatch:
+    payload = json.dumps(
+        {
+            "code": f.code,
+            "severity": f.severity.value,
+            "message": f.message,
+            "protocol": f.protocol,
+            "frame": f.frame,
+            "ts": f.ts,
+            "fields": f.fields,
+        }
+    )
+    arrays = [pa.nulls(1, t.type) for t in SEGMENTS]
+    arrays[-2] = pa.array([b""], pa.binary())
+    arrays[-1] = pa.array([payload])
+    return pa.RecordBatch.from_arrays(arrays, schema=SEGMENTS)
+
+
+def read_splits(path: str, name: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Stage 2 (a task): the segments of the splits in `batches` (rows of Split fields)."""
+    for rows in batches:
+        for s in rows.to_pylist():
+            for item in segment_batches(path, Split(**s), name):
+                if isinstance(item, pa.RecordBatch):
+                    yield pa.RecordBatch.from_arrays(
+                        [*(c.cast(f.type) for c, f in zip(item.columns, SEGMENTS, strict=False)),
+                         pa.nulls(item.num_rows, pa.string())],
+                        schema=SEGMENTS,
+                    )  # fmt: skip
+                else:
+                    yield _finding_row(item)
+
+
+def _decoded(name: str, flow: list[pa.RecordBatch], opts: Options) -> Iterator[pa.RecordBatch]:
+    """One flow's records (Arrow rows in ARROW_SCHEMA), its opened streams and its verdict numbers."""
+    table = pa.Table.from_batches(flow)
+    if table.column("flow")[0].as_py() == b"":  # the packet layer's findings
+        records = [_packet_finding(name, json.loads(text)) for text in table.column("finding").to_pylist()]
+        yield to_batch([parquet.row(r) for r in records], False)
+        return
+    core = table.drop_columns(["finding"]).cast(CORE_SCHEMA)
+    opened: list[int] = []
+    delivery = {}
+    for item in decode_flow(name, core.to_batches(), replace(opts, records="arrow"), delivery):
+        if isinstance(item, RecordRows):
+            columns = item.batch.columns
+            ts = ARROW_SCHEMA.get_field_index("ts")
+            columns[ts] = columns[ts].cast(TS_UNIT, safe=False)
+            yield pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+        elif isinstance(item, StreamInfo):
+            opened.append(item.stream)
+        elif isinstance(item, Message | Finding):  # made in Python (a protocol only Python decodes)
+            item.capture = name
+            yield to_batch([parquet.row(item)], False)
+    if opened or delivery:
+        yield _marks(name, opened, json.dumps(delivery) if delivery else None)
+
+
+def _marks(name: str, opened: list[int], delivery: str | None) -> pa.RecordBatch:
+    """Rows for the aggregation: one per opened stream (its opening frame), one with the verdict."""
+    n = len(opened) + (delivery is not None)
+    values = {
+        "record": pa.array([OPENED] * len(opened) + [DELIVERY] * (n - len(opened))),
+        "capture": pa.array([name] * n),
+        "protocol": pa.array(["stream"] * n),
+        "stream": pa.array(opened + [None] * (n - len(opened)), pa.int64()),
+        "fields": pa.array([None] * len(opened) + [delivery] * (n - len(opened)), pa.string()),
+    }
+    return pa.RecordBatch.from_arrays(
+        [values.get(f.name, pa.nulls(n, f.type)) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA
+    )
+
+
+def _packet_finding(name: str, d: dict) -> Finding:
+    return Finding(
+        d["code"], Severity(d["severity"]), d["message"], d["protocol"], None, None, d["frame"], d["ts"],
+        d["fields"], capture=name,
+    )  # fmt: skip
+
+
+def decode_flows(name: str, opts: Options, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Stage 4 (a task): a partition's segments, sorted by (flow, frame), decoded flow by flow."""
+    flow: list[pa.RecordBatch] = []
+    key = None
+    for batch in batches:
+        keys = batch.column("flow")
+        start = 0
+        for i in range(batch.num_rows):
+            k = keys[i].as_py()
+            if k != key:
+                if i > start:
+                    flow.append(batch.slice(start, i - start))
+                if flow:
+                    yield from _decoded(name, flow, opts)
+                flow, key, start = [], k, i
+        if batch.num_rows > start:
+            flow.append(batch.slice(start))
+    if flow:
+        yield from _decoded(name, flow, opts)
+
+
+def combine_delivery(results: list[dict], rank: dict[int, int]) -> dict:
+    """The sum of flows' delivery numbers per protocol (places renumbered, the earliest kept)."""
+    out: dict[str, dict] = {}
+    for result in results:
+        for protocol, numbers in result.items():
+            total = out.setdefault(protocol, {})
+            for k, v in numbers.items():
+                if isinstance(v, bool):
+                    total[k] = total.get(k, False) or v
+                elif isinstance(v, int):
+                    total[k] = total.get(k, 0) + v
+                elif isinstance(v, list):
+                    places = [{**p, "stream": rank.get(p.get("stream"), p.get("stream"))} for p in v]
+                    total[k] = sorted(total.get(k, []) + places, key=lambda p: p.get("frame") or 0)[
+                        : len(v) or 1
+                    ]
+                else:
+                    total.setdefault(k, v)
+    return out
+
+
+def renumber_batch(batch: pa.RecordBatch, opened: pa.Array) -> pa.RecordBatch:
+    """A batch with the capture's stream ids: the rank of each stream's opening frame among all."""
+    columns = batch.columns
+    at = ARROW_SCHEMA.get_field_index("stream")
+    columns[at] = pc.index_in(columns[at], value_set=opened).cast(pa.int64())
+    fields_at = ARROW_SCHEMA.get_field_index("fields")
+    fields = columns[fields_at]
+    names = "|".join(f'"{k}"' for k in (*STREAM_FIELDS, "stream"))
+    hits = pc.match_substring_regex(fields, names)
+    if pc.any(hits).as_py():
+        frames = opened.to_pylist()
+        rank = {f: i for i, f in enumerate(frames)}
+        texts = fields.to_pylist()
+        for i, hit in enumerate(hits.to_pylist()):
+            if hit:
+                texts[i] = _renumber_fields(texts[i], rank)
+        columns[fields_at] = pa.array(texts, pa.string())
+    return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def _renumber_fields(text: str, rank: dict[int, int]) -> str:
+    fields = json.loads(text)
+    for key in STREAM_FIELDS:
+        if isinstance(fields.get(key), int):
+            fields[key] = rank.get(fields[key], fields[key])
+    for value in fields.values():
+        if isinstance(value, dict) and isinstance(value.get("stream"), int):
+            value["stream"] = rank.get(value["stream"], value["stream"])
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+
+
+def read_split_capture(
+    spark: SparkSession, path: str, name: str, opts: Options, split_size: int, partitions: int
+) -> DataFrame:
+    """The records of one uncompressed capture, read by many tasks (see the module docstring)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    sc = spark.sparkContext
+    splits = plan(
+        path, split_size, run=lambda fn, ranges: sc.parallelize(ranges, len(ranges)).map(fn).collect()
+    )
+    rows = [(s.index, s.start, s.next, s.first_frame, s.frames, s.context) for s in splits]
+    plan_df = spark.createDataFrame(
+        rows, "index bigint, start bigint, next bigint, first_frame bigint, frames bigint, context binary"
+    ).repartition(max(1, len(splits)))
+    segments = plan_df.mapInArrow(lambda b: read_splits(path, name, b), _spark_types(SEGMENTS))
+    decoded = (
+        segments.repartition(partitions, "flow")
+        .sortWithinPartitions("flow", "frame")
+        .mapInArrow(lambda b: decode_flows(name, opts, b), spark_schema())
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    marks = (
+        decoded.filter(F.col("record").isin(OPENED, DELIVERY)).select("record", "stream", "fields").collect()
+    )
+    opened = pa.array(sorted({r["stream"] for r in marks if r["record"] == OPENED}), pa.int64())
+    rank = {f: i for i, f in enumerate(opened.to_pylist())}
+    results = [json.loads(r["fields"]) for r in marks if r["record"] == DELIVERY]
+    verdict = _core.delivery_findings(json.dumps(combine_delivery(results, rank)))
+    for f in verdict:
+        f.capture = name
+    records = decoded.filter(~F.col("record").isin(OPENED, DELIVERY)).mapInArrow(
+        lambda b: (renumber_batch(x, opened) for x in b), spark_schema()
+    )
+    if verdict:
+        rows = to_batch([parquet.row(f) for f in verdict], False).to_pylist()
+        records = records.unionByName(spark.createDataFrame(rows, spark_schema()))
+    return records
