@@ -147,7 +147,8 @@ def read(
         options or Options(), findings, basedir=os.getcwd(), minPartitions=tasks, exactTime=exact_time
     )
     whole, split = list(inputs), []
-    if split_size and not exact_time and findings == "include":
+    streams_named = bool(options and options.keep.streams)  # ids a split read renumbers only at the end
+    if split_size and not exact_time and findings == "include" and not streams_named:
         caps = expand(whole, os.getcwd())
         split = [c for c in caps if c.size > split_size and _splittable(c.path)]
         whole = [c.path for c in caps if c not in split]
