@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
@@ -38,7 +39,7 @@ from wirelog.engine.local import REORDER_WINDOW, Options, run
 from wirelog.export import parquet
 from wirelog.inputs import remote
 from wirelog.inputs.errors import CaptureError
-from wirelog.model import CaptureInfo, Finding, Message, Severity
+from wirelog.model import CaptureInfo, Finding, Message, RecordRows, Severity
 
 TS_UNIT = pa.timestamp("us", tz="UTC")
 ARROW_SCHEMA = parquet.SCHEMA.set(parquet.COLUMNS.index("ts"), parquet.SCHEMA.field("ts").with_type(TS_UNIT))
@@ -264,12 +265,16 @@ def _finding(code: str, message: str, name: str) -> Finding:
     return Finding(code, Severity.ERROR, message, "capture", capture=name)
 
 
-def capture_records(captures: list[Capture], opts: SourceOptions) -> Iterator[Message | Finding]:
-    """The records of each capture in order, stamped with its name; failures become finding rows."""
+def capture_records(captures: list[Capture], opts: SourceOptions) -> Iterator[Message | Finding | RecordRows]:
+    """The records of each capture in order, stamped with its name: the core's as Arrow rows
+    (RecordRows), the few made in Python as objects; failures become finding rows."""
+    engine = dataclasses.replace(opts.engine, records="arrow")
     for cap in captures:
         try:
-            for item in run([cap.path], (), opts.engine):
-                if isinstance(item, Message | Finding):
+            for item in run([cap.path], (), engine):
+                if isinstance(item, RecordRows):
+                    yield _renamed(item, cap) if cap.name != cap.path else item
+                elif isinstance(item, Message | Finding):
                     item.capture = cap.name
                     yield item
                 elif isinstance(item, CaptureInfo) and item.error and not item.packets:
@@ -282,9 +287,20 @@ def capture_records(captures: list[Capture], opts: SourceOptions) -> Iterator[Me
             )
 
 
+def _renamed(rows: RecordRows, cap: Capture) -> RecordRows:
+    """The core's rows carry the path a task opened; the `capture` column is the name as given."""
+    at = parquet.COLUMNS.index("capture")
+    batch = rows.batch
+    return RecordRows(batch.set_column(at, batch.schema.field(at), pa.array([cap.name] * batch.num_rows)))
+
+
 def to_batch(rows: list[tuple], exact_time: bool) -> pa.RecordBatch:
     """Rows (parquet.row tuples) as a batch of ARROW_SCHEMA (+ ts_ns)."""
-    exact = parquet.batch(rows)
+    return _spark_batch(parquet.batch(rows), exact_time)
+
+
+def _spark_batch(exact: pa.RecordBatch, exact_time: bool) -> pa.RecordBatch:
+    """A batch of the Parquet schema as one of ARROW_SCHEMA (+ ts_ns)."""
     columns = exact.columns
     columns[_TS] = columns[_TS].cast(TS_UNIT, safe=False)
     if not exact_time:
@@ -295,12 +311,23 @@ def to_batch(rows: list[tuple], exact_time: bool) -> pa.RecordBatch:
 
 
 def batches(captures: list[Capture], opts: SourceOptions) -> Iterator[pa.RecordBatch]:
-    """Record batches of at most `opts.batch_rows` rows, produced as the records come."""
+    """Record batches of at most `opts.batch_rows` rows, produced as the records come, in record order."""
     keep_messages = opts.findings != "only"
     keep_findings = opts.findings != "exclude"
     rows: list[tuple] = []
     for rec in capture_records(captures, opts):
-        if keep_findings if isinstance(rec, Finding) else keep_messages:
+        if isinstance(rec, RecordRows):
+            if rows:
+                yield to_batch(rows, opts.exact_time)
+                rows = []
+            batch = rec.batch
+            if not (keep_messages and keep_findings):
+                batch = batch.filter(
+                    pc.equal(batch.column("record"), "message" if keep_messages else "finding")
+                )
+            for start in range(0, batch.num_rows, opts.batch_rows):
+                yield _spark_batch(batch.slice(start, opts.batch_rows), opts.exact_time)
+        elif keep_findings if isinstance(rec, Finding) else keep_messages:
             rows.append(parquet.row(rec))
             if len(rows) >= opts.batch_rows:
                 yield to_batch(rows, opts.exact_time)
