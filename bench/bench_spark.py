@@ -90,7 +90,8 @@ def run_spark(files: list[Path], tiny: Path, out: Path, master: str, repeat: int
     cmd = [sys.executable, "-c", SPARK_RUN, master, str(repeat), str(tiny), str(out), *map(str, files)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode:
-        raise SystemExit(f"the Spark conversion failed:\n{proc.stderr[-3000:]}")
+        causes = [line for line in proc.stderr.splitlines() if "Error" in line or "Exception" in line]
+        raise SystemExit("the Spark conversion failed:\n" + "\n".join(causes[:12]))
     wall = time.perf_counter() - start
     return wall, json.loads(proc.stdout.strip().splitlines()[-1])
 

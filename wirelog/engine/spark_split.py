@@ -65,7 +65,8 @@ CORE_SEGMENTS = {  # the core's unsigned columns (records/segments.rs)
 CORE_SCHEMA = pa.schema(
     [(f.name, CORE_SEGMENTS.get(f.name, f.type)) for f in SEGMENTS if f.name != "finding"]
 )
-OPENED, DELIVERY = "opened", "delivery"  # row kinds between the decode and the aggregation
+OPENED, DELIVERY = "opened", "delivery"
+SEGMENTS_PER_BATCH = 512  # row kinds between the decode and the aggregation
 
 
 def _spark_types(schema: pa.Schema) -> str:
@@ -234,6 +235,9 @@ def read_split_capture(
     from pyspark.sql import functions as F
 
     sc = spark.sparkContext
+    # segments carry payloads of up to 64 KiB: Spark's default 10,000 rows per Arrow batch would be
+    # hundreds of MB in the JVM's heap
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(SEGMENTS_PER_BATCH))
     splits = plan(
         path, split_size, run=lambda fn, ranges: sc.parallelize(ranges, len(ranges)).map(fn).collect()
     )
