@@ -250,7 +250,7 @@ def read_split_capture(
         segments.repartition(partitions, "flow")
         .sortWithinPartitions("flow", "frame")
         .mapInArrow(lambda b: decode_flows(name, opts, b), spark_schema())
-        .persist(StorageLevel.MEMORY_AND_DISK)
+        .persist(StorageLevel.DISK_ONLY)  # records are large: unrolling them in the heap can exhaust it
     )
     marks = (
         decoded.filter(F.col("record").isin(OPENED, DELIVERY)).select("record", "stream", "fields").collect()
