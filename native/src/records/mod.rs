@@ -1,7 +1,8 @@
-//! The core's output: records written for Python, as NDJSON lines or Arrow rows, and the filter
-//! that chooses which records are written.
+//! The core's output: records written for Python, as NDJSON lines, Arrow rows or Hercules events,
+//! and the filter that chooses which records are written.
 
 pub mod arrow;
 pub mod filter;
+pub mod hercules;
 pub mod json;
 pub mod out;
