@@ -23,8 +23,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from bench_streams import measure
 from gen_capture import Connection, PcapWriter
 
-from wirelog.decoders.hercules.types import Event, Type, Variant, Vector
-from wirelog.export.hercules import encode_batch
+from tests.hercules_codec import Event, Type, Variant, Vector, encode_batch
 
 MSS = 1460
 TICKS = 17_637_000_000_000_000  # 2025-11-21

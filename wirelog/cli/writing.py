@@ -18,7 +18,9 @@ RECORDS = {"json": "ndjson", "parquet": "arrow", "hercules": "hercules"}
 
 
 def write_records(fmt: str, output: str, items: Iterable) -> None:
-    records = (i for i in items if isinstance(i, Message | Finding | RecordLines | RecordRows) or is_events(i))
+    records = (
+        i for i in items if isinstance(i, Message | Finding | RecordLines | RecordRows) or is_events(i)
+    )
     if fmt == "parquet":
         from wirelog.export.parquet import ParquetWriter  # imported here: pyarrow costs ~70 ms of start-up
 
