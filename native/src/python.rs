@@ -763,9 +763,11 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
                     "ndjson" => Form::Ndjson(String::new()),
                     "arrow" => Form::Arrow(Box::default()),
                     "hercules" => Form::Hercules(Box::default()),
-                    _ => return Err(PyValueError::new_err(format!(
+                    _ => {
+                        return Err(PyValueError::new_err(format!(
                         "records must be 'objects', 'ndjson', 'arrow' or 'hercules', not {name:?}"
-                    ))),
+                    )))
+                    }
                 };
             }
             "show_secrets" => show_secrets = value.extract()?,

@@ -14,18 +14,14 @@ pub fn hex(b: &[u8]) -> String {
 
 /// 16 bytes in wire (RFC 4122) order as the canonical UUID text; other lengths as plain hex.
 pub fn uuid(b: &[u8]) -> String {
-    let h = hex(b);
-    if h.len() != 32 {
-        return h;
+    let mut h = hex(b);
+    if h.len() == 32 {
+        h.reserve_exact(4);
+        for at in [20, 16, 12, 8] {
+            h.insert(at, '-');
+        }
     }
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
+    h
 }
 
 /// Bytes from hex text (whitespace ignored, a pair that is not hex skipped): test vectors and the

@@ -26,8 +26,8 @@ use sha2::Sha256;
 use crate::decoders::hercules::py_strip;
 use crate::decoders::hercules::pyrepr::str_repr;
 use crate::decoders::hercules::types::{
-    is_tag_name, BIGINT_TAG, CONTAINER, DOUBLE, EMPTY_NAME, FLAG, ITEM_TAG, LONG, MAX_KEY_BYTES,
-    MAX_TAGS, NULL, STRING, TICKS_PER_SECOND, VECTOR, VERSION,
+    BIGINT_TAG, CONTAINER, DOUBLE, EMPTY_NAME, FLAG, ITEM_TAG, LONG, MAX_KEY_BYTES, MAX_TAGS, NULL,
+    STRING, TICKS_PER_SECOND, VECTOR, VERSION,
 };
 use crate::model::json::integer;
 use crate::model::text::{days, hex};
@@ -261,12 +261,13 @@ impl Encoder {
         keys.push_str(v.direction.unwrap_or("None"));
         keys.push('\0');
         match v.offset {
-            Some(o) => {
-                let _ = write!(keys, "{o}");
-            }
+            Some(o) => integer(keys, o),
             None => keys.push_str("None"),
         }
-        let _ = write!(keys, "\0{}\0{}", v.protocol, v.kind);
+        keys.push('\0');
+        keys.push_str(v.protocol);
+        keys.push('\0');
+        keys.push_str(v.kind);
         self.events.marks.push(Mark {
             end: self.events.data.len(),
             key_end: keys.len(),
@@ -354,7 +355,14 @@ impl Encoder {
 
     /// The bodies mapped since the last take.
     pub fn take(&mut self) -> Events {
-        std::mem::take(&mut self.events)
+        // The next take is likely as big: growing the buffers by doubling copies them each time.
+        let next = Events {
+            data: Vec::with_capacity(self.events.data.len() + self.events.data.len() / 4),
+            keys: String::with_capacity(self.events.keys.len() + self.events.keys.len() / 4),
+            marks: Vec::with_capacity(self.events.marks.len()),
+            notes: Vec::new(),
+        };
+        std::mem::replace(&mut self.events, next)
     }
 }
 
@@ -698,7 +706,7 @@ impl Mapper {
 
     /// A key as a tag name: conventional names as they are, others escaped (and reported).
     fn key(&mut self, out: &mut Vec<u8>, key: &str) {
-        if is_tag_name(key.as_bytes()) && !key.contains("_x") {
+        if conventional(key.as_bytes()) {
             name(out, key.as_bytes());
         } else if let Some(escaped) = self.names.get(key) {
             name(out, escaped.as_bytes());
@@ -767,6 +775,16 @@ impl Mapper {
     }
 }
 
+/// A name the escaping keeps as it is (`is_tag_name` and no `_x`), in one pass: this runs for
+/// every key of every record.
+fn conventional(b: &[u8]) -> bool {
+    let tag_char = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-');
+    !b.is_empty()
+        && b.len() <= MAX_KEY_BYTES
+        && b.iter().all(|&c| tag_char(c))
+        && !b.windows(2).any(|w| w == b"_x")
+}
+
 /// `name` made into a conventional tag name, reversibly (the core's decoder undoes it:
 /// `types::unescape_name`): every character outside [A-Za-z0-9.-] and every `_` followed by `x`
 /// becomes `_x` + two lowercase hex digits per UTF-8 byte; the empty name is `_x`.
@@ -774,7 +792,7 @@ pub fn escape_name(name: &str) -> String {
     if name.is_empty() {
         return EMPTY_NAME.to_owned();
     }
-    if is_tag_name(name.as_bytes()) && !name.contains("_x") {
+    if conventional(name.as_bytes()) {
         return name.to_owned();
     }
     let mut out = String::with_capacity(name.len() * 2);
@@ -864,6 +882,7 @@ mod tests {
         assert_eq!(escape_name("_xv"), "_x5fxv");
         assert_eq!(escape_name(""), "_x");
         assert_eq!(escape_name("log.file.path"), "log.file.path");
+        assert!(conventional(b"a_b") && !conventional(b"a_xb") && !conventional(b"a b"));
         for n in ["a b", "é_x", "_", "x_", "ключ", "_x40"] {
             assert_eq!(unescape_name(&escape_name(n)), n);
         }
