@@ -89,6 +89,7 @@ pub struct HttpProblem {
 /// Message boundaries are lost in this direction (the reason).
 struct Broken(String);
 
+#[derive(Debug)]
 struct Head {
     start: [String; 3],
     headers: Vec<(String, String)>,
@@ -117,6 +118,9 @@ pub struct HttpReader {
     /// How far a chunked body has been scanned, relative to its message.
     chunk_pos: usize,
     chunks: Vec<u8>,
+    /// The head of the message at `pos` and its body length, while the body is still arriving:
+    /// a body comes in many segments, and its head is parsed once, not once a segment.
+    waiting: Option<(Head, usize)>,
 }
 
 impl HttpReader {
@@ -129,6 +133,7 @@ impl HttpReader {
             skip: 0,
             chunk_pos: 0,
             chunks: Vec::new(),
+            waiting: None,
         }
     }
 
@@ -217,6 +222,7 @@ impl HttpReader {
         self.skip = 0;
         self.chunk_pos = 0;
         self.chunks.clear();
+        self.waiting = None;
         self.synced = false;
         cut
     }
@@ -256,6 +262,13 @@ impl HttpReader {
         buf: &StreamBuffer,
         probs: &mut Vec<HttpProblem>,
     ) -> Result<Option<HttpMessage>, Broken> {
+        if let Some((head, length)) = self.waiting.take() {
+            if buf.len() - self.pos < head.len + length {
+                self.waiting = Some((head, length));
+                return Ok(None);
+            }
+            return Ok(Some(self.complete(buf, head, length)));
+        }
         let Some(head) = self.head(buf)? else {
             return Ok(None);
         };
@@ -299,21 +312,29 @@ impl HttpReader {
         }
         let length = length as usize;
         if buf.len() - self.pos < hlen + length {
+            self.waiting = Some((head, length));
             return Ok(None);
         }
+        Ok(Some(self.complete(buf, head, length)))
+    }
+
+    /// The message at `pos` whose head and `length`-byte body are all in `buf`.
+    fn complete(&mut self, buf: &StreamBuffer, head: Head, length: usize) -> HttpMessage {
+        let offset = buf.offset() + self.pos as u64;
+        let hlen = head.len;
         let at = self.pos + hlen;
         self.pos += hlen + length;
-        Ok(Some(HttpMessage {
+        HttpMessage {
             offset,
             length: (hlen + length) as u64,
-            origin,
+            origin: buf.origin_at(offset),
             start: head.start,
             headers: head.headers,
             body: Body::At(at, length),
             chunked: false,
             body_offset: Some(offset + hlen as u64),
             declared: Some(length as u64),
-        }))
+        }
     }
 
     fn chunked(&mut self, buf: &StreamBuffer, head: Head) -> Result<Option<HttpMessage>, Broken> {
