@@ -680,4 +680,39 @@ mod tests {
             Some("not an HTTP/1.x request line: b'get / HTTP/1.1'")
         );
     }
+
+    /// (offset, length, body) of the messages `data` gives when fed `step` bytes at a time.
+    fn read(data: &[u8], step: usize) -> Vec<(u64, u64, Vec<u8>)> {
+        let mut buf = StreamBuffer::default();
+        let mut reader = HttpReader::new(false, 1 << 20);
+        let (mut out, mut probs) = (Vec::new(), Vec::new());
+        for (i, piece) in data.chunks(step).enumerate() {
+            buf.append((i * step) as u64, piece, None, None);
+            let mut msgs = Vec::new();
+            reader.feed(&buf, &mut msgs, &mut probs);
+            for m in msgs {
+                let body = m.body(&buf).unwrap_or_default().to_vec();
+                out.push((m.offset, m.length, body));
+            }
+            reader.commit(&mut buf);
+        }
+        assert!(probs.is_empty());
+        out
+    }
+
+    #[test]
+    fn a_body_arriving_in_pieces_gives_the_message_it_gives_whole() {
+        let one = b"POST /stream/send HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello";
+        let two = b"POST /stream/send HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc";
+        let data = [&one[..], &two[..]].concat();
+        let whole = read(&data, data.len());
+        assert_eq!(whole.len(), 2);
+        assert_eq!(
+            whole[1],
+            (one.len() as u64, two.len() as u64, b"abc".to_vec())
+        );
+        for step in [1, 2, 7, 50] {
+            assert_eq!(read(&data, step), whole, "{step} bytes at a time");
+        }
+    }
 }
