@@ -3,7 +3,8 @@
 tshark cannot decode v5 frames, so the peer runs on a v4 capture of the same messages (same queries
 and results, unframed, uncompressed). Both captures: N connections with TCP handshakes, the v5 one
 with the unframed OPTIONS/STARTUP handshake, then one QUERY and one RESULT Rows per packet. Prints
-messages/s for wirelog (v5 and v4) and tshark (v4), and the ratios: against `tshark -T fields` with two
+messages/s for wirelog (v5 and v4, JSON; v5 Parquet; peak RSS of the v5 capture and of one twice
+its size) and tshark (v4), and the ratios: against `tshark -T fields` with two
 fields (the issue's peer), and against `tshark -T json`, which writes every decoded field as
 `convert --to json` does. Last, the floor of any CPython decoder: wirelog's packet reader, the 9-byte
 envelope header and one JSON line per message (no reassembly, no bodies, no pairing), in process.
@@ -116,6 +117,20 @@ def main() -> None:
         )
         print(
             f"wirelog v4    : {n4} messages in {w4:.2f} s = {n4 / w4:,.0f} msg/s (peak RSS {rss4 // 1024} MiB)"
+        )
+        wp, rssp = measure(
+            [*wirelog, "convert", str(v5), "--to", "parquet", "-o", str(Path(tmp) / "o.parquet")], args.runs
+        )
+        print(
+            f"wirelog v5 LZ4 --to parquet: {n5} messages in {wp:.2f} s = {n5 / wp:,.0f} msg/s "
+            f"(peak RSS {rssp // 1024} MiB)"
+        )
+        double = Path(tmp) / "v5-lz4-double.pcap"
+        n2 = write_capture(double, 5, args.connections * 2, args.pairs)
+        w2, rss2 = measure([*wirelog, "convert", str(double), "--to", "json", "-o", "/dev/null"], 1)
+        print(
+            f"twice the v5 LZ4 capture: {n2} messages in {w2:.2f} s (peak RSS {rss2 // 1024} MiB; "
+            f"once: {rss5 // 1024} MiB)"
         )
         if shutil.which("tshark") is None:
             print("tshark not installed: no ratio")

@@ -31,20 +31,30 @@ from __future__ import annotations
 import struct
 import uuid as uuidlib
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any
 
-from wirelog.decoders.hercules.types import (
-    BYTE,
-    CONTAINER,
-    FIXED,
-    FLAG,
-    NULL,
-    STRING,
-    UUID,
-    VECTOR,
-    Type,
-)
 
+class Type(IntEnum):
+    """Type codes of protocol/Type.java (the .NET TagType uses the same numbers)."""
+
+    CONTAINER = 0x01
+    BYTE = 0x02
+    SHORT = 0x03
+    INTEGER = 0x04
+    LONG = 0x05
+    FLAG = 0x06
+    FLOAT = 0x07
+    DOUBLE = 0x08
+    STRING = 0x09
+    UUID = 0x0A
+    NULL = 0x0B
+    VECTOR = 0x80
+
+
+CONTAINER, BYTE, SHORT, INTEGER, LONG, FLAG, FLOAT, DOUBLE, STRING, UUID, NULL, VECTOR = Type
+# Struct letter and size of the fixed-size numeric types.
+FIXED = {SHORT: ("h", 2), INTEGER: ("i", 4), LONG: ("q", 8), FLOAT: ("f", 4), DOUBLE: ("d", 8)}
 HEAD = struct.Struct(">Bq16s")
 U16 = struct.Struct(">H")
 I32 = struct.Struct(">i")

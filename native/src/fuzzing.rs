@@ -38,6 +38,7 @@ fn reassemble(data: &[u8], emit_data: bool) -> Vec<Decided> {
         reorder_ns: i64::from((mode >> 1) & 7) * 50_000,
         reorder_bytes: 2048,
         emit_data,
+        ids_by_frame: mode & 2 != 0,
     };
     let mut r = Reassembler::new(cfg);
     let mut events = Vec::new();

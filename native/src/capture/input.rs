@@ -50,6 +50,11 @@ impl CaptureInput {
         self.reader.info()
     }
 
+    /// See `CaptureReader::set_first_frame`.
+    pub fn set_first_frame(&mut self, frame: u64) {
+        self.reader.set_first_frame(frame);
+    }
+
     /// See `CaptureReader::feed`. Compressed bytes go to the decompressor in fixed chunks whatever
     /// the reads were: where it notices damage, and what it inflated before, then never depend
     /// on how the input arrived (the same capture reads the same from a file or a pipe).

@@ -9,7 +9,7 @@ use super::reader::{Handler, Progress, MAX_BLOCK};
 pub(super) const HEADER_LEN: usize = 24;
 const RECORD_HEADER: usize = 16;
 /// libpcap's largest snaplen; a record may exceed a smaller snaplen than the file header's.
-const MIN_RECORD_LIMIT: u32 = 262_144;
+pub(super) const MIN_RECORD_LIMIT: u32 = 262_144;
 
 /// Whether `magic` (the first four bytes) is a classic pcap magic. The "modified" pcap magic
 /// (0xa1b2cd34, 24-byte records) is not one: its records would be misread.

@@ -16,7 +16,10 @@ const IDB: u32 = 1;
 const OPB: u32 = 2;
 const SPB: u32 = 3;
 const EPB: u32 = 6;
+const NRB: u32 = 4;
+const ISB: u32 = 5;
 const JOURNAL: u32 = 9;
+const DSB: u32 = 10;
 const CUSTOM: u32 = 0x0000_0BAD;
 const CUSTOM_NOCOPY: u32 = 0x4000_0BAD;
 const OPT_END: u16 = 0;
@@ -24,6 +27,30 @@ const OPT_TSRESOL: u16 = 9;
 const OPT_TSOFFSET: u16 = 14;
 /// Interfaces kept per section (OPB numbers interfaces in 16 bits); later IDBs are not stored.
 const MAX_INTERFACES: usize = 1 << 16;
+
+/// Whether a block of this type and length is a frame (Wireshark numbers it; `block` reads it as
+/// a packet record), for the split scanner that counts frames without reading them.
+pub(super) fn is_frame_block(btype: u32, blen: usize) -> bool {
+    match btype {
+        EPB | OPB => blen >= 32,
+        SPB => blen >= 16,
+        JOURNAL | CUSTOM | CUSTOM_NOCOPY => true,
+        _ => false,
+    }
+}
+
+/// Blocks a reader of a later part of the file needs (sections, interfaces, decryption secrets).
+pub(super) fn is_context_block(btype: u32) -> bool {
+    matches!(btype, SHB | IDB | DSB)
+}
+
+/// Block types a split scanner accepts as a boundary: the ones pcapng defines in use.
+pub(super) fn is_known_block(btype: u32) -> bool {
+    matches!(
+        btype,
+        SHB | IDB | OPB | SPB | NRB | ISB | EPB | JOURNAL | DSB | CUSTOM | CUSTOM_NOCOPY
+    )
+}
 
 /// The byte order a section's byte-order magic names: Some(true) for big-endian.
 pub(super) fn byte_order(bom: &[u8]) -> Option<bool> {

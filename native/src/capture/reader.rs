@@ -69,6 +69,11 @@ impl CaptureReader {
         &self.flow.info
     }
 
+    /// Number the packets from `frame` (a split of a capture whose earlier packets others read).
+    pub fn set_first_frame(&mut self, frame: u64) {
+        self.flow.frame = frame.saturating_sub(1);
+    }
+
     /// Feeds the next bytes of the input (any split). Parses every complete record, calls
     /// `on_segment` for each TCP segment in frame order and reports findings as they occur.
     /// Err only for an input that is not a usable capture (before any packet); a damaged capture

@@ -54,6 +54,8 @@ pub struct StreamInfo {
     pub fin_s2c: bool,
     pub reset: bool,
     pub port_reuse: bool,
+    /// The protocol decided for the stream (`unknown` when none was), set by the decoding side.
+    pub protocol: Option<&'static str>,
 }
 
 /// The reassembler's output, in the order a consumer must see it.
@@ -109,6 +111,10 @@ pub struct Config {
     pub reorder_ns: i64,
     /// Bytes held (both directions of the connection) while a hole waits, before it becomes a gap.
     pub reorder_bytes: usize,
+    /// A stream's id is the frame that opened it (unique in its capture) instead of the next
+    /// number: a task decoding some of a capture's connections gives ids the capture's order can
+    /// renumber.
+    pub ids_by_frame: bool,
 }
 
 impl Default for Config {
@@ -127,6 +133,7 @@ impl Default for Config {
             reorder_packets: 2048,
             reorder_ns: 1_000_000_000,
             reorder_bytes: 2 << 20,
+            ids_by_frame: false,
         }
     }
 }

@@ -753,8 +753,12 @@ impl Reassembler {
         } else {
             (seg.dst, seg.dport, seg.src, seg.sport)
         };
-        let stream = self.next_id;
-        self.next_id += 1;
+        let stream = if self.cfg.ids_by_frame {
+            seg.frame
+        } else {
+            self.next_id += 1;
+            self.next_id - 1
+        };
         let info = StreamInfo {
             stream,
             client: endpoint(c_ip, c_port),

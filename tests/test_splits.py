@@ -1,0 +1,180 @@
+"""Byte-range splits of one capture (wirelog/engine/splits.py, native/src/capture/split.rs): every
+packet is read by exactly one split, with the frame number and bytes a whole-file read gives, whatever
+the split size, on real captures, on payloads crafted to look like record headers, and on pcapng with
+its context blocks (interfaces, secrets) carried to later splits."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.pcap_helpers import T0_NS, epb, fast_pcap, idb, shb, tcp_frame, write_pcap
+from wirelog import _core
+from wirelog.engine.local import Options, run
+from wirelog.engine.splits import decode_flow, plan, renumber, segment_batches, split_bytes
+from wirelog.model import Finding, Message, StreamInfo
+
+SHARED = Path(__file__).parents[2] / "shared" / "captures"
+T0 = T0_NS // 10**9  # the writers' first timestamp: fake headers must look as recent
+
+
+def segments(chunks, first_frame: int = 1) -> list[tuple]:
+    """Every TCP segment a reader gives for these bytes, as plain tuples."""
+    reader = _core.SegmentReader("split", None, first_frame)
+    out = []
+    for data in chunks:
+        out += reader.feed(data)
+    out += reader.finish()
+    return [s for s in out if isinstance(s, tuple)]
+
+
+def whole(path: Path) -> list[tuple]:
+    return segments([path.read_bytes()])
+
+
+def by_splits(path: Path, size: int) -> list[tuple]:
+    out = []
+    for split in plan(str(path), size):
+        out += segments(split_bytes(str(path), split), split.first_frame)
+    return out
+
+
+def tempting_pcap(path: Path, n: int) -> Path:
+    """Packets whose payloads spell chains of pcap record headers with plausible times."""
+    fake = b"".join(struct.pack("<IIII", T0, 0, 4, 4) + b"xxxx" for _ in range(10))
+    frames = [
+        tcp_frame(1 + 100 * i, b"packet %05d " % i + fake, sport=40000, dport=5044, ack=1) for i in range(n)
+    ]
+    return write_pcap(path, frames)
+
+
+@pytest.mark.parametrize("size", [64, 100, 333, 1000, 4096, 1 << 20])
+def test_every_packet_once_on_crafted_payloads(tmp_path, size):
+    path = tempting_pcap(tmp_path / "t.pcap", 80)
+    assert by_splits(path, size) == whole(path)
+
+
+def test_payloads_do_fool_the_heuristic_so_the_plan_has_to_repair(tmp_path):
+    path = tempting_pcap(tmp_path / "t.pcap", 40)
+    data = path.read_bytes()
+    fooled = 0
+    for lo in range(30, len(data), 7):
+        scanner = _core.SplitScanner(data[:64], lo, len(data), False)
+        scanner.feed(data[lo:], True)
+        start = scanner.result()[0]
+        if start is None:
+            continue
+        walk = _core.SplitScanner(data[:64], 24, start, True)
+        walk.feed(data[24:], True)
+        fooled += walk.result()[1] != start  # not a boundary a walk from the start crosses
+    assert fooled > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=st.integers(40, 5000), n=st.integers(1, 60), payload=st.integers(1, 400))
+def test_any_split_size_reads_every_packet_once(tmp_path_factory, size, n, payload):
+    path = fast_pcap(tmp_path_factory.mktemp("s") / "f.pcap", n, payload=payload, connections=3)
+    assert by_splits(path, size) == whole(path)
+
+
+def test_pcapng_interfaces_and_secrets_reach_later_splits(tmp_path):
+    frame = tcp_frame(1, b"hello", sport=40000, dport=5044, ack=1)
+    dsb = struct.pack("<II", 10, 28) + struct.pack("<II", 0x544C534B, 8) + b"CLIENT_R" + struct.pack("<I", 28)
+    body = shb() + idb(1, tsresol=9) + dsb
+    body += b"".join(epb(0, (T0 + i) * 10**9, frame) for i in range(30))
+    body += shb() + idb(1) + idb(1)  # a new section: two interfaces, microseconds
+    body += b"".join(epb(1, (T0 + 40 + i) * 10**6, frame) for i in range(30))
+    path = tmp_path / "t.pcapng"
+    path.write_bytes(body)
+    expected = whole(path)
+    assert len(expected) == 60 and expected[-1][0] == 60
+    for size in (50, 128, 200, 777):
+        assert by_splits(path, size) == expected, size
+    later = plan(str(path), 300)[-1]
+    assert later.context.startswith(shb()) and later.context.count(idb(1)) == 2  # the second section's
+
+
+def test_a_record_larger_than_a_split(tmp_path):
+    frames = [tcp_frame(1, b"x" * 3000, sport=40000, dport=5044, ack=1)]
+    frames += [tcp_frame(3001 + i, b"y", sport=40000, dport=5044, ack=1) for i in range(5)]
+    path = write_pcap(tmp_path / "big.pcap", frames)
+    splits = plan(str(path), 500)
+    assert sum(s.frames for s in splits) == 6 and [s.first_frame for s in splits][:1] == [1]
+    assert by_splits(path, 500) == whole(path)
+
+
+def test_not_a_capture_is_a_clear_error(tmp_path):
+    path = tmp_path / "x.bin"
+    path.write_bytes(b"GET / HTTP/1.1\r\n\r\n" * 10)
+    with pytest.raises(ValueError, match="not a pcap or pcapng capture"):
+        plan(str(path), 64)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/captures is not beside the repository")
+def test_real_captures_split_anywhere():
+    for path in sorted(SHARED.rglob("*.pcap*")):
+        if path.suffix not in (".pcap", ".pcapng"):
+            continue
+        expected = whole(path)
+        size = max(64, path.stat().st_size // 7)
+        assert by_splits(path, size) == expected, path.name
+
+
+def split_run(path: Path, size: int, opts: Options) -> list:
+    """The split engine in one process: splits read to segments, grouped by flow, each flow decoded
+    alone, stream ids renumbered by the frame that opened each stream (what the Spark engine does
+    with a shuffle between the two stages)."""
+    import pyarrow as pa
+
+    batches, findings = [], []
+    for split in plan(str(path), size):
+        for item in segment_batches(str(path), split, str(path)):
+            (batches if isinstance(item, pa.RecordBatch) else findings).append(item)
+    table = pa.Table.from_batches(batches).sort_by([("flow", "ascending"), ("frame", "ascending")])
+    flows = table.column("flow").to_pylist()
+    records, opened = [], []
+    start = 0
+    for end in range(1, len(flows) + 1):
+        if end == len(flows) or flows[end] != flows[start]:
+            group = table.slice(start, end - start).to_batches()
+            for item in decode_flow(str(path), group, opts):
+                if isinstance(item, StreamInfo):
+                    opened.append(item.stream)
+                elif isinstance(item, Message | Finding) and item.stream is not None:
+                    records.append(item)
+            start = end
+    return list(renumber(records, opened))
+
+
+def comparable(records) -> list[tuple]:
+    return sorted(
+        (r.stream, r.frame or 0, r.offset or 0, r.protocol, getattr(r, "kind", "") or "",
+         getattr(r, "code", "") or "", str(getattr(r, "fields", "")), str(getattr(r, "event", "")))
+        for r in records
+    )  # fmt: skip
+
+
+def local_run(path: Path, opts: Options) -> list:
+    return [
+        r for r in run([str(path)], (), opts) if isinstance(r, Message | Finding) and r.stream is not None
+    ]
+
+
+@pytest.mark.parametrize("size", [300, 5000, 1 << 20])
+def test_split_engine_gives_the_local_engines_stream_records(size):
+    path = Path(__file__).parents[1] / "examples" / "lumberjack-pylogbeat.pcap"
+    opts = Options()
+    assert comparable(split_run(path, size, opts)) == comparable(local_run(path, opts))
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/captures is not beside the repository")
+def test_split_engine_on_real_cql_and_reassembly_captures():
+    opts = Options()
+    for sub in ("cql-packetbeat", "reassembly"):
+        for path in sorted((SHARED / "public" / sub).glob("*.pcap")):
+            size = max(200, path.stat().st_size // 5)
+            assert comparable(split_run(path, size, opts)) == comparable(local_run(path, opts)), path.name

@@ -1,0 +1,182 @@
+"""One uncompressed capture cut into byte-range splits that several tasks read (docs/spark.md).
+
+A split is planned in two steps. Each byte range `[lo, hi)` is scanned by the core
+(`_core.SplitScanner`, native/src/capture/split.rs): it finds the first record boundary at or after
+`lo` by a plausibility heuristic (record headers that chain), then walks the record headers to count
+the frames that start before `hi` and to find `next`, the first boundary at or after `hi`. The scans
+are independent (a Spark job runs them in parallel). Then the plan is made exact by induction: split
+0 starts at the file's first record; whenever split i+1's boundary differs from split i's `next` (a
+payload spelled record headers and fooled the heuristic), split i+1 is scanned again from `next`,
+which a walk from a true boundary always gives. Every packet is then read by exactly one split, and
+frame numbers (the ones Wireshark shows) follow from the per-split frame counts.
+
+pcapng section headers, interface descriptions and decryption secrets are context: a reader of a
+split gets those that precede it (since the last section header) before its own bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from wirelog import _core
+from wirelog.decoders import registry
+from wirelog.engine.local import Options, StreamPipeline, decoding_options
+
+SPLIT_SIZE = 128 * 1024 * 1024  # bytes per split, like Spark's spark.sql.files.maxPartitionBytes
+READ_SIZE = 1024 * 1024
+STREAM_FIELDS = ("previous_stream", "first_stream")  # fields that name another stream by id
+PREFIX = 64  # bytes of the file's start a scanner needs (its header and first record header)
+
+Scan = tuple[int | None, int, int, list[tuple[int, bytes]]]  # start, next, frames, context
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """The records of one task: file bytes `[start, next)`, numbered from `first_frame`."""
+
+    index: int
+    start: int
+    next: int
+    first_frame: int
+    frames: int
+    context: bytes  # fed to the reader before the split's bytes (pcap: the file header)
+
+
+def _read_from(path: str, offset: int) -> Iterator[tuple[bytes, bool]]:
+    """The file's bytes from `offset` on, in pieces, each with whether it ends the file."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        f.seek(offset)
+        at = offset
+        while at < size:
+            data = f.read(READ_SIZE)
+            if not data:
+                return
+            at += len(data)
+            yield data, at >= size
+    if offset >= size:
+        yield b"", True
+
+
+def scan(path: str, prefix: bytes, lo: int, hi: int, trusted: bool) -> Scan:
+    """Scan the split `[lo, hi)` of `path` (`trusted`: `lo` is a record boundary)."""
+    scanner = _core.SplitScanner(prefix, lo, hi, trusted)
+    first, _ = _core.SplitScanner.head(prefix)
+    for data, eof in _read_from(path, max(lo, first)):
+        if scanner.feed(data, eof):
+            break
+    return scanner.result()
+
+
+def plan(
+    path: str,
+    split_size: int = SPLIT_SIZE,
+    run: Callable[[Callable[[tuple[int, int]], Scan], list[tuple[int, int]]], Iterable[Scan]] | None = None,
+) -> list[Split]:
+    """The splits of an uncompressed capture. `run(fn, ranges)` applies `fn` to every byte range
+    (default: in this process; the Spark engine runs them as tasks). Raises ValueError for a file
+    that is not a pcap or pcapng capture."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        prefix = f.read(PREFIX)
+    first, head = _core.SplitScanner.head(prefix)
+    ranges = [(lo, min(lo + split_size, size)) for lo in range(0, size, split_size)] or [(0, 0)]
+
+    def one(bounds: tuple[int, int]) -> Scan:
+        lo, hi = bounds
+        return scan(path, prefix, lo, hi, lo <= first)
+
+    scans = list((run or _local)(one, ranges))
+    splits: list[Split] = []
+    expected, frame = first, 1
+    context: list[bytes] = [head] if head else []
+    for (_, hi), found in zip(ranges, scans, strict=True):
+        if expected >= hi:
+            continue  # no record starts in this range: the previous split's last record covers it
+        start, nxt, frames, blocks = found
+        if start != expected:  # fooled, or no boundary found: the previous walk is authoritative
+            start, nxt, frames, blocks = scan(path, prefix, expected, hi, True)
+        splits.append(Split(len(splits), expected, nxt, frame, frames, b"".join(context)))
+        for _, block in blocks:
+            if block[:4] == b"\x0a\x0d\x0d\x0a":  # a section header: earlier interfaces are gone
+                context = []
+            context.append(block)
+        expected, frame = nxt, frame + frames
+    return splits
+
+
+def _local(fn: Callable[[tuple[int, int]], Scan], ranges: list[tuple[int, int]]) -> Iterator[Scan]:
+    return map(fn, ranges)
+
+
+def split_bytes(path: str, split: Split) -> Iterator[bytes]:
+    """What a reader of `split` is fed: its context, then the file's bytes `[start, next)`."""
+    if split.context:
+        yield split.context
+    with open(path, "rb") as f:
+        f.seek(split.start)
+        left = split.next - split.start
+        while left > 0:
+            data = f.read(min(READ_SIZE, left))
+            if not data:
+                return
+            left -= len(data)
+            yield data
+
+
+def segment_batches(path: str, split: Split, name: str | None = None) -> Iterator[Any]:
+    """A split's TCP segments as pyarrow RecordBatches in the segment schema (records/segments.rs,
+    its `flow` column the shuffle key), and the capture findings of its packets (Finding objects)."""
+    import pyarrow as pa
+
+    reader = _core.SegmentBatches(name or path, split.first_frame)
+    steps = itertools.chain(
+        (reader.feed(data) for data in split_bytes(path, split)), (reader.finish() for _ in ".")
+    )
+    for batch, findings in steps:
+        if batch is not None:
+            yield pa.RecordBatchReader.from_stream(batch).read_next_batch()
+        yield from findings
+
+
+def decode_flow(capture: str, batches: list[Any], opts: Options) -> list[Any]:
+    """The records of the connections of one flow (its segments in frame order), decoded as the local
+    engine decodes them; stream ids are the frames that opened the streams (`renumber` gives the
+    capture's ids)."""
+    import pyarrow as pa
+
+    core = _core.Pipeline(
+        capture,
+        None,
+        decoding=decoding_options(opts),
+        ids_by_frame=True,
+        server_ports=sorted(registry.well_known_ports() | frozenset(opts.decode_as)),
+        overlap=opts.overlap,
+        reorder_packets=opts.reorder_window,
+    )
+    pipe = StreamPipeline(capture, opts, core.stream_info, core)
+    stream = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+    out = pipe.handle(core.feed_segments(stream))
+    out += pipe.handle(core.finish())
+    return out
+
+
+def renumber(records: Iterable[Any], opened: Iterable[int]) -> Iterator[Any]:
+    """Records with the capture's stream ids: `opened` holds the frame that opened every stream of the
+    capture; a stream's id is its rank among them (the local engine numbers streams as they open)."""
+    rank = {frame: i for i, frame in enumerate(sorted(set(opened)))}
+    for r in records:
+        if getattr(r, "stream", None) is not None:
+            r.stream = rank[r.stream]
+        fields = getattr(r, "fields", None) or {}
+        for key in STREAM_FIELDS:
+            if isinstance(fields.get(key), int):
+                fields[key] = rank.get(fields[key], fields[key])
+        for value in fields.values():
+            if isinstance(value, dict) and isinstance(value.get("stream"), int):  # a place
+                value["stream"] = rank.get(value["stream"], value["stream"])
+        yield r
