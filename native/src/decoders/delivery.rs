@@ -267,7 +267,7 @@ struct Copies {
 struct Hercules {
     events: u64,
     uuids: foldhash::HashMap<u128, Copies>,
-    waiting_in: HashMap<u64, Vec<u128>>,
+    waiting_in: foldhash::HashMap<u64, Vec<u128>>,
     /// Events of UUIDs past `KEYS_LIMIT`, by their own answer: accepted, refused, unanswered.
     untracked: (u64, u64, u64),
 }

@@ -778,11 +778,18 @@ impl Mapper {
 /// A name the escaping keeps as it is (`is_tag_name` and no `_x`), in one pass: this runs for
 /// every key of every record.
 fn conventional(b: &[u8]) -> bool {
-    let tag_char = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-');
-    !b.is_empty()
-        && b.len() <= MAX_KEY_BYTES
-        && b.iter().all(|&c| tag_char(c))
-        && !b.windows(2).any(|w| w == b"_x")
+    if b.is_empty() || b.len() > MAX_KEY_BYTES {
+        return false;
+    }
+    let mut prev = 0;
+    for &c in b {
+        let tag_char = c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-');
+        if !tag_char || (prev == b'_' && c == b'x') {
+            return false;
+        }
+        prev = c;
+    }
+    true
 }
 
 /// `name` made into a conventional tag name, reversibly (the core's decoder undoes it:
