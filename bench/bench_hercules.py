@@ -4,7 +4,8 @@ tshark has no Hercules dissector: on the same capture it reassembles and parses 
 and responses only, while wirelog also decodes every event of every batch (half the requests with
 lz4 bodies). The capture: N keep-alive connections with a TCP handshake, each carrying R requests of
 B LogEvent-like events, bodies cut into 1460-byte segments, each answered 200. Prints events/s for
-wirelog (to JSON and to Hercules) and tshark, and the ratios.
+wirelog (to JSON and to Hercules) and tshark, the ratios, and wirelog's peak RSS on the capture and on
+one with twice the connections (it must stay flat).
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from bench_streams import measure
 from gen_capture import Connection, PcapWriter
 
-from wirelog.decoders.hercules.types import Event, Type, Variant, Vector
-from wirelog.export.hercules import encode_batch
+from tests.hercules_codec import Event, Type, Variant, Vector, encode_batch
 
 MSS = 1460
 TICKS = 17_637_000_000_000_000  # 2025-11-21
@@ -81,16 +81,21 @@ def main() -> None:
     args = ap.parse_args()
     wirelog = [sys.executable, "-m", "wirelog.cli"]
     with tempfile.TemporaryDirectory() as tmp:
-        pcap = Path(tmp) / "gate.pcap"
+        pcap, big = Path(tmp) / "gate.pcap", Path(tmp) / "gate2.pcap"
         events, http = write_capture(pcap, args.connections, args.requests, args.batch)
+        write_capture(big, 2 * args.connections, args.requests, args.batch)
         print(f"capture: {events} events in {http} HTTP messages, {pcap.stat().st_size / 1e6:.1f} MB")
         wj, rssj = measure([*wirelog, "convert", str(pcap), "--to", "json", "-o", "/dev/null"], args.runs)
         wh, rssh = measure([*wirelog, "convert", str(pcap), "--to", "hercules", "-o", "/dev/null"], args.runs)
+        _, rssj2 = measure([*wirelog, "convert", str(big), "--to", "json", "-o", "/dev/null"], 1)
+        _, rssh2 = measure([*wirelog, "convert", str(big), "--to", "hercules", "-o", "/dev/null"], 1)
         print(
             f"wirelog --to json    : {wj:6.2f} s  {events / wj:10,.0f} events/s  peak RSS {rssj // 1024} MiB"
+            f" (capture doubled: {rssj2 // 1024} MiB)"
         )
         print(
             f"wirelog --to hercules: {wh:6.2f} s  {events / wh:10,.0f} events/s  peak RSS {rssh // 1024} MiB"
+            f" (capture doubled: {rssh2 // 1024} MiB)"
         )
         if shutil.which("tshark") is None:
             print("tshark not installed: no ratio")

@@ -10,6 +10,7 @@ import struct
 import uuid
 
 import pytest
+from hercules_codec import EncodeError, Event, Type, Variant, encode_batch, encode_event
 from hercules_helpers import (
     EVENTS,
     FORMATTER_EVENT,
@@ -27,8 +28,6 @@ from hypothesis import strategies as st
 
 from wirelog.decoders.base import Limits
 from wirelog.decoders.hercules import decode_event_stream
-from wirelog.decoders.hercules.types import Event, Type, Variant
-from wirelog.export.hercules import EncodeError, encode_batch, encode_event
 from wirelog.model import Finding, Message
 
 
@@ -111,13 +110,6 @@ def test_vector_of_vectors_of_integers():
     inner = "04000000020000000{}0000000{}"
     hexed = "000106766563746f72808000000002" + inner.format(1, 2) + inner.format(3, 4)
     assert parse(event_bytes(hexed))[0].event == {"vector": [[1, 2], [3, 4]]}
-
-
-def test_event_id_ticks_from_reference():
-    # §4.6: the event id of 2019-01-23T00:00Z starts with the ticks 0x003700CFC0164000
-    from wirelog.export.hercules import iso_ticks
-
-    assert iso_ticks("2019-01-23T00:00:00Z") == 0x003700CFC0164000
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])

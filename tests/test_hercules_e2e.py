@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from wirelog.engine.local import run
+from wirelog.engine.local import Options, run
 from wirelog.export.hercules import HerculesWriter
-from wirelog.model import Finding, Message
+from wirelog.model import Finding, Message, RecordRows
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parents[0].parent / "shared" / "captures"
@@ -56,3 +56,22 @@ def test_capture_to_hercules_and_back(capture: Path, tmp_path: Path):
         for name in COMMON:
             assert src.get(name) == getattr(orig, name)
     assert len({r.fields["uuid"] for r in back}) == len(back)
+
+
+def test_every_input_of_the_writer_gives_the_same_bytes(tmp_path: Path):
+    """Core events (convert's path), Message objects and Arrow rows (Spark's) are one encoding."""
+    captures = [str(HERE / "data" / "hercules" / "gate-session.pcap"), str(HERE / "data" / "lumberjack" / "pylogbeat-logstash.pcap")]  # fmt: skip
+    objects = export([r for r in run(captures) if isinstance(r, Message)], tmp_path / "objects.bin")
+    events = tmp_path / "events.bin"
+    with events.open("wb") as f:
+        writer = HerculesWriter(f)
+        for item in run(captures, (), Options(records="hercules")):
+            writer.write(item)
+    rows = tmp_path / "rows.bin"
+    with rows.open("wb") as f:
+        writer = HerculesWriter(f)
+        for item in run(captures, (), Options(records="arrow")):
+            if isinstance(item, RecordRows):
+                writer.write_batch(item.batch)
+    assert len(objects) > 1000
+    assert events.read_bytes() == objects == rows.read_bytes()

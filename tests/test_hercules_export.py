@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import io
+import json
+import re
+import struct
 import uuid
 
 from hercules_helpers import README_EVENT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from wirelog import _core
 from wirelog.decoders.hercules import decode_event_stream
-from wirelog.decoders.hercules.types import (
-    MAX_DOTNET_TAGS,
-    TAG_NAME,
-    Type,
-    Variant,
-    Vector,
-    escape_name,
-    unescape_name,
-)
-from wirelog.export.hercules import HerculesWriter, Mapper, iso_ticks, map_record
+from wirelog.export.hercules import HerculesWriter
 from wirelog.model import Direction, Message
+
+TAG_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,255}")
+MAX_DOTNET_TAGS = 32767  # the .NET reader reads a container's count as a signed Int16
 
 JSON = st.recursive(
     st.none()
@@ -43,36 +41,46 @@ def message(doc=None, offset=10, **kw) -> Message:
     return Message(**base)
 
 
-def export(*records: Message) -> tuple[bytes, list]:
+def export(*records: Message) -> tuple[bytes, list[dict]]:
+    """The bytes of `records` and the mapping notes (NDJSON finding objects)."""
     out = io.BytesIO()
     writer = HerculesWriter(out)
-    findings = [f for r in records for f in writer.write(r)]
+    notes = []
+    for r in records:
+        writer.write(r)
+        notes += [json.loads(line) for _, line in writer.notes()]
     writer.close()
-    return out.getvalue(), findings
+    return out.getvalue(), notes
+
+
+def plain(data: bytes) -> list[dict]:
+    """The events as a plain reader sees them (tag names as written, no mapping undone)."""
+    return _core.hercules_documents(data)
 
 
 @settings(max_examples=300)
 @given(st.text(max_size=40))
-def test_name_escaping_is_reversible_and_conventional(name):
-    escaped = escape_name(name)
-    assert unescape_name(escaped) == name
-    if len(escaped) <= 255:
-        assert TAG_NAME.fullmatch(escaped.encode())
+def test_names_come_back_and_are_conventional(name):
+    data, _ = export(message({name: 1}))
+    (written,) = plain(data)[0]["tags"]["event"]
+    assert len(written) <= 255 and TAG_NAME.fullmatch(written)
+    (rec,) = decode_event_stream(data)
+    if "_xh" not in written:  # `_xh` only ends a shortened name (escapes are `_x` + hex digits)
+        assert rec.event == {name: 1}
 
 
-def test_integers_wider_than_64_bits_come_back_as_their_marker():
-    wide = [2**64, -(2**63) - 1, 2**70]
+def test_integers_beyond_a_long_are_written_as_their_marker_and_come_back():
+    wide = [2**63, 2**64 - 1]  # beyond a signed Long, within the core's 64-bit numbers
     data, _ = export(message({"n": wide}))
+    assert plain(data)[0]["tags"]["event"] == {"n": [{"_xn": str(n)} for n in wide]}
     (rec,) = list(decode_event_stream(data))
-    assert rec.event == {"n": [{"_xn": str(n)} for n in wide]}
+    assert rec.event == {"n": wide}
 
 
 def test_conventional_names_are_kept():
-    for name in ("host", "log.file.path", "a-b_c", "x_y", "_private"):
-        assert escape_name(name) == name
-    assert escape_name("@timestamp") == "_x40timestamp"
-    assert escape_name("_xv") == "_x5fxv"
-    assert escape_name("") == "_x"
+    names = ("host", "log.file.path", "a-b_c", "x_y", "_private", "@timestamp", "_xv", "")
+    data, _ = export(message(dict.fromkeys(names, 1)))
+    assert list(plain(data)[0]["tags"]["event"]) == [*names[:5], "_x40timestamp", "_x5fxv", "_x"]
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
@@ -86,28 +94,25 @@ def test_documents_come_back_unchanged(doc):
     assert src["fields"] == {"seq": 3} and src["acked"] is True and src["direction"] == "c2s"
 
 
-def _walk(v: Variant):
-    yield v.type, v.value
-    if v.type == Type.CONTAINER:
-        for _, inner in v.value:
-            yield from _walk(inner)
-    elif v.type == Type.VECTOR:
-        vec: Vector = v.value
-        yield ("elem", vec.elem)
-        if vec.elem == Type.CONTAINER:
-            for tags in vec.items:
-                yield from _walk(Variant(Type.CONTAINER, tags))
+def _check_readable(v) -> None:
+    """No Vector<Vector> or Vector<Null> (a list holding a list or a null: wrapped items are
+    containers), conventional names, containers .NET can count."""
+    if isinstance(v, dict):
+        assert len(v) <= MAX_DOTNET_TAGS
+        for k, inner in v.items():
+            assert TAG_NAME.fullmatch(k)
+            _check_readable(inner)
+    elif isinstance(v, list):
+        for item in v:
+            assert item is not None and not isinstance(item, list)
+            _check_readable(item)
 
 
 @settings(max_examples=200)
 @given(JSON)
 def test_output_suits_java_and_dotnet_readers(doc):
-    ev = map_record(message(doc), Mapper(), bytes(16))
-    for kind, value in _walk(Variant(Type.CONTAINER, ev.tags)):
-        assert (kind, value) not in (("elem", Type.VECTOR), ("elem", Type.NULL))
-        if kind == Type.CONTAINER:
-            assert len(value) <= MAX_DOTNET_TAGS
-            assert all(TAG_NAME.fullmatch(k.encode()) for k, _ in value)
+    data, _ = export(message(doc))
+    _check_readable(plain(data)[0]["tags"])
 
 
 def test_type_by_type_mapping():
@@ -121,30 +126,38 @@ def test_type_by_type_mapping():
         "ls": [1, 2],
         "lf": [1.0],
         "lo": [{}],
+        "mixed": [1, "a"],
+        "nested": [[1]],
+        "empty": [],
     }
-    ev = map_record(message(doc), Mapper(), bytes(16))
-    mapped = dict(dict(ev.tags)["event"].value)
-    assert {k: v.type for k, v in mapped.items()} == {
-        "s": Type.STRING, "i": Type.LONG, "f": Type.DOUBLE, "b": Type.FLAG, "n": Type.NULL,
-        "o": Type.CONTAINER, "ls": Type.VECTOR, "lf": Type.VECTOR, "lo": Type.VECTOR,
+    data, _ = export(message(doc))
+    assert plain(data)[0]["tags"]["event"] == {
+        "s": "x", "i": 5, "f": 1.5, "b": True, "n": None, "o": {"k": 1}, "ls": [1, 2], "lf": [1.0],
+        "lo": [{}], "mixed": [{"_xv": 1}, {"_xv": "a"}], "nested": [{"_xv": [1]}], "empty": [],
     }  # fmt: skip
-    assert mapped["ls"].value == Vector(Type.LONG, (1, 2))
-    assert mapped["lo"].value == Vector(Type.CONTAINER, ((),))
+    # Long 5, Double 1.5, Vector<Long> [1, 2]: the type bytes as the Java reader sees them
+    assert b"\x01i\x05" + (5).to_bytes(8, "big") in data
+    assert b"\x01f\x08" + struct.pack(">d", 1.5) in data
+    assert b"\x02ls\x80\x05\x00\x00\x00\x02" in data
+
+
+def ticks(*records: Message) -> list[int]:
+    data, _ = export(*records)
+    return [e["timestamp"] for e in plain(data)]
 
 
 def test_timestamps():
     # §4.6: 2019-01-23T00:00Z is 0x003700CFC0164000 ticks
-    assert iso_ticks("2019-01-23T00:00:00Z") == 0x003700CFC0164000
-    assert iso_ticks("2019-01-23T03:00:00.5+03:00") == 0x003700CFC0164000 + 5_000_000
-    assert iso_ticks("yesterday") is None
-    ev = map_record(message({"@timestamp": "2019-01-23T00:00:00.000Z"}), Mapper(), bytes(16))
-    assert ev.timestamp == 0x003700CFC0164000
-    assert map_record(message({"x": 1}), Mapper(), bytes(16)).timestamp == 17_000_000_001_234_567
-    assert map_record(message(None, ts=None), Mapper(), bytes(16)).timestamp == 0
-    data, _ = export(message({"x": 1}), message(None, ts=None, offset=99, kind="connection"))
-    assert [r.fields["timestamp"] for r in decode_event_stream(data)] == [17_000_000_001_234_567] * 2
+    assert ticks(message({"@timestamp": "2019-01-23T00:00:00.000Z"})) == [0x003700CFC0164000]
+    assert ticks(message({"@timestamp": "2019-01-23T03:00:00.5+03:00"})) == [0x003700CFC0164000 + 5_000_000]
+    assert ticks(message({"@timestamp": "yesterday"})) == [17_000_000_001_234_567]  # the capture time
+    assert ticks(message(None, ts=None)) == [0]
+    assert (
+        ticks(message({"x": 1}), message(None, ts=None, offset=99, kind="connection"))
+        == [17_000_000_001_234_567] * 2
+    )
     (herc,) = decode_event_stream(bytes.fromhex(README_EVENT))
-    assert map_record(herc, Mapper(), bytes(16)).timestamp == 15_276_799_200_000_000
+    assert ticks(herc) == [15_276_799_200_000_000]
 
 
 def test_writer_is_deterministic_and_uuids_distinct():
@@ -155,21 +168,28 @@ def test_writer_is_deterministic_and_uuids_distinct():
     uuids = [r.fields["uuid"] for r in decode_event_stream(first)]
     assert len(set(uuids)) == 5
     assert all(uuid.UUID(u).version == 5 for u in uuids)
+    # the first: uuid5 of capture, stream, direction, offset, protocol, kind and the repeat counter
+    name = "beats.pcap\x004\x00c2s\x0010\x00lumberjack\x00event\x000"
+    assert uuids[0] == str(uuid.uuid5(uuid.UUID("6f1d0e2a-4c57-5e6b-9a51-77697265c06f"), name))
     shifted, _ = export(*[message({"a": i}, offset=o, capture="other.pcap") for i, o in enumerate((10, 10))])
     assert not set(uuids) & {r.fields["uuid"] for r in decode_event_stream(shifted)}
 
 
 def test_renamed_keys_reported_once_with_position():
-    _, findings = export(message({"@timestamp": "x", "a b": 1}), message({"@timestamp": "y"}, offset=99))
-    assert [f.code for f in findings] == ["hercules.export-key-renamed"] * 2
-    assert [f.fields["key"] for f in findings] == ["@timestamp", "a b"]
-    assert findings[0].offset == 10 and findings[0].capture == "beats.pcap"
+    _, notes = export(message({"@timestamp": "x", "a b": 1}), message({"@timestamp": "y"}, offset=99))
+    assert [f["code"] for f in notes] == ["hercules.export-key-renamed"] * 2
+    assert [f["key"] for f in notes] == ["@timestamp", "a b"]
+    assert notes[0]["offset"] == 10 and notes[0]["capture"] == "beats.pcap" and notes[0]["stream"] == 4
+    assert (
+        notes[0]["message"]
+        == "key '@timestamp' is outside the tag-name rules; written as '_x40timestamp' (reversible)"
+    )
 
 
 def test_over_long_keys_are_shortened_and_reported():
     key = "k" * 300
-    data, findings = export(message({key: 1}))
-    assert [f.code for f in findings] == ["hercules.export-key-truncated"]
+    data, notes = export(message({key: 1}))
+    assert [f["code"] for f in notes] == ["hercules.export-key-truncated"]
     (rec,) = decode_event_stream(data)
     (name,) = rec.event
     assert name.startswith("k" * 200) and len(name) == 200 + 3 + 16

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import lz4.block
 import pytest
+from hercules_codec import encode_batch
 from hercules_helpers import EVENTS, README_EVENT, codes, decode_stream, messages, record_gate_session
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,7 +18,6 @@ from tests.core_decoders import CoreDecoder
 from wirelog.decoders.base import Limits, StreamContext
 from wirelog.decoders.hercules import decode_event_stream
 from wirelog.engine.local import run
-from wirelog.export.hercules import encode_batch
 from wirelog.model import COMMON_MESSAGE_KEYS, Chunk, Direction, Gap, Message
 
 EV = bytes.fromhex(README_EVENT)

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hercules_codec import encode_event
 from hercules_helpers import EVENTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 from wirelog import _core
 from wirelog.decoders.hercules import decode_event_stream
 from wirelog.engine.local import run
-from wirelog.export.hercules import HerculesWriter, encode_event
+from wirelog.export.hercules import HerculesWriter
 from wirelog.model import Message
 
 SRC = os.environ.get("HERCULES_JAVA_SRC")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+from hercules_codec import encode_event
 from hercules_helpers import EVENTS, README_EVENT, codes, decode_stream, event_bytes, messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -11,7 +12,6 @@ from hypothesis import strategies as st
 from tests.core_decoders import CoreDecoder
 from wirelog.decoders.base import Limits, StreamContext
 from wirelog.decoders.hercules import decode_event_stream
-from wirelog.export.hercules import encode_event
 from wirelog.model import Chunk, Direction, Finding, Message
 
 EV = bytes.fromhex(README_EVENT)

@@ -17,7 +17,7 @@ use arrow_array::{RecordBatch, RecordBatchIterator};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyCapsule, PyDict, PyFloat, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyCapsule, PyDict, PyFloat, PyList, PyString, PyTuple};
 
 use crate::capture::split::{Head, Scanner};
 use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
@@ -26,6 +26,7 @@ use crate::decoders::{Chunk, Gap, Limits, StreamContext};
 use crate::model::{Direction, Finding, FindingSink, Record, Severity, Stamp, Value};
 use crate::pipeline::{Detection, Forward, Held, Item, Pipeline as CorePipeline, Session};
 use crate::records::filter::Filter;
+use crate::records::hercules::{Encoder, Events, Fields, Note, View, Writer};
 use crate::records::json::StreamLines;
 use crate::records::out::{Form, RecordOut, Taken};
 use crate::records::segments::{each_segment, SegmentRows};
@@ -369,6 +370,7 @@ fn taken<'py>(
             let batch = batch.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
             Ok(Bound::new(py, ArrowRecords { batch: Some(batch) })?.into_any())
         }
+        Taken::Hercules(events) => Ok(Bound::new(py, HerculesEvents(Some(events)))?.into_any()),
         Taken::Records(records) => {
             let list = PyList::empty(py);
             for (stamp, r) in records {
@@ -794,10 +796,10 @@ fn decode_item(session: &mut Session, item: &Bound<'_, PyAny>) -> PyResult<()> {
     Ok(())
 }
 
-/// A Session from the `decoding` options of the engine: `records` ("objects" | "ndjson" | "arrow"),
-/// `show_secrets`, `limits` (a dict of Limits fields), the record filter (`protocols`,
-/// `streams`, `kinds`, `events`, `since`, `until`) and how protocols are chosen (`decode_as`: a
-/// dict port → protocol, `forced`: one protocol for every stream).
+/// A Session from the `decoding` options of the engine: `records` ("objects" | "ndjson" | "arrow"
+/// | "hercules"), `show_secrets`, `limits` (a dict of Limits fields), the record filter
+/// (`protocols`, `streams`, `kinds`, `events`, `since`, `until`) and how protocols are chosen
+/// (`decode_as`: a dict port → protocol, `forced`: one protocol for every stream).
 fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Session> {
     let (mut form, mut show_secrets, mut limits, mut filter, mut detection) = (
         Form::Records(Vec::new()),
@@ -818,10 +820,11 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
                     "objects" => Form::Records(Vec::new()),
                     "ndjson" => Form::Ndjson(String::new()),
                     "arrow" => Form::Arrow(Box::default()),
+                    "hercules" => Form::Hercules(Box::default()),
                     _ => {
                         return Err(PyValueError::new_err(format!(
-                            "records must be 'objects', 'ndjson' or 'arrow', not {name:?}"
-                        )))
+                        "records must be 'objects', 'ndjson', 'arrow' or 'hercules', not {name:?}"
+                    )))
                     }
                 };
             }
@@ -1433,6 +1436,167 @@ fn hercules_documents<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, 
     Ok(list)
 }
 
+// --- The Hercules export (docs/hercules.md): events encoded by the core -----------------------
+
+/// The messages a native decoder made, as Hercules event bodies for a `HerculesWriter`.
+#[pyclass(module = "wirelog._core")]
+struct HerculesEvents(Option<Events>);
+
+#[pymethods]
+impl HerculesEvents {
+    fn __len__(&self) -> usize {
+        self.0.as_ref().map_or(0, Events::len)
+    }
+}
+
+/// One Hercules output (`convert --to hercules`, a Spark task's part file): event ids and the
+/// time of untimed records follow the output's order, renamed keys are reported once. Each
+/// `write*` returns the bytes to append; `take_notes` the mapping notes since the last call, as
+/// (sentence, NDJSON finding line) pairs.
+#[pyclass(module = "wirelog._core")]
+#[derive(Default)]
+struct HerculesWriter {
+    writer: Writer,
+    /// For records that did not come from a decoding session (Python's, Arrow rows).
+    encoder: Encoder,
+    notes: Vec<Note>,
+}
+
+impl HerculesWriter {
+    fn finish<'py>(&mut self, py: Python<'py>, events: Events) -> Bound<'py, PyBytes> {
+        let (data, notes) = self.writer.finish(events);
+        self.notes.extend(notes);
+        PyBytes::new(py, &data)
+    }
+}
+
+#[pymethods]
+impl HerculesWriter {
+    #[new]
+    fn new() -> Self {
+        HerculesWriter::default()
+    }
+
+    /// The events a decoding session with `records="hercules"` gave (they can be written once).
+    fn write<'py>(
+        &mut self,
+        py: Python<'py>,
+        events: &mut HerculesEvents,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let events = events
+            .0
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("these events were already written"))?;
+        Ok(self.finish(py, events))
+    }
+
+    /// A wirelog.model Message made in Python.
+    fn write_message<'py>(
+        &mut self,
+        py: Python<'py>,
+        m: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let text = |name: &str| -> PyResult<Option<String>> { m.getattr(name)?.extract() };
+        let int = |name: &str| -> PyResult<Option<i128>> { m.getattr(name)?.extract() };
+        let direction = m.getattr("direction")?;
+        let direction: Option<String> = if direction.is_none() {
+            None
+        } else {
+            Some(direction.getattr("value")?.extract()?)
+        };
+        let fields = match value_of(&m.getattr("fields")?)? {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        let event = value_of(&m.getattr("event")?)?;
+        let (capture, client, server) = (text("capture")?, text("client")?, text("server")?);
+        let (protocol, kind, version) = (text("protocol")?, text("kind")?, text("version")?);
+        self.encoder.push(&View {
+            capture: capture.as_deref().unwrap_or(""),
+            stream: m.getattr("stream")?.extract()?,
+            client: client.as_deref(),
+            server: server.as_deref(),
+            protocol: protocol.as_deref().unwrap_or(""),
+            kind: kind.as_deref().unwrap_or(""),
+            direction: direction.as_deref(),
+            offset: int("offset")?,
+            length: int("length")?,
+            frame: int("frame")?,
+            ts: m.getattr("ts")?.extract()?,
+            version: version.as_deref(),
+            acked: m.getattr("acked")?.extract()?,
+            fields: Fields::Object(&fields),
+            event: Some(&event),
+        });
+        let events = self.encoder.take();
+        Ok(self.finish(py, events))
+    }
+
+    /// The message rows of an Arrow batch in the record schema (anything with
+    /// `__arrow_c_stream__`: a pyarrow RecordBatch, Spark's Arrow batches).
+    fn write_arrow<'py>(
+        &mut self,
+        py: Python<'py>,
+        batch: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let capsule = batch.call_method0("__arrow_c_stream__")?;
+        let capsule = capsule.cast::<PyCapsule>()?;
+        let name = CString::new("arrow_array_stream").unwrap_or_default();
+        let ptr = capsule.pointer_checked(Some(&name))?;
+        // SAFETY: the capsule named "arrow_array_stream" holds an FFI_ArrowArrayStream (the Arrow
+        // PyCapsule interface); from_raw moves it out and leaves a released stream behind, which
+        // the capsule's destructor then skips.
+        let reader = unsafe {
+            ArrowArrayStreamReader::from_raw(ptr.as_ptr().cast::<FFI_ArrowArrayStream>())
+        }
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        for batch in reader {
+            let batch = batch.map_err(|e| PyValueError::new_err(e.to_string()))?;
+            self.encoder.push_rows(&batch);
+        }
+        let events = self.encoder.take();
+        Ok(self.finish(py, events))
+    }
+
+    /// The mapping notes since the last call: (sentence, NDJSON finding line).
+    fn take_notes<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for note in self.notes.drain(..) {
+            list.append((note.message(), PyBytes::new(py, note.line().as_bytes())))?;
+        }
+        Ok(list)
+    }
+}
+
+/// A JSON-compatible Python value (a Message's fields or event) as a JSON value; integers beyond
+/// 64 bits become floats (the core's numbers hold 64 bits), anything else its `str`.
+fn value_of(v: &Bound<'_, PyAny>) -> PyResult<Value> {
+    Ok(if v.is_none() {
+        Value::Null
+    } else if let Ok(b) = v.cast::<PyBool>() {
+        Value::Bool(b.is_true())
+    } else if let Ok(s) = v.cast::<PyString>() {
+        Value::String(s.to_str()?.to_owned())
+    } else if let Ok(i) = v.extract::<i64>() {
+        Value::from(i)
+    } else if let Ok(u) = v.extract::<u64>() {
+        Value::from(u)
+    } else if let Ok(f) = v.extract::<f64>() {
+        serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+    } else if let Ok(d) = v.cast::<PyDict>() {
+        let mut map = serde_json::Map::new();
+        for (k, item) in d.iter() {
+            map.insert(k.str()?.to_str()?.to_owned(), value_of(&item)?);
+        }
+        Value::Object(map)
+    } else if v.cast::<PyList>().is_ok() || v.cast::<PyTuple>().is_ok() {
+        let items = v.try_iter()?;
+        Value::Array(items.map(|x| value_of(&x?)).collect::<PyResult<_>>()?)
+    } else {
+        Value::String(v.str()?.to_str()?.to_owned())
+    })
+}
+
 /// With debug on, an internal.panic finding carries the Rust backtrace (`wirelog --debug`).
 #[pyfunction]
 fn set_debug(on: bool) {
@@ -1463,6 +1627,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(delivery_findings, m)?)?;
     m.add_function(wrap_pyfunction!(set_debug, m)?)?;
     m.add_function(wrap_pyfunction!(hercules_documents, m)?)?;
+    m.add_class::<HerculesEvents>()?;
+    m.add_class::<HerculesWriter>()?;
     m.add(
         "CaptureFormatError",
         m.py().get_type::<CaptureFormatError>(),

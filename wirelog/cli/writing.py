@@ -7,17 +7,20 @@ from collections.abc import Iterable
 
 from wirelog.cli.common import error
 from wirelog.cli.output import open_output
+from wirelog.export.hercules import HerculesWriter, is_events
 from wirelog.export.json import JsonWriter
 from wirelog.model import Finding, Message, RecordLines, RecordRows
 
 SUFFIX = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}
 # The form the core gives its decoders' records in, per output format (engine Options.records):
-# NDJSON and Arrow go straight to the writers; Hercules events are mapped from record objects.
-RECORDS = {"json": "ndjson", "parquet": "arrow", "hercules": "objects"}
+# NDJSON, Arrow rows and Hercules events, each written by the core with no Python object per record.
+RECORDS = {"json": "ndjson", "parquet": "arrow", "hercules": "hercules"}
 
 
 def write_records(fmt: str, output: str, items: Iterable) -> None:
-    records = (i for i in items if isinstance(i, Message | Finding | RecordLines | RecordRows))
+    records = (
+        i for i in items if isinstance(i, Message | Finding | RecordLines | RecordRows) or is_events(i)
+    )
     if fmt == "parquet":
         from wirelog.export.parquet import ParquetWriter  # imported here: pyarrow costs ~70 ms of start-up
 
@@ -41,13 +44,14 @@ def write_records(fmt: str, output: str, items: Iterable) -> None:
             write_hercules(out, records)
 
 
-def write_hercules(out, records: Iterable[Message | Finding]) -> None:
-    """Messages become events; mapping notes (renamed keys, ...) are reported once on stderr."""
-    from wirelog.export.hercules import HerculesWriter  # imported here, like ParquetWriter
-
+def write_hercules(out, records: Iterable) -> None:
+    """Messages become events (docs/hercules.md); mapping notes (renamed keys, ...) are reported
+    once on stderr."""
     writer = HerculesWriter(out)
     for rec in records:
-        if isinstance(rec, Message):
-            for note in writer.write(rec):
-                error(f"hercules: {note.message}")
-    out.flush()
+        if isinstance(rec, Finding):
+            continue
+        writer.write(rec)
+        for message, _ in writer.notes():
+            error(f"hercules: {message}")
+    writer.close()

@@ -36,13 +36,15 @@ Decoding = _core.Decoding  # the core's decoders fed by Python (raw dumps)
 
 def native_records(out: Any) -> list:
     """What the core returns for its decoders' records (None, NDJSON bytes with their line count,
-    Arrow rows or a list of Message/Finding) as pipeline items."""
+    Arrow rows, Hercules events or a list of Message/Finding) as pipeline items."""
     if out is None:
         return []
     if isinstance(out, list):
         return out
     if isinstance(out, tuple):
         return [RecordLines(*out)]
+    if isinstance(out, _core.HerculesEvents):  # convert --to hercules: written by the core too
+        return [out]
     import pyarrow as pa  # only the Arrow form gets here (convert --to parquet)
 
     return [RecordRows(pa.RecordBatchReader.from_stream(out).read_next_batch())]

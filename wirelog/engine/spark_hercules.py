@@ -2,8 +2,9 @@
 
 `df.write.format("wirelog-hercules").mode("overwrite").save(DIR)` writes one part file of concatenated
 Hercules events (the form of a Kafka dump, as `wirelog convert --to hercules` writes) per task. Message
-rows become events through the same HerculesWriter as the local engine, in the task's row order, so a
-reader partitioned by whole captures gives the events (and deterministic UUIDs) of the local engine;
+rows become events in the core, through the same encoder as the local engine (the task's Arrow batches
+go to it whole, in row order), so a reader partitioned by whole captures gives the events (and
+deterministic UUIDs) of the local engine;
 finding rows are not events and are skipped, as locally. With the reader's `exactTime` option the
 `ts_ns` column restores nanosecond capture times, making the bytes identical to the local output.
 
@@ -16,65 +17,22 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import json
 import os
 import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from wirelog.export.hercules import HerculesWriter
-from wirelog.export.json import dumps
-from wirelog.model import Direction, Message
 
 NOTES = "_mapping-notes.ndjson"
 _MAX_NOTES = 1000  # per task: notes are reported once per key, but keys can be unbounded
-
-
-def _loads(text: str | None) -> object:
-    if text is None:
-        return None
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:  # integers beyond 64 bits
-        return json.loads(text)
-
-
-def row_messages(batch: pa.RecordBatch) -> Iterator[Message]:
-    """The Message of every `record = 'message'` row (fields and event parsed back from JSON)."""
-    names = batch.schema.names
-    cols = {n: batch.column(n).to_pylist() for n in names if n != "ts"}
-    if "ts_ns" in cols:
-        ts = cols["ts_ns"]
-    else:
-        ts = [None if t is None else t * 1000 for t in batch.column("ts").cast(pa.int64()).to_pylist()]
-    for i, record in enumerate(cols["record"]):
-        if record != "message":
-            continue
-        direction = cols["direction"][i]
-        yield Message(
-            protocol=cols["protocol"][i],
-            kind=cols["kind"][i],
-            direction=Direction(direction) if direction is not None else None,
-            offset=cols["offset"][i],
-            length=cols["length"][i],
-            frame=cols["frame"][i],
-            ts=ts[i],
-            version=cols["version"][i],
-            fields=_loads(cols["fields"][i]) or {},
-            event=_loads(cols["event"][i]),
-            acked=cols["acked"][i],
-            stream=cols["stream"][i],
-            capture=cols["capture"][i],
-            client=cols["client"][i],
-            server=cols["server"][i],
-        )
 
 
 @dataclass
@@ -101,11 +59,11 @@ class HerculesPartWriter(DataSourceArrowWriter):
         with open(temp, "wb") as out:
             writer = HerculesWriter(out)
             for batch in iterator:
-                for msg in row_messages(batch):
-                    for note in writer.write(msg):
-                        if len(result.notes) < _MAX_NOTES:
-                            result.notes.append(dumps(note))
-                    result.events += 1
+                writer.write_batch(batch)
+                result.events += pc.sum(pc.equal(batch.column("record"), "message")).as_py() or 0
+                for _, line in writer.notes():
+                    if len(result.notes) < _MAX_NOTES:
+                        result.notes.append(line)
             writer.close()
         return result
 

@@ -266,18 +266,24 @@ struct Copies {
 #[derive(Debug, Default)]
 struct Hercules {
     events: u64,
-    uuids: HashMap<u128, Copies>,
-    waiting_in: HashMap<u64, Vec<u128>>,
+    uuids: foldhash::HashMap<u128, Copies>,
+    waiting_in: foldhash::HashMap<u64, Vec<u128>>,
     /// Events of UUIDs past `KEYS_LIMIT`, by their own answer: accepted, refused, unanswered.
     untracked: (u64, u64, u64),
 }
 
 /// A UUID's canonical text as a number (None for anything else).
 fn uuid_key(text: &str) -> Option<u128> {
-    let hex: String = text.chars().filter(|&c| c != '-').collect();
-    (text.len() == 36 && hex.len() == 32)
-        .then(|| u128::from_str_radix(&hex, 16).ok())
-        .flatten()
+    let b = text.as_bytes();
+    let dashes = b.iter().filter(|&&c| c == b'-').count();
+    if b.len() != 36 || dashes != 4 {
+        return None;
+    }
+    let mut key = 0u128;
+    for &c in b.iter().filter(|&&c| c != b'-') {
+        key = key << 4 | u128::from(char::from(c).to_digit(16)?);
+    }
+    Some(key)
 }
 
 impl Hercules {

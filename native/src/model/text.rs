@@ -14,18 +14,14 @@ pub fn hex(b: &[u8]) -> String {
 
 /// 16 bytes in wire (RFC 4122) order as the canonical UUID text; other lengths as plain hex.
 pub fn uuid(b: &[u8]) -> String {
-    let h = hex(b);
-    if h.len() != 32 {
-        return h;
+    let mut h = hex(b);
+    if h.len() == 32 {
+        h.reserve_exact(4);
+        for at in [20, 16, 12, 8] {
+            h.insert(at, '-');
+        }
     }
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
+    h
 }
 
 /// Bytes from hex text (whitespace ignored, a pair that is not hex skipped): test vectors and the
@@ -51,6 +47,17 @@ pub fn civil(days: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
+/// (year, month, day) → days since 1970-01-01, proleptic Gregorian: the inverse of `civil`.
+pub fn days(year: i64, month: u32, day: u32) -> i64 {
+    let y = year - i64::from(month <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +73,9 @@ mod tests {
         assert_eq!(civil(-719_162), (1, 1, 1));
         assert_eq!(civil(20_513), (2026, 3, 1)); // after a leap-free February
         assert_eq!(civil(2_932_896), (9999, 12, 31));
+        for d in [-719_162, -1, 0, 59, 20_513, 2_932_896] {
+            let (y, m, day) = civil(d);
+            assert_eq!(days(y, m, day), d);
+        }
     }
 }

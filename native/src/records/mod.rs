@@ -1,8 +1,10 @@
-//! The core's output: records written for Python, as NDJSON lines or Arrow rows, and the filter
-//! that chooses which records are written; TCP segments as Arrow rows for a shuffle between tasks.
+//! The core's output: records written for Python, as NDJSON lines, Arrow rows or Hercules events,
+//! and the filter that chooses which records are written; TCP segments as Arrow rows for a shuffle
+//! between tasks.
 
 pub mod arrow;
 pub mod filter;
+pub mod hercules;
 pub mod json;
 pub mod out;
 pub mod segments;

@@ -1,10 +1,11 @@
-//! Where the records of a capture go: NDJSON text or Arrow rows, after the filter.
+//! Where the records of a capture go: NDJSON text, Arrow rows or Hercules events, after the filter.
 
 use arrow_array::RecordBatch;
 use arrow_schema::ArrowError;
 
 use super::arrow::Rows;
 use super::filter::Filter;
+use super::hercules::{Encoder, Events, View};
 use super::json;
 use crate::model::{Record, Stamp};
 
@@ -13,6 +14,8 @@ pub enum Taken {
     /// The lines and how many there are.
     Ndjson(String, usize),
     Batch(Result<RecordBatch, ArrowError>),
+    /// The messages as Hercules event bodies, for the output's `hercules::Writer`.
+    Hercules(Events),
     /// The records themselves, for consumers that want one object per record (`inspect`, the API).
     Records(Vec<(Option<Stamp>, Record)>),
 }
@@ -21,6 +24,8 @@ pub enum Taken {
 pub enum Form {
     Ndjson(String),
     Arrow(Box<Rows>),
+    /// Messages become Hercules events (findings are not exported: docs/hercules.md).
+    Hercules(Box<Encoder>),
     Records(Vec<(Option<Stamp>, Record)>),
 }
 
@@ -49,6 +54,11 @@ impl RecordOut {
         match &mut self.form {
             Form::Ndjson(text) => json::record_line(text, &self.capture, stamp, &r),
             Form::Arrow(rows) => rows.push(&self.capture, stamp, &r),
+            Form::Hercules(encoder) => {
+                let Record::Message(m) = &r else { return };
+                let event = m.event.as_ref().map(|d| d.value());
+                encoder.push(&View::message(&self.capture, stamp, m, event.as_deref()));
+            }
             Form::Records(list) => list.push((stamp.cloned(), r)),
         }
         self.written += 1;
@@ -67,6 +77,7 @@ impl RecordOut {
                 Taken::Ndjson(std::mem::replace(text, next), count)
             }
             Form::Arrow(rows) => Taken::Batch(rows.finish()),
+            Form::Hercules(encoder) => Taken::Hercules(encoder.take()),
             Form::Records(list) => Taken::Records(std::mem::take(list)),
         })
     }

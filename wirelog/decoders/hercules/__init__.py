@@ -1,7 +1,7 @@
 """Vostok Hercules: Gate HTTP traffic, bare event streams and the binary event codec.
 
-Detection and the decoder are in the native core (native/src/decoders/hercules/); `types` holds
-the codec's Python types for the export and the tests.
+Detection, the decoder and the export encoder are in the native core (native/src/decoders/hercules/,
+native/src/records/hercules.rs); tests craft events with tests/hercules_codec.py.
 """
 
 from __future__ import annotations

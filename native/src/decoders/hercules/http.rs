@@ -89,6 +89,7 @@ pub struct HttpProblem {
 /// Message boundaries are lost in this direction (the reason).
 struct Broken(String);
 
+#[derive(Debug)]
 struct Head {
     start: [String; 3],
     headers: Vec<(String, String)>,
@@ -117,6 +118,9 @@ pub struct HttpReader {
     /// How far a chunked body has been scanned, relative to its message.
     chunk_pos: usize,
     chunks: Vec<u8>,
+    /// The head of the message at `pos` and its body length, while the body is still arriving:
+    /// a body comes in many segments, and its head is parsed once, not once a segment.
+    waiting: Option<(Head, usize)>,
 }
 
 impl HttpReader {
@@ -129,6 +133,7 @@ impl HttpReader {
             skip: 0,
             chunk_pos: 0,
             chunks: Vec::new(),
+            waiting: None,
         }
     }
 
@@ -217,6 +222,7 @@ impl HttpReader {
         self.skip = 0;
         self.chunk_pos = 0;
         self.chunks.clear();
+        self.waiting = None;
         self.synced = false;
         cut
     }
@@ -256,6 +262,13 @@ impl HttpReader {
         buf: &StreamBuffer,
         probs: &mut Vec<HttpProblem>,
     ) -> Result<Option<HttpMessage>, Broken> {
+        if let Some((head, length)) = self.waiting.take() {
+            if buf.len() - self.pos < head.len + length {
+                self.waiting = Some((head, length));
+                return Ok(None);
+            }
+            return Ok(Some(self.complete(buf, head, length)));
+        }
         let Some(head) = self.head(buf)? else {
             return Ok(None);
         };
@@ -299,21 +312,29 @@ impl HttpReader {
         }
         let length = length as usize;
         if buf.len() - self.pos < hlen + length {
+            self.waiting = Some((head, length));
             return Ok(None);
         }
+        Ok(Some(self.complete(buf, head, length)))
+    }
+
+    /// The message at `pos` whose head and `length`-byte body are all in `buf`.
+    fn complete(&mut self, buf: &StreamBuffer, head: Head, length: usize) -> HttpMessage {
+        let offset = buf.offset() + self.pos as u64;
+        let hlen = head.len;
         let at = self.pos + hlen;
         self.pos += hlen + length;
-        Ok(Some(HttpMessage {
+        HttpMessage {
             offset,
             length: (hlen + length) as u64,
-            origin,
+            origin: buf.origin_at(offset),
             start: head.start,
             headers: head.headers,
             body: Body::At(at, length),
             chunked: false,
             body_offset: Some(offset + hlen as u64),
             declared: Some(length as u64),
-        }))
+        }
     }
 
     fn chunked(&mut self, buf: &StreamBuffer, head: Head) -> Result<Option<HttpMessage>, Broken> {
@@ -658,5 +679,40 @@ mod tests {
             head(b"get / HTTP/1.1\r\n\r\n", false).err().as_deref(),
             Some("not an HTTP/1.x request line: b'get / HTTP/1.1'")
         );
+    }
+
+    /// (offset, length, body) of the messages `data` gives when fed `step` bytes at a time.
+    fn read(data: &[u8], step: usize) -> Vec<(u64, u64, Vec<u8>)> {
+        let mut buf = StreamBuffer::default();
+        let mut reader = HttpReader::new(false, 1 << 20);
+        let (mut out, mut probs) = (Vec::new(), Vec::new());
+        for (i, piece) in data.chunks(step).enumerate() {
+            buf.append((i * step) as u64, piece, None, None);
+            let mut msgs = Vec::new();
+            reader.feed(&buf, &mut msgs, &mut probs);
+            for m in msgs {
+                let body = m.body(&buf).unwrap_or_default().to_vec();
+                out.push((m.offset, m.length, body));
+            }
+            reader.commit(&mut buf);
+        }
+        assert!(probs.is_empty());
+        out
+    }
+
+    #[test]
+    fn a_body_arriving_in_pieces_gives_the_message_it_gives_whole() {
+        let one = b"POST /stream/send HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello";
+        let two = b"POST /stream/send HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc";
+        let data = [&one[..], &two[..]].concat();
+        let whole = read(&data, data.len());
+        assert_eq!(whole.len(), 2);
+        assert_eq!(
+            whole[1],
+            (one.len() as u64, two.len() as u64, b"abc".to_vec())
+        );
+        for step in [1, 2, 7, 50] {
+            assert_eq!(read(&data, step), whole, "{step} bytes at a time");
+        }
     }
 }

@@ -15,18 +15,19 @@ pub mod detect;
 pub mod fuzz;
 mod gateway;
 mod http;
-mod pyrepr;
+pub mod pyrepr;
 mod reader;
 mod records;
 mod render;
 mod stream;
 pub mod tree;
-mod types;
+pub mod types;
 mod url;
 
 use super::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
 use crate::model::{Record, Value};
 
+pub use http::py_strip;
 pub use records::TagNames;
 
 /// State shared by the Hercules connections of one capture: the tag names already reported (a
