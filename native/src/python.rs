@@ -1539,19 +1539,7 @@ impl HerculesWriter {
         py: Python<'py>,
         batch: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let capsule = batch.call_method0("__arrow_c_stream__")?;
-        let capsule = capsule.cast::<PyCapsule>()?;
-        let name = CString::new("arrow_array_stream").unwrap_or_default();
-        let ptr = capsule.pointer_checked(Some(&name))?;
-        // SAFETY: the capsule named "arrow_array_stream" holds an FFI_ArrowArrayStream (the Arrow
-        // PyCapsule interface); from_raw moves it out and leaves a released stream behind, which
-        // the capsule's destructor then skips.
-        let reader = unsafe {
-            ArrowArrayStreamReader::from_raw(ptr.as_ptr().cast::<FFI_ArrowArrayStream>())
-        }
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        for batch in reader {
-            let batch = batch.map_err(|e| PyValueError::new_err(e.to_string()))?;
+        for batch in import_stream(batch)? {
             self.encoder.push_rows(&batch);
         }
         let events = self.encoder.take();
