@@ -14,6 +14,7 @@ pub mod delivery;
 pub mod fingerprint;
 pub mod hercules;
 pub mod lumberjack;
+pub mod tls;
 
 use crate::model::{Direction, Record, Value};
 
