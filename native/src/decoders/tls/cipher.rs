@@ -38,7 +38,7 @@ impl Bulk {
         match self {
             Bulk::Aes128Gcm | Bulk::Aes256Gcm => (0, self.key_len(), 4),
             Bulk::ChaCha20Poly1305 => (0, 32, 12),
-            Bulk::Aes128Cbc(h) | Bulk::Aes256Cbc(h) => (h.len(), self.key_len(), 0),
+            Bulk::Aes128Cbc(h) | Bulk::Aes256Cbc(h) => (h.size(), self.key_len(), 0),
         }
     }
 }
@@ -70,36 +70,179 @@ use Hash::*;
 /// Every suite decrypted. The TLS 1.2 CBC suites whose MAC is SHA-1 use the SHA-256 PRF
 /// (RFC 5246 §5); the *_SHA384 suites use SHA-384 for both.
 pub const SUITES: &[Suite] = &[
-    Suite { code: 0x1301, name: "TLS_AES_128_GCM_SHA256", bulk: Aes128Gcm, hash: Sha256, tls13: true },
-    Suite { code: 0x1302, name: "TLS_AES_256_GCM_SHA384", bulk: Aes256Gcm, hash: Sha384, tls13: true },
-    Suite { code: 0x1303, name: "TLS_CHACHA20_POLY1305_SHA256", bulk: ChaCha20Poly1305, hash: Sha256, tls13: true },
+    Suite {
+        code: 0x1301,
+        name: "TLS_AES_128_GCM_SHA256",
+        bulk: Aes128Gcm,
+        hash: Sha256,
+        tls13: true,
+    },
+    Suite {
+        code: 0x1302,
+        name: "TLS_AES_256_GCM_SHA384",
+        bulk: Aes256Gcm,
+        hash: Sha384,
+        tls13: true,
+    },
+    Suite {
+        code: 0x1303,
+        name: "TLS_CHACHA20_POLY1305_SHA256",
+        bulk: ChaCha20Poly1305,
+        hash: Sha256,
+        tls13: true,
+    },
     s12(0x009C, "TLS_RSA_WITH_AES_128_GCM_SHA256", Aes128Gcm, Sha256),
     s12(0x009D, "TLS_RSA_WITH_AES_256_GCM_SHA384", Aes256Gcm, Sha384),
-    s12(0x009E, "TLS_DHE_RSA_WITH_AES_128_GCM_SHA256", Aes128Gcm, Sha256),
-    s12(0x009F, "TLS_DHE_RSA_WITH_AES_256_GCM_SHA384", Aes256Gcm, Sha384),
-    s12(0xC02B, "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", Aes128Gcm, Sha256),
-    s12(0xC02C, "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", Aes256Gcm, Sha384),
-    s12(0xC02F, "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", Aes128Gcm, Sha256),
-    s12(0xC030, "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", Aes256Gcm, Sha384),
-    s12(0xCCA8, "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256", ChaCha20Poly1305, Sha256),
-    s12(0xCCA9, "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", ChaCha20Poly1305, Sha256),
-    s12(0xCCAA, "TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256", ChaCha20Poly1305, Sha256),
-    s12(0x002F, "TLS_RSA_WITH_AES_128_CBC_SHA", Aes128Cbc(Sha1), Sha256),
-    s12(0x0035, "TLS_RSA_WITH_AES_256_CBC_SHA", Aes256Cbc(Sha1), Sha256),
-    s12(0x003C, "TLS_RSA_WITH_AES_128_CBC_SHA256", Aes128Cbc(Sha256), Sha256),
-    s12(0x003D, "TLS_RSA_WITH_AES_256_CBC_SHA256", Aes256Cbc(Sha256), Sha256),
-    s12(0x0033, "TLS_DHE_RSA_WITH_AES_128_CBC_SHA", Aes128Cbc(Sha1), Sha256),
-    s12(0x0039, "TLS_DHE_RSA_WITH_AES_256_CBC_SHA", Aes256Cbc(Sha1), Sha256),
-    s12(0x0067, "TLS_DHE_RSA_WITH_AES_128_CBC_SHA256", Aes128Cbc(Sha256), Sha256),
-    s12(0x006B, "TLS_DHE_RSA_WITH_AES_256_CBC_SHA256", Aes256Cbc(Sha256), Sha256),
-    s12(0xC009, "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", Aes128Cbc(Sha1), Sha256),
-    s12(0xC00A, "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA", Aes256Cbc(Sha1), Sha256),
-    s12(0xC013, "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", Aes128Cbc(Sha1), Sha256),
-    s12(0xC014, "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", Aes256Cbc(Sha1), Sha256),
-    s12(0xC023, "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", Aes128Cbc(Sha256), Sha256),
-    s12(0xC024, "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA384", Aes256Cbc(Sha384), Sha384),
-    s12(0xC027, "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", Aes128Cbc(Sha256), Sha256),
-    s12(0xC028, "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA384", Aes256Cbc(Sha384), Sha384),
+    s12(
+        0x009E,
+        "TLS_DHE_RSA_WITH_AES_128_GCM_SHA256",
+        Aes128Gcm,
+        Sha256,
+    ),
+    s12(
+        0x009F,
+        "TLS_DHE_RSA_WITH_AES_256_GCM_SHA384",
+        Aes256Gcm,
+        Sha384,
+    ),
+    s12(
+        0xC02B,
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        Aes128Gcm,
+        Sha256,
+    ),
+    s12(
+        0xC02C,
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+        Aes256Gcm,
+        Sha384,
+    ),
+    s12(
+        0xC02F,
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        Aes128Gcm,
+        Sha256,
+    ),
+    s12(
+        0xC030,
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        Aes256Gcm,
+        Sha384,
+    ),
+    s12(
+        0xCCA8,
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        ChaCha20Poly1305,
+        Sha256,
+    ),
+    s12(
+        0xCCA9,
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+        ChaCha20Poly1305,
+        Sha256,
+    ),
+    s12(
+        0xCCAA,
+        "TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        ChaCha20Poly1305,
+        Sha256,
+    ),
+    s12(
+        0x002F,
+        "TLS_RSA_WITH_AES_128_CBC_SHA",
+        Aes128Cbc(Sha1),
+        Sha256,
+    ),
+    s12(
+        0x0035,
+        "TLS_RSA_WITH_AES_256_CBC_SHA",
+        Aes256Cbc(Sha1),
+        Sha256,
+    ),
+    s12(
+        0x003C,
+        "TLS_RSA_WITH_AES_128_CBC_SHA256",
+        Aes128Cbc(Sha256),
+        Sha256,
+    ),
+    s12(
+        0x003D,
+        "TLS_RSA_WITH_AES_256_CBC_SHA256",
+        Aes256Cbc(Sha256),
+        Sha256,
+    ),
+    s12(
+        0x0033,
+        "TLS_DHE_RSA_WITH_AES_128_CBC_SHA",
+        Aes128Cbc(Sha1),
+        Sha256,
+    ),
+    s12(
+        0x0039,
+        "TLS_DHE_RSA_WITH_AES_256_CBC_SHA",
+        Aes256Cbc(Sha1),
+        Sha256,
+    ),
+    s12(
+        0x0067,
+        "TLS_DHE_RSA_WITH_AES_128_CBC_SHA256",
+        Aes128Cbc(Sha256),
+        Sha256,
+    ),
+    s12(
+        0x006B,
+        "TLS_DHE_RSA_WITH_AES_256_CBC_SHA256",
+        Aes256Cbc(Sha256),
+        Sha256,
+    ),
+    s12(
+        0xC009,
+        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+        Aes128Cbc(Sha1),
+        Sha256,
+    ),
+    s12(
+        0xC00A,
+        "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+        Aes256Cbc(Sha1),
+        Sha256,
+    ),
+    s12(
+        0xC013,
+        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+        Aes128Cbc(Sha1),
+        Sha256,
+    ),
+    s12(
+        0xC014,
+        "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+        Aes256Cbc(Sha1),
+        Sha256,
+    ),
+    s12(
+        0xC023,
+        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+        Aes128Cbc(Sha256),
+        Sha256,
+    ),
+    s12(
+        0xC024,
+        "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA384",
+        Aes256Cbc(Sha384),
+        Sha384,
+    ),
+    s12(
+        0xC027,
+        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+        Aes128Cbc(Sha256),
+        Sha256,
+    ),
+    s12(
+        0xC028,
+        "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA384",
+        Aes256Cbc(Sha384),
+        Sha384,
+    ),
 ];
 
 pub fn suite(code: u16) -> Option<&'static Suite> {
@@ -246,7 +389,7 @@ fn cbc_open(
     header: &[u8; 5],
     body: &[u8],
 ) -> Option<Vec<u8>> {
-    let mac_len = mac.len();
+    let mac_len = mac.size();
     let (sealed, tag) = if etm {
         body.split_at(body.len().checked_sub(mac_len)?)
     } else {
@@ -313,7 +456,10 @@ mod tests {
         );
         let suite = suite(0x1301).unwrap();
         let (key, iv) = traffic13(suite.hash, &secret, suite.bulk.key_len());
-        assert_eq!(key, unhex("17 42 2d da 59 6e d5 d9 ac d8 90 e3 c6 3f 50 51"));
+        assert_eq!(
+            key,
+            unhex("17 42 2d da 59 6e d5 d9 ac d8 90 e3 c6 3f 50 51")
+        );
         assert_eq!(iv, unhex("5b 78 92 3d ee 08 57 90 33 e5 23 d9"));
         let record = unhex(
             "17 03 03 00 43 a2 3f 70 54 b6 2c 94 d0 af fa fe 82 28 ba 55 cb ef ac ea 42 f9 14 aa 66
@@ -336,9 +482,19 @@ mod tests {
         for code in [0x1301, 0xC02F, 0xCCA8, 0xC013, 0xC027] {
             let s = suite(code).unwrap();
             let (mac, key, iv) = s.bulk.block12();
-            let c = RecordCipher::new(s, &vec![1; key], &vec![2; iv.max(12 * usize::from(s.tls13))], &vec![3; mac], false);
+            let c = RecordCipher::new(
+                s,
+                &vec![1; key],
+                &vec![2; iv.max(12 * usize::from(s.tls13))],
+                &vec![3; mac],
+                false,
+            );
             for len in [0, 1, 8, 16, 23, 31, 33] {
-                assert_eq!(c.open(0, &[23, 3, 3, 0, len as u8], &vec![0; len]), None, "{code:x} {len}");
+                assert_eq!(
+                    c.open(0, &[23, 3, 3, 0, len as u8], &vec![0; len]),
+                    None,
+                    "{code:x} {len}"
+                );
             }
         }
     }

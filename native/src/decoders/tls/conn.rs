@@ -208,7 +208,7 @@ impl TlsConnection {
     fn drain(&mut self, d: Direction, out: &mut Vec<Output>) {
         loop {
             let h = &mut self.halves[side(d)];
-            match h.framer.next() {
+            match h.framer.next_record() {
                 Next::Wait => return,
                 Next::NotRecord {
                     offset,
@@ -254,7 +254,8 @@ impl TlsConnection {
             rec.ctype() == record::APPLICATION_DATA
         } else {
             // TLS 1.2 application data is always protected, even when the handshake was missed.
-            let after_ccs = self.halves[side(d)].protected || rec.ctype() == record::APPLICATION_DATA;
+            let after_ccs =
+                self.halves[side(d)].protected || rec.ctype() == record::APPLICATION_DATA;
             after_ccs && rec.ctype() != record::CHANGE_CIPHER_SPEC
         }
     }
@@ -374,10 +375,7 @@ impl TlsConnection {
         self.reported_no_key = true;
         let why = match &self.client_hello {
             None => "no ClientHello in the capture to match a key log line with".to_owned(),
-            Some(ch) => format!(
-                "no key log line for client random {}",
-                hex(&ch.random)
-            ),
+            Some(ch) => format!("no key log line for client random {}", hex(&ch.random)),
         };
         out.push(Output::Record(
             finding(
@@ -398,7 +396,14 @@ impl TlsConnection {
     }
 
     /// The content of a record, plain or decrypted.
-    fn plaintext(&mut self, d: Direction, rec: &Framed, ctype: u8, plain: Vec<u8>, out: &mut Vec<Output>) {
+    fn plaintext(
+        &mut self,
+        d: Direction,
+        rec: &Framed,
+        ctype: u8,
+        plain: Vec<u8>,
+        out: &mut Vec<Output>,
+    ) {
         let h = &mut self.halves[side(d)];
         if h.protected || (self.tls13 && rec.ctype() == record::APPLICATION_DATA) {
             self.info.decrypted = true;
@@ -432,7 +437,14 @@ impl TlsConnection {
         }
     }
 
-    fn handshake(&mut self, d: Direction, rec: &Framed, kind: u8, body: &[u8], out: &mut Vec<Output>) {
+    fn handshake(
+        &mut self,
+        d: Direction,
+        rec: &Framed,
+        kind: u8,
+        body: &[u8],
+        out: &mut Vec<Output>,
+    ) {
         match kind {
             handshake::CLIENT_HELLO if d == Direction::C2S => {
                 let hello = Hello::parse(body, true);
@@ -444,7 +456,8 @@ impl TlsConnection {
                 }
                 hello_fields(&mut m, &hello);
                 if !hello.versions.is_empty() {
-                    let names: Vec<Value> = hello.versions.iter().map(|v| version_value(*v)).collect();
+                    let names: Vec<Value> =
+                        hello.versions.iter().map(|v| version_value(*v)).collect();
                     m.set("supported_versions", names);
                 }
                 out.push(Output::Record(m.into()));
@@ -541,23 +554,34 @@ impl TlsConnection {
         };
         self.suite = Some(suite);
         let Some(ch) = &self.client_hello else { return };
-        let Some(secrets) = self.keylog.get(&ch.random) else { return };
+        let Some(secrets) = self.keylog.get(&ch.random) else {
+            return;
+        };
         let [c, s] = &mut self.halves;
         if self.tls13 {
             let key_len = suite.bulk.key_len();
             let keyed = |secret: &Option<Vec<u8>>| {
-                secret.as_ref().filter(|x| x.len() == suite.hash.len()).map(|x| {
-                    let (key, iv) = traffic13(suite.hash, x, key_len);
-                    RecordCipher::new(suite, &key, &iv, &[], false)
-                })
+                secret
+                    .as_ref()
+                    .filter(|x| x.len() == suite.hash.size())
+                    .map(|x| {
+                        let (key, iv) = traffic13(suite.hash, x, key_len);
+                        RecordCipher::new(suite, &key, &iv, &[], false)
+                    })
             };
             c.cipher = keyed(&secrets.client_handshake);
             s.cipher = keyed(&secrets.server_handshake);
-            let fits = |x: &Option<Vec<u8>>| x.clone().filter(|x| x.len() == suite.hash.len());
+            let fits = |x: &Option<Vec<u8>>| x.clone().filter(|x| x.len() == suite.hash.size());
             c.application = fits(&secrets.client_traffic);
             s.application = fits(&secrets.server_traffic);
         } else if let Some(master) = &secrets.master {
-            let (ck, sk) = key_block12(suite.hash, master, &ch.random, &hello.random, suite.bulk.block12());
+            let (ck, sk) = key_block12(
+                suite.hash,
+                master,
+                &ch.random,
+                &hello.random,
+                suite.bulk.block12(),
+            );
             let etm = hello.encrypt_then_mac;
             c.pending = Some(RecordCipher::new(suite, &ck.key, &ck.iv, &ck.mac, etm));
             s.pending = Some(RecordCipher::new(suite, &sk.key, &sk.iv, &sk.mac, etm));
@@ -580,7 +604,9 @@ fn hello_fields(m: &mut Message, hello: &Hello) {
 }
 
 fn version_value(v: u16) -> Value {
-    version_name(v).map_or_else(|| format!("0x{v:04x}"), str::to_owned).into()
+    version_name(v)
+        .map_or_else(|| format!("0x{v:04x}"), str::to_owned)
+        .into()
 }
 
 fn message(d: Direction, rec: &Framed, kind: &'static str) -> Message {
@@ -609,5 +635,8 @@ fn finding(
 }
 
 fn spaced_hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ")
+    b.iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

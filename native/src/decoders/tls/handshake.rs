@@ -44,7 +44,8 @@ impl Reassembler {
                     return;
                 }
                 let h = &self.header;
-                self.remaining = usize::from(h[1]) << 16 | usize::from(h[2]) << 8 | usize::from(h[3]);
+                self.remaining =
+                    usize::from(h[1]) << 16 | usize::from(h[2]) << 8 | usize::from(h[3]);
                 self.keep = matches!(
                     h[0],
                     CLIENT_HELLO | SERVER_HELLO | ENCRYPTED_EXTENSIONS | FINISHED | KEY_UPDATE
@@ -258,7 +259,11 @@ mod tests {
         // extensions (byte 45 here).
         let body = unhex(CLIENT_HELLO_8448);
         for cut in 0..body.len() {
-            assert_eq!(Hello::parse(&body[..cut], true).truncated, cut != 45, "{cut}");
+            assert_eq!(
+                Hello::parse(&body[..cut], true).truncated,
+                cut != 45,
+                "{cut}"
+            );
         }
     }
 
@@ -267,13 +272,27 @@ mod tests {
         let mut body = vec![3, 3];
         body.extend_from_slice(&HELLO_RETRY_REQUEST);
         body.extend_from_slice(&[1, 0xaa, 0xc0, 0x2f, 0]);
-        let exts: &[u8] = &[0, 16, 0, 5, 0, 3, 2, b'h', b'2', 0, 23, 0, 0, 0, 22, 0, 0, 0, 43, 0, 2, 3, 4];
+        let exts: &[u8] = &[
+            0, 16, 0, 5, 0, 3, 2, b'h', b'2', 0, 23, 0, 0, 0, 22, 0, 0, 0, 43, 0, 2, 3, 4,
+        ];
         body.extend_from_slice(&(exts.len() as u16).to_be_bytes());
         body.extend_from_slice(exts);
         let h = Hello::parse(&body, false);
         assert_eq!(
-            (h.retry, h.cipher_suite, h.version(), h.alpn.clone(), h.session_id_hex()),
-            (true, Some(0xc02f), 0x0304, vec!["h2".to_owned()], "aa".to_owned())
+            (
+                h.retry,
+                h.cipher_suite,
+                h.version(),
+                h.alpn.clone(),
+                h.session_id_hex()
+            ),
+            (
+                true,
+                Some(0xc02f),
+                0x0304,
+                vec!["h2".to_owned()],
+                "aa".to_owned()
+            )
         );
         assert!(h.extended_master_secret && h.encrypt_then_mac && !h.truncated);
     }

@@ -27,6 +27,9 @@ pub struct KeyLog {
     by_random: HashMap<[u8; 32], Secrets>,
 }
 
+/// Where a label's secret goes.
+type Slot = fn(&mut Secrets) -> &mut Option<Vec<u8>>;
+
 /// Labels that are valid but carry nothing wirelog decrypts (0-RTT data, exporters).
 const IGNORED: &[&str] = &[
     "CLIENT_EARLY_TRAFFIC_SECRET",
@@ -71,7 +74,7 @@ impl KeyLog {
             .and_then(|r| r.try_into().ok())
             .ok_or("the client random is not 64 hex digits")?;
         let secret = hex(secret).ok_or("the secret is not hex")?;
-        let (slot, lengths): (fn(&mut Secrets) -> &mut Option<Vec<u8>>, &[usize]) = match label {
+        let (slot, lengths): (Slot, &[usize]) = match label {
             "CLIENT_RANDOM" => (|s| &mut s.master, &[48]),
             "CLIENT_HANDSHAKE_TRAFFIC_SECRET" => (|s| &mut s.client_handshake, &[32, 48]),
             "SERVER_HANDSHAKE_TRAFFIC_SECRET" => (|s| &mut s.server_handshake, &[32, 48]),

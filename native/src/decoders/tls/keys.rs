@@ -15,7 +15,7 @@ pub enum Hash {
 }
 
 impl Hash {
-    pub fn len(self) -> usize {
+    pub fn size(self) -> usize {
         match self {
             Hash::Sha1 => 20,
             Hash::Sha256 => 32,
@@ -47,7 +47,7 @@ pub fn prf12(hash: Hash, secret: &[u8], label: &[u8], seed: &[&[u8]], len: usize
     for s in seed {
         label_seed.extend_from_slice(s);
     }
-    let mut out = Vec::with_capacity(len + hash.len());
+    let mut out = Vec::with_capacity(len + hash.size());
     let mut a = hmac(hash, secret, &[&label_seed]);
     while out.len() < len {
         out.extend(hmac(hash, secret, &[&a, &label_seed]));
@@ -134,7 +134,7 @@ pub fn traffic13(hash: Hash, secret: &[u8], key_len: usize) -> (Vec<u8>, Vec<u8>
 
 /// The traffic secret after a KeyUpdate (RFC 8446 §7.2).
 pub fn next_secret13(hash: Hash, secret: &[u8]) -> Vec<u8> {
-    expand_label(hash, secret, "traffic upd", b"", hash.len())
+    expand_label(hash, secret, "traffic upd", b"", hash.size())
 }
 
 #[cfg(test)]
@@ -148,11 +148,17 @@ mod tests {
     fn rfc8448_traffic_keys() {
         let shts = unhex("b6 7b 7d 69 0c c1 6c 4e 75 e5 42 13 cb 2d 37 b4 e9 c9 12 bc de d9 10 5d 42 be fd 59 d3 91 ad 38");
         let (key, iv) = traffic13(Hash::Sha256, &shts, 16);
-        assert_eq!(key, unhex("3f ce 51 60 09 c2 17 27 d0 f2 e4 e8 6e e4 03 bc"));
+        assert_eq!(
+            key,
+            unhex("3f ce 51 60 09 c2 17 27 d0 f2 e4 e8 6e e4 03 bc")
+        );
         assert_eq!(iv, unhex("5d 31 3e b2 67 12 76 ee 13 00 0b 30"));
         let cats = unhex("9e 40 64 6c e7 9a 7f 9d c0 5a f8 88 9b ce 65 52 87 5a fa 0b 06 df 00 87 f7 92 eb b7 c1 75 04 a5");
         let (key, iv) = traffic13(Hash::Sha256, &cats, 16);
-        assert_eq!(key, unhex("17 42 2d da 59 6e d5 d9 ac d8 90 e3 c6 3f 50 51"));
+        assert_eq!(
+            key,
+            unhex("17 42 2d da 59 6e d5 d9 ac d8 90 e3 c6 3f 50 51")
+        );
         assert_eq!(iv, unhex("5b 78 92 3d ee 08 57 90 33 e5 23 d9"));
     }
 

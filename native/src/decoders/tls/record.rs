@@ -48,7 +48,12 @@ pub enum Next {
     Record(Framed),
     /// Bytes at `offset` are not a record header (`head`: up to 16 of them); the framing is lost
     /// and a scan for the next plausible header starts.
-    NotRecord { offset: u64, head: Vec<u8>, frame: Option<u64>, ts: Option<i64> },
+    NotRecord {
+        offset: u64,
+        head: Vec<u8>,
+        frame: Option<u64>,
+        ts: Option<i64>,
+    },
     /// More bytes are needed.
     Wait,
 }
@@ -93,7 +98,7 @@ impl Framer {
         self.buf.len()
     }
 
-    pub fn next(&mut self) -> Next {
+    pub fn next_record(&mut self) -> Next {
         loop {
             let view = self.buf.view();
             if view.len() < 5 {
@@ -170,7 +175,7 @@ mod tests {
         let mut got = Vec::new();
         for (i, b) in wire.iter().enumerate() {
             f.push(i as u64, &[*b], Some(i as u64 + 1), None);
-            while let Next::Record(r) = f.next() {
+            while let Next::Record(r) = f.next_record() {
                 got.push((r.ctype(), r.body.len(), r.offset, r.frame));
             }
         }
@@ -184,29 +189,37 @@ mod tests {
         wire.extend_from_slice(b"GET / HTTP/1.1\r\n");
         wire.extend(rec(APPLICATION_DATA, b"abc"));
         f.push(0, &wire, Some(1), None);
-        assert!(matches!(f.next(), Next::Record(r) if r.body == b"x"));
-        let Next::NotRecord { offset, head, .. } = f.next() else { panic!() };
+        assert!(matches!(f.next_record(), Next::Record(r) if r.body == b"x"));
+        let Next::NotRecord { offset, head, .. } = f.next_record() else {
+            panic!()
+        };
         assert_eq!((offset, &head[..4]), (6, &b"GET "[..]));
-        let Next::Record(r) = f.next() else { panic!() };
+        let Next::Record(r) = f.next_record() else {
+            panic!()
+        };
         assert!(r.candidate && r.body == b"abc" && r.offset == 22);
         f.settle(&r, true);
-        assert_eq!((f.is_lost(), f.next()), (false, Next::Wait));
+        assert_eq!((f.is_lost(), f.next_record()), (false, Next::Wait));
     }
 
     #[test]
     fn after_a_gap_a_rejected_candidate_moves_the_scan_on() {
         let mut f = Framer::default();
         f.push(0, &rec(APPLICATION_DATA, b"a"), None, None);
-        assert!(matches!(f.next(), Next::Record(_)));
+        assert!(matches!(f.next_record(), Next::Record(_)));
         f.gap(6, 100);
         // A header-looking run inside the lost record's tail, then the real next record.
         let mut wire = vec![23, 3, 3, 0, 2, 23];
         wire.extend(rec(APPLICATION_DATA, b"real"));
         f.push(106, &wire, None, None);
-        let Next::Record(r) = f.next() else { panic!() };
+        let Next::Record(r) = f.next_record() else {
+            panic!()
+        };
         assert_eq!((r.offset, r.candidate), (106, true));
         f.settle(&r, false);
-        let Next::Record(r) = f.next() else { panic!() };
+        let Next::Record(r) = f.next_record() else {
+            panic!()
+        };
         assert_eq!((r.offset, r.body.as_slice()), (112, &b"real"[..]));
     }
 
@@ -214,7 +227,7 @@ mod tests {
     fn oversized_lengths_are_not_records() {
         let mut f = Framer::default();
         f.push(0, &[23, 3, 3, 0xff, 0xff, 0], None, None);
-        assert!(matches!(f.next(), Next::NotRecord { .. }));
-        assert_eq!(f.next(), Next::Wait);
+        assert!(matches!(f.next_record(), Next::NotRecord { .. }));
+        assert_eq!(f.next_record(), Next::Wait);
     }
 }
