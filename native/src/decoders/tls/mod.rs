@@ -5,6 +5,8 @@
 
 pub mod cipher;
 pub mod conn;
+#[cfg(any(test, fuzzing))]
+pub mod fuzz;
 pub mod handshake;
 pub mod keylog;
 pub mod keys;
