@@ -38,7 +38,7 @@ class CoreDecoder:
         return _records(self._session.decode(_restamped(gap, self.stream)))
 
     def close(self) -> list[Record]:
-        return _records(self._session.end_stream(self.stream, True))
+        return _records(self._session.end_stream(self.stream, True)[1])
 
 
 def _restamped(item: Chunk | Gap, stream: int) -> Chunk | Gap:
@@ -50,5 +50,6 @@ def _restamped(item: Chunk | Gap, stream: int) -> Chunk | Gap:
     return Gap(stream, item.direction, item.offset, item.length, item.frame, item.ts)
 
 
-def _records(out: list[Record] | None) -> list[Record]:
-    return out or []
+def _records(items: list[list[Record]]) -> list[Record]:
+    """The records of a step's items (the session gives them as one list per take)."""
+    return [r for records in items for r in records]

@@ -196,7 +196,7 @@ def test_interrupted_parquet_write_leaves_nothing(tmp_path, monkeypatch):
 def test_version_lists_libraries():
     code, out, _ = run_cli("--version")
     text = out.decode()
-    assert code == 0 and text.startswith("wirelog ") and "pyarrow" in text and "crcmod C extension" in text
+    assert code == 0 and text.startswith("wirelog ") and "pyarrow" in text and "crcmod" in text
 
 
 def test_unexpected_error_is_one_line_unless_debug(monkeypatch, capsys):

@@ -7,10 +7,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.core_decoders import CoreDecoder
-from wirelog.decoders.base import Sample
-from wirelog.decoders.courier import detect
+from tests.detect_helpers import Sample, detector
 from wirelog.export import courier as enc
 from wirelog.model import Chunk, Direction, Gap, Message
+
+detect = detector("courier")
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 N1, N2 = bytes(range(16)), bytes(range(1, 17))

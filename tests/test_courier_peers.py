@@ -23,8 +23,7 @@ from courier_helpers import (
     split_events,
 )
 
-from wirelog.decoders import registry
-from wirelog.decoders.base import Sample
+from tests.detect_helpers import Sample, choose
 from wirelog.export import courier as enc
 
 RUBY = "courier-ruby2.12-client-server.pcap"
@@ -117,10 +116,10 @@ def test_detected_by_content_on_a_nonstandard_port(name):
     c2s = b"".join(s.data for s in segs if s.direction is C2S)
     s2c = b"".join(s.data for s in segs if s.direction is S2C)
     sample = Sample(c2s[:512], s2c[:512], 40000, PORTS[name], closed=True)
-    chosen = registry.detect(sample)
-    assert chosen and chosen.name == "courier"
+    chosen = choose(sample)
+    assert chosen == "courier"
     first_only = Sample(segs[0].data, b"", 40000, PORTS[name], closed=False)
-    assert registry.detect(first_only).name == "courier"
+    assert choose(first_only) == "courier"
 
 
 # -- the decoder on the genuine bytes -----------------------------------------------------------

@@ -6,9 +6,10 @@ from cassandra import ConsistencyLevel
 from cassandra.protocol import OptionsMessage, QueryMessage
 from cql_helpers import driver_envelope, driver_frames
 
-from wirelog.decoders import registry
-from wirelog.decoders.base import Sample
-from wirelog.decoders.cql.detect import detect
+from tests.detect_helpers import Sample, choose, detector
+
+detect = detector("cql")
+
 
 QUERY5 = driver_envelope(QueryMessage("SELECT * FROM system.local", ConsistencyLevel.ONE), 3, 5)
 
@@ -19,7 +20,7 @@ def sample(c2s: bytes = b"", s2c: bytes = b"", closed: bool = True, port: int = 
 
 def test_envelope_start_on_any_port() -> None:
     assert detect(sample(driver_envelope(OptionsMessage(), 0, 4))) >= 0.9
-    assert registry.detect(sample(driver_envelope(OptionsMessage(), 0, 5), port=1234)).name == "cql"
+    assert choose(sample(driver_envelope(OptionsMessage(), 0, 5), port=1234)) == "cql"
 
 
 def test_v5_frames_mid_connection() -> None:

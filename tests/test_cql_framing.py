@@ -20,30 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import cql_wire as wire
-from wirelog.decoders.cql import crc
 
 H = bytes.fromhex
 
 
-def test_crc24_check_value_all_backends() -> None:
-    assert crc.crc24(b"123456789") == 0x4B3F02
-    assert crc.crc24_table(b"123456789") == 0x4B3F02
+def test_crc24_check_value() -> None:
     assert wire.crc24(b"123456789") == 0x4B3F02
-
-
-def test_crc24_backend_is_crcmod_c_extension() -> None:
-    import importlib
-
-    if importlib.import_module("crcmod.crcmod")._usingExtension:
-        assert crc.CRC24_BACKEND == "crcmod-c"
-    else:
-        assert crc.CRC24_BACKEND == "table"
-
-
-@given(st.binary(max_size=16))
-@settings(max_examples=200)
-def test_crc24_backends_agree(data: bytes) -> None:
-    assert crc.crc24(data) == crc.crc24_table(data)
 
 
 def test_crc32_primed_seed() -> None:

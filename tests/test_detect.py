@@ -6,8 +6,9 @@ import struct
 
 import pytest
 
+from tests.detect_helpers import Sample, choose
 from wirelog.decoders import registry, tls
-from wirelog.decoders.base import Sample, StreamContext
+from wirelog.decoders.base import StreamContext
 from wirelog.model import Chunk, Direction, Finding, Message
 
 
@@ -37,16 +38,16 @@ def sample(c2s: bytes = b"", s2c: bytes = b"", port: int = 5044, closed: bool = 
 def test_tls_client_hello_is_tls_on_any_port():
     hello = client_hello("logs.example.com")
     for port in (5044, 9042, 31337):
-        assert registry.detect(sample(hello, port=port)).name == "tls"
+        assert choose(sample(hello, port=port)) == "tls"
 
 
 def test_undecidable_bytes_wait_then_give_up():
-    assert registry.detect(sample(b"\x16\x03")) is False  # too short to tell: wait
-    assert registry.detect(sample(b"\x16\x03", port=31337, closed=True)) is None
+    assert choose(sample(b"\x16\x03")) is False  # too short to tell: wait
+    assert choose(sample(b"\x16\x03", port=31337, closed=True)) is None
 
 
 def test_garbage_is_unknown():
-    assert registry.detect(sample(b"\x00\xff" * 300, port=31337, closed=True)) is None
+    assert choose(sample(b"\x00\xff" * 300, port=31337, closed=True)) is None
 
 
 def test_tls_decoder_reports_sni_and_one_finding():

@@ -1,21 +1,27 @@
-"""The local engine: detection with held-back chunks, --decode-as, unknown streams, decoder failures."""
+"""The local engine over the core: detection with held-back bytes, --decode-as, unknown streams,
+streams decoded by a Python decoder (TLS) and their failures, chunks mode."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 from tests.pcap_helpers import tcp_frame, write_pcap
 from wirelog.decoders import registry
-from wirelog.decoders.base import ProtocolSpec, Sample, StreamContext
+from wirelog.decoders.base import StreamContext
 from wirelog.engine.local import Options, run
 from wirelog.model import Chunk, Finding, Gap, Message, StreamInfo
 
 S = {"src": "10.0.0.2", "dst": "10.0.0.1", "sport": 7777, "dport": 40000}
 C = {"sport": 40000, "dport": 7777}
+HELO = b"HELO\x00\x00\x00\x14" + bytes(20)  # Log Courier's handshake: no well-known port
+VERS = b"VERS\x00\x00\x00\x14" + bytes(20)
+TLS_HELLO = b"\x16\x03\x01\x00\x05hello"  # a record header the core's detection calls TLS
 
 
 class Echo:
-    """A toy decoder: one message per chunk, so tests see exactly what the engine fed."""
+    """Stands in for the TLS decoder: one message per chunk, so tests see exactly what the engine fed."""
 
     def __init__(self, ctx: StreamContext) -> None:
         self.ctx = ctx
@@ -23,36 +29,28 @@ class Echo:
     def feed(self, chunk: Chunk) -> list:
         if chunk.data == b"boom":
             raise RuntimeError("decoder bug")
-        return [Message("echo", "chunk", chunk.direction, chunk.offset, len(chunk.data), chunk.frame, chunk.ts,
-                        fields={"data": chunk.data.decode()})]  # fmt: skip
+        return [Message("tls", "chunk", chunk.direction, chunk.offset, len(chunk.data), chunk.frame, chunk.ts,
+                        fields={"data": chunk.data})]  # fmt: skip
 
     def gap(self, gap: Gap) -> list:
-        return [Message("echo", "gap", gap.direction, gap.offset, gap.length, gap.frame)]
+        return [Message("tls", "gap", gap.direction, gap.offset, gap.length, gap.frame)]
 
     def close(self) -> list:
-        return [Message("echo", "close", None, None, 0)]
-
-
-def echo_detect(sample: Sample) -> float | None:
-    data = sample.c2s
-    if len(data) < 6:
-        return None if not sample.closed else (1.0 if data.startswith(b"EC") else 0.0)
-    return 1.0 if data.startswith(b"ECHO:") else 0.0
+        return [Message("tls", "close", None, None, 0)]
 
 
 @pytest.fixture
 def echo(monkeypatch):
-    spec = ProtocolSpec("echo", echo_detect, Echo, frozenset({7777}))
-    monkeypatch.setattr(registry, "_SPECS", (*registry._SPECS, spec))
-    return spec
+    specs = tuple(dataclasses.replace(s, decoder=Echo) if s.name == "tls" else s for s in registry.specs())
+    monkeypatch.setattr(registry, "_SPECS", specs)
 
 
-def capture(tmp_path, *payloads: bytes, dport: int = 7777):
+def capture(tmp_path, *payloads: bytes, dport: int = 7777, reply: bytes = b"reply"):
     frames, seq = [], 1
     for p in payloads:
         frames.append(tcp_frame(seq, p, dport=dport, sport=40000, ack=1))
         seq += len(p)
-    frames.append(tcp_frame(1, b"reply", flags="PA", ack=seq, **{**S, "sport": dport}))
+    frames.append(tcp_frame(1, reply, flags="PA", ack=seq, **{**S, "sport": dport}))
     return str(write_pcap(tmp_path / "e.pcap", frames))
 
 
@@ -60,44 +58,72 @@ def items(path, **opts):
     return list(run([path], (), Options(**opts)))
 
 
-def test_detection_waits_then_replays_held_chunks_in_order(tmp_path, echo):
-    path = capture(tmp_path, b"ECH", b"O:1", b"two")
+def test_detection_waits_then_replays_held_bytes_in_order(tmp_path):
+    path = capture(tmp_path, HELO[:2], HELO[2:5], HELO[5:], reply=VERS)
     out = items(path)
     msgs = [m for m in out if isinstance(m, Message)]
-    assert [m.fields.get("data") for m in msgs] == ["ECH", "O:1", "two", "reply", None]
-    assert [m.offset for m in msgs[:3]] == [0, 3, 6] and [m.frame for m in msgs[:3]] == [1, 2, 3]
+    # a message is placed where it starts: the HELO at frame 1, though detection decided at frame 3
+    assert [(m.kind, m.offset, m.frame, m.length) for m in msgs[:2]] == [
+        ("helo", 0, 1, 28),
+        ("vers", 0, 4, 28),
+    ]
     assert msgs[0].stream == 0 and msgs[0].client == "10.0.0.1:40000" and msgs[0].capture == path
     (info,) = [i for i in out if isinstance(i, StreamInfo)]
-    assert info.protocol == "echo"
+    assert info.protocol == "courier"
 
 
-def test_unknown_protocol_is_one_finding_with_a_preview(tmp_path, echo):
+def test_a_python_decoder_gets_the_held_bytes_then_the_rest(tmp_path, echo):
+    out = items(capture(tmp_path, TLS_HELLO[:3], TLS_HELLO[3:], b"two"))
+    msgs = [m for m in out if isinstance(m, Message)]
+    assert [(m.fields.get("data"), m.offset, m.frame) for m in msgs] == [
+        (TLS_HELLO[:3], 0, 1), (TLS_HELLO[3:], 3, 2), (b"two", 10, 3), (b"reply", 0, 4), (None, None, None)
+    ]  # fmt: skip
+    assert all(m.stream == 0 and m.client == "10.0.0.1:40000" for m in msgs)
+    assert [i.protocol for i in out if isinstance(i, StreamInfo)] == ["tls"]
+
+
+def test_unknown_protocol_is_one_finding_with_a_preview(tmp_path):
     out = items(capture(tmp_path, b"\x00\x01garbage"))
     (f,) = [f for f in out if isinstance(f, Finding)]
     assert f.code == "stream.unknown-protocol" and "00 01 67" in f.message
     assert "--decode-as 7777=PROTOCOL, the capture starts mid-stream" in f.message  # no SYN in it
+    assert (f.stream, f.client, f.frame, f.offset) == (0, "10.0.0.1:40000", 1, 0)
     assert not [m for m in out if isinstance(m, Message)]
     assert [i.protocol for i in out if isinstance(i, StreamInfo)] == ["unknown"]
 
 
-def test_decode_as_overrides_content(tmp_path, echo):
-    out = items(capture(tmp_path, b"\x00\x01garbage", dport=9999), decode_as={9999: "echo"})
-    assert [m.fields.get("data") for m in out if isinstance(m, Message)][:1] == ["\x00\x01garbage"]
+def test_decode_as_overrides_content(tmp_path):
+    out = items(capture(tmp_path, b"\x00\x01garbage", dport=9999), decode_as={9999: "lumberjack"})
+    found = [f for f in out if isinstance(f, Finding)]
+    assert found and all(f.protocol == "lumberjack" for f in found)
+    assert "Invalid version of beats protocol: 0" in found[0].message
+    assert [i.protocol for i in out if isinstance(i, StreamInfo)] == ["lumberjack"]
 
 
-def test_decoder_exception_becomes_a_finding_and_the_run_goes_on(tmp_path, echo):
-    out = items(capture(tmp_path, b"ECHO:1", b"boom", b"after"))
+def test_python_decoder_exception_becomes_a_finding_and_the_run_goes_on(tmp_path, echo):
+    out = items(capture(tmp_path, TLS_HELLO, b"boom", b"after"))
     (f,) = [f for f in out if isinstance(f, Finding)]
     assert f.code == "decoder.internal-error" and f.severity.value == "error" and "decoder bug" in f.message
-    assert f.frame == 2
-    assert [m.fields.get("data") for m in out if isinstance(m, Message)] == ["ECHO:1"]
+    assert f.frame == 2 and f.stream == 0
+    assert [m.fields.get("data") for m in out if isinstance(m, Message)] == [TLS_HELLO]
     assert [i for i in out if isinstance(i, StreamInfo)]
 
 
-def test_streams_mode_does_not_decode(tmp_path, echo):
-    out = items(capture(tmp_path, b"ECHO:1"), decode=False)
+def test_streams_mode_does_not_decode(tmp_path):
+    out = items(capture(tmp_path, HELO), decode=False)
     assert not [m for m in out if isinstance(m, Message | Finding)]
-    assert len([i for i in out if isinstance(i, StreamInfo)]) == 1
+    assert [i.protocol for i in out if isinstance(i, StreamInfo)] == [None]
+
+
+def test_chunks_mode_shows_every_byte_and_still_decodes(tmp_path):
+    out = items(capture(tmp_path, HELO[:5], HELO[5:], reply=VERS), chunks=True)
+    chunks = [i for i in out if isinstance(i, Chunk)]
+    assert [(c.direction.value, c.offset, len(c.data)) for c in chunks] == [
+        ("c2s", 0, 5),
+        ("c2s", 5, 23),
+        ("s2c", 0, 28),
+    ]
+    assert [m.kind for m in out if isinstance(m, Message)] == ["helo", "vers", "connection"]
 
 
 def test_stream_whose_bytes_only_flush_at_its_end(tmp_path, echo):
@@ -105,7 +131,7 @@ def test_stream_whose_bytes_only_flush_at_its_end(tmp_path, echo):
     after the reassembler has forgotten it (found by mutating real captures)."""
     frames = [
         tcp_frame(100, b"", flags="S", **C),
-        tcp_frame(105, b"ECHO:late", **C),  # 4 bytes before it were never captured nor acked
+        tcp_frame(105, TLS_HELLO, **C),  # 4 bytes before it were never captured nor acked
     ]
     out = items(str(write_pcap(tmp_path / "late.pcap", frames)))
     msgs = [m for m in out if isinstance(m, Message)]

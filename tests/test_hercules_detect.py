@@ -6,9 +6,10 @@ import struct
 
 from hercules_helpers import README_EVENT
 
-from wirelog.decoders import registry
-from wirelog.decoders.base import Sample
-from wirelog.decoders.hercules.detect import detect
+from tests.detect_helpers import THRESHOLD, Sample, choose, detector
+
+detect = detector("hercules")
+
 
 EV = bytes.fromhex(README_EVENT)
 
@@ -20,14 +21,14 @@ def sample(c2s: bytes, s2c: bytes = b"", port: int = 8080, closed: bool = False)
 def test_gate_posts_on_any_port():
     req = b"POST /stream/sendAsync?stream=x HTTP/1.1\r\nHost: g\r\n\r\n"
     assert detect(sample(req)) >= 0.9
-    assert registry.detect(sample(req, port=12345)).name == "hercules"
+    assert choose(sample(req, port=12345)) == "hercules"
 
 
 def test_other_http_is_not_claimed_and_partial_lines_wait():
     assert detect(sample(b"GET /index.html HTTP/1.1\r\n\r\n")) == 0.0
     assert detect(sample(b"POST /stream/se")) is None
-    assert detect(sample(b"GET /ping HTTP/1.1\r\n\r\n")) < registry.THRESHOLD
-    assert registry.detect(sample(b"GET /ping HTTP/1.1\r\n\r\n", port=6306)).name == "hercules"
+    assert detect(sample(b"GET /ping HTTP/1.1\r\n\r\n")) < THRESHOLD
+    assert choose(sample(b"GET /ping HTTP/1.1\r\n\r\n", port=6306)) == "hercules"
 
 
 def test_bare_events_and_batches():
@@ -35,7 +36,7 @@ def test_bare_events_and_batches():
     assert detect(sample(struct.pack(">i", 1) + EV)) >= 0.9
     assert detect(sample(EV[:40])) == 0.7  # plausible so far, waiting would tell more
     assert detect(sample(EV[:10])) is None
-    assert registry.detect(sample(EV, closed=True)).name == "hercules"
+    assert choose(sample(EV, closed=True)) == "hercules"
 
 
 def test_other_protocols_and_garbage_are_not_events():

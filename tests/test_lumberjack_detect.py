@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from lumberjack_helpers import ack, cframe, dframe, jframe, window
 
-from wirelog.decoders import registry
-from wirelog.decoders.base import Sample
-from wirelog.decoders.lumberjack.detect import detect
+from tests.detect_helpers import Sample, choose, detector
+
+detect = detector("lumberjack")
+
 
 CLIENT_STARTS = [
     window(3, "1") + dframe(1, {"line": "x"}),
@@ -28,8 +29,8 @@ def sample(c2s: bytes, s2c: bytes = b"", port: int = 40123, closed: bool = False
 @pytest.mark.parametrize("c2s", CLIENT_STARTS)
 def test_client_starts_claimed_on_any_port(c2s):
     assert detect(sample(c2s, ack(1))) >= 0.9
-    assert registry.detect(sample(c2s, ack(1))).name == "lumberjack"
-    assert registry.detect(sample(c2s, b"", closed=True)).name == "lumberjack"
+    assert choose(sample(c2s, ack(1))) == "lumberjack"
+    assert choose(sample(c2s, b"", closed=True)) == "lumberjack"
 
 
 def test_needs_more_bytes_when_unsure():
@@ -45,7 +46,7 @@ def test_server_side_acks_alone():
 
 def test_tls_is_never_lumberjack():
     assert detect(sample(TLS_HELLO, port=5044)) == 0.0
-    assert registry.detect(sample(TLS_HELLO, port=5044, closed=True)).name == "tls"
+    assert choose(sample(TLS_HELLO, port=5044, closed=True)) == "tls"
 
 
 @pytest.mark.parametrize(
@@ -53,7 +54,7 @@ def test_tls_is_never_lumberjack():
     [b'{"message":"hi"}\n', b"POST /_bulk HTTP/1.1\r\nHost: x\r\n\r\n", b"<13>Nov 21 host app: hi\n"],
 )
 def test_wrong_client_on_beats_port_is_claimed_for_diagnosis(c2s):
-    assert registry.detect(sample(c2s, port=5044, closed=True)).name == "lumberjack"
+    assert choose(sample(c2s, port=5044, closed=True)) == "lumberjack"
     assert detect(sample(c2s, port=8080, closed=True)) == 0.0
 
 

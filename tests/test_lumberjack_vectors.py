@@ -6,9 +6,10 @@ import zlib
 
 from lumberjack_helpers import C2S, S2C, codes, decoder, findings, messages, run
 
-from wirelog.decoders.base import Sample
-from wirelog.decoders.lumberjack.detect import detect
+from tests.detect_helpers import Sample, detector
 from wirelog.model import Chunk, Severity
+
+detect = detector("lumberjack")
 
 H = bytes.fromhex
 

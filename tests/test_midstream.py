@@ -1,5 +1,5 @@
 """Captures that begin inside a frame, on a port no protocol owns: the engine finds the first frame
-start (ProtocolSpec.find_start) and decodes from there, instead of calling the stream unknown."""
+start (the core's find_start, native/src/pipeline/hunt.rs) and decodes from there, instead of calling the stream unknown."""
 
 from __future__ import annotations
 
@@ -13,10 +13,19 @@ from hypothesis import strategies as st
 from lumberjack_helpers import ack, cframe, jframe, window
 from pcap_helpers import tcp_conversation, write_pcap
 
-from wirelog.decoders.lumberjack.detect import find_start
+from wirelog import _core
+from wirelog.decoders.registry import find_start as first_start
 from wirelog.engine.local import run
-from wirelog.engine.midstream import HUNT_LIMIT
 from wirelog.model import Finding, Message
+
+HUNT_LIMIT = _core.HUNT_LIMIT
+
+
+def find_start(data: bytes) -> int | None:
+    """Where the first Lumberjack window starts in `data` (None: nowhere, or another protocol first)."""
+    found = first_start(data)
+    return found[1] if found and found[0] == "lumberjack" else None
+
 
 CLIENT, SERVER, PORT = ("10.1.0.5", 41000), ("10.1.0.9", 6000), 6000
 

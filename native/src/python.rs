@@ -20,9 +20,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyCapsule, PyDict, PyFloat, PyList, PyString};
 
 use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
+use crate::decoders::detect::{self as detection, Decision, Sample};
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
 use crate::model::{Direction, Finding, FindingSink, Record, Severity, Stamp, Value};
-use crate::pipeline::{Item, Pipeline as CorePipeline, Session};
+use crate::pipeline::{Detection, Forward, Held, Item, Pipeline as CorePipeline, Session};
 use crate::records::filter::Filter;
 use crate::records::json::StreamLines;
 use crate::records::out::{Form, RecordOut, Taken};
@@ -103,6 +104,7 @@ struct Model {
     gap: Py<PyAny>,
     finding: Py<PyAny>,
     stream_info: Py<PyAny>,
+    forwarded: Py<PyAny>,
     c2s: Py<PyAny>,
     s2c: Py<PyAny>,
     info: Py<PyAny>,
@@ -121,6 +123,7 @@ impl Model {
             gap: m.getattr("Gap")?.unbind(),
             finding: m.getattr("Finding")?.unbind(),
             stream_info: m.getattr("StreamInfo")?.unbind(),
+            forwarded: m.getattr("Forwarded")?.unbind(),
             c2s: direction.getattr("C2S")?.unbind(),
             s2c: direction.getattr("S2C")?.unbind(),
             info: severity.getattr("INFO")?.unbind(),
@@ -236,7 +239,31 @@ impl Model {
         kwargs.set_item("fin_s2c", s.fin_s2c)?;
         kwargs.set_item("reset", s.reset)?;
         kwargs.set_item("port_reuse", s.port_reuse)?;
+        kwargs.set_item("protocol", s.protocol)?;
         self.stream_info.bind(py).call((), Some(&kwargs))
+    }
+
+    /// Bytes of a stream Python decodes: a wirelog.model Forwarded (protocol, Chunk or Gap).
+    fn forwarded<'py>(&self, py: Python<'py>, f: Forward) -> PyResult<Bound<'py, PyAny>> {
+        let item = match f.item {
+            Held::Chunk(c) => self.chunk.bind(py).call1((
+                f.stream,
+                self.direction(py, c.direction),
+                c.offset,
+                PyBytes::new(py, &c.data),
+                c.frame,
+                c.ts,
+            ))?,
+            Held::Gap(g) => self.gap.bind(py).call1((
+                f.stream,
+                self.direction(py, g.direction),
+                g.offset,
+                g.length,
+                g.frame,
+                g.ts,
+            ))?,
+        };
+        self.forwarded.bind(py).call1((f.protocol, item))
     }
 
     fn events<'py>(
@@ -469,20 +496,29 @@ struct Pipeline {
 #[pymethods]
 impl Pipeline {
     #[new]
-    #[pyo3(signature = (capture, compression=None, panic_at_frame=None, stream_lines=false, decoding=None, **options))]
+    #[pyo3(signature = (capture, compression=None, panic_at_frame=None, stream_lines=false, decode=true, chunks=false, decoding=None, **options))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         capture: String,
         compression: Option<String>,
         panic_at_frame: Option<u64>,
         stream_lines: bool,
+        decode: bool,
+        chunks: bool,
         decoding: Option<&Bound<'_, PyDict>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         install_hook();
         let session = session(&capture, decoding)?;
-        let mut inner =
-            CorePipeline::new(&capture, compression.as_deref(), config(options)?, session);
+        let mut inner = CorePipeline::new(
+            &capture,
+            compression.as_deref(),
+            config(options)?,
+            session,
+            decode,
+            chunks,
+        );
         inner.panic_at_frame = panic_at_frame;
         Ok(Pipeline {
             inner,
@@ -545,44 +581,13 @@ impl Pipeline {
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         self.inner
             .stream_info(stream)
-            .map(|s| self.model.stream_info(py, &self.capture, s))
+            .map(|s| self.model.stream_info(py, &self.capture, &s))
             .transpose()
     }
 
     /// Stop producing Chunks for a live stream (its protocol is unknown).
     fn mute(&mut self, stream: u64) {
         self.inner.mute(stream);
-    }
-
-    /// Decode a stream in the core from now on (see `Decoding.attach`).
-    fn attach(&mut self, protocol: &str, info: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(self.inner.session.attach(protocol, context_of(info)?))
-    }
-
-    /// A Chunk or Gap Python already holds for an attached stream; returns the records it gave.
-    fn decode<'py>(
-        &mut self,
-        py: Python<'py>,
-        item: &Bound<'py, PyAny>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        decode_item(
-            py,
-            &self.model,
-            &self.capture,
-            &mut self.inner.session,
-            item,
-        )
-    }
-
-    /// The end of a stream attached after the core saw it end (`closed`: by FIN or RST).
-    fn end_stream<'py>(
-        &mut self,
-        py: Python<'py>,
-        stream: u64,
-        closed: bool,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.inner.session.end(stream, closed);
-        took(py, &self.model, &self.capture, &mut self.inner.session)
     }
 
     /// After the last records: the delivery verdict's findings.
@@ -620,30 +625,40 @@ impl Decoding {
         })
     }
 
-    /// Decode a stream as `protocol` from now on; False when the core has no such decoder.
-    /// `info`: the stream's StreamInfo (or anything with its `stream`, `client`, `server`,
-    /// `client_port`, `server_port` and `midstream`).
+    /// A stream whose protocol the core detects from its bytes (or the options force).
+    /// `info`: its StreamInfo (or anything with its `stream`, `client`, `server`, `client_port`,
+    /// `server_port` and `midstream`).
+    fn open(&mut self, info: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.session.open(context_of(info)?);
+        Ok(())
+    }
+
+    /// Decode a stream as `protocol` from now on, whatever its bytes; False when the core has no
+    /// such decoder.
     fn attach(&mut self, protocol: &str, info: &Bound<'_, PyAny>) -> PyResult<bool> {
         Ok(self.session.attach(protocol, context_of(info)?))
     }
 
+    /// A Chunk or Gap of an open stream; returns the pipeline items it gave (records, and bytes
+    /// for Python's decoders as Forwarded).
     fn decode<'py>(
         &mut self,
         py: Python<'py>,
         item: &Bound<'py, PyAny>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        decode_item(py, &self.model, &self.capture, &mut self.session, item)
+    ) -> PyResult<Bound<'py, PyList>> {
+        decode_item(&mut self.session, item)?;
+        self.items(py)
     }
 
-    /// The end of a stream (`closed`: by FIN or RST); returns its last records.
+    /// The end of a stream (`closed`: by FIN or RST): (its protocol, its last items).
     fn end_stream<'py>(
         &mut self,
         py: Python<'py>,
         stream: u64,
         closed: bool,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.session.end(stream, closed);
-        took(py, &self.model, &self.capture, &mut self.session)
+    ) -> PyResult<(Option<&'static str>, Bound<'py, PyList>)> {
+        let protocol = self.session.end(stream, closed);
+        Ok((protocol, self.items(py)?))
     }
 
     /// The end of the input: the delivery verdict's findings.
@@ -654,6 +669,21 @@ impl Decoding {
 
     fn delivery(&self) -> String {
         self.session.delivery()
+    }
+}
+
+impl Decoding {
+    /// The session's output so far: its records, then the bytes for Python's decoders.
+    fn items<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        if let Some(t) = took(py, &self.model, &self.capture, &mut self.session)? {
+            list.append(t)?;
+        }
+        for f in self.session.take_forwards() {
+            list.append(self.model.forwarded(py, f)?)?;
+        }
+        self.session.take_unknown();
+        Ok(list)
     }
 }
 
@@ -696,14 +726,8 @@ fn direction_of(item: &Bound<'_, PyAny>) -> PyResult<Direction> {
     }
 }
 
-/// Feed a wirelog.model Chunk or Gap to its stream's native decoder.
-fn decode_item<'py>(
-    py: Python<'py>,
-    model: &Model,
-    capture: &str,
-    session: &mut Session,
-    item: &Bound<'py, PyAny>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
+/// Feed a wirelog.model Chunk or Gap to its stream in the session.
+fn decode_item(session: &mut Session, item: &Bound<'_, PyAny>) -> PyResult<()> {
     let stream: u64 = item.getattr("stream")?.extract()?;
     let direction = direction_of(item)?;
     let offset: u64 = item.getattr("offset")?.extract()?;
@@ -734,18 +758,20 @@ fn decode_item<'py>(
             },
         );
     }
-    took(py, model, capture, session)
+    Ok(())
 }
 
 /// A Session from the `decoding` options of the engine: `records` ("objects" | "ndjson" | "arrow"),
-/// `show_secrets`, `limits` (a dict of Limits fields) and the record filter (`protocols`,
-/// `streams`, `kinds`, `events`, `since`, `until`).
+/// `show_secrets`, `limits` (a dict of Limits fields), the record filter (`protocols`,
+/// `streams`, `kinds`, `events`, `since`, `until`) and how protocols are chosen (`decode_as`: a
+/// dict port → protocol, `forced`: one protocol for every stream).
 fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Session> {
-    let (mut form, mut show_secrets, mut limits, mut filter) = (
+    let (mut form, mut show_secrets, mut limits, mut filter, mut detection) = (
         Form::Records(Vec::new()),
         false,
         Limits::default(),
         Filter::default(),
+        Detection::default(),
     );
     for (key, value) in options
         .map(|o| o.iter().collect::<Vec<_>>())
@@ -788,6 +814,8 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
             "events" => filter.events = value.extract()?,
             "since" => filter.since = value.extract()?,
             "until" => filter.until = value.extract()?,
+            "decode_as" => detection.decode_as = value.extract()?,
+            "forced" => detection.forced = value.extract()?,
             other => {
                 return Err(PyTypeError::new_err(format!(
                     "unexpected decoding option {other:?}"
@@ -795,12 +823,14 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
             }
         }
     }
-    Ok(Session::new(
+    let mut session = Session::new(
         capture,
         RecordOut::new(capture, filter, form),
         show_secrets,
         limits,
-    ))
+    );
+    session.detection = detection;
+    Ok(session)
 }
 
 /// `(kind, direction, offset, bytes or gap length, frame, ts)`, see `decode_stream`.
@@ -813,17 +843,62 @@ type StreamItem<'py> = (
     Option<i64>,
 );
 
+/// The protocol detection chooses for a stream's first bytes: its name, None when no protocol
+/// claims them, False when more bytes are needed (decoders/detect.rs).
+#[pyfunction]
+#[pyo3(signature = (c2s, s2c=None, client_port=0, server_port=0, closed=false))]
+fn detect<'py>(
+    py: Python<'py>,
+    c2s: &[u8],
+    s2c: Option<&[u8]>,
+    client_port: u16,
+    server_port: u16,
+    closed: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let sample = Sample {
+        c2s,
+        s2c: s2c.unwrap_or_default(),
+        client_port,
+        server_port,
+        closed,
+    };
+    Ok(match detection::detect(&sample) {
+        Decision::Wait => PyBool::new(py, false).to_owned().into_any(),
+        Decision::Unknown => py.None().into_bound(py),
+        Decision::Protocol(name) => PyString::new(py, name).into_any(),
+    })
+}
+
+/// Each protocol's own confidence for a stream's first bytes (None: it wants more bytes).
+#[pyfunction]
+#[pyo3(signature = (c2s, s2c=None, client_port=0, server_port=0, closed=false))]
+fn detect_scores(
+    c2s: &[u8],
+    s2c: Option<&[u8]>,
+    client_port: u16,
+    server_port: u16,
+    closed: bool,
+) -> Vec<(&'static str, Option<f64>)> {
+    detection::scores(&Sample {
+        c2s,
+        s2c: s2c.unwrap_or_default(),
+        client_port,
+        server_port,
+        closed,
+    })
+}
+
+/// The earliest frame start any protocol recognises in client bytes from the middle of a stream:
+/// (protocol, offset), or None.
+#[pyfunction]
+fn find_start(data: &[u8]) -> Option<(&'static str, usize)> {
+    detection::find_start(data)
+}
+
 /// One stream decoded by a native decoder from Python-built items (the differential tests' and
 /// the benchmarks' surface): `items` are `("data", direction, offset, bytes, frame, ts)` or
 /// `("gap", direction, offset, length, frame, ts)`; the decoder is closed after the last one.
 /// Returns the NDJSON of the records, stamped like the engine stamps them.
-/// Whether the complete CQL envelope at the start of `data` decodes cleanly (content detection in
-/// wirelog/decoders/cql/detect.py).
-#[pyfunction]
-fn cql_envelope_decodes(data: &[u8]) -> bool {
-    crate::decoders::cql::envelope_decodes(data)
-}
-
 #[pyfunction]
 #[pyo3(signature = (protocol, items, *, capture="", stream=0, client=String::new(), server=String::new(), client_port=0, server_port=0, midstream=false, show_secrets=false))]
 #[allow(clippy::too_many_arguments)]
@@ -923,6 +998,7 @@ impl Pipeline {
                 }
                 Item::Tcp(event) => list.append(self.model.event(py, &self.capture, event)?)?,
                 Item::Records(t) => list.append(taken(py, &self.model, &self.capture, t)?)?,
+                Item::Forward(f) => list.append(self.model.forwarded(py, f)?)?,
             }
         }
         Ok(list)
@@ -1155,7 +1231,16 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoding>()?;
     m.add_class::<ArrowRecords>()?;
     m.add_function(wrap_pyfunction!(decode_stream, m)?)?;
-    m.add_function(wrap_pyfunction!(cql_envelope_decodes, m)?)?;
+    m.add_function(wrap_pyfunction!(detect, m)?)?;
+    m.add_function(wrap_pyfunction!(detect_scores, m)?)?;
+    m.add_function(wrap_pyfunction!(find_start, m)?)?;
+    let protocols: Vec<(&str, Vec<u16>)> = detection::PROTOCOLS
+        .iter()
+        .map(|p| (p.name, p.ports.to_vec()))
+        .collect();
+    m.add("PROTOCOLS", protocols)?;
+    m.add("WELL_KNOWN_PORTS", detection::well_known_ports())?;
+    m.add("HUNT_LIMIT", crate::pipeline::HUNT_LIMIT)?;
     m.add("NATIVE", crate::decoders::ENGINE.to_vec())?;
     m.add_class::<Reassembler>()?;
     m.add_class::<SegmentReader>()?;

@@ -32,21 +32,12 @@ def version_text() -> str:
     """wirelog's version and those of the libraries that decide its behaviour and speed."""
     from importlib import metadata  # imported here: ~20 ms of start-up that only --version needs
 
-    from wirelog.decoders.cql.crc import CRC24_BACKEND
-
     lines = [f"wirelog {__version__} (Python {sys.version.split()[0]})"]
     for name in LIBRARIES:
         try:
             lines.append(f"  {name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:
             lines.append(f"  {name} not installed")
-    try:
-        from crcmod import _crcfunext  # noqa: F401 - present only when the C extension was built
-
-        lines.append("  crcmod C extension: yes")
-    except ImportError:
-        lines.append("  crcmod C extension: no (pure Python fallback, slower)")
-    lines.append(f"  CQL v5 CRC24: {CRC24_BACKEND}")
     return "\n".join(lines)
 
 

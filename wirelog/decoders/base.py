@@ -12,7 +12,6 @@ offset, length, frame, ts, ...); the engine stamps `capture`, `stream`, `client`
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -60,61 +59,15 @@ class Decoder(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Sample:
-    """The first bytes of each direction of a stream, for protocol detection."""
-
-    c2s: bytes
-    s2c: bytes
-    client_port: int
-    server_port: int
-    closed: bool  # the stream ended: no more bytes will come, decide now
-
-
-@dataclass(frozen=True, slots=True)
 class ProtocolSpec:
-    """A protocol the engine can detect and decode.
+    """A protocol the engine knows: detection chooses it in the core (native/src/decoders/detect.rs).
 
-    `detect(sample)` returns a confidence in [0, 1] from the content (ports are a hint the
-    registry adds on top), or None when it needs more bytes to tell. `ports` are the usual server
-    ports; they also help decide which side is the client when no SYN was seen.
-
-    `decoder` is None for a protocol decoded in the native core (`wirelog._core.NATIVE`).
-
-    `find_start(data)` (optional) finds where a capture that began mid-stream reaches a frame
-    boundary: in client→server bytes from anywhere in a stream, the offset of the first frame start
-    recognised by a signature too long to occur by chance, or None. The engine uses it when the
-    first bytes of a mid-stream capture are the inside of a frame, which `detect` cannot judge.
+    `ports` are its usual server ports (a tie-breaker for detection; they also tell which side is
+    the client when no SYN was seen). `decoder` makes its Python decoder, None for a protocol the
+    core decodes (`wirelog._core.NATIVE`).
     """
 
     name: str
-    detect: Callable[[Sample], float | None]
     decoder: Callable[[StreamContext], Decoder] | None
     ports: frozenset[int] = frozenset()
     description: str = ""
-    find_start: Callable[[bytes], int | None] | None = None
-
-
-def lazy_decoder(module: str, name: str) -> Callable[[StreamContext], Decoder]:
-    """A `ProtocolSpec.decoder` that imports `module` when a stream first needs it.
-
-    Detection needs only the small `detect` modules; a run that never meets the protocol skips
-    importing (and, without bytecode caches, compiling) its decoder, which every CLI start pays.
-    """
-
-    def make(ctx: StreamContext) -> Decoder:
-        return getattr(importlib.import_module(module), name)(ctx)
-
-    make.__qualname__ = f"lazy_decoder({module}.{name})"
-    return make
-
-
-def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], object]:
-    """A package `__getattr__` that imports `exports[name]` (a module) when `name` is first used, so
-    a protocol package keeps exporting its decoder without importing it at start-up."""
-
-    def __getattr__(name: str) -> object:
-        if name in exports:
-            return getattr(importlib.import_module(exports[name]), name)
-        raise AttributeError(f"module {package!r} has no attribute {name!r}")
-
-    return __getattr__

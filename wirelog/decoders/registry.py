@@ -1,23 +1,31 @@
 """Which protocols exist, and how a stream's protocol is chosen.
 
-Content decides; ports only break ties and help when content is ambiguous. `--decode-as PORT=PROTO`
-overrides everything. A protocol module adds itself by being listed in `_SPECS` below.
+Detection runs in the core (native/src/decoders/detect.rs): content decides, ports only break ties,
+`--decode-as PORT=PROTO` overrides everything. This module names the protocols for the front ends
+(option choices, `--decode-as` validation, descriptions) and holds the Python decoder of a protocol
+the core detects but does not decode.
 """
 
 from __future__ import annotations
 
-from wirelog.decoders import courier, cql, hercules, lumberjack, tls
-from wirelog.decoders.base import ProtocolSpec, Sample
+from wirelog import _core
+from wirelog.decoders import tls
+from wirelog.decoders.base import ProtocolSpec
 
-# CQL comes last: when nothing else is certain it scans the sample for a mid-stream v5 frame header
-# (hundreds of CRC24 checks), which a stream another detector is certain of never needs.
-_SPECS: tuple[ProtocolSpec, ...] = (tls.SPEC, lumberjack.SPEC, courier.SPEC, hercules.SPEC, cql.SPEC)
-_FINDERS = tuple(s for s in _SPECS if s.find_start is not None)
+_DESCRIPTIONS = {
+    "tls": "TLS (reported, not decrypted)",
+    "lumberjack": "Lumberjack v1/v2 (Beats, logstash-forwarder → Logstash, go-lumber)",
+    "courier": "Log Courier (HELO/VERS, JDAT, streamed EVNT, ACKN, PING/PONG)",
+    "hercules": "Vostok Hercules: Gate HTTP traffic (/stream/send, /stream/sendAsync) and bare events",
+    "cql": "Cassandra CQL native protocol v3/v4/v5 (v5 CRC24/CRC32 frames, LZ4/Snappy)",
+}
+_PYTHON_DECODERS = {"tls": tls.TlsDecoder}
 
-PORT_BONUS = 0.25  # added to the content score when the server port is one the protocol uses
-THRESHOLD = 0.5  # minimum score to claim a stream
-CERTAIN = 0.9  # a score this high decides at once, even while other detectors want more bytes
-SAMPLE_LIMIT = 512  # bytes per direction after which detection must decide
+# In the core's order (ties in detection go to the earlier one).
+_SPECS: tuple[ProtocolSpec, ...] = tuple(
+    ProtocolSpec(name, _PYTHON_DECODERS.get(name), frozenset(ports), _DESCRIPTIONS[name])
+    for name, ports in _core.PROTOCOLS
+)
 
 
 def specs() -> tuple[ProtocolSpec, ...]:
@@ -47,46 +55,30 @@ def port_protocol(item: str) -> tuple[int, str]:
         raise ValueError(e.args[0]) from None
 
 
-def start_finders() -> tuple[ProtocolSpec, ...]:
-    """The protocols that can find a frame start in the middle of a stream (ProtocolSpec.find_start)."""
-    return _FINDERS
-
-
 def names() -> list[str]:
     return [s.name for s in _SPECS]
 
 
-# Server ports of log pipelines besides the decoders' own: syslog/Logstash inputs, Elasticsearch,
-# HTTP proxies in front of gateways. Used only to tell client from server when no SYN was seen.
-PIPELINE_PORTS = frozenset({5000, 5140, 6514, 8080, 8443, 9200, 9300})
-
-
 def well_known_ports() -> frozenset[int]:
     """Server ports used to infer the client side of SYN-less streams (documented in docs/records.md)."""
-    return PIPELINE_PORTS.union(*(s.ports for s in _SPECS))
+    return frozenset(_core.WELL_KNOWN_PORTS)
 
 
-def detect(sample: Sample) -> ProtocolSpec | bool | None:
-    """The protocol of a stream from its first bytes.
+def detect(
+    c2s: bytes, s2c: bytes = b"", client_port: int = 0, server_port: int = 0, closed: bool = False
+) -> str | bool | None:
+    """The protocol of a stream from its first bytes, as the engine chooses it: its name, None when no
+    protocol claims the stream, or False when the decision must wait for more bytes."""
+    return _core.detect(c2s, s2c, client_port, server_port, closed)
 
-    Returns the chosen spec, None when no protocol claims the stream, or False when the decision
-    must wait for more bytes (never once `sample.closed` or both directions hold SAMPLE_LIMIT bytes).
-    """
-    must_decide = sample.closed or (len(sample.c2s) >= SAMPLE_LIMIT or len(sample.s2c) >= SAMPLE_LIMIT)
-    best: ProtocolSpec | None = None
-    best_score = 0.0
-    undecided = False
-    for s in _SPECS:
-        score = s.detect(sample)
-        if score is None:
-            undecided = True
-            continue
-        if score >= CERTAIN:  # content alone is conclusive: later (costlier) detectors are not asked
-            return s
-        if score > 0 and sample.server_port in s.ports:
-            score += PORT_BONUS
-        if score > best_score:
-            best, best_score = s, score
-    if undecided and not must_decide and best_score < CERTAIN:
-        return False
-    return best if best_score >= THRESHOLD else None
+
+def scores(
+    c2s: bytes, s2c: bytes = b"", client_port: int = 0, server_port: int = 0, closed: bool = False
+) -> dict[str, float | None]:
+    """Each protocol's own confidence in [0, 1] for a stream's first bytes (None: it wants more)."""
+    return dict(_core.detect_scores(c2s, s2c, client_port, server_port, closed))
+
+
+def find_start(data: bytes) -> tuple[str, int] | None:
+    """The earliest frame start a protocol recognises in client bytes from the middle of a stream."""
+    return _core.find_start(data)

@@ -1,4 +1,4 @@
-"""TLS: recognised and reported, never guessed through.
+"""TLS: recognised (by the core's detection) and reported, never guessed through.
 
 Log shippers very often speak TLS (Beats → Logstash, Log Courier's default transport), so a TLS
 stream must say so instead of turning into decoder noise. We read the record layer and the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from wirelog.decoders.base import ProtocolSpec, Sample, StreamContext
+from wirelog.decoders.base import StreamContext
 from wirelog.decoders.buffer import StreamBuffer
 from wirelog.model import Chunk, Direction, Finding, Gap, Message, Record, Severity
 
@@ -25,18 +25,6 @@ def looks_like_record(data: bytes) -> bool:
         return False
     ctype, major, minor, length = data[0], data[1], data[2], struct.unpack_from(">H", data, 3)[0]
     return ctype in CONTENT_TYPES and major == 3 and minor <= 4 and 0 < length <= MAX_RECORD
-
-
-def detect(sample: Sample) -> float | None:
-    for data in (sample.c2s, sample.s2c):
-        if len(data) >= 5:
-            if looks_like_record(data) and data[0] == 22:
-                return 0.95
-            if looks_like_record(data):
-                return 0.6
-    if len(sample.c2s) < 5 and len(sample.s2c) < 5 and not sample.closed:
-        return None
-    return 0.0
 
 
 def _hello_fields(body: bytes) -> dict[str, object]:
@@ -174,12 +162,3 @@ class TlsDecoder:
                 {"reply": plain.hex() if plain else None},
             )
         ]
-
-
-SPEC = ProtocolSpec(
-    name="tls",
-    detect=detect,
-    decoder=TlsDecoder,
-    ports=frozenset({443, 5044, 5043, 5045, 9093, 6514}),
-    description="TLS (reported, not decrypted)",
-)

@@ -32,7 +32,6 @@ Segment = tuple[int, int, bytes, int, bytes, int, int, int, int, bytes, int]
 
 Reassembler = _core.Reassembler  # reassembly alone, one segment at a time (tests of crafted segments)
 Decoding = _core.Decoding  # the core's decoders fed by Python (raw dumps)
-NATIVE = frozenset(_core.NATIVE)  # protocols the core decodes
 
 
 def native_records(out: Any) -> list:

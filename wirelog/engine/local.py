@@ -13,17 +13,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from wirelog.decoders import registry
-from wirelog.decoders.base import Decoder, Limits, ProtocolSpec, Sample, StreamContext
-from wirelog.engine.capture import NATIVE, CoreCapture, Decoding, native_records
+from wirelog.decoders.base import Decoder, Limits, StreamContext
+from wirelog.engine.capture import CoreCapture, Decoding, native_records
 from wirelog.engine.filters import RecordFilter
-from wirelog.engine.midstream import FrameHunt
 from wirelog.inputs.errors import CaptureError
 from wirelog.inputs.sources import STDIN, open_input
 from wirelog.model import (
     CaptureInfo,
     Chunk,
-    Direction,
     Finding,
+    Forwarded,
     Gap,
     Message,
     RecordLines,
@@ -64,7 +63,10 @@ def _decoding(opts: Options) -> dict[str, Any]:
         "records": opts.records,
         "show_secrets": opts.show_secrets,
         "limits": asdict(opts.limits),
+        "decode_as": opts.decode_as,
     }
+    if opts.input_format not in ("auto", "pcap"):
+        d["forced"] = opts.input_format
     if keep.active:
         d.update(
             protocols=set(keep.protocols),
@@ -118,12 +120,14 @@ def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | Non
             reorder_packets=opts.reorder_window,
             emit_data=opts.decode or opts.chunks,
             stream_lines=opts.stream_lines and not opts.decode,
+            decode=opts.decode,
+            chunks=opts.chunks,
             decoding=_decoding(opts),
         )
     except CaptureError:
         yield info
         return
-    pipe = _StreamPipeline(path, opts, capture.stream_info, capture.mute, capture.core)
+    pipe = _StreamPipeline(path, opts, capture.stream_info, capture.core)
     try:
         for batch in capture.records():
             yield from pipe.handle(batch)
@@ -148,8 +152,8 @@ def _raw_protocol(path: str) -> bool:
             head = stream.read(RAW_SNIFF)
     except (CaptureError, OSError):
         return False
-    found = registry.detect(Sample(head, b"", 0, 0, closed=True))
-    return bool(found) and found.name != "tls"
+    found = registry.detect(head, closed=True)
+    return bool(found) and found != "tls"
 
 
 def _run_raw(
@@ -161,56 +165,56 @@ def _run_raw(
     info = CaptureInfo(capture=capture, format="raw")
     streams = pair_dumps(paths, capture, registry.well_known_ports() | frozenset(opts.decode_as))
     core = Decoding(capture, **_decoding(opts))
-    pipe = _StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get, lambda _: None, core)
+    pipe = _StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get, core)
     for stream in streams:
+        core.open(stream.info)
         try:
             for chunk in iter_raw_chunks(stream, before_stdin_read):
-                yield from pipe.handle([chunk])
+                if opts.chunks:
+                    yield chunk
+                if opts.decode:
+                    yield from pipe.handle(core.decode(chunk))
         except CaptureError as e:
             info.error = str(e)
         info.bytes += stream.info.bytes_c2s + stream.info.bytes_s2c
-        yield from pipe.handle([stream.info])
+        stream.info.protocol, last = core.end_stream(stream.info.stream, _closed(stream.info))
+        yield from pipe.handle([*last, stream.info])
     yield from pipe.verdict()
     info.delivery = pipe.delivery()
     yield info
 
 
-class _StreamState:
-    """Detection buffer, then decoder, of one stream."""
+class _PythonStream:
+    """A stream the core chose a protocol for that only Python decodes: its decoder."""
 
-    __slots__ = ("info", "decoder", "native", "spec", "held", "sample", "dead", "hunt")
+    __slots__ = ("info", "decoder", "protocol", "dead")
 
-    def __init__(self, info: StreamInfo) -> None:
+    def __init__(self, info: StreamInfo, protocol: str, decoder: Decoder) -> None:
         self.info = info
-        self.decoder: Decoder | None = None
-        self.native = False  # decoded in the core: its bytes go there, its records come from there
-        self.spec: ProtocolSpec | None = None
-        self.held: list[Chunk | Gap] = []
-        self.sample = {Direction.C2S: bytearray(), Direction.S2C: bytearray()}
-        self.dead = False  # decided: nothing to decode (unknown protocol or decoder failure)
-        self.hunt: FrameHunt | None = None  # mid-stream and unknown: searching for a frame start
+        self.protocol = protocol
+        self.decoder = decoder
+        self.dead = False  # the decoder failed: the rest of the stream is not decoded
 
 
 class _StreamPipeline:
-    """Routes reassembler output to per-stream detection and decoders; stamps records."""
+    """Turns the core's output into pipeline items: the records of the streams the core decodes
+    pass through, the bytes of the streams Python decodes go to their decoders, records made here
+    are stamped and filtered."""
 
     def __init__(
         self,
         capture: str,
         opts: Options,
         lookup: Callable[[int], StreamInfo | None],
-        mute: Callable[[int], None],
         core: Any,
     ) -> None:
         self.capture = capture
         self.opts = opts
-        self._core = core  # the core's Pipeline or Decoding: decodes the NATIVE protocols
+        self._core = core  # the core's Pipeline or Decoding: detection and the native decoders
         self._lookup = lookup  # StreamInfo of a live stream, by id
-        self._mute = mute  # tell the source a stream's bytes are no longer wanted
         self._filtering = opts.keep.active
-        self._batch: list = []  # the reassembler output being handled
-        self._states: dict[int, _StreamState] = {}
-        self._shared: dict[str, dict] = {}
+        self._batch: list = []  # the core output being handled
+        self._states: dict[int, _PythonStream] = {}
 
     def verdict(self) -> list[Item]:
         """At the end of the capture: data loss and duplicates across connections, as findings."""
@@ -221,17 +225,16 @@ class _StreamPipeline:
         return json.loads(self._core.delivery())
 
     def handle(self, items: list) -> list[Item]:
-        """Consume (and clear) a batch of reassembler output; returns the pipeline items it gives
+        """Consume (and clear) a batch of the core's output; returns the pipeline items it gives
         (a list, not a generator: one generator level less for every record)."""
         batch = self._batch = items[:]
         items.clear()
         out: list[Item] = []
         for item in batch:
             if isinstance(item, Chunk | Gap):
-                if self.opts.chunks:
-                    out.append(item)
-                if self.opts.decode:
-                    out += self._data(item)
+                out.append(item)  # only in chunks mode (streams --dump, inspect --frame)
+            elif isinstance(item, Forwarded):
+                out += self._forwarded(item)
             elif isinstance(item, StreamInfo):
                 out += self._end(item)
             elif isinstance(item, StreamLines):
@@ -256,142 +259,29 @@ class _StreamPipeline:
             info = next((i for i in self._batch if isinstance(i, StreamInfo) and i.stream == stream), None)
         return info
 
-    def _data(self, item: Chunk | Gap) -> Iterable[Item]:
+    def _forwarded(self, f: Forwarded) -> list[Item]:
+        """Bytes of a stream Python decodes; its decoder is made at its first bytes."""
+        item = f.item
         st = self._states.get(item.stream)
         if st is None:
-            st = self._states[item.stream] = _StreamState(self._resolve(item.stream))
-        if st.native:
-            return native_records(self._core.decode(item))
+            info = self._resolve(item.stream)
+            ctx = StreamContext(
+                stream=info.stream,
+                client=info.client,
+                server=info.server,
+                client_port=info.client_port,
+                server_port=info.server_port,
+                show_secrets=self.opts.show_secrets,
+                limits=self.opts.limits,
+                midstream=info.midstream,
+            )
+            decoder = registry.spec(f.protocol).decoder
+            st = self._states[item.stream] = _PythonStream(info, f.protocol, decoder(ctx))
         if st.dead:
-            return ()
-        if st.hunt is not None:
-            return self._hunt(st, item)
-        if st.decoder is None:
-            st.held.append(item)
-            if isinstance(item, Chunk):
-                sample = st.sample[item.direction]
-                if len(sample) < registry.SAMPLE_LIMIT:
-                    sample += item.data[: registry.SAMPLE_LIMIT - len(sample)]
-            return self._decide(st, closed=False)
+            return []
         return self._call(st, item)
 
-    def _decide(self, st: _StreamState, closed: bool) -> Iterator[Item]:
-        info = st.info
-        forced = self.opts.decode_as.get(info.server_port) or self.opts.decode_as.get(info.client_port)
-        if self.opts.input_format not in ("auto", "pcap"):
-            forced = self.opts.input_format
-        if forced:
-            spec: ProtocolSpec | bool | None = registry.spec(forced)
-        else:
-            sample = Sample(
-                bytes(st.sample[Direction.C2S]),
-                bytes(st.sample[Direction.S2C]),
-                info.client_port,
-                info.server_port,
-                closed,
-            )
-            spec = registry.detect(sample)
-        if spec is False:
-            return
-        held, st.held = st.held, []
-        finders = registry.start_finders()
-        if spec is None and info.midstream and finders and not forced:
-            st.hunt = FrameHunt(finders)
-            for item in held:
-                yield from self._hunt(st, item)
-            if closed and st.hunt is not None:
-                yield from self._unknown(st, st.hunt.first)
-            return
-        if spec is None:
-            yield from self._unknown(st, next((c for c in held if isinstance(c, Chunk)), None))
-            return
-        yield from self._start(st, spec, held)
-
-    def _unknown(self, st: _StreamState, first: Chunk | None) -> list[Item]:
-        """No protocol for this stream: stop looking at its bytes, say so once."""
-        info = st.info
-        st.dead = True
-        st.hunt = None
-        info.protocol = "unknown"
-        if not self.opts.chunks:
-            self._mute(info.stream)
-        if first is None:
-            return []
-        preview = bytes(st.sample[first.direction][:16]).hex(" ")
-        return self._emit(
-            Finding(
-                "stream.unknown-protocol",
-                Severity.INFO,
-                f"no known protocol recognised; first {first.direction.value} bytes: {preview}"
-                f" (if you know it: --decode-as {info.server_port}=PROTOCOL"
-                f"{', the capture starts mid-stream and no frame start was found' if info.midstream else ''})",
-                "stream",
-                first.direction,
-                first.offset,
-                first.frame,
-                first.ts,
-            ),
-            info,
-        )
-
-    def _hunt(self, st: _StreamState, item: Chunk | Gap) -> list[Item]:
-        """One item of a mid-stream stream no detector placed: search the client bytes for a frame
-        start (engine/midstream.py); once found, the protocol's decoder takes over from there."""
-        hunt = st.hunt
-        if hunt is None:  # found in an earlier item of the same batch
-            return self._data(item)
-        if isinstance(item, Gap) or item.direction is not Direction.C2S:
-            # server bytes before the client's first frame answer frames we never see
-            hunt.skip(item)
-            return self._unknown(st, hunt.first) if hunt.exhausted else []
-        found = hunt.feed(item)
-        if found is None:
-            return self._unknown(st, hunt.first) if hunt.exhausted else []
-        spec, parts = found
-        st.hunt = None
-        skipped = parts[0].offset - hunt.first.offset
-        out = self._emit(
-            Finding(
-                "stream.midstream-start",
-                Severity.INFO,
-                f"the capture starts inside a frame: {spec.name} recognised at its first frame start, "
-                f"c2s byte {parts[0].offset}; the {skipped} bytes before it are not decoded",
-                "stream",
-                Direction.C2S,
-                parts[0].offset,
-                parts[0].frame,
-                parts[0].ts,
-            ),
-            st.info,
-        )
-        return out + list(self._start(st, spec, parts))
-
-    def _start(self, st: _StreamState, spec: ProtocolSpec, items: list[Chunk | Gap]) -> Iterator[Item]:
-        """Create the stream's decoder and give it the bytes held so far."""
-        info = st.info
-        st.spec = spec
-        info.protocol = spec.name
-        if spec.name in NATIVE and self._core.attach(spec.name, info):
-            st.native = True
-            for item in items:
-                yield from native_records(self._core.decode(item))
-            return
-        ctx = StreamContext(
-            stream=info.stream,
-            client=info.client,
-            server=info.server,
-            client_port=info.client_port,
-            server_port=info.server_port,
-            show_secrets=self.opts.show_secrets,
-            limits=self.opts.limits,
-            shared=self._shared.setdefault(spec.name, {}),
-            midstream=info.midstream,
-        )
-        st.decoder = spec.decoder(ctx)
-        for item in items:
-            yield from self._call(st, item)
-
-    def _call(self, st: _StreamState, item: Chunk | Gap | None) -> list[Message | Finding]:
+    def _call(self, st: _PythonStream, item: Chunk | Gap | None) -> list[Message | Finding]:
         """Run one decoder step; a decoder bug ends decoding of that stream, never the run."""
         try:
             if item is None:
@@ -408,9 +298,9 @@ class _StreamPipeline:
                 Finding(
                     "decoder.internal-error",
                     Severity.ERROR,
-                    f"the {st.spec.name} decoder failed ({type(e).__name__}: {e}); "
+                    f"the {st.protocol} decoder failed ({type(e).__name__}: {e}); "
                     "the rest of this stream is not decoded",
-                    st.spec.name,
+                    st.protocol,
                     getattr(item, "direction", None),
                     getattr(item, "offset", None),
                     getattr(item, "frame", None),
@@ -419,21 +309,15 @@ class _StreamPipeline:
             ]
         return self._stamp(records, st.info)
 
-    def _end(self, info: StreamInfo) -> Iterator[Item]:
+    def _end(self, info: StreamInfo) -> list[Item]:
         st = self._states.pop(info.stream, None)
-        if st is not None and st.info is not info:  # the live snapshot gives way to the final info
-            info.protocol = st.info.protocol
-            st.info = info
-        if st is not None and self.opts.decode:
-            if st.hunt is not None:
-                yield from self._unknown(st, st.hunt.first)
-            elif st.decoder is None and not st.dead and not st.native:
-                yield from self._decide(st, closed=True)
-            if st.native:  # the core closes a stream it saw end; one attached at its end is closed here
-                yield from native_records(self._core.end_stream(info.stream, _closed(info)))
-            elif st.decoder is not None and not st.dead:
-                yield from self._call(st, None)
-        yield info
+        out: list[Item] = []
+        if st is not None:
+            st.info = info  # the final summary gives way to the live snapshot
+            if not st.dead:
+                out = self._call(st, None)
+        out.append(info)
+        return out
 
     def _emit(self, rec: Message | Finding, info: StreamInfo | None) -> list[Message | Finding]:
         """Stamp a record with its capture and stream; [it] if the filter keeps it, else []."""

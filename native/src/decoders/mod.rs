@@ -11,6 +11,7 @@ pub mod buffer;
 pub mod courier;
 pub mod cql;
 pub mod delivery;
+pub mod detect;
 pub mod fingerprint;
 pub mod hercules;
 pub mod lumberjack;
@@ -106,8 +107,8 @@ pub fn raw_base64(bytes: &[u8]) -> Option<Value> {
     })
 }
 
-/// The protocols the engine hands to the core (`wirelog._core.NATIVE`): every protocol wirelog
-/// decodes (detection is still Python's).
+/// The protocols the core decodes (`wirelog._core.NATIVE`): every protocol wirelog
+/// decodes but TLS (detected here, reported by Python).
 pub const ENGINE: &[&str] = &["lumberjack", "courier", "cql", "hercules"];
 
 /// A decoder for `protocol` (with the protocol's static name), None when the core has none.

@@ -2,12 +2,16 @@
 //! (a capture finding before the segment that follows it, each segment's reassembly output right
 //! after it, the records a native decoder made of it in its place).
 
+mod held;
+mod hunt;
 mod session;
 
-pub use session::Session;
+pub use held::{Held, OwnedChunk};
+pub use hunt::HUNT_LIMIT;
+pub use session::{Detection, Forward, Session};
 
 use crate::capture::{CaptureInfo, CaptureInput};
-use crate::decoders::{Chunk, Gap};
+use crate::decoders::{Chunk, Gap, StreamContext};
 use crate::model::{Finding, FindingSink};
 use crate::records::out::Taken;
 use crate::tcp::{Config, Event, Reassembler, StreamInfo};
@@ -17,6 +21,21 @@ use crate::tcp::{Config, Event, Reassembler, StreamInfo};
 pub enum Item {
     Tcp(Event),
     Records(Taken),
+    /// Bytes of a stream Python decodes.
+    Forward(Forward),
+}
+
+/// What a decoder may know of a stream, from its reassembler summary.
+pub fn context(info: &StreamInfo) -> StreamContext {
+    StreamContext {
+        stream: info.stream,
+        client: info.client.clone(),
+        server: info.server.clone(),
+        client_port: info.client_port,
+        server_port: info.server_port,
+        midstream: info.midstream,
+        ..StreamContext::default()
+    }
 }
 
 pub struct Pipeline {
@@ -26,6 +45,10 @@ pub struct Pipeline {
     events: Vec<Event>,
     items: Vec<Item>,
     pub session: Session,
+    /// Streams are decoded (false: reassembly only, `wirelog streams`).
+    decode: bool,
+    /// Python also sees every Chunk and Gap (`streams --dump`, `inspect --frame`).
+    chunks: bool,
     finished: bool,
     /// Test hook: panic when this frame's segment arrives (how the suite proves that a panic in
     /// the core becomes a finding and loses nothing before it).
@@ -37,8 +60,18 @@ fn capture_findings(sink: &mut FindingSink, events: &mut Vec<Event>) {
 }
 
 impl Pipeline {
-    pub fn new(name: &str, compression: Option<&str>, cfg: Config, session: Session) -> Self {
+    /// `decode`: streams are decoded; `chunks`: Python also sees every stream's bytes.
+    pub fn new(
+        name: &str,
+        compression: Option<&str>,
+        cfg: Config,
+        session: Session,
+        decode: bool,
+        chunks: bool,
+    ) -> Self {
         Pipeline {
+            decode,
+            chunks,
             reader: CaptureInput::new(name, compression),
             reasm: Reassembler::new(cfg),
             sink: FindingSink::default(),
@@ -103,12 +136,28 @@ impl Pipeline {
         self.route();
     }
 
-    /// Give the reassembler's new output to the native decoders where a stream is theirs; what
-    /// is left goes to Python, with the records made so far before it.
+    /// Give the reassembler's new output to the session (detection, the native decoders); what
+    /// Python must see goes to the items, with the records made so far before it.
     fn route(&mut self) {
-        for event in std::mem::take(&mut self.events) {
-            let session = &mut self.session;
-            match &event {
+        let events = std::mem::take(&mut self.events);
+        // Bytes a stream flushes when it ends come before its End, after the reassembler forgot it.
+        let ending: Vec<StreamContext> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::End(info) => Some(context(info)),
+                _ => None,
+            })
+            .collect();
+        for mut event in events {
+            if !self.decode {
+                self.items.push(Item::Tcp(event));
+                continue;
+            }
+            if self.chunks && matches!(event, Event::Chunk { .. } | Event::Gap { .. }) {
+                self.flush();
+                self.items.push(Item::Tcp(event.clone()));
+            }
+            match &mut event {
                 Event::Chunk {
                     stream,
                     direction,
@@ -117,6 +166,7 @@ impl Pipeline {
                     frame,
                     ts,
                 } => {
+                    self.open(*stream, &ending);
                     let chunk = Chunk {
                         direction: *direction,
                         offset: *offset,
@@ -124,9 +174,7 @@ impl Pipeline {
                         frame: Some(*frame),
                         ts: Some(*ts),
                     };
-                    if session.chunk(*stream, &chunk) {
-                        continue;
-                    }
+                    self.session.chunk(*stream, &chunk);
                 }
                 Event::Gap {
                     stream,
@@ -136,6 +184,7 @@ impl Pipeline {
                     frame,
                     ts,
                 } => {
+                    self.open(*stream, &ending);
                     let gap = Gap {
                         direction: *direction,
                         offset: *offset,
@@ -143,19 +192,49 @@ impl Pipeline {
                         frame: Some(*frame),
                         ts: Some(*ts),
                     };
-                    if session.gap(*stream, &gap) {
-                        continue;
-                    }
+                    self.session.gap(*stream, &gap);
                 }
                 Event::End(info) => {
-                    session.end(info.stream, info.fin_c2s || info.fin_s2c || info.reset)
+                    let closed = info.fin_c2s || info.fin_s2c || info.reset;
+                    info.protocol = self.session.end(info.stream, closed);
+                    self.flush();
+                    self.items.push(Item::Tcp(event));
                 }
-                Event::Finding(_) => {}
+                Event::Finding(_) => {
+                    self.flush();
+                    self.items.push(Item::Tcp(event));
+                }
             }
-            self.flush_records();
-            self.items.push(Item::Tcp(event));
+            self.flush();
         }
+    }
+
+    /// Tell the session of a stream before its first bytes (its info is the reassembler's, or
+    /// for bytes flushed at its end, that of the End event that follows them).
+    fn open(&mut self, stream: u64, ending: &[StreamContext]) {
+        if self.session.knows(stream) {
+            return;
+        }
+        let ctx = match self.reasm.stream_info(stream) {
+            Some(info) => Some(context(info)),
+            None => ending.iter().find(|c| c.stream == stream).cloned(),
+        };
+        if let Some(ctx) = ctx {
+            self.session.open(ctx);
+        }
+    }
+
+    /// The session's output so far, in order: records, then bytes for Python's decoders; streams
+    /// of no known protocol are muted (unless Python shows every stream's bytes).
+    fn flush(&mut self) {
         self.flush_records();
+        self.items
+            .extend(self.session.take_forwards().into_iter().map(Item::Forward));
+        for stream in self.session.take_unknown() {
+            if !self.chunks {
+                self.reasm.mute(stream);
+            }
+        }
     }
 
     fn flush_records(&mut self) {
@@ -173,8 +252,11 @@ impl Pipeline {
         self.reader.info()
     }
 
-    pub fn stream_info(&self, stream: u64) -> Option<&StreamInfo> {
-        self.reasm.stream_info(stream)
+    /// A live stream's summary so far, with its protocol once decided.
+    pub fn stream_info(&self, stream: u64) -> Option<StreamInfo> {
+        let mut info = self.reasm.stream_info(stream)?.clone();
+        info.protocol = self.session.protocol(stream);
+        Some(info)
     }
 
     pub fn mute(&mut self, stream: u64) {

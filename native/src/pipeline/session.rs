@@ -1,17 +1,26 @@
-//! The decoding side of one capture (or raw dump set): the streams decoded in the core, the state
-//! their connections share, the delivery verdict, and where their records go.
+//! The decoding side of one capture (or raw dump set): each stream's protocol (detected from its
+//! first bytes, or forced), the streams decoded in the core, the state their connections share,
+//! the delivery verdict, and where their records go.
 //!
-//! The Python engine still chooses each stream's protocol; when it is one the core decodes, it
-//! `attach`es the stream here and the stream's bytes never become Python objects again.
+//! A stream's bytes are held until detection decides (decoders/detect.rs); then they are replayed
+//! into the protocol's native decoder, or forwarded to Python for a protocol only Python decodes.
+//! A capture that begins inside a frame is searched for a frame start (`hunt`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
 
+use super::held::{Held, OwnedChunk};
+use super::hunt::Hunt;
+use crate::decoders::detect::{self, Decision, Sample, SAMPLE_LIMIT};
 use crate::decoders::{
     self, delivery::Verdict, Chunk, Decoder, Gap, Limits, Shared, StreamContext,
 };
-use crate::model::{Finding, Record, Severity, Stamp};
+use crate::model::{Direction, Finding, Record, Severity, Stamp};
 use crate::records::out::RecordOut;
+
+/// Items held per stream while detection waits, before it must decide (each item adds a byte to
+/// a sample or is a gap: only a stream of gaps reaches this).
+const MAX_HELD: usize = 4096;
 
 struct Native {
     decoder: Box<dyn Decoder>,
@@ -19,18 +28,70 @@ struct Native {
     stamp: Stamp,
 }
 
+/// A stream whose protocol is not decided yet.
+struct Pending {
+    ctx: StreamContext,
+    sample: [Vec<u8>; 2],
+    held: Vec<Held>,
+    /// Mid-stream and unknown: searching the client bytes for a frame start.
+    hunt: Option<Hunt>,
+}
+
+enum Stream {
+    Pending(Box<Pending>),
+    Native(Native),
+    /// Decoded by Python (its bytes are forwarded).
+    Python(&'static str),
+    /// No known protocol: its bytes are dropped.
+    Unknown,
+    /// Its decoder failed: its bytes are dropped until it ends.
+    Failed(&'static str),
+}
+
+impl Stream {
+    fn protocol(&self) -> Option<&'static str> {
+        match self {
+            Stream::Pending(_) => None,
+            Stream::Native(n) => Some(n.protocol),
+            Stream::Python(p) | Stream::Failed(p) => Some(p),
+            Stream::Unknown => Some("unknown"),
+        }
+    }
+}
+
+/// Bytes of a stream Python decodes as `protocol`, in stream order.
+#[derive(Debug, PartialEq)]
+pub struct Forward {
+    pub stream: u64,
+    pub protocol: &'static str,
+    pub item: Held,
+}
+
+/// How each stream's protocol is chosen.
+#[derive(Clone, Debug, Default)]
+pub struct Detection {
+    /// `--decode-as PORT=PROTO`: a server or client port forces a protocol.
+    pub decode_as: HashMap<u16, String>,
+    /// Every stream is this protocol (raw dumps of a named protocol).
+    pub forced: Option<String>,
+}
+
 pub struct Session {
     capture: String,
     /// Given to every decoder (`--show-secrets`, limits).
     pub show_secrets: bool,
     pub limits: Limits,
-    streams: HashMap<u64, Native>,
-    /// Streams whose decoder failed: their bytes are dropped until they end.
-    failed: HashSet<u64>,
+    pub detection: Detection,
+    streams: HashMap<u64, Stream>,
     shared: Shared,
     verdict: Verdict,
     pub out: RecordOut,
     scratch: Vec<Record>,
+    /// Bytes for Python's decoders, in order, since the last `take_forwards`.
+    forwards: Vec<Forward>,
+    /// Streams found to be of no known protocol since the last `take_unknown` (the source can
+    /// stop producing their bytes).
+    unknown: Vec<u64>,
 }
 
 impl Session {
@@ -39,18 +100,53 @@ impl Session {
             capture: capture.to_owned(),
             show_secrets,
             limits,
+            detection: Detection::default(),
             streams: HashMap::new(),
-            failed: HashSet::new(),
             shared: Shared::default(),
             verdict: Verdict::default(),
             out,
             scratch: Vec::new(),
+            forwards: Vec::new(),
+            unknown: Vec::new(),
         }
+    }
+
+    /// Whether the session has seen `stream` (else `open` it before its first bytes).
+    pub fn knows(&self, stream: u64) -> bool {
+        self.streams.contains_key(&stream)
+    }
+
+    /// A new stream: its protocol is decided from its first bytes (or forced).
+    pub fn open(&mut self, ctx: StreamContext) {
+        self.streams.entry(ctx.stream).or_insert_with(|| {
+            Stream::Pending(Box::new(Pending {
+                ctx,
+                sample: [Vec::new(), Vec::new()],
+                held: Vec::new(),
+                hunt: None,
+            }))
+        });
+    }
+
+    /// The protocol decided for a stream (`unknown` when none), None while undecided.
+    pub fn protocol(&self, stream: u64) -> Option<&'static str> {
+        self.streams.get(&stream).and_then(Stream::protocol)
     }
 
     /// Decode `ctx.stream` as `protocol` from now on; false when the core has no such decoder.
     /// The context's secrets and limits are the session's.
-    pub fn attach(&mut self, protocol: &str, mut ctx: StreamContext) -> bool {
+    pub fn attach(&mut self, protocol: &str, ctx: StreamContext) -> bool {
+        match self.native(protocol, ctx) {
+            Some(native) => {
+                self.streams
+                    .insert(native.stamp.stream, Stream::Native(native));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn native(&self, protocol: &str, mut ctx: StreamContext) -> Option<Native> {
         ctx.show_secrets = self.show_secrets;
         ctx.limits = self.limits.clone();
         let stamp = Stamp {
@@ -58,36 +154,255 @@ impl Session {
             client: ctx.client.clone(),
             server: ctx.server.clone(),
         };
-        let Some((protocol, decoder)) = decoders::native(protocol, ctx) else {
-            return false;
-        };
-        self.streams.insert(
-            stamp.stream,
-            Native {
-                decoder,
-                protocol,
-                stamp,
-            },
-        );
-        true
+        let (protocol, decoder) = decoders::native(protocol, ctx)?;
+        Some(Native {
+            decoder,
+            protocol,
+            stamp,
+        })
     }
 
-    /// Bytes of a native stream (false: the stream is not decoded here).
+    /// Bytes of a stream (false: the session does not know it).
     pub fn chunk(&mut self, stream: u64, chunk: &Chunk<'_>) -> bool {
-        self.step(stream, |d, shared, out| d.feed(chunk, shared, out))
+        match self.streams.get_mut(&stream) {
+            None => false,
+            Some(Stream::Native(_)) => {
+                self.step(stream, |d, shared, out| d.feed(chunk, shared, out));
+                true
+            }
+            Some(Stream::Python(protocol)) => {
+                let protocol = *protocol;
+                self.forward(stream, protocol, Held::Chunk(OwnedChunk::of(chunk)));
+                true
+            }
+            Some(Stream::Pending(p)) => {
+                let item = OwnedChunk::of(chunk);
+                if p.hunt.is_some() {
+                    self.hunt(stream, Held::Chunk(item));
+                } else {
+                    let sample = &mut p.sample[item.direction as usize];
+                    let room = SAMPLE_LIMIT.saturating_sub(sample.len());
+                    sample.extend_from_slice(&item.data[..item.data.len().min(room)]);
+                    p.held.push(Held::Chunk(item));
+                    self.decide(stream, false);
+                }
+                true
+            }
+            Some(Stream::Unknown | Stream::Failed(_)) => true,
+        }
     }
 
     pub fn gap(&mut self, stream: u64, gap: &Gap) -> bool {
-        self.step(stream, |d, shared, out| d.gap(gap, shared, out))
+        match self.streams.get_mut(&stream) {
+            None => false,
+            Some(Stream::Native(_)) => {
+                self.step(stream, |d, shared, out| d.gap(gap, shared, out));
+                true
+            }
+            Some(Stream::Python(protocol)) => {
+                let protocol = *protocol;
+                self.forward(stream, protocol, Held::Gap(*gap));
+                true
+            }
+            Some(Stream::Pending(p)) => {
+                if p.hunt.is_some() {
+                    self.hunt(stream, Held::Gap(*gap));
+                } else {
+                    p.held.push(Held::Gap(*gap));
+                    self.decide(stream, false);
+                }
+                true
+            }
+            Some(Stream::Unknown | Stream::Failed(_)) => true,
+        }
     }
 
-    /// The end of a stream (`closed`: by FIN or RST): a native stream's decoder is closed, and the
-    /// delivery verdict learns whether missing ACKs could still have come.
-    pub fn end(&mut self, stream: u64, closed: bool) {
-        self.step(stream, |d, shared, out| d.close(shared, out));
-        self.streams.remove(&stream);
-        self.failed.remove(&stream);
+    /// The end of a stream (`closed`: by FIN or RST): an undecided stream is decided with what it
+    /// has, a native stream's decoder is closed, and the delivery verdict learns whether missing
+    /// ACKs could still have come. Returns the stream's protocol.
+    pub fn end(&mut self, stream: u64, closed: bool) -> Option<&'static str> {
+        if let Some(Stream::Pending(p)) = self.streams.get_mut(&stream) {
+            match p.hunt.take() {
+                Some(hunt) => self.unknown(stream, hunt.first.as_ref()),
+                None => self.decide(stream, true),
+            }
+        }
+        if matches!(self.streams.get(&stream), Some(Stream::Native(_))) {
+            self.step(stream, |d, shared, out| d.close(shared, out));
+        }
         self.verdict.stream_ended(stream, closed);
+        self.streams.remove(&stream).and_then(|s| s.protocol())
+    }
+
+    /// Bytes and gaps for Python's decoders since the last call.
+    pub fn take_forwards(&mut self) -> Vec<Forward> {
+        std::mem::take(&mut self.forwards)
+    }
+
+    /// Streams of no known protocol since the last call.
+    pub fn take_unknown(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.unknown)
+    }
+
+    fn forward(&mut self, stream: u64, protocol: &'static str, item: Held) {
+        self.forwards.push(Forward {
+            stream,
+            protocol,
+            item,
+        });
+    }
+
+    /// Detection's verdict on a pending stream's sample (`closed`: no more bytes will come).
+    fn decide(&mut self, stream: u64, closed: bool) {
+        let Some(Stream::Pending(p)) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        let (decision, may_hunt) = verdict(&self.detection, p, closed);
+        match decision {
+            Decision::Wait => {}
+            Decision::Protocol(protocol) => self.start(stream, protocol, None),
+            Decision::Unknown if may_hunt => {
+                let held = std::mem::take(&mut p.held);
+                p.hunt = Some(Hunt::default());
+                for item in held {
+                    self.hunt(stream, item);
+                }
+                if let Some(Stream::Pending(p)) = self.streams.get_mut(&stream) {
+                    if closed {
+                        let first = p.hunt.take().and_then(|h| h.first);
+                        self.unknown(stream, first.as_ref());
+                    }
+                }
+            }
+            Decision::Unknown => {
+                let first = p.held.iter().find_map(|h| match h {
+                    Held::Chunk(c) => Some(c.clone()),
+                    Held::Gap(_) => None,
+                });
+                self.unknown(stream, first.as_ref());
+            }
+        }
+    }
+
+    /// One item of a mid-stream stream no detector placed: client bytes are searched for a
+    /// frame start; once found, the protocol's decoder takes over from there. Server bytes before
+    /// the client's first frame answer frames we never see: they are dropped.
+    fn hunt(&mut self, stream: u64, item: Held) {
+        let Some(Stream::Pending(p)) = self.streams.get_mut(&stream) else {
+            // found in an earlier item: the decoder takes the rest
+            match item {
+                Held::Chunk(c) => self.chunk(stream, &c.borrow()),
+                Held::Gap(g) => self.gap(stream, &g),
+            };
+            return;
+        };
+        let Some(hunt) = p.hunt.as_mut() else {
+            return;
+        };
+        let found = match item {
+            Held::Gap(g) => {
+                hunt.skip_gap(g.direction);
+                None
+            }
+            Held::Chunk(c) if c.direction == Direction::S2C => {
+                hunt.skip_bytes(c.data.len());
+                None
+            }
+            Held::Chunk(c) => hunt.feed(c),
+        };
+        let Some((protocol, parts)) = found else {
+            if hunt.exhausted() {
+                let first = p.hunt.take().and_then(|h| h.first);
+                self.unknown(stream, first.as_ref());
+            }
+            return;
+        };
+        let first = p.hunt.take().and_then(|h| h.first);
+        let start = &parts[0];
+        let skipped = start.offset - first.map_or(start.offset, |f| f.offset);
+        let mut finding = Finding::new(
+            "stream.midstream-start",
+            Severity::Info,
+            format!(
+                "the capture starts inside a frame: {protocol} recognised at its first frame \
+                 start, c2s byte {}; the {skipped} bytes before it are not decoded",
+                start.offset
+            ),
+        )
+        .at(start.frame, start.ts);
+        finding.direction = Some(Direction::C2S);
+        finding.offset = Some(start.offset);
+        let stamp = stamp(&p.ctx);
+        self.out.write(finding.into(), Some(&stamp), Some(protocol));
+        self.start(
+            stream,
+            protocol,
+            Some(parts.into_iter().map(Held::Chunk).collect()),
+        );
+    }
+
+    /// The stream is `protocol` from now on: its decoder gets the held bytes (or `items`).
+    fn start(&mut self, stream: u64, protocol: &'static str, items: Option<Vec<Held>>) {
+        let Some(Stream::Pending(p)) = self.streams.remove(&stream) else {
+            return;
+        };
+        let Pending { ctx, held, .. } = *p;
+        let items = items.unwrap_or(held);
+        match self.native(protocol, ctx) {
+            Some(native) => {
+                self.streams.insert(stream, Stream::Native(native));
+                for item in items {
+                    match item {
+                        Held::Chunk(c) => self.chunk(stream, &c.borrow()),
+                        Held::Gap(g) => self.gap(stream, &g),
+                    };
+                }
+            }
+            None => {
+                self.streams.insert(stream, Stream::Python(protocol));
+                for item in items {
+                    self.forward(stream, protocol, item);
+                }
+            }
+        }
+    }
+
+    /// No protocol for this stream: its bytes are dropped from now on; said once.
+    fn unknown(&mut self, stream: u64, first: Option<&OwnedChunk>) {
+        let Some(Stream::Pending(p)) = self.streams.insert(stream, Stream::Unknown) else {
+            return;
+        };
+        self.unknown.push(stream);
+        let Some(first) = first else {
+            return;
+        };
+        let d = first.direction;
+        let sample = &p.sample[d as usize];
+        let preview = sample[..sample.len().min(16)]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let midstream = if p.ctx.midstream {
+            ", the capture starts mid-stream and no frame start was found"
+        } else {
+            ""
+        };
+        let mut finding = Finding::new(
+            "stream.unknown-protocol",
+            Severity::Info,
+            format!(
+                "no known protocol recognised; first {} bytes: {preview} (if you know it: \
+                 --decode-as {}=PROTOCOL{midstream})",
+                d.as_str(),
+                p.ctx.server_port
+            ),
+        )
+        .at(first.frame, first.ts);
+        finding.direction = Some(d);
+        finding.offset = Some(first.offset);
+        self.out
+            .write(finding.into(), Some(&stamp(&p.ctx)), Some("unknown"));
     }
 
     /// One decoder call. A panic in a decoder ends the decoding of its stream, never the capture:
@@ -97,8 +412,8 @@ impl Session {
         stream: u64,
         f: impl FnOnce(&mut dyn Decoder, &mut Shared, &mut Vec<Record>),
     ) -> bool {
-        let Some(native) = self.streams.get_mut(&stream) else {
-            return self.failed.contains(&stream);
+        let Some(Stream::Native(native)) = self.streams.get_mut(&stream) else {
+            return false;
         };
         let records = &mut self.scratch;
         let (decoder, shared) = (native.decoder.as_mut(), &mut self.shared);
@@ -134,8 +449,8 @@ impl Session {
                 .write(r, Some(&native.stamp), Some(native.protocol));
         }
         if failed.is_some() {
-            self.streams.remove(&stream);
-            self.failed.insert(stream);
+            let protocol = native.protocol;
+            self.streams.insert(stream, Stream::Failed(protocol));
         }
         true
     }
@@ -150,5 +465,38 @@ impl Session {
     /// The delivery numbers per protocol (JSON object text), for `inspect`.
     pub fn delivery(&self) -> String {
         serde_json::Value::Object(self.verdict.results(&self.capture)).to_string()
+    }
+}
+
+/// Detection's decision on a pending stream, and whether an unknown one may be hunted through
+/// (mid-stream, nothing forced).
+fn verdict(detection: &Detection, p: &Pending, closed: bool) -> (Decision, bool) {
+    let ctx = &p.ctx;
+    let by_port = |port| detection.decode_as.get(&port).map(String::as_str);
+    let forced = detection
+        .forced
+        .as_deref()
+        .or_else(|| by_port(ctx.server_port))
+        .or_else(|| by_port(ctx.client_port));
+    let decision = match forced {
+        Some(name) => {
+            detect::protocol(name).map_or(Decision::Unknown, |p| Decision::Protocol(p.name))
+        }
+        None => detect::detect(&Sample {
+            c2s: &p.sample[0],
+            s2c: &p.sample[1],
+            client_port: ctx.client_port,
+            server_port: ctx.server_port,
+            closed: closed || p.held.len() >= MAX_HELD,
+        }),
+    };
+    (decision, ctx.midstream && forced.is_none())
+}
+
+fn stamp(ctx: &StreamContext) -> Stamp {
+    Stamp {
+        stream: ctx.stream,
+        client: ctx.client.clone(),
+        server: ctx.server.clone(),
     }
 }

@@ -237,7 +237,12 @@ pub fn stream_line(capture: &str, s: &StreamInfo) -> String {
     for (name, on) in flags {
         let _ = write!(o, ",\"{name}\":{on}");
     }
-    o.push_str(",\"protocol\":null,\"flags\":[");
+    o.push_str(",\"protocol\":");
+    match s.protocol {
+        Some(p) => string(&mut o, p),
+        None => o.push_str("null"),
+    }
+    o.push_str(",\"flags\":[");
     let set: Vec<String> = flags
         .iter()
         .filter(|f| f.1)

@@ -54,6 +54,8 @@ pub struct StreamInfo {
     pub fin_s2c: bool,
     pub reset: bool,
     pub port_reuse: bool,
+    /// The protocol decided for the stream (`unknown` when none was), set by the decoding side.
+    pub protocol: Option<&'static str>,
 }
 
 /// The reassembler's output, in the order a consumer must see it.

@@ -1,6 +1,7 @@
 """Vostok Hercules: Gate HTTP traffic, bare event streams and the binary event codec.
 
-Detection is here (`detect`); the decoder is in the native core (native/src/decoders/hercules/).
+Detection and the decoder are in the native core (native/src/decoders/hercules/); `types` holds
+the codec's Python types for the export and the tests.
 """
 
 from __future__ import annotations
@@ -8,19 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 
-from wirelog.decoders.base import Limits, ProtocolSpec, StreamContext
-from wirelog.decoders.hercules.detect import detect
+from wirelog.decoders.base import Limits, StreamContext
 from wirelog.model import Chunk, Direction, Record
 
-SPEC = ProtocolSpec(
-    name="hercules",
-    detect=detect,
-    decoder=None,
-    ports=frozenset({6306}),
-    description="Vostok Hercules: Gate HTTP traffic (/stream/send, /stream/sendAsync) and bare events",
-)
-
-__all__ = ["SPEC", "decode_event_stream"]
+__all__ = ["decode_event_stream"]
 
 
 def decode_event_stream(data: bytes | Iterable[bytes], limits: Limits | None = None) -> Iterator[Record]:
@@ -37,6 +29,8 @@ def decode_event_stream(data: bytes | Iterable[bytes], limits: Limits | None = N
     offset = 0
     for piece in [data] if isinstance(data, bytes | bytearray | memoryview) else data:
         if piece:
-            yield from session.decode(Chunk(0, Direction.C2S, offset, bytes(piece))) or ()
+            for records in session.decode(Chunk(0, Direction.C2S, offset, bytes(piece))):
+                yield from records
             offset += len(piece)
-    yield from session.end_stream(0, True) or ()
+    for records in session.end_stream(0, True)[1]:
+        yield from records

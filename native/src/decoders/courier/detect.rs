@@ -1,8 +1,8 @@
-//! Content-based detection (wirelog/decoders/courier/detect.py): Log Courier has no well-known
-//! port, only four-letter types and strict lengths. For the engine's protocol choice once it
-//! moves into the core; the Python registry still calls detect.py.
+//! Content-based detection: Log Courier has no well-known port, only four-letter types and
+//! strict lengths.
 
 use super::framing::{self, CLIENT_TYPES, HEADER, NONCE, SERVER_TYPES};
+use crate::decoders::detect::Sample;
 
 /// The frame cap detection judges lengths against (`Limits::default().max_frame`).
 const MAX_FRAME: usize = 64 << 20;
@@ -38,8 +38,9 @@ pub fn find_start(data: &[u8]) -> Option<usize> {
 }
 
 /// A confidence in [0, 1] that the first bytes of each direction are Log Courier, None when
-/// more bytes are needed (`closed`: no more will come).
-pub fn detect(c2s: &[u8], s2c: &[u8], closed: bool) -> Option<f64> {
+/// more bytes are needed.
+pub fn detect(s: &Sample<'_>) -> Option<f64> {
+    let (c2s, s2c, closed) = (s.c2s, s.s2c, s.closed);
     let client = opens(c2s, &CLIENT_TYPES);
     let server = opens(s2c, &SERVER_TYPES);
     match (client, server) {
@@ -61,8 +62,18 @@ pub fn detect(c2s: &[u8], s2c: &[u8], closed: bool) -> Option<f64> {
 mod tests {
     use super::*;
 
+    fn detect(c2s: &[u8], s2c: &[u8], closed: bool) -> Option<f64> {
+        super::detect(&Sample {
+            c2s,
+            s2c,
+            client_port: 40000,
+            server_port: 1234,
+            closed,
+        })
+    }
+
     #[test]
-    fn detects_as_detect_py() {
+    fn detects_handshakes_and_data() {
         let helo = b"HELO\0\0\0\x20";
         assert_eq!(detect(helo, b"VERS\0\0\0\x14", false), Some(0.99));
         assert_eq!(detect(helo, b"", false), Some(0.95));

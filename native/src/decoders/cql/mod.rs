@@ -4,10 +4,11 @@
 //! Modules, one job each: `envelope` (9-byte headers), `frame_v5` (v5 frames, CRC24/CRC32),
 //! `compression` (capped LZ4/Snappy), `types` (notation readers and cell values), `messages`
 //! (bodies per opcode and version), `decoder` (the per-connection state machine), `findings`,
-//! `fuzz` (the fuzz target's body). Detection stays in Python (wirelog/decoders/cql/detect.py).
+//! `detect` (content detection), `fuzz` (the fuzz target's body).
 
 mod compression;
 mod decoder;
+pub mod detect;
 mod envelope;
 mod findings;
 mod frame_v5;
@@ -20,9 +21,9 @@ mod types;
 
 pub use decoder::{CqlDecoder, Shared};
 
-/// Detection's evidence (wirelog/decoders/cql/detect.py): does the complete envelope at the start of
+/// Detection's evidence (`detect`): does the complete envelope at the start of
 /// `data` decode with no bytes left over? Compressed pre-v5 bodies are the caller's to judge.
-pub fn envelope_decodes(data: &[u8]) -> bool {
+fn envelope_decodes(data: &[u8]) -> bool {
     let Some(head) = envelope::parse(data) else {
         return false;
     };

@@ -1,5 +1,5 @@
-//! Recognising Hercules traffic (wirelog/decoders/hercules/detect.py): an HTTP request to a Gate
-//! (or Stream/Timeline API) endpoint, or bare events.
+//! Recognising Hercules traffic: an HTTP request to a Gate (or Stream/Timeline API) endpoint, or
+//! bare events.
 //!
 //! Gate traffic is identified by path, not port (6306 by default, 8080 per the Gate's README). Bare
 //! events have no magic number: a version byte 1 followed by a plausible timestamp is a hint, and
@@ -8,13 +8,17 @@
 use super::decoder::looks_like_http;
 use super::reader::{EventParser, Stop};
 use super::types::MIN_EVENT;
+use crate::decoders::detect::Sample;
+
+pub const PORTS: [u16; 1] = [6306];
 
 const GATE_PATHS: [&[u8]; 2] = [b"/stream/send", b"/stream/sendAsync"];
 const READ_PATHS: [&[u8]; 2] = [b"/stream/read", b"/timeline/read"];
 const OTHER_GATE_PATHS: [&[u8]; 4] = [b"/ping", b"/about", b"/status", b"/stream/seekToEnd"];
 
-/// Confidence that a stream whose client sent `c2s` is Hercules (None: undecided yet).
-pub fn detect(c2s: &[u8], closed: bool) -> Option<f64> {
+/// Confidence that a stream is Hercules, from its client bytes (None: undecided yet).
+pub fn detect(s: &Sample<'_>) -> Option<f64> {
+    let (c2s, closed) = (s.c2s, s.closed);
     if c2s.is_empty() {
         return if closed { Some(0.0) } else { None };
     }
@@ -105,6 +109,16 @@ fn events(data: &[u8], closed: bool) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn detect(c2s: &[u8], closed: bool) -> Option<f64> {
+        super::detect(&Sample {
+            c2s,
+            s2c: b"",
+            client_port: 40000,
+            server_port: 1234,
+            closed,
+        })
+    }
 
     #[test]
     fn gate_requests_and_bare_events() {

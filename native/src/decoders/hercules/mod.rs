@@ -1,5 +1,5 @@
 //! Vostok Hercules (binary events, Hercules Gate HTTP traffic, bare event streams); records and
-//! findings in docs/protocols/hercules.md. Detection in use is wirelog/decoders/hercules/detect.py.
+//! findings in docs/protocols/hercules.md.
 //!
 //! Modules: `types` (wire constants, export-name escaping), `reader` (validating one event),
 //! `render` (an event as a document), `batch` (Count + events, streamed), `tree` (the codec's

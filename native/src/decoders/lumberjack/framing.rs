@@ -1,4 +1,4 @@
-//! Lumberjack frame layouts: where one frame ends, without interpreting it (framing.py).
+//! Lumberjack frame layouts: where one frame ends, without interpreting it.
 //!
 //! Lumberjack has no length prefix, no magic and no checksum: a frame's end is known only by
 //! walking its fields. The same parser serves the TCP stream (bytes arrive piecemeal, so an

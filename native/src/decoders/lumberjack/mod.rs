@@ -3,12 +3,14 @@
 //!
 //! Modules: `framing` (frame layouts), `inflate` (capped zlib), `json` (event documents as orjson
 //! reads them), `sequence` (seq profiles), `delivery` (windows, ACKs, per-event delivery truth),
-//! `resend` (resends across connections), `decoder` (the stream state machine), `buffer` (the
-//! receive buffer), `report` (positions and findings). Record kinds and finding codes:
+//! `resend` (resends across connections), `decoder` (the stream state machine), `detect` (content
+//! detection and the mid-stream window start), `buffer` (the receive buffer), `report` (positions
+//! and findings). Record kinds and finding codes:
 //! docs/protocols/lumberjack.md.
 
 mod decoder;
 mod delivery;
+pub mod detect;
 mod framing;
 #[cfg(any(test, fuzzing))]
 pub mod fuzz;
