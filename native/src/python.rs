@@ -766,6 +766,7 @@ fn decode_item(session: &mut Session, item: &Bound<'_, PyAny>) -> PyResult<()> {
 /// `streams`, `kinds`, `events`, `since`, `until`) and how protocols are chosen (`decode_as`: a
 /// dict port → protocol, `forced`: one protocol for every stream).
 fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Session> {
+    let mut keylogs: Vec<(String, String)> = Vec::new();
     let (mut form, mut show_secrets, mut limits, mut filter, mut detection) = (
         Form::Records(Vec::new()),
         false,
@@ -816,6 +817,7 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
             "until" => filter.until = value.extract()?,
             "decode_as" => detection.decode_as = value.extract()?,
             "forced" => detection.forced = value.extract()?,
+            "tls_keylogs" => keylogs = value.extract()?,
             other => {
                 return Err(PyTypeError::new_err(format!(
                     "unexpected decoding option {other:?}"
@@ -830,6 +832,9 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
         limits,
     );
     session.detection = detection;
+    for (source, text) in &keylogs {
+        session.add_keylog(source, text);
+    }
     Ok(session)
 }
 

@@ -96,8 +96,18 @@ impl Pipeline {
             reasm.segment(seg, events);
         });
         capture_findings(&mut self.sink, &mut self.events);
+        self.secrets();
         self.route();
         result
+    }
+
+    /// Key logs the capture carries (pcapng Decryption Secrets Blocks) go to the TLS streams.
+    fn secrets(&mut self) {
+        for text in self.reader.take_secrets() {
+            let text = String::from_utf8_lossy(&text);
+            self.session
+                .add_keylog("the capture's Decryption Secrets Block", &text);
+        }
     }
 
     /// End of the input (`read_error`: why reading stopped early). Flushes every connection.
@@ -115,6 +125,7 @@ impl Pipeline {
             });
         self.sink.finish();
         capture_findings(&mut self.sink, &mut self.events);
+        self.secrets();
         self.reasm.finish(&mut self.events);
         self.end_decoding();
         result

@@ -5,13 +5,19 @@
 //! A stream's bytes are held until detection decides (decoders/detect.rs); then they are replayed
 //! into the protocol's native decoder, or forwarded to Python for a protocol only Python decodes.
 //! A capture that begins inside a frame is searched for a frame start (`hunt`).
+//!
+//! A TLS stream's bytes go through its connection's TLS layer first (decoders/tls/): the decrypted
+//! bytes of each direction then take the same way as a plaintext stream's (held, detected,
+//! decoded), and the stream's records carry its `tls` description.
 
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
 
 use super::held::{Held, OwnedChunk};
 use super::hunt::Hunt;
 use crate::decoders::detect::{self, Decision, Sample, SAMPLE_LIMIT};
+use crate::decoders::tls::{KeyLog, Output, TlsConnection};
 use crate::decoders::{
     self, delivery::Verdict, Chunk, Decoder, Gap, Limits, Shared, StreamContext,
 };
@@ -92,6 +98,10 @@ pub struct Session {
     /// Streams found to be of no known protocol since the last `take_unknown` (the source can
     /// stop producing their bytes).
     unknown: Vec<u64>,
+    /// The TLS layer of each TLS stream, in front of its plaintext's detection and decoder.
+    tls: HashMap<u64, TlsConnection>,
+    /// Every key log given (`--tls-keylog`) or found in the capture so far.
+    keylog: Arc<KeyLog>,
 }
 
 impl Session {
@@ -108,6 +118,18 @@ impl Session {
             scratch: Vec::new(),
             forwards: Vec::new(),
             unknown: Vec::new(),
+            tls: HashMap::new(),
+            keylog: Arc::default(),
+        }
+    }
+
+    /// Secrets for TLS streams (NSS key log text; `source` names it in the warnings of lines that
+    /// cannot be read). Streams whose ServerHello comes later use them.
+    pub fn add_keylog(&mut self, source: &str, text: &str) {
+        let mut findings = Vec::new();
+        Arc::make_mut(&mut self.keylog).add(source, text, &mut findings);
+        for f in findings {
+            self.out.write(f.into(), None, None);
         }
     }
 
@@ -128,9 +150,14 @@ impl Session {
         });
     }
 
-    /// The protocol decided for a stream (`unknown` when none), None while undecided.
+    /// The protocol decided for a stream (`unknown` when none), None while undecided. A TLS
+    /// stream is its plaintext's protocol, or `tls` while that is not known.
     pub fn protocol(&self, stream: u64) -> Option<&'static str> {
-        self.streams.get(&stream).and_then(Stream::protocol)
+        let decided = self.streams.get(&stream).and_then(Stream::protocol);
+        if self.tls.contains_key(&stream) && matches!(decided, None | Some("unknown")) {
+            return Some("tls");
+        }
+        decided
     }
 
     /// Decode `ctx.stream` as `protocol` from now on; false when the core has no such decoder.
@@ -164,6 +191,69 @@ impl Session {
 
     /// Bytes of a stream (false: the session does not know it).
     pub fn chunk(&mut self, stream: u64, chunk: &Chunk<'_>) -> bool {
+        match self.tls.get_mut(&stream) {
+            Some(conn) => {
+                let mut outputs = Vec::new();
+                conn.feed(chunk, &mut outputs);
+                self.decrypted(stream, outputs);
+                true
+            }
+            None => self.plain_chunk(stream, chunk),
+        }
+    }
+
+    pub fn gap(&mut self, stream: u64, gap: &Gap) -> bool {
+        match self.tls.get_mut(&stream) {
+            Some(conn) => {
+                let mut outputs = Vec::new();
+                conn.gap(gap, &mut outputs);
+                self.decrypted(stream, outputs);
+                true
+            }
+            None => self.plain_gap(stream, gap),
+        }
+    }
+
+    /// What a TLS layer gave: plaintext and its gaps go on as the stream's bytes, TLS records out.
+    fn decrypted(&mut self, stream: u64, outputs: Vec<Output>) {
+        for output in outputs {
+            match output {
+                Output::Plain {
+                    direction,
+                    offset,
+                    data,
+                    frame,
+                    ts,
+                } => {
+                    let chunk = Chunk {
+                        direction,
+                        offset,
+                        data: &data,
+                        frame,
+                        ts,
+                    };
+                    self.plain_chunk(stream, &chunk);
+                }
+                Output::Gap(gap) => {
+                    self.plain_gap(stream, &gap);
+                }
+                Output::Record(record) => {
+                    let stamp = match self.streams.get(&stream) {
+                        Some(Stream::Pending(p)) => stamp(&p.ctx),
+                        Some(Stream::Native(n)) => n.stamp.clone(),
+                        _ => Stamp {
+                            stream,
+                            ..Stamp::default()
+                        },
+                    };
+                    self.out.write(record, Some(&stamp), Some("tls"));
+                }
+            }
+        }
+    }
+
+    /// Bytes of a stream's plaintext (its own bytes, or what its TLS layer decrypted).
+    fn plain_chunk(&mut self, stream: u64, chunk: &Chunk<'_>) -> bool {
         match self.streams.get_mut(&stream) {
             None => false,
             Some(Stream::Native(_)) => {
@@ -192,7 +282,7 @@ impl Session {
         }
     }
 
-    pub fn gap(&mut self, stream: u64, gap: &Gap) -> bool {
+    fn plain_gap(&mut self, stream: u64, gap: &Gap) -> bool {
         match self.streams.get_mut(&stream) {
             None => false,
             Some(Stream::Native(_)) => {
@@ -221,6 +311,12 @@ impl Session {
     /// has, a native stream's decoder is closed, and the delivery verdict learns whether missing
     /// ACKs could still have come. Returns the stream's protocol.
     pub fn end(&mut self, stream: u64, closed: bool) -> Option<&'static str> {
+        if let Some(conn) = self.tls.get_mut(&stream) {
+            let mut outputs = Vec::new();
+            conn.close(&mut outputs);
+            self.decrypted(stream, outputs);
+        }
+        let tls = self.tls.remove(&stream).is_some();
         if let Some(Stream::Pending(p)) = self.streams.get_mut(&stream) {
             match p.hunt.take() {
                 Some(hunt) => self.unknown(stream, hunt.first.as_ref()),
@@ -231,7 +327,11 @@ impl Session {
             self.step(stream, |d, shared, out| d.close(shared, out));
         }
         self.verdict.stream_ended(stream, closed);
-        self.streams.remove(&stream).and_then(|s| s.protocol())
+        let protocol = self.streams.remove(&stream).and_then(|s| s.protocol());
+        match protocol {
+            None | Some("unknown") if tls => Some("tls"),
+            _ => protocol,
+        }
     }
 
     /// Bytes and gaps for Python's decoders since the last call.
@@ -291,8 +391,8 @@ impl Session {
         let Some(Stream::Pending(p)) = self.streams.get_mut(&stream) else {
             // found in an earlier item: the decoder takes the rest
             match item {
-                Held::Chunk(c) => self.chunk(stream, &c.borrow()),
-                Held::Gap(g) => self.gap(stream, &g),
+                Held::Chunk(c) => self.plain_chunk(stream, &c.borrow()),
+                Held::Gap(g) => self.plain_gap(stream, &g),
             };
             return;
         };
@@ -348,13 +448,31 @@ impl Session {
         };
         let Pending { ctx, held, .. } = *p;
         let items = items.unwrap_or(held);
+        if protocol == "tls" && self.tls.contains_key(&stream) {
+            // TLS inside TLS: not decrypted twice.
+            self.streams.insert(stream, Stream::Unknown);
+            return;
+        }
+        if protocol == "tls" {
+            // The plaintext is detected afresh; the held bytes go through the TLS layer.
+            self.tls
+                .insert(stream, TlsConnection::new(Arc::clone(&self.keylog)));
+            self.open(ctx);
+            for item in items {
+                match item {
+                    Held::Chunk(c) => self.chunk(stream, &c.borrow()),
+                    Held::Gap(g) => self.gap(stream, &g),
+                };
+            }
+            return;
+        }
         match self.native(protocol, ctx) {
             Some(native) => {
                 self.streams.insert(stream, Stream::Native(native));
                 for item in items {
                     match item {
-                        Held::Chunk(c) => self.chunk(stream, &c.borrow()),
-                        Held::Gap(g) => self.gap(stream, &g),
+                        Held::Chunk(c) => self.plain_chunk(stream, &c.borrow()),
+                        Held::Gap(g) => self.plain_gap(stream, &g),
                     };
                 }
             }
@@ -444,6 +562,15 @@ impl Session {
             records.push(finding.into());
         }
         self.verdict.add(stream, records);
+        if let Some(conn) = self.tls.get(&stream) {
+            let tls = conn.info().to_value();
+            for r in records.iter_mut() {
+                match r {
+                    Record::Message(m) => m.set("tls", tls.clone()),
+                    Record::Finding(f) => f.fields.push(("tls", tls.clone())),
+                }
+            }
+        }
         for r in records.drain(..) {
             self.out
                 .write(r, Some(&native.stamp), Some(native.protocol));

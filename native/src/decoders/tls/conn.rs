@@ -410,15 +410,16 @@ impl TlsConnection {
         }
         match ctype {
             record::APPLICATION_DATA if !plain.is_empty() => {
+                let offset = h.plain_offset;
+                h.plain_offset += plain.len() as u64;
+                h.app_phase = true;
                 out.push(Output::Plain {
                     direction: d,
-                    offset: h.plain_offset,
-                    data: plain.clone(),
+                    offset,
+                    data: plain,
                     frame: rec.frame,
                     ts: rec.ts,
                 });
-                h.plain_offset += plain.len() as u64;
-                h.app_phase = true;
             }
             record::HANDSHAKE => {
                 let mut messages = Vec::new();

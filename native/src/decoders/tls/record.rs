@@ -67,8 +67,9 @@ pub struct Framer {
     version: Option<[u8; 2]>,
 }
 
-/// A header a TLS peer could have sent: a known content type, version 3.x, a body within the cap.
-fn plausible(h: &[u8], version: Option<[u8; 2]>) -> bool {
+/// A header a TLS peer could have sent: a known content type, version 3.x (`version` when the
+/// direction has one), a body within the cap. Detection asks it too.
+pub fn plausible(h: &[u8], version: Option<[u8; 2]>) -> bool {
     let len = usize::from(u16::from_be_bytes([h[3], h[4]]));
     (CHANGE_CIPHER_SPEC..=APPLICATION_DATA).contains(&h[0])
         && h[1] == 3
