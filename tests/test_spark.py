@@ -322,6 +322,7 @@ def test_option_strings_round_trip():
         decode_as={5044: "lumberjack", 9042: "cql"},
         overlap="last",
         show_secrets=True,
+        tls_keylogs=(("keys.log", "CLIENT_RANDOM " + "ab" * 32 + " " + "cd" * 48 + "\n"),),
         limits=Limits(max_frame=1024),
         keep=RecordFilter(frozenset({"cql"}), frozenset({1, 2}), frozenset({"query"}), True, 5, 10),
     )

@@ -23,7 +23,7 @@ use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
 use crate::decoders::detect::{self as detection, Decision, Sample};
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
 use crate::model::{Direction, Finding, FindingSink, Record, Severity, Stamp, Value};
-use crate::pipeline::{Detection, Forward, Held, Item, Pipeline as CorePipeline, Session};
+use crate::pipeline::{Detection, Item, Pipeline as CorePipeline, Session};
 use crate::records::filter::Filter;
 use crate::records::json::StreamLines;
 use crate::records::out::{Form, RecordOut, Taken};
@@ -104,7 +104,6 @@ struct Model {
     gap: Py<PyAny>,
     finding: Py<PyAny>,
     stream_info: Py<PyAny>,
-    forwarded: Py<PyAny>,
     c2s: Py<PyAny>,
     s2c: Py<PyAny>,
     info: Py<PyAny>,
@@ -123,7 +122,6 @@ impl Model {
             gap: m.getattr("Gap")?.unbind(),
             finding: m.getattr("Finding")?.unbind(),
             stream_info: m.getattr("StreamInfo")?.unbind(),
-            forwarded: m.getattr("Forwarded")?.unbind(),
             c2s: direction.getattr("C2S")?.unbind(),
             s2c: direction.getattr("S2C")?.unbind(),
             info: severity.getattr("INFO")?.unbind(),
@@ -241,29 +239,6 @@ impl Model {
         kwargs.set_item("port_reuse", s.port_reuse)?;
         kwargs.set_item("protocol", s.protocol)?;
         self.stream_info.bind(py).call((), Some(&kwargs))
-    }
-
-    /// Bytes of a stream Python decodes: a wirelog.model Forwarded (protocol, Chunk or Gap).
-    fn forwarded<'py>(&self, py: Python<'py>, f: Forward) -> PyResult<Bound<'py, PyAny>> {
-        let item = match f.item {
-            Held::Chunk(c) => self.chunk.bind(py).call1((
-                f.stream,
-                self.direction(py, c.direction),
-                c.offset,
-                PyBytes::new(py, &c.data),
-                c.frame,
-                c.ts,
-            ))?,
-            Held::Gap(g) => self.gap.bind(py).call1((
-                f.stream,
-                self.direction(py, g.direction),
-                g.offset,
-                g.length,
-                g.frame,
-                g.ts,
-            ))?,
-        };
-        self.forwarded.bind(py).call1((f.protocol, item))
     }
 
     fn events<'py>(
@@ -639,8 +614,7 @@ impl Decoding {
         Ok(self.session.attach(protocol, context_of(info)?))
     }
 
-    /// A Chunk or Gap of an open stream; returns the pipeline items it gave (records, and bytes
-    /// for Python's decoders as Forwarded).
+    /// A Chunk or Gap of an open stream; returns the pipeline items it gave (its records).
     fn decode<'py>(
         &mut self,
         py: Python<'py>,
@@ -673,14 +647,11 @@ impl Decoding {
 }
 
 impl Decoding {
-    /// The session's output so far: its records, then the bytes for Python's decoders.
+    /// The session's output so far: its records.
     fn items<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         if let Some(t) = took(py, &self.model, &self.capture, &mut self.session)? {
             list.append(t)?;
-        }
-        for f in self.session.take_forwards() {
-            list.append(self.model.forwarded(py, f)?)?;
         }
         self.session.take_unknown();
         Ok(list)
@@ -1003,7 +974,6 @@ impl Pipeline {
                 }
                 Item::Tcp(event) => list.append(self.model.event(py, &self.capture, event)?)?,
                 Item::Records(t) => list.append(taken(py, &self.model, &self.capture, t)?)?,
-                Item::Forward(f) => list.append(self.model.forwarded(py, f)?)?,
             }
         }
         Ok(list)

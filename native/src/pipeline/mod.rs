@@ -8,7 +8,7 @@ mod session;
 
 pub use held::{Held, OwnedChunk};
 pub use hunt::HUNT_LIMIT;
-pub use session::{Detection, Forward, Session};
+pub use session::{Detection, Session};
 
 use crate::capture::{CaptureInfo, CaptureInput};
 use crate::decoders::{Chunk, Gap, StreamContext};
@@ -16,13 +16,11 @@ use crate::model::{Finding, FindingSink};
 use crate::records::out::Taken;
 use crate::tcp::{Config, Event, Reassembler, StreamInfo};
 
-/// The pipeline's output: what the TCP layer produced for Python (the bytes of streams Python
-/// decodes, findings, stream ends) and, in their place, the records of the streams the core decodes.
+/// The pipeline's output: what the TCP layer produced for Python (findings, stream ends, and the
+/// bytes in chunks mode) and the records of the streams the core decodes.
 pub enum Item {
     Tcp(Event),
     Records(Taken),
-    /// Bytes of a stream Python decodes.
-    Forward(Forward),
 }
 
 /// What a decoder may know of a stream, from its reassembler summary.
@@ -235,12 +233,10 @@ impl Pipeline {
         }
     }
 
-    /// The session's output so far, in order: records, then bytes for Python's decoders; streams
-    /// of no known protocol are muted (unless Python shows every stream's bytes).
+    /// The session's records so far; streams of no known protocol are muted (unless Python
+    /// shows every stream's bytes).
     fn flush(&mut self) {
         self.flush_records();
-        self.items
-            .extend(self.session.take_forwards().into_iter().map(Item::Forward));
         for stream in self.session.take_unknown() {
             if !self.chunks {
                 self.reasm.mute(stream);

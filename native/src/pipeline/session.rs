@@ -3,7 +3,7 @@
 //! the delivery verdict, and where their records go.
 //!
 //! A stream's bytes are held until detection decides (decoders/detect.rs); then they are replayed
-//! into the protocol's native decoder, or forwarded to Python for a protocol only Python decodes.
+//! into the protocol's native decoder.
 //! A capture that begins inside a frame is searched for a frame start (`hunt`).
 //!
 //! A TLS stream's bytes go through its connection's TLS layer first (decoders/tls/): the decrypted
@@ -34,6 +34,12 @@ struct Native {
     stamp: Stamp,
 }
 
+/// A TLS stream's layer, and the stream its records are written for.
+struct TlsLayer {
+    conn: TlsConnection,
+    stamp: Stamp,
+}
+
 /// A stream whose protocol is not decided yet.
 struct Pending {
     ctx: StreamContext,
@@ -46,8 +52,6 @@ struct Pending {
 enum Stream {
     Pending(Box<Pending>),
     Native(Native),
-    /// Decoded by Python (its bytes are forwarded).
-    Python(&'static str),
     /// No known protocol: its bytes are dropped.
     Unknown,
     /// Its decoder failed: its bytes are dropped until it ends.
@@ -59,18 +63,10 @@ impl Stream {
         match self {
             Stream::Pending(_) => None,
             Stream::Native(n) => Some(n.protocol),
-            Stream::Python(p) | Stream::Failed(p) => Some(p),
+            Stream::Failed(p) => Some(p),
             Stream::Unknown => Some("unknown"),
         }
     }
-}
-
-/// Bytes of a stream Python decodes as `protocol`, in stream order.
-#[derive(Debug, PartialEq)]
-pub struct Forward {
-    pub stream: u64,
-    pub protocol: &'static str,
-    pub item: Held,
 }
 
 /// How each stream's protocol is chosen.
@@ -93,13 +89,11 @@ pub struct Session {
     verdict: Verdict,
     pub out: RecordOut,
     scratch: Vec<Record>,
-    /// Bytes for Python's decoders, in order, since the last `take_forwards`.
-    forwards: Vec<Forward>,
     /// Streams found to be of no known protocol since the last `take_unknown` (the source can
     /// stop producing their bytes).
     unknown: Vec<u64>,
     /// The TLS layer of each TLS stream, in front of its plaintext's detection and decoder.
-    tls: HashMap<u64, TlsConnection>,
+    tls: HashMap<u64, TlsLayer>,
     /// Every key log given (`--tls-keylog`) or found in the capture so far.
     keylog: Arc<KeyLog>,
 }
@@ -116,7 +110,6 @@ impl Session {
             verdict: Verdict::default(),
             out,
             scratch: Vec::new(),
-            forwards: Vec::new(),
             unknown: Vec::new(),
             tls: HashMap::new(),
             keylog: Arc::default(),
@@ -163,6 +156,13 @@ impl Session {
     /// Decode `ctx.stream` as `protocol` from now on; false when the core has no such decoder.
     /// The context's secrets and limits are the session's.
     pub fn attach(&mut self, protocol: &str, ctx: StreamContext) -> bool {
+        if protocol == "tls" {
+            let stream = ctx.stream;
+            self.streams.remove(&stream);
+            self.open(ctx);
+            self.start(stream, "tls", Some(Vec::new()));
+            return true;
+        }
         match self.native(protocol, ctx) {
             Some(native) => {
                 self.streams
@@ -191,62 +191,43 @@ impl Session {
 
     /// Bytes of a stream (false: the session does not know it).
     pub fn chunk(&mut self, stream: u64, chunk: &Chunk<'_>) -> bool {
-        match self.tls.get_mut(&stream) {
-            Some(conn) => {
-                let mut outputs = Vec::new();
-                conn.feed(chunk, &mut outputs);
-                self.decrypted(stream, outputs);
-                true
-            }
-            None => self.plain_chunk(stream, chunk),
-        }
+        self.through_tls(stream, |conn, out| conn.feed(chunk, out))
+            || self.plain_chunk(stream, chunk)
     }
 
     pub fn gap(&mut self, stream: u64, gap: &Gap) -> bool {
-        match self.tls.get_mut(&stream) {
-            Some(conn) => {
-                let mut outputs = Vec::new();
-                conn.gap(gap, &mut outputs);
-                self.decrypted(stream, outputs);
-                true
-            }
-            None => self.plain_gap(stream, gap),
-        }
+        self.through_tls(stream, |conn, out| conn.gap(gap, out)) || self.plain_gap(stream, gap)
+    }
+
+    /// One step of a TLS stream's layer (false: the stream has none).
+    fn through_tls(
+        &mut self,
+        stream: u64,
+        step: impl FnOnce(&mut TlsConnection, &mut Vec<Output>),
+    ) -> bool {
+        let Some(layer) = self.tls.get_mut(&stream) else {
+            return false;
+        };
+        let mut outputs = Vec::new();
+        step(&mut layer.conn, &mut outputs);
+        self.decrypted(stream, outputs);
+        true
     }
 
     /// What a TLS layer gave: plaintext and its gaps go on as the stream's bytes, TLS records out.
     fn decrypted(&mut self, stream: u64, outputs: Vec<Output>) {
         for output in outputs {
             match output {
-                Output::Plain {
-                    direction,
-                    offset,
-                    data,
-                    frame,
-                    ts,
-                } => {
-                    let chunk = Chunk {
-                        direction,
-                        offset,
-                        data: &data,
-                        frame,
-                        ts,
-                    };
-                    self.plain_chunk(stream, &chunk);
+                Output::Plain(c) => {
+                    self.plain_chunk(stream, &c.borrow());
                 }
                 Output::Gap(gap) => {
                     self.plain_gap(stream, &gap);
                 }
                 Output::Record(record) => {
-                    let stamp = match self.streams.get(&stream) {
-                        Some(Stream::Pending(p)) => stamp(&p.ctx),
-                        Some(Stream::Native(n)) => n.stamp.clone(),
-                        _ => Stamp {
-                            stream,
-                            ..Stamp::default()
-                        },
-                    };
-                    self.out.write(record, Some(&stamp), Some("tls"));
+                    if let Some(layer) = self.tls.get(&stream) {
+                        self.out.write(record, Some(&layer.stamp), Some("tls"));
+                    }
                 }
             }
         }
@@ -258,11 +239,6 @@ impl Session {
             None => false,
             Some(Stream::Native(_)) => {
                 self.step(stream, |d, shared, out| d.feed(chunk, shared, out));
-                true
-            }
-            Some(Stream::Python(protocol)) => {
-                let protocol = *protocol;
-                self.forward(stream, protocol, Held::Chunk(OwnedChunk::of(chunk)));
                 true
             }
             Some(Stream::Pending(p)) => {
@@ -289,11 +265,6 @@ impl Session {
                 self.step(stream, |d, shared, out| d.gap(gap, shared, out));
                 true
             }
-            Some(Stream::Python(protocol)) => {
-                let protocol = *protocol;
-                self.forward(stream, protocol, Held::Gap(*gap));
-                true
-            }
             Some(Stream::Pending(p)) => {
                 if p.hunt.is_some() {
                     self.hunt(stream, Held::Gap(*gap));
@@ -311,12 +282,7 @@ impl Session {
     /// has, a native stream's decoder is closed, and the delivery verdict learns whether missing
     /// ACKs could still have come. Returns the stream's protocol.
     pub fn end(&mut self, stream: u64, closed: bool) -> Option<&'static str> {
-        if let Some(conn) = self.tls.get_mut(&stream) {
-            let mut outputs = Vec::new();
-            conn.close(&mut outputs);
-            self.decrypted(stream, outputs);
-        }
-        let tls = self.tls.remove(&stream).is_some();
+        let tls = self.through_tls(stream, |conn, out| conn.close(out));
         if let Some(Stream::Pending(p)) = self.streams.get_mut(&stream) {
             match p.hunt.take() {
                 Some(hunt) => self.unknown(stream, hunt.first.as_ref()),
@@ -327,6 +293,7 @@ impl Session {
             self.step(stream, |d, shared, out| d.close(shared, out));
         }
         self.verdict.stream_ended(stream, closed);
+        self.tls.remove(&stream);
         let protocol = self.streams.remove(&stream).and_then(|s| s.protocol());
         match protocol {
             None | Some("unknown") if tls => Some("tls"),
@@ -334,22 +301,9 @@ impl Session {
         }
     }
 
-    /// Bytes and gaps for Python's decoders since the last call.
-    pub fn take_forwards(&mut self) -> Vec<Forward> {
-        std::mem::take(&mut self.forwards)
-    }
-
     /// Streams of no known protocol since the last call.
     pub fn take_unknown(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.unknown)
-    }
-
-    fn forward(&mut self, stream: u64, protocol: &'static str, item: Held) {
-        self.forwards.push(Forward {
-            stream,
-            protocol,
-            item,
-        });
     }
 
     /// Detection's verdict on a pending stream's sample (`closed`: no more bytes will come).
@@ -455,8 +409,11 @@ impl Session {
         }
         if protocol == "tls" {
             // The plaintext is detected afresh; the held bytes go through the TLS layer.
-            self.tls
-                .insert(stream, TlsConnection::new(Arc::clone(&self.keylog)));
+            let layer = TlsLayer {
+                conn: TlsConnection::new(Arc::clone(&self.keylog)),
+                stamp: stamp(&ctx),
+            };
+            self.tls.insert(stream, layer);
             self.open(ctx);
             for item in items {
                 match item {
@@ -476,11 +433,9 @@ impl Session {
                     };
                 }
             }
+            // detection names only protocols the core decodes
             None => {
-                self.streams.insert(stream, Stream::Python(protocol));
-                for item in items {
-                    self.forward(stream, protocol, item);
-                }
+                self.streams.insert(stream, Stream::Unknown);
             }
         }
     }
@@ -562,8 +517,8 @@ impl Session {
             records.push(finding.into());
         }
         self.verdict.add(stream, records);
-        if let Some(conn) = self.tls.get(&stream) {
-            let tls = conn.info().to_value();
+        if let Some(layer) = self.tls.get(&stream) {
+            let tls = layer.conn.info().to_value();
             for r in records.iter_mut() {
                 match r {
                     Record::Message(m) => m.set("tls", tls.clone()),

@@ -18,7 +18,7 @@ use super::handshake::{self, encrypted_extensions_alpn, version_name, Hello, Rea
 use super::keylog::KeyLog;
 use super::keys::{key_block12, next_secret13, traffic13};
 use super::record::{self, Framed, Framer, Next};
-use crate::decoders::{Chunk, Gap};
+use crate::decoders::{Chunk, Gap, OwnedChunk};
 use crate::model::text::hex;
 use crate::model::{Direction, Finding, Message, Record, Severity, Value};
 
@@ -30,14 +30,8 @@ const MIN_PROTECTED: u64 = 5 + 1 + 16;
 /// What the connection hands on.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Output {
-    /// Decrypted application data of one direction; `offset` counts plaintext bytes.
-    Plain {
-        direction: Direction,
-        offset: u64,
-        data: Vec<u8>,
-        frame: Option<u64>,
-        ts: Option<i64>,
-    },
+    /// Decrypted application data of one direction; its offset counts plaintext bytes.
+    Plain(OwnedChunk),
     /// Plaintext that is lost (bytes missing from the capture, or a record that did not decrypt):
     /// `length` is the protected bytes lost, an upper bound of the plaintext.
     Gap(Gap),
@@ -413,13 +407,13 @@ impl TlsConnection {
                 let offset = h.plain_offset;
                 h.plain_offset += plain.len() as u64;
                 h.app_phase = true;
-                out.push(Output::Plain {
+                out.push(Output::Plain(OwnedChunk {
                     direction: d,
                     offset,
                     data: plain,
                     frame: rec.frame,
                     ts: rec.ts,
-                });
+                }));
             }
             record::HANDSHAKE => {
                 let mut messages = Vec::new();

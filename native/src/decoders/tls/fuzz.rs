@@ -12,8 +12,7 @@ use std::sync::Arc;
 
 use super::conn::{Output, TlsConnection};
 use super::keylog::KeyLog;
-use crate::decoders::{Chunk, Gap};
-use crate::fuzzing::Script;
+use crate::fuzzing::{gap_at, in_two, Script};
 use crate::model::text::unhex;
 use crate::model::Direction;
 
@@ -74,15 +73,8 @@ pub fn tls(data: &[u8]) {
             0 => s.take(usize::from(arg)).to_vec(),
             1 => {
                 let i = usize::from(d == Direction::S2C);
-                let gap = Gap {
-                    direction: d,
-                    offset: offsets[i],
-                    length: u64::from(arg) + 1,
-                    frame: Some(frame),
-                    ts: None,
-                };
+                let gap = gap_at(d, &mut offsets[i], u64::from(arg) + 1, frame);
                 conn.gap(&gap, &mut out);
-                offsets[i] += gap.length;
                 check(&mut next, &mut out);
                 continue;
             }
@@ -103,20 +95,14 @@ pub fn tls(data: &[u8]) {
         };
         let i = usize::from(d == Direction::S2C);
         let cut = usize::from(op >> 5) * bytes.len() / 8;
-        for part in [&bytes[..cut], &bytes[cut..]] {
-            if part.is_empty() {
-                continue;
-            }
-            let chunk = Chunk {
-                direction: d,
-                offset: offsets[i],
-                data: part,
-                frame: Some(frame),
-                ts: Some(frame as i64),
-            };
-            conn.feed(&chunk, &mut out);
-            offsets[i] += part.len() as u64;
-        }
+        in_two(
+            &bytes,
+            cut,
+            d,
+            &mut offsets[i],
+            (frame, frame as i64),
+            |chunk| conn.feed(chunk, &mut out),
+        );
         check(&mut next, &mut out);
     }
     conn.close(&mut out);
@@ -128,14 +114,9 @@ pub fn tls(data: &[u8]) {
 fn check(next: &mut [u64; 2], out: &mut Vec<Output>) {
     for o in out.drain(..) {
         let (d, offset, len) = match o {
-            Output::Plain {
-                direction,
-                offset,
-                data,
-                ..
-            } => {
-                assert!(!data.is_empty());
-                (direction, offset, data.len() as u64)
+            Output::Plain(c) => {
+                assert!(!c.data.is_empty());
+                (c.direction, c.offset, c.data.len() as u64)
             }
             Output::Gap(g) => (g.direction, g.offset, g.length),
             Output::Record(_) => continue,

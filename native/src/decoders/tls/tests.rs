@@ -135,16 +135,11 @@ fn run(
     let mut next = [0u64; 2];
     for o in out {
         match o {
-            Output::Plain {
-                direction,
-                offset,
-                data,
-                ..
-            } => {
-                let k = usize::from(direction == Direction::S2C);
-                assert_eq!(offset, next[k], "plaintext offsets tile");
-                next[k] += data.len() as u64;
-                r.plain[k].extend_from_slice(&data);
+            Output::Plain(c) => {
+                let k = usize::from(c.direction == Direction::S2C);
+                assert_eq!(c.offset, next[k], "plaintext offsets tile");
+                next[k] += c.data.len() as u64;
+                r.plain[k].extend_from_slice(&c.data);
             }
             Output::Gap(g) => {
                 let k = usize::from(g.direction == Direction::S2C);

@@ -1,0 +1,169 @@
+"""TLS decryption against genuine peers over loopback: pylogbeat (Python `ssl`, OpenSSL) sends
+Lumberjack to the test receiver wrapped in TLS 1.3 or TLS 1.2 with a forced suite, the receiver's
+`SSLContext.keylog_filename` writes the key log, tcpdump captures. Decrypted, the capture must
+decode to the same Lumberjack records as the same traffic sent in plaintext; tshark, given the
+same key log, must see the same application bytes; without the key log the stream says
+`tls.no-key`; a key log embedded with `editcap --inject-secrets` needs no option.
+"""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import subprocess
+from pathlib import Path
+
+import pytest
+from capture_tools import ndjson, run_cli
+from lumberjack_helpers import LumberjackServer, capture, self_signed
+
+from wirelog.model import Direction
+
+pylogbeat = pytest.importorskip("pylogbeat")
+pytestmark = pytest.mark.skipif(shutil.which("tcpdump") is None, reason="tcpdump not installed")
+
+# variant: (maximum TLS version, OpenSSL cipher string or None, expected suite name)
+VARIANTS = {
+    "tls13": (ssl.TLSVersion.TLSv1_3, None, "TLS_AES_256_GCM_SHA384"),
+    "tls12-gcm": (
+        ssl.TLSVersion.TLSv1_2,
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    ),
+    "tls12-chacha20": (
+        ssl.TLSVersion.TLSv1_2,
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+    "tls12-cbc": (ssl.TLSVersion.TLSv1_2, "ECDHE-RSA-AES256-SHA384", "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA384"),
+}
+BATCHES = [
+    [{"message": f"line {n}", "n": n, "host": {"name": "web-1"}} for n in range(3)],
+    [{"message": "x" * 3000, "n": 3}],  # more than one TLS record for some suites
+]
+
+
+def session(tmp: Path, name: str, tls: tuple | None) -> tuple[Path, Path | None, LumberjackServer]:
+    """One pylogbeat connection (TLS when `tls` is given) captured into `<name>.pcap`."""
+    pcap, keylog = tmp / f"{name}.pcap", None
+    ctx = None
+    if tls is not None:
+        version, ciphers, _ = tls
+        cert, key = self_signed(tmp)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        ctx.maximum_version = version
+        if ciphers:
+            ctx.set_ciphers(ciphers)
+        keylog = tmp / f"{name}.keys"
+        ctx.keylog_filename = str(keylog)
+    with LumberjackServer("highest-seq", tls=ctx) as server, capture(pcap, server.port):
+        client = pylogbeat.PyLogBeatClient(
+            "127.0.0.1", server.port, timeout=5, ssl_enable=tls is not None, ssl_verify=False
+        )
+        with client:
+            for batch in BATCHES:
+                client.send(batch)
+    return pcap, keylog, server
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory) -> dict[str, tuple[Path, Path | None, LumberjackServer]]:
+    tmp = tmp_path_factory.mktemp("tls")
+    out = {"plain": session(tmp, "plain", None)}
+    for name, tls in VARIANTS.items():
+        out[name] = session(tmp, name, tls)
+    return out
+
+
+def convert(pcap: Path, *extra: str) -> list[dict]:
+    code, out, err = run_cli("convert", str(pcap), "--to", "json", *extra)
+    assert code == 0, err
+    return ndjson(out)
+
+
+def lumberjack(rows: list[dict]) -> list[tuple]:
+    """The Lumberjack messages, without what differs between two connections."""
+    return [
+        (r["kind"], r["direction"], r.get("event"), r.get("acked"))
+        for r in rows
+        if r["record"] == "message" and r["protocol"] == "lumberjack"
+    ]
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_decrypted_stream_decodes_as_the_plaintext_one(captured, variant):
+    pcap, keylog, _ = captured[variant]
+    rows = convert(pcap, "--tls-keylog", str(keylog))
+    plain = lumberjack(convert(captured["plain"][0]))
+    assert len([k for k in plain if k[0] == "event"]) == 4
+    assert lumberjack(rows) == plain
+    lj = [r for r in rows if r["protocol"] == "lumberjack" and r["record"] == "message"]
+    expected = VARIANTS[variant]
+    version = "TLS 1.3" if expected[0] is ssl.TLSVersion.TLSv1_3 else "TLS 1.2"
+    assert {str(r["tls"]) for r in lj} == {
+        str({"version": version, "cipher_suite": expected[2], "sni": None, "alpn": None, "decrypted": True})
+    }
+    assert not [r for r in rows if r["record"] == "finding" and r["severity"] != "info"]
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+@pytest.mark.parametrize("variant", ["tls13", "tls12-cbc"])
+def test_tshark_sees_the_same_plaintext(captured, variant):
+    pcap, keylog, server = captured[variant]
+    out = subprocess.run(
+        ["tshark", "-r", str(pcap), "-o", f"tls.keylog_file:{keylog}", "-q", "-z", "follow,tls,raw,0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    # follow,raw: one node's lines at column 0, the other's indented by a tab, between the rulers
+    # (which node comes first is tshark's choice: compare the two directions as a pair)
+    lines = out.splitlines()
+    rulers = [i for i, line in enumerate(lines) if line.startswith("====")]
+    body = [ln for ln in lines[rulers[0] + 1 : rulers[-1]] if not ln.startswith(("Follow", "Filter", "Node"))]
+    flat = b"".join(bytes.fromhex(ln) for ln in body if not ln.startswith("\t"))
+    tabbed = b"".join(bytes.fromhex(ln.strip()) for ln in body if ln.startswith("\t"))
+    turns = server.connections[0].turns
+    c2s = b"".join(data for d, data in turns if d is Direction.C2S)
+    s2c = b"".join(data for d, data in turns if d is Direction.S2C)
+    assert sorted([flat, tabbed]) == sorted([c2s, s2c])
+    # wirelog's decode of the same bytes, as a raw dump, is the decrypted capture's decode
+    raw = pcap.with_suffix(".c2s")
+    raw.write_bytes(c2s)
+    from_raw = [r["event"] for r in convert(raw, "--format", "lumberjack") if r.get("kind") == "event"]
+    decrypted = [r["event"] for r in convert(pcap, "--tls-keylog", str(keylog)) if r.get("kind") == "event"]
+    assert from_raw == decrypted
+
+
+def test_without_the_key_log_the_stream_says_no_key(captured):
+    rows = convert(captured["tls13"][0])
+    (f,) = [r for r in rows if r["record"] == "finding" and r["code"] == "tls.no-key"]
+    assert f["severity"] == "warning" and "client random" in f["message"]
+    assert not lumberjack(rows)
+    hello = [r for r in rows if r.get("kind") == "client_hello"]
+    assert hello and hello[0]["protocol"] == "tls"
+
+
+@pytest.mark.skipif(shutil.which("editcap") is None, reason="editcap not installed")
+def test_key_log_embedded_with_editcap(captured, tmp_path):
+    pcap, keylog, _ = captured["tls12-gcm"]
+    embedded = tmp_path / "embedded.pcapng"
+    subprocess.run(["editcap", "--inject-secrets", f"tls,{keylog}", str(pcap), str(embedded)], check=True)
+    assert lumberjack(convert(embedded)) == lumberjack(convert(captured["plain"][0]))
+
+
+def test_a_missing_key_log_is_a_usage_error(captured, tmp_path):
+    code, _, err = run_cli("convert", str(captured["tls13"][0]), "--tls-keylog", str(tmp_path / "nope.keys"))
+    assert code == 2
+    assert "nope.keys" in err and "Traceback" not in err
+
+
+def test_a_bad_key_log_line_is_a_warning_naming_it(captured, tmp_path):
+    pcap, keylog, _ = captured["tls13"]
+    bad = tmp_path / "bad.keys"
+    bad.write_text("CLIENT_RANDOM not-hex\n" + keylog.read_text())
+    rows = convert(pcap, "--tls-keylog", str(bad))
+    (f,) = [r for r in rows if r["record"] == "finding" and r["code"] == "tls.bad-keylog-line"]
+    assert "line 1" in f["message"]
+    assert lumberjack(rows) == lumberjack(convert(captured["plain"][0]))
