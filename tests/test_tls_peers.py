@@ -167,3 +167,28 @@ def test_a_bad_key_log_line_is_a_warning_naming_it(captured, tmp_path):
     (f,) = [r for r in rows if r["record"] == "finding" and r["code"] == "tls.bad-keylog-line"]
     assert "line 1" in f["message"]
     assert lumberjack(rows) == lumberjack(convert(captured["plain"][0]))
+
+
+def test_a_flipped_byte_fails_its_record_and_decoding_goes_on(captured, tmp_path):
+    """One byte of the client's last TLS record changed in the capture: that record is
+    `tls.decrypt-failed` at its frame, the records before it still decode."""
+    from scapy.layers.inet import TCP
+    from scapy.utils import rdpcap, wrpcap
+
+    pcap, keylog, server = captured["tls12-gcm"]
+    packets = rdpcap(str(pcap))
+    port = server.port
+    c2s = [i for i, p in enumerate(packets) if TCP in p and p[TCP].dport == port and len(p[TCP].payload)]
+    last = c2s[-1]  # the second batch's last segment
+    payload = bytearray(bytes(packets[last][TCP].payload))
+    payload[len(payload) // 2] ^= 0x20
+    packets[last][TCP].remove_payload()
+    packets[last][TCP].add_payload(bytes(payload))
+    del packets[last][TCP].chksum
+    damaged = tmp_path / "flipped.pcap"
+    wrpcap(str(damaged), packets)
+    rows = convert(damaged, "--tls-keylog", str(keylog))
+    failed = [r for r in rows if r["record"] == "finding" and r["code"] == "tls.decrypt-failed"]
+    assert [(f["severity"], f["frame"], f["direction"]) for f in failed] == [("error", last + 1, "c2s")]
+    events = [r["event"]["n"] for r in rows if r.get("kind") == "event"]
+    assert events[:3] == [0, 1, 2]  # the first window decoded before the damage
