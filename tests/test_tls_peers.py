@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from capture_tools import ndjson, run_cli
-from lumberjack_helpers import LumberjackServer, capture, self_signed
+from lumberjack_helpers import LumberjackServer, capture, node_peer, run_node, self_signed
 
 from wirelog.model import Direction
 
@@ -192,3 +192,26 @@ def test_a_flipped_byte_fails_its_record_and_decoding_goes_on(captured, tmp_path
     assert [(f["severity"], f["frame"], f["direction"]) for f in failed] == [("error", last + 1, "c2s")]
     events = [r["event"]["n"] for r in rows if r.get("kind") == "event"]
     assert events[:3] == [0, 1, 2]  # the first window decoded before the damage
+
+
+@pytest.mark.skipif(
+    node_peer("lumberjack-protocol") is None, reason="node or npm lumberjack-protocol not installed"
+)
+def test_node_tls_keylog_decrypts_npm_lumberjack_protocol(tmp_path, monkeypatch):
+    """Node's own key log (`--tls-keylog`, through NODE_OPTIONS) decrypts npm lumberjack-protocol's
+    v1 traffic: every event the receiver got, with its ACK state and the stream's SNI."""
+    cert, key = self_signed(tmp_path)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    keylog = tmp_path / "node.keys"
+    monkeypatch.setenv("NODE_OPTIONS", f"--tls-keylog={keylog}")
+    pcap = tmp_path / "node.pcap"
+    with LumberjackServer("highest-seq", partial_every=1, tls=ctx) as server, capture(pcap, server.port):
+        run_node("protocol.js", server.port, cert, 3)
+    assert [s for s, _ in server.connections[0].events] == [1, 2, 3]
+    rows = convert(pcap, "--tls-keylog", str(keylog))
+    events = [r for r in rows if r["record"] == "message" and r["kind"] == "event"]
+    assert [e["event"]["line"] for e in events] == ["hello v1 0", "hello v1 1", "hello v1 2"]
+    assert all(e["acked"] is True and e["version"] == "1" for e in events)
+    assert events[0]["tls"]["sni"] == "localhost" and events[0]["tls"]["decrypted"] is True
+    assert not [r for r in rows if r["record"] == "finding" and r["severity"] == "error"]
