@@ -9,13 +9,15 @@ same key log, must see the same application bytes; without the key log the strea
 from __future__ import annotations
 
 import shutil
+import socket
 import ssl
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from capture_tools import ndjson, run_cli
-from lumberjack_helpers import LumberjackServer, capture, node_peer, run_node, self_signed
+from lumberjack_helpers import LumberjackServer, capture, jframe, node_peer, run_node, self_signed, window
 
 from wirelog.model import Direction
 
@@ -215,3 +217,76 @@ def test_node_tls_keylog_decrypts_npm_lumberjack_protocol(tmp_path, monkeypatch)
     assert all(e["acked"] is True and e["version"] == "1" for e in events)
     assert events[0]["tls"]["sni"] == "localhost" and events[0]["tls"]["decrypted"] is True
     assert not [r for r in rows if r["record"] == "finding" and r["severity"] == "error"]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
+@pytest.mark.parametrize("suite", ["TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_128_GCM_SHA256"])
+def test_openssl_s_client_and_s_server_key_logs(tmp_path, suite):
+    """OpenSSL's command-line peers, both writing `-keylogfile`: the Lumberjack window the client
+    sent decodes from the capture as it does from the plaintext bytes themselves."""
+    cert, key = self_signed(tmp_path)
+    plain = (
+        window(2) + jframe(1, {"message": "via openssl", "n": 1}) + jframe(2, {"message": "second", "n": 2})
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    keys = [tmp_path / "server.keys", tmp_path / "client.keys"]
+    pcap = tmp_path / "openssl.pcap"
+    common = ["-ciphersuites", suite, "-keylogfile"]
+    server = subprocess.Popen(
+        [
+            "openssl",
+            "s_server",
+            "-accept",
+            f"127.0.0.1:{port}",
+            "-cert",
+            cert,
+            "-key",
+            key,
+            "-quiet",
+            *common,
+            keys[0],
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        with capture(pcap, port):
+            subprocess.run(
+                [
+                    "openssl",
+                    "s_client",
+                    "-connect",
+                    f"127.0.0.1:{port}",
+                    "-servername",
+                    "collector",
+                    *common,
+                    keys[1],
+                ],
+                input=plain,
+                capture_output=True,
+                timeout=20,
+                check=True,
+            )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    raw = tmp_path / "plain.lj"
+    raw.write_bytes(plain)
+    expected = [r["event"] for r in convert(raw, "--format", "lumberjack") if r.get("kind") == "event"]
+    assert [e["n"] for e in expected] == [1, 2]
+    for log in keys:  # either side's key log decrypts the whole connection
+        rows = convert(pcap, "--tls-keylog", str(log))
+        events = [r for r in rows if r["record"] == "message" and r["kind"] == "event"]
+        assert [e["event"] for e in events] == expected
+        assert events[0]["tls"] == {"version": "TLS 1.3", "cipher_suite": suite, "sni": "collector", "alpn": None,
+                                    "decrypted": True}  # fmt: skip
