@@ -220,10 +220,13 @@ def test_node_tls_keylog_decrypts_npm_lumberjack_protocol(tmp_path, monkeypatch)
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
-@pytest.mark.parametrize("suite", ["TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_128_GCM_SHA256"])
-def test_openssl_s_client_and_s_server_key_logs(tmp_path, suite):
+@pytest.mark.parametrize(
+    ("suite", "retry"), [("TLS_CHACHA20_POLY1305_SHA256", False), ("TLS_AES_128_GCM_SHA256", True)]
+)
+def test_openssl_s_client_and_s_server_key_logs(tmp_path, suite, retry):
     """OpenSSL's command-line peers, both writing `-keylogfile`: the Lumberjack window the client
-    sent decodes from the capture as it does from the plaintext bytes themselves."""
+    sent decodes from the capture as it does from the plaintext bytes themselves. With `retry` the
+    server only accepts the group the client did not send a key share for: a HelloRetryRequest."""
     cert, key = self_signed(tmp_path)
     plain = (
         window(2) + jframe(1, {"message": "via openssl", "n": 1}) + jframe(2, {"message": "second", "n": 2})
@@ -234,52 +237,45 @@ def test_openssl_s_client_and_s_server_key_logs(tmp_path, suite):
     keys = [tmp_path / "server.keys", tmp_path / "client.keys"]
     pcap = tmp_path / "openssl.pcap"
     common = ["-ciphersuites", suite, "-keylogfile"]
+    groups = ["-groups", "P-256"] if retry else []
+    argv = ["openssl", "s_server", "-accept", f"127.0.0.1:{port}", "-cert", cert, "-key", key, *groups]
+    # stdin stays open (at its end s_server would stop); it says ACCEPT once it listens
     server = subprocess.Popen(
-        [
-            "openssl",
-            "s_server",
-            "-accept",
-            f"127.0.0.1:{port}",
-            "-cert",
-            cert,
-            "-key",
-            key,
-            "-quiet",
-            *common,
-            keys[0],
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [*argv, *common, keys[0]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        for line in server.stdout:
+            if line.startswith(b"ACCEPT"):
                 break
-            except OSError:
-                time.sleep(0.1)
         with capture(pcap, port):
-            subprocess.run(
-                [
-                    "openssl",
-                    "s_client",
-                    "-connect",
-                    f"127.0.0.1:{port}",
-                    "-servername",
-                    "collector",
-                    *common,
-                    keys[1],
-                ],
-                input=plain,
-                capture_output=True,
-                timeout=20,
-                check=True,
+            argv = [
+                "openssl",
+                "s_client",
+                "-connect",
+                f"127.0.0.1:{port}",
+                "-servername",
+                "collector",
+                "-ign_eof",
+            ]
+            client = subprocess.Popen(
+                [*argv, *common, keys[1]],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
             )
+            # s_client drops stdin bytes read before its handshake ends: write once it printed the
+            # handshake summary, then let it send and stop it (-ign_eof: it would wait for the server)
+            for line in client.stdout:
+                if line.startswith((b"Verify return code", b"    Verify return code")):
+                    break
+            client.stdin.write(plain)
+            client.stdin.close()
+            time.sleep(1.0)
+            client.terminate()
+            client.wait(timeout=10)
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        server.kill()
+        server.communicate(timeout=10)
     raw = tmp_path / "plain.lj"
     raw.write_bytes(plain)
     expected = [r["event"] for r in convert(raw, "--format", "lumberjack") if r.get("kind") == "event"]
@@ -290,3 +286,5 @@ def test_openssl_s_client_and_s_server_key_logs(tmp_path, suite):
         assert [e["event"] for e in events] == expected
         assert events[0]["tls"] == {"version": "TLS 1.3", "cipher_suite": suite, "sni": "collector", "alpn": None,
                                     "decrypted": True}  # fmt: skip
+        hellos = [r.get("hello_retry_request") for r in rows if r.get("kind") == "server_hello"]
+        assert hellos == ([True, False] if retry else [False])
