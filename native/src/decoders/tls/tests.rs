@@ -327,10 +327,8 @@ fn a_wrong_key_is_decrypt_failed() {
     assert_eq!(r.plain[0].iter().filter(|&&b| b != b'?').count(), 0);
 }
 
-#[test]
-fn rfc8448_client_flight() {
-    // RFC 8448 §3: ClientHello, ServerHello, the client's Finished on its handshake keys, then
-    // its first application data on its application keys.
+/// RFC 8448 §3's ClientHello and ServerHello records.
+fn rfc8448_hellos() -> Vec<(Direction, Vec<u8>)> {
     let ch = unhex("16 03 01 00 c4 01 00 00 c0 03 03 cb 34 ec b1 e7 81 63 ba 1c 38 c6 da cb 19 6a 6d ff a2 1a 8d 99 12
         ec 18 a2 ef 62 83 02 4d ec e7 00 00 06 13 01 13 03 13 02 01 00 00 91 00 00 00 0b 00 09 00 00 06
         73 65 72 76 65 72 ff 01 00 01 00 00 0a 00 14 00 12 00 1d 00 17 00 18 00 19 01 00 01 01 01 02 01
@@ -341,6 +339,13 @@ fn rfc8448_client_flight() {
     let sh = unhex("16 03 03 00 5a 02 00 00 56 03 03 a6 af 06 a4 12 18 60 dc 5e 6e 60 24 9c d3 4c 95 93 0c 8a c5 cb 14 34 da c1 55 77 2e
         d3 e2 69 28 00 13 01 00 00 2e 00 33 00 24 00 1d 00 20 c9 82 88 76 11 20 95 fe 66 76 2b db f7 c6 72 e1
         56 d6 cc 25 3b 83 3d f1 dd 69 b1 b0 4e 75 1f 0f 00 2b 00 02 03 04");
+    vec![(Direction::C2S, ch), (Direction::S2C, sh)]
+}
+
+#[test]
+fn rfc8448_client_flight() {
+    // RFC 8448 §3: ClientHello, ServerHello, the client's Finished on its handshake keys, then
+    // its first application data on its application keys.
     let fin = unhex("17 03 03 00 35 75 ec 4d c2 38 cc e6 0b 29 80 44 a7 1e 21 9c 56 cc 77 b0 51 7f e9
         b9 3c 7a 4b fc 44 d8 7f 38 f8 03 38 ac 98 fc 46 de b3 84 bd 1c ae ac ab 68 67 d7 26 c4 05 46");
     let app = unhex(
@@ -353,14 +358,58 @@ fn rfc8448_client_flight() {
         "CLIENT_HANDSHAKE_TRAFFIC_SECRET {random} b3eddb126e067f35a780b3abf45e2d8f3b1a950738f52e9600746a0e27a55a21\n\
          CLIENT_TRAFFIC_SECRET_0 {random} 9e40646ce79a7f9dc05af8889bce6552875afa0b06df0087f792ebb7c17504a5\n"
     );
-    let fl = vec![
-        (Direction::C2S, ch),
-        (Direction::S2C, sh),
-        (Direction::C2S, [fin, app].concat()),
-    ];
+    let mut fl = rfc8448_hellos();
+    fl.push((Direction::C2S, [fin, app].concat()));
     let mut conn = TlsConnection::new(keylog(&log));
     let r = run(&mut conn, &fl, 1 << 20, None);
     assert_eq!(r.codes(), Vec::<&str>::new());
     assert_eq!(r.plain[0], (0u8..50).collect::<Vec<u8>>());
     assert_eq!(conn.info().to_value()["sni"], "server");
+}
+
+/// A TLS 1.3 record sealed with AES-128-GCM the way a sender does (RFC 8446 §5.2): the tests'
+/// own sender, to reach what no genuine peer here can be made to send (a KeyUpdate).
+fn seal13(secret: &[u8], seq: u64, ctype: u8, content: &[u8]) -> Vec<u8> {
+    use aes_gcm::aead::{AeadInPlace, KeyInit};
+    let (key, iv) = super::keys::traffic13(super::keys::Hash::Sha256, secret, 16);
+    let mut nonce = iv;
+    for (n, s) in nonce[4..].iter_mut().zip(seq.to_be_bytes()) {
+        *n ^= s;
+    }
+    let mut body = [content, &[ctype]].concat();
+    let header = [23, 3, 3, 0, 0];
+    let len = (body.len() + 16) as u16;
+    let header = [header[0], header[1], header[2], (len >> 8) as u8, len as u8];
+    let tag = aes_gcm::Aes128Gcm::new_from_slice(&key)
+        .unwrap()
+        .encrypt_in_place_detached(nonce.as_slice().into(), &header, &mut body)
+        .unwrap();
+    [&header[..], &body, &tag].concat()
+}
+
+#[test]
+fn a_key_update_moves_its_direction_to_the_next_secret() {
+    // RFC 8448's hellos, then the client's records on its application secret (no handshake
+    // secrets in the key log: the first record finds them), a KeyUpdate, and a record on the next.
+    let random = "cb34ecb1e78163ba1c38c6dacb196a6dffa21a8d9912ec18a2ef6283024dece7";
+    let secret = unhex("9e40646ce79a7f9dc05af8889bce6552875afa0b06df0087f792ebb7c17504a5");
+    let log = format!(
+        "CLIENT_TRAFFIC_SECRET_0 {random} {}\n",
+        crate::model::text::hex(&secret)
+    );
+    let next = super::keys::next_secret13(super::keys::Hash::Sha256, &secret);
+    let c2s = [
+        seal13(&secret, 0, 23, b"one "),
+        seal13(&secret, 1, 22, &[24, 0, 0, 1, 1]), // KeyUpdate, update_requested
+        seal13(&next, 0, 23, b"two"),
+    ]
+    .concat();
+    let mut fl = rfc8448_hellos();
+    fl.push((Direction::C2S, c2s));
+    for piece in [1, 1 << 20] {
+        let mut conn = TlsConnection::new(keylog(&log));
+        let r = run(&mut conn, &fl, piece, None);
+        assert_eq!(r.codes(), Vec::<&str>::new());
+        assert_eq!(r.plain[0], b"one two");
+    }
 }
