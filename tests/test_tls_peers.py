@@ -288,3 +288,22 @@ def test_openssl_s_client_and_s_server_key_logs(tmp_path, suite, retry):
                                     "decrypted": True}  # fmt: skip
         hellos = [r.get("hello_retry_request") for r in rows if r.get("kind") == "server_hello"]
         assert hellos == ([True, False] if retry else [False])
+
+
+def test_go_crypto_tls_key_log_decrypts_go_lumber(tmp_path):
+    """go-lumber's client over crypto/tls with `KeyLogWriter` (what Filebeat is built on) to a TLS
+    receiver: every event it framed decodes from the capture, acknowledged."""
+    from go_peer_helpers import require_golumber, run_client
+
+    require_golumber()
+    cert, key = self_signed(tmp_path)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    keylog, pcap = tmp_path / "go.keys", tmp_path / "go.pcap"
+    with LumberjackServer("highest-seq", tls=ctx) as server, capture(pcap, server.port):
+        run = run_client(server.port, level=3, batches=2, batch=3, tls_keylog=keylog)
+    rows = convert(pcap, "--tls-keylog", str(keylog))
+    events = [r for r in rows if r["record"] == "message" and r["kind"] == "event"]
+    assert [e["event"] for e in events] == [e.doc for e in run.events]
+    assert all(e["acked"] is True for e in events)
+    assert events[0]["tls"]["version"] == "TLS 1.3" and events[0]["tls"]["sni"] == "logstash"
