@@ -413,3 +413,38 @@ fn a_key_update_moves_its_direction_to_the_next_secret() {
         assert_eq!(r.plain[0], b"one two");
     }
 }
+
+#[test]
+fn a_suite_not_decrypted_is_said_once_instead_of_no_key() {
+    // RFC 8448's ServerHello choosing TLS_AES_128_CCM_SHA256 (0x1304) instead of 0x1301.
+    let mut fl = rfc8448_hellos();
+    let sh = &mut fl[1].1;
+    let at = 5 + 4 + 2 + 32 + 1; // record and handshake headers, version, random, empty session id
+    assert_eq!(sh[at..at + 2], [0x13, 0x01]);
+    sh[at + 1] = 0x04;
+    fl.push((
+        Direction::C2S,
+        vec![23, 3, 3, 0, 20].into_iter().chain([0; 20]).collect(),
+    ));
+    let mut conn = TlsConnection::new(Arc::new(KeyLog::default()));
+    let r = run(&mut conn, &fl, 1 << 20, None);
+    assert_eq!(r.codes(), ["tls.unsupported-suite"]);
+    assert_eq!(
+        r.findings()[0].message,
+        "TLS 1.3 with 0x1304: wirelog does not decrypt this version or cipher suite"
+    );
+    assert_eq!(conn.info().to_value()["cipher_suite"], "0x1304");
+}
+
+#[test]
+fn a_capture_that_missed_the_handshake_says_why_nothing_decrypts() {
+    let (_, transcript, log) = FIXTURES[0];
+    let fl = flights(transcript);
+    let (i, _) = app_records(&fl);
+    let mut conn = TlsConnection::new(keylog(log));
+    let r = run(&mut conn, &fl[i..], 1 << 20, None);
+    assert_eq!(r.codes(), ["tls.no-key"]);
+    assert!(r.findings()[0]
+        .message
+        .starts_with("no ClientHello in the capture to match a key log line with"));
+}
