@@ -8,6 +8,7 @@ same key log, must see the same application bytes; without the key log the strea
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import ssl
@@ -307,3 +308,20 @@ def test_go_crypto_tls_key_log_decrypts_go_lumber(tmp_path):
     assert [e["event"] for e in events] == [e.doc for e in run.events]
     assert all(e["acked"] is True for e in events)
     assert events[0]["tls"]["version"] == "TLS 1.3" and events[0]["tls"]["sni"] == "logstash"
+
+
+def test_inspect_shows_each_tls_stream_decrypted_or_not(captured):
+    pcap, keylog, _ = captured["tls12-chacha20"]
+    suite = VARIANTS["tls12-chacha20"][2]
+    for extra, decrypted, protocol in (
+        ((), False, "tls"),
+        (("--tls-keylog", str(keylog)), True, "lumberjack"),
+    ):
+        code, out, err = run_cli("inspect", "--json", str(pcap), *extra)
+        assert code == 0, err
+        (s,) = json.loads(out)["streams"]
+        assert s["protocol"] == protocol
+        assert s["tls"] == {"version": "TLS 1.2", "cipher_suite": suite, "sni": None, "alpn": None,
+                            "decrypted": decrypted}  # fmt: skip
+        code, out, _ = run_cli("inspect", str(pcap), *extra)
+        assert f"stream 0: TLS 1.2 {suite}" in out.decode()
