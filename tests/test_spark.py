@@ -382,3 +382,19 @@ def test_a_worker_reading_a_partition_tunes_its_garbage_collector(captures):
     cmd = [sys.executable, "-c", code, captures[0]]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
     assert json.loads(out.stdout) == [[700, 10, 10], [100_000, 50, 100], True, True]
+
+
+def test_tls_key_logs_reach_the_workers(spark, tmp_path):
+    """The key log's text travels with the options: the workers decrypt as the local engine does
+    (a genuine TLS 1.3 connection from the core's fixtures, laid into a pcap)."""
+    fixtures = ROOT / "native/src/decoders/tls/testdata"
+    lines = (fixtures / "tls13-aes128gcm.transcript").read_text().splitlines()
+    turns = [(Direction(d), bytes.fromhex(h)) for d, h in (line.split() for line in lines)]
+    pcap = str(write_capture(tmp_path / "tls.pcap", turns, port=5044))
+    keys = (("keys.log", (fixtures / "tls13-aes128gcm.keylog").read_text()),)
+    code = parquet.COLUMNS.index("code")
+    for opts, no_key in ((Options(), True), (Options(tls_keylogs=keys), False)):
+        got = spark_rows(engine.read(spark, [pcap], opts).toArrow())
+        want, _ = local_rows([pcap], opts)
+        assert got == {pcap: [micro(r) for r in want[pcap]]}
+        assert ("tls.no-key" in {r[code] for r in got[pcap]}) is no_key
