@@ -445,7 +445,10 @@ impl Session {
         let Some(Stream::Pending(p)) = self.streams.insert(stream, Stream::Unknown) else {
             return;
         };
-        self.unknown.push(stream);
+        if !self.tls.contains_key(&stream) {
+            // (a TLS stream's layer goes on reporting what it sees: its bytes are still wanted)
+            self.unknown.push(stream);
+        }
         let Some(first) = first else {
             return;
         };
