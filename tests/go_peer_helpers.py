@@ -65,13 +65,17 @@ def run_client(
     events_file: Path | None = None,
     inflight: int = 2,
     timeout: str = "5s",
+    tls_keylog: Path | None = None,
 ) -> ClientRun:
-    """Run `golumber client` against 127.0.0.1:port until every window is ACKed or failed."""
+    """Run `golumber client` against 127.0.0.1:port until every window is ACKed or failed (over
+    TLS, writing crypto/tls's key log, when `tls_keylog` is given)."""
     args = [str(GOLUMBER), "client", "-addr", f"127.0.0.1:{port}", "-mode", mode, "-level", str(level),
             "-batches", str(batches), "-batch", str(batch), "-size", str(size), "-inflight", str(inflight),
             "-timeout", timeout]  # fmt: skip
     if events_file is not None:
         args += ["-events", str(events_file)]
+    if tls_keylog is not None:
+        args += ["-tls-keylog", str(tls_keylog)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=30)
     if proc.returncode:
         raise RuntimeError(f"golumber client failed: {proc.stderr.strip()}")

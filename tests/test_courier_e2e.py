@@ -118,7 +118,7 @@ def test_tls_client_to_plain_server_with_decode_as(tmp_path):
     hello = bytes.fromhex("1603010087010000830303") + bytes(128)
     pkts = tcp_capture([(C2S, hello, 0.1)], dport=12345)
     path = write_pcap(tmp_path / "tls.pcap", pkts)
-    assert not found(convert(path), "courier.tls-mismatch")  # detected as TLS, reported by the tls reporter
+    assert not found(convert(path), "courier.tls-mismatch")  # detected as TLS, reported by the TLS layer
     (f,) = found(convert(path, "--decode-as", "12345=courier"), "courier.tls-mismatch")
     assert f["bogus_length"] == 2264989696 and f["direction"] == "c2s"
 

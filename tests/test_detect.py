@@ -1,4 +1,4 @@
-"""Protocol detection and the TLS reporter."""
+"""Protocol detection, and what the core says of a TLS stream without its key log."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import struct
 
 import pytest
 
+from tests.core_decoders import CoreDecoder
 from tests.detect_helpers import Sample, choose
-from wirelog.decoders import registry, tls
+from wirelog.decoders import registry
 from wirelog.decoders.base import StreamContext
 from wirelog.model import Chunk, Direction, Finding, Message
 
@@ -50,9 +51,9 @@ def test_garbage_is_unknown():
     assert choose(sample(b"\x00\xff" * 300, port=31337, closed=True)) is None
 
 
-def test_tls_decoder_reports_sni_and_one_finding():
+def test_tls_stream_reports_its_client_hello():
     hello = client_hello("logs.example.com")
-    dec = tls.TlsDecoder(StreamContext(0, "c", "s", 1, 443))
+    dec = CoreDecoder("tls", StreamContext(0, "c", "s", 1, 443))
     records = []
     for i in range(0, len(hello), 7):  # split across many chunks
         records += dec.feed(Chunk(0, Direction.C2S, i, hello[i : i + 7], i + 1, 0))
@@ -61,12 +62,15 @@ def test_tls_decoder_reports_sni_and_one_finding():
     assert msgs[0].fields["sni"] == "logs.example.com"
     assert msgs[0].fields["alpn"] == ["h2"]
     assert msgs[0].fields["supported_versions"] == ["TLS 1.3"]
-    assert msgs[0].offset == 0 and msgs[0].frame == 1 and msgs[0].length == len(hello)
-    assert [f.code for f in records if isinstance(f, Finding)] == ["tls.encrypted"]
+    # placed at its first byte, stamped with the frame of its last byte's segment (as Wireshark does)
+    last_frame = (len(hello) - 1) // 7 * 7 + 1  # the frame numbers are the chunk offsets + 1
+    assert msgs[0].offset == 0 and msgs[0].frame == last_frame and msgs[0].length == len(hello)
+    assert msgs[0].protocol == "tls" and msgs[0].version == "TLS 1.0"
+    assert not [f for f in records if isinstance(f, Finding)]
 
 
-def test_tls_decoder_never_raises_on_garbage():
-    dec = tls.TlsDecoder(StreamContext(0, "c", "s", 1, 443))
+def test_tls_stream_never_raises_on_garbage():
+    dec = CoreDecoder("tls", StreamContext(0, "c", "s", 1, 443))
     out = dec.feed(Chunk(0, Direction.C2S, 0, b"\x16\x03\x01\x00\x05\x01\x00\x00\xff\xff" + b"\x99" * 40))
     codes = [r.code for r in out if isinstance(r, Finding)]
     assert "tls.bad-record" in codes
@@ -74,7 +78,7 @@ def test_tls_decoder_never_raises_on_garbage():
 
 def test_tls_client_to_plaintext_server_is_explained():
     hello = client_hello("logs.example.com")
-    dec = tls.TlsDecoder(StreamContext(0, "c", "s", 1, 5044))
+    dec = CoreDecoder("tls", StreamContext(0, "c", "s", 1, 5044))
     out = dec.feed(Chunk(0, Direction.C2S, 0, hello, 1, 0))
     out += dec.feed(Chunk(0, Direction.S2C, 0, b"2A\x00\x00\x00\x00", 2, 0))  # a plaintext Lumberjack reply
     out += dec.close()
@@ -85,7 +89,7 @@ def test_tls_client_to_plaintext_server_is_explained():
 def test_tls_answered_handshake_has_no_warning():
     hello = client_hello("x")
     server_hello = b"\x16\x03\x03\x00\x04\x02\x00\x00\x00"
-    dec = tls.TlsDecoder(StreamContext(0, "c", "s", 1, 443))
+    dec = CoreDecoder("tls", StreamContext(0, "c", "s", 1, 443))
     dec.feed(Chunk(0, Direction.C2S, 0, hello, 1, 0))
     dec.feed(Chunk(0, Direction.S2C, 0, server_hello, 2, 0))
     assert dec.close() == []

@@ -1,48 +1,17 @@
 """The local engine over the core: detection with held-back bytes, --decode-as, unknown streams,
-streams decoded by a Python decoder (TLS) and their failures, chunks mode."""
+chunks mode, bytes that reach the engine only as their stream ends."""
 
 from __future__ import annotations
 
-import dataclasses
-
-import pytest
-
 from tests.pcap_helpers import tcp_frame, write_pcap
-from wirelog.decoders import registry
-from wirelog.decoders.base import StreamContext
 from wirelog.engine.local import Options, run
-from wirelog.model import Chunk, Finding, Gap, Message, StreamInfo
+from wirelog.model import Chunk, Finding, Message, StreamInfo
 
 S = {"src": "10.0.0.2", "dst": "10.0.0.1", "sport": 7777, "dport": 40000}
 C = {"sport": 40000, "dport": 7777}
 HELO = b"HELO\x00\x00\x00\x14" + bytes(20)  # Log Courier's handshake: no well-known port
 VERS = b"VERS\x00\x00\x00\x14" + bytes(20)
-TLS_HELLO = b"\x16\x03\x01\x00\x05hello"  # a record header the core's detection calls TLS
-
-
-class Echo:
-    """Stands in for the TLS decoder: one message per chunk, so tests see exactly what the engine fed."""
-
-    def __init__(self, ctx: StreamContext) -> None:
-        self.ctx = ctx
-
-    def feed(self, chunk: Chunk) -> list:
-        if chunk.data == b"boom":
-            raise RuntimeError("decoder bug")
-        return [Message("tls", "chunk", chunk.direction, chunk.offset, len(chunk.data), chunk.frame, chunk.ts,
-                        fields={"data": chunk.data})]  # fmt: skip
-
-    def gap(self, gap: Gap) -> list:
-        return [Message("tls", "gap", gap.direction, gap.offset, gap.length, gap.frame)]
-
-    def close(self) -> list:
-        return [Message("tls", "close", None, None, 0)]
-
-
-@pytest.fixture
-def echo(monkeypatch):
-    specs = tuple(dataclasses.replace(s, decoder=Echo) if s.name == "tls" else s for s in registry.specs())
-    monkeypatch.setattr(registry, "_SPECS", specs)
+TLS_HELLO = b"\x16\x03\x01\x00\x05\x01\x00\x00\x01\x03"  # a (truncated) ClientHello in a TLS record
 
 
 def capture(tmp_path, *payloads: bytes, dport: int = 7777, reply: bytes = b"reply"):
@@ -72,16 +41,6 @@ def test_detection_waits_then_replays_held_bytes_in_order(tmp_path):
     assert info.protocol == "courier"
 
 
-def test_a_python_decoder_gets_the_held_bytes_then_the_rest(tmp_path, echo):
-    out = items(capture(tmp_path, TLS_HELLO[:3], TLS_HELLO[3:], b"two"))
-    msgs = [m for m in out if isinstance(m, Message)]
-    assert [(m.fields.get("data"), m.offset, m.frame) for m in msgs] == [
-        (TLS_HELLO[:3], 0, 1), (TLS_HELLO[3:], 3, 2), (b"two", 10, 3), (b"reply", 0, 4), (None, None, None)
-    ]  # fmt: skip
-    assert all(m.stream == 0 and m.client == "10.0.0.1:40000" for m in msgs)
-    assert [i.protocol for i in out if isinstance(i, StreamInfo)] == ["tls"]
-
-
 def test_unknown_protocol_is_one_finding_with_a_preview(tmp_path):
     out = items(capture(tmp_path, b"\x00\x01garbage"))
     (f,) = [f for f in out if isinstance(f, Finding)]
@@ -98,15 +57,6 @@ def test_decode_as_overrides_content(tmp_path):
     assert found and all(f.protocol == "lumberjack" for f in found)
     assert "Invalid version of beats protocol: 0" in found[0].message
     assert [i.protocol for i in out if isinstance(i, StreamInfo)] == ["lumberjack"]
-
-
-def test_python_decoder_exception_becomes_a_finding_and_the_run_goes_on(tmp_path, echo):
-    out = items(capture(tmp_path, TLS_HELLO, b"boom", b"after"))
-    (f,) = [f for f in out if isinstance(f, Finding)]
-    assert f.code == "decoder.internal-error" and f.severity.value == "error" and "decoder bug" in f.message
-    assert f.frame == 2 and f.stream == 0
-    assert [m.fields.get("data") for m in out if isinstance(m, Message)] == [TLS_HELLO]
-    assert [i for i in out if isinstance(i, StreamInfo)]
 
 
 def test_streams_mode_does_not_decode(tmp_path):
@@ -126,7 +76,7 @@ def test_chunks_mode_shows_every_byte_and_still_decodes(tmp_path):
     assert [m.kind for m in out if isinstance(m, Message)] == ["helo", "vers", "connection"]
 
 
-def test_stream_whose_bytes_only_flush_at_its_end(tmp_path, echo):
+def test_stream_whose_bytes_only_flush_at_its_end(tmp_path):
     """A leading gap never acknowledged: the bytes reach the engine only as the stream ends,
     after the reassembler has forgotten it (found by mutating real captures)."""
     frames = [
@@ -135,7 +85,7 @@ def test_stream_whose_bytes_only_flush_at_its_end(tmp_path, echo):
     ]
     out = items(str(write_pcap(tmp_path / "late.pcap", frames)))
     msgs = [m for m in out if isinstance(m, Message)]
-    assert [(m.kind, m.offset) for m in msgs[:2]] == [("gap", 0), ("chunk", 4)]
+    assert [(m.kind, m.offset) for m in msgs] == [("client_hello", 4)]
     assert all(m.client == "10.0.0.1:40000" for m in msgs)
     gap = next(f for f in out if isinstance(f, Finding) and f.code == "tcp.gap")
     assert gap.client == "10.0.0.1:40000" and gap.server == "10.0.0.2:7777"

@@ -116,5 +116,6 @@ def test_decoding_rejects_what_it_does_not_know() -> None:
     with pytest.raises(ValueError, match="records must be"):
         _core.Decoding("raw", records="xml")
     info = StreamInfo("raw", 0, "a:1", "b:2", 1, 2)
-    assert _core.Decoding("raw").attach("tls", info) is False
+    assert _core.Decoding("raw").attach("nope", info) is False
+    assert _core.Decoding("raw").attach("tls", info) is True  # a TLS layer, its plaintext detected
     assert _core.Decoding("raw").attach("courier", info) is True

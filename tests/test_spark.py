@@ -324,6 +324,7 @@ def test_option_strings_round_trip():
         decode_as={5044: "lumberjack", 9042: "cql"},
         overlap="last",
         show_secrets=True,
+        tls_keylogs=(("keys.log", "CLIENT_RANDOM " + "ab" * 32 + " " + "cd" * 48 + "\n"),),
         limits=Limits(max_frame=1024),
         keep=RecordFilter(frozenset({"cql"}), frozenset({1, 2}), frozenset({"query"}), True, 5, 10),
     )
@@ -406,3 +407,19 @@ def test_one_capture_read_in_splits_gives_the_local_engines_rows(spark, tmp_path
     assert sorted(got, key=repr) == sorted((micro(r) for r in want[str(path)]), key=repr)
     codes = Counter(r[parquet.COLUMNS.index("code")] for r in got)
     assert codes["lumberjack.never-acknowledged"] == 1  # the verdict over every flow, once
+
+
+def test_tls_key_logs_reach_the_workers(spark, tmp_path):
+    """The key log's text travels with the options: the workers decrypt as the local engine does
+    (a genuine TLS 1.3 connection from the core's fixtures, laid into a pcap)."""
+    fixtures = ROOT / "native/src/decoders/tls/testdata"
+    lines = (fixtures / "tls13-aes128gcm.transcript").read_text().splitlines()
+    turns = [(Direction(d), bytes.fromhex(h)) for d, h in (line.split() for line in lines)]
+    pcap = str(write_capture(tmp_path / "tls.pcap", turns, port=5044))
+    keys = (("keys.log", (fixtures / "tls13-aes128gcm.keylog").read_text()),)
+    code = parquet.COLUMNS.index("code")
+    for opts, no_key in ((Options(), True), (Options(tls_keylogs=keys), False)):
+        got = spark_rows(engine.read(spark, [pcap], opts).toArrow())
+        want, _ = local_rows([pcap], opts)
+        assert got == {pcap: [micro(r) for r in want[pcap]]}
+        assert ("tls.no-key" in {r[code] for r in got[pcap]}) is no_key

@@ -133,15 +133,6 @@ class Gap:
 
 
 @dataclass(slots=True)
-class Forwarded:
-    """Bytes (a Chunk or Gap) of a stream the core chose `protocol` for but does not decode: the
-    engine gives them to that protocol's Python decoder."""
-
-    protocol: str
-    item: Chunk | Gap
-
-
-@dataclass(slots=True)
 class Message:
     """Anything a decoder decoded: a frame, a request, a response, a log event.
 

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::capture::{CaptureInfo, CaptureInput, Segment};
-use crate::model::{Finding, FindingSink};
+use crate::decoders::{Chunk, Gap};
+use crate::model::{Direction, Finding, FindingSink};
 use crate::tcp::{Config, Event, Reassembler};
 
 /// The reassembler on arbitrary segment sequences: a few connections sharing ports, every flag
@@ -274,6 +275,44 @@ impl<'a> Script<'a> {
         let n = self.byte().unwrap_or(0);
         self.take(usize::from(n))
     }
+}
+
+/// `bytes` of one direction as packets would carry them: cut in two at `cut` (an empty piece is
+/// not fed), each piece handed to `feed` at its stream offset, which `offset` then passes.
+pub fn in_two(
+    bytes: &[u8],
+    cut: usize,
+    direction: Direction,
+    offset: &mut u64,
+    (frame, ts): (u64, i64),
+    mut feed: impl FnMut(&Chunk<'_>),
+) {
+    for part in [&bytes[..cut], &bytes[cut..]] {
+        if part.is_empty() {
+            continue;
+        }
+        feed(&Chunk {
+            direction,
+            offset: *offset,
+            data: part,
+            frame: Some(frame),
+            ts: Some(ts),
+        });
+        *offset += part.len() as u64;
+    }
+}
+
+/// A gap of `length` bytes of one direction at `offset`, which then passes it.
+pub fn gap_at(direction: Direction, offset: &mut u64, length: u64, frame: u64) -> Gap {
+    let gap = Gap {
+        direction,
+        offset: *offset,
+        length,
+        frame: Some(frame),
+        ts: None,
+    };
+    *offset += length;
+    gap
 }
 
 /// Run a fuzz target's body on every input a fuzzer failed on (`cargo test` replays them).

@@ -24,7 +24,7 @@ use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
 use crate::decoders::detect::{self as detection, Decision, Sample};
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
 use crate::model::{Direction, Finding, FindingSink, Record, Severity, Stamp, Value};
-use crate::pipeline::{Detection, Forward, Held, Item, Pipeline as CorePipeline, Session};
+use crate::pipeline::{Detection, Item, Pipeline as CorePipeline, Session};
 use crate::records::filter::Filter;
 use crate::records::hercules::{Encoder, Events, Fields, Note, View, Writer};
 use crate::records::json::StreamLines;
@@ -107,7 +107,6 @@ struct Model {
     gap: Py<PyAny>,
     finding: Py<PyAny>,
     stream_info: Py<PyAny>,
-    forwarded: Py<PyAny>,
     c2s: Py<PyAny>,
     s2c: Py<PyAny>,
     info: Py<PyAny>,
@@ -126,7 +125,6 @@ impl Model {
             gap: m.getattr("Gap")?.unbind(),
             finding: m.getattr("Finding")?.unbind(),
             stream_info: m.getattr("StreamInfo")?.unbind(),
-            forwarded: m.getattr("Forwarded")?.unbind(),
             c2s: direction.getattr("C2S")?.unbind(),
             s2c: direction.getattr("S2C")?.unbind(),
             info: severity.getattr("INFO")?.unbind(),
@@ -244,29 +242,6 @@ impl Model {
         kwargs.set_item("port_reuse", s.port_reuse)?;
         kwargs.set_item("protocol", s.protocol)?;
         self.stream_info.bind(py).call((), Some(&kwargs))
-    }
-
-    /// Bytes of a stream Python decodes: a wirelog.model Forwarded (protocol, Chunk or Gap).
-    fn forwarded<'py>(&self, py: Python<'py>, f: Forward) -> PyResult<Bound<'py, PyAny>> {
-        let item = match f.item {
-            Held::Chunk(c) => self.chunk.bind(py).call1((
-                f.stream,
-                self.direction(py, c.direction),
-                c.offset,
-                PyBytes::new(py, &c.data),
-                c.frame,
-                c.ts,
-            ))?,
-            Held::Gap(g) => self.gap.bind(py).call1((
-                f.stream,
-                self.direction(py, g.direction),
-                g.offset,
-                g.length,
-                g.frame,
-                g.ts,
-            ))?,
-        };
-        self.forwarded.bind(py).call1((f.protocol, item))
     }
 
     fn events<'py>(
@@ -674,8 +649,7 @@ impl Decoding {
         Ok(self.session.attach(protocol, context_of(info)?))
     }
 
-    /// A Chunk or Gap of an open stream; returns the pipeline items it gave (records, and bytes
-    /// for Python's decoders as Forwarded).
+    /// A Chunk or Gap of an open stream; returns the pipeline items it gave (its records).
     fn decode<'py>(
         &mut self,
         py: Python<'py>,
@@ -708,14 +682,11 @@ impl Decoding {
 }
 
 impl Decoding {
-    /// The session's output so far: its records, then the bytes for Python's decoders.
+    /// The session's output so far: its records.
     fn items<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
         if let Some(t) = took(py, &self.model, &self.capture, &mut self.session)? {
             list.append(t)?;
-        }
-        for f in self.session.take_forwards() {
-            list.append(self.model.forwarded(py, f)?)?;
         }
         self.session.take_unknown();
         Ok(list)
@@ -801,6 +772,7 @@ fn decode_item(session: &mut Session, item: &Bound<'_, PyAny>) -> PyResult<()> {
 /// (`protocols`, `streams`, `kinds`, `events`, `since`, `until`) and how protocols are chosen
 /// (`decode_as`: a dict port → protocol, `forced`: one protocol for every stream).
 fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Session> {
+    let mut keylogs: Vec<(String, String)> = Vec::new();
     let (mut form, mut show_secrets, mut limits, mut filter, mut detection) = (
         Form::Records(Vec::new()),
         false,
@@ -852,6 +824,7 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
             "until" => filter.until = value.extract()?,
             "decode_as" => detection.decode_as = value.extract()?,
             "forced" => detection.forced = value.extract()?,
+            "tls_keylogs" => keylogs = value.extract()?,
             other => {
                 return Err(PyTypeError::new_err(format!(
                     "unexpected decoding option {other:?}"
@@ -866,6 +839,9 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
         limits,
     );
     session.detection = detection;
+    for (source, text) in &keylogs {
+        session.add_keylog(source, text);
+    }
     Ok(session)
 }
 
@@ -1034,7 +1010,6 @@ impl Pipeline {
                 }
                 Item::Tcp(event) => list.append(self.model.event(py, &self.capture, event)?)?,
                 Item::Records(t) => list.append(taken(py, &self.model, &self.capture, t)?)?,
-                Item::Forward(f) => list.append(self.model.forwarded(py, f)?)?,
             }
         }
         Ok(list)

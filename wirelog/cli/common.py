@@ -94,6 +94,16 @@ def input_options(f: Callable) -> Callable:
             ),
             click.option("--show-secrets", is_flag=True, help="Keep credentials (SASL tokens, API keys)."),
             click.option(
+                "--tls-keylog",
+                "tls_keylogs",
+                multiple=True,
+                envvar="WIRELOG_TLS_KEYLOG",
+                type=click.Path(exists=True, dir_okay=False),
+                metavar="FILE",
+                help="NSS key log (SSLKEYLOGFILE format) to decrypt TLS streams with. Repeatable; "
+                "WIRELOG_TLS_KEYLOG holds a list like PATH. Key logs inside a pcapng are used anyway.",
+            ),
+            click.option(
                 "--protocol", "protocols", multiple=True, metavar="NAME", help="Only these protocols."
             ),
             click.option(
@@ -133,6 +143,18 @@ def parse_time(value: str | None, name: str) -> int | None:
     return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
+def read_keylogs(paths: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(name, text) of each key log; one that cannot be read is a usage error."""
+    logs = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                logs.append((path, f.read()))
+        except OSError as e:
+            raise click.BadParameter(f"{path}: {e.strerror}", param_hint="--tls-keylog") from None
+    return tuple(logs)
+
+
 def build_options(params: dict, **overrides) -> Options:
     """Engine options from the shared command-line parameters."""
     keep = RecordFilter(
@@ -148,6 +170,7 @@ def build_options(params: dict, **overrides) -> Options:
         overlap=params["overlap"],
         reorder_window=params["reorder_window"],
         show_secrets=params["show_secrets"],
+        tls_keylogs=read_keylogs(params["tls_keylogs"]),
         keep=keep,
         input_format=params["input_format"],
         **overrides,

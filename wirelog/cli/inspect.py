@@ -126,6 +126,15 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False) -> None:
             str(s["gaps"]), str(s["findings"]), ",".join(s["flags"]),
         ))  # fmt: skip
     print_fitted(console, "Streams", STREAM_COLUMNS, streams, wide)
+    for s in r["streams"]:
+        if s["tls"]:
+            tls = s["tls"]
+            said = ", ".join(f"{k} {tls[k]}" for k in ("sni", "alpn") if tls[k])
+            state = "decrypted" if tls["decrypted"] else "not decrypted"
+            console.print(
+                f"stream {s['stream']}: {tls['version'] or 'TLS'} {tls['cipher_suite'] or ''}"
+                f"{', ' + said if said else ''} ({state})"
+            )
     t = r["totals"]
     sev = ", ".join(f"{n} {k}" for k, n in t["findings"].items()) or "none"
     console.print(

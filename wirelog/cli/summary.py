@@ -26,6 +26,7 @@ class _StreamTally:
     unacked: int = 0
     findings: int = 0
     version: str | None = None
+    tls: dict[str, Any] | None = None  # version, cipher_suite, sni, alpn, decrypted of a TLS stream
 
 
 @dataclass
@@ -42,6 +43,24 @@ def _percentile(values: list[float], p: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def _tls(t: _StreamTally, m: Message) -> None:
+    """What a TLS stream's hellos say (the plaintext's records, when decrypted, say it all)."""
+    tls = t.tls = t.tls or {
+        "version": None,
+        "cipher_suite": None,
+        "sni": None,
+        "alpn": None,
+        "decrypted": False,
+    }
+    if m.kind == "client_hello":
+        tls["sni"] = m.fields.get("sni", tls["sni"])
+    elif m.kind == "server_hello" and not m.fields.get("hello_retry_request"):
+        tls["version"] = (m.fields.get("supported_versions") or [m.version])[0]
+        tls["cipher_suite"] = m.fields.get("cipher_suite")
+        alpn = m.fields.get("alpn")
+        tls["alpn"] = alpn[0] if alpn else tls["alpn"]
 
 
 class Summary:
@@ -77,7 +96,12 @@ class Summary:
         if m.stream is not None:
             t = self._tally[(m.capture, m.stream)]
             t.messages += 1
-            t.version = t.version or m.version
+            if m.protocol == "tls":
+                _tls(t, m)
+            else:
+                t.version = t.version or m.version
+                if "tls" in m.fields:
+                    t.tls = dict(m.fields["tls"])
             if m.event is not None:
                 t.events += 1
                 if m.acked is True:
@@ -116,6 +140,7 @@ class Summary:
                     "stream": s.stream,
                     "protocol": s.protocol,
                     "version": t.version,
+                    "tls": t.tls,
                     "client": s.client,
                     "server": s.server,
                     "messages": t.messages,

@@ -1,22 +1,15 @@
-"""The per-stream decoder interface and the description of a protocol.
+"""What the decoding of a stream is given (its context and limits), and the description of a protocol.
 
-A decoder is a plain state machine for one TCP connection (both directions). The engine feeds it the
-reassembled `Chunk`s and `Gap`s of both directions in capture order and calls `close()` once at the
-end; each call returns the records produced so far. A decoder never raises on bad bytes: every
-violation becomes a `Finding` and the decoder resynchronises. It never allocates from a length field
-before checking it against `ctx.limits`.
-
-Records returned by a decoder need only their protocol-level fields (protocol, kind, direction,
-offset, length, frame, ts, ...); the engine stamps `capture`, `stream`, `client` and `server`.
+Every decoder is native (native/src/decoders/): a plain state machine for one TCP connection, fed
+the reassembled bytes and gaps of both directions, that never raises on bad bytes and never
+allocates from a length field before checking it against the limits. Records need only their
+protocol-level fields; the engine stamps `capture`, `stream`, `client` and `server`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-from wirelog.model import Chunk, Gap, Record
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,26 +41,14 @@ class StreamContext:
     midstream: bool = False  # no SYN seen: offset 0 is where the capture began, not the connection
 
 
-class Decoder(Protocol):
-    """What the engine calls; see the module docstring for the contract."""
-
-    def feed(self, chunk: Chunk) -> list[Record]: ...
-
-    def gap(self, gap: Gap) -> list[Record]: ...
-
-    def close(self) -> list[Record]: ...
-
-
 @dataclass(frozen=True, slots=True)
 class ProtocolSpec:
     """A protocol the engine knows: detection chooses it in the core (native/src/decoders/detect.rs).
 
     `ports` are its usual server ports (a tie-breaker for detection; they also tell which side is
-    the client when no SYN was seen). `decoder` makes its Python decoder, None for a protocol the
-    core decodes (`wirelog._core.NATIVE`).
+    the client when no SYN was seen).
     """
 
     name: str
-    decoder: Callable[[StreamContext], Decoder] | None
     ports: frozenset[int] = frozenset()
     description: str = ""

@@ -2,29 +2,25 @@
 
 Detection runs in the core (native/src/decoders/detect.rs): content decides, ports only break ties,
 `--decode-as PORT=PROTO` overrides everything. This module names the protocols for the front ends
-(option choices, `--decode-as` validation, descriptions) and holds the Python decoder of a protocol
-the core detects but does not decode.
+(option choices, `--decode-as` validation, descriptions).
 """
 
 from __future__ import annotations
 
 from wirelog import _core
-from wirelog.decoders import tls
 from wirelog.decoders.base import ProtocolSpec
 
 _DESCRIPTIONS = {
-    "tls": "TLS (reported, not decrypted)",
+    "tls": "TLS (decrypted with --tls-keylog, the plaintext then detected and decoded)",
     "lumberjack": "Lumberjack v1/v2 (Beats, logstash-forwarder → Logstash, go-lumber)",
     "courier": "Log Courier (HELO/VERS, JDAT, streamed EVNT, ACKN, PING/PONG)",
     "hercules": "Vostok Hercules: Gate HTTP traffic (/stream/send, /stream/sendAsync) and bare events",
     "cql": "Cassandra CQL native protocol v3/v4/v5 (v5 CRC24/CRC32 frames, LZ4/Snappy)",
 }
-_PYTHON_DECODERS = {"tls": tls.TlsDecoder}
 
 # In the core's order (ties in detection go to the earlier one).
 _SPECS: tuple[ProtocolSpec, ...] = tuple(
-    ProtocolSpec(name, _PYTHON_DECODERS.get(name), frozenset(ports), _DESCRIPTIONS[name])
-    for name, ports in _core.PROTOCOLS
+    ProtocolSpec(name, frozenset(ports), _DESCRIPTIONS[name]) for name, ports in _core.PROTOCOLS
 )
 
 

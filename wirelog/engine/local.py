@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from wirelog.decoders import registry
-from wirelog.decoders.base import Decoder, Limits, StreamContext
+from wirelog.decoders.base import Limits
 from wirelog.engine.capture import CoreCapture, Decoding, native_records
 from wirelog.engine.filters import RecordFilter
 from wirelog.inputs.errors import CaptureError
@@ -22,12 +22,10 @@ from wirelog.model import (
     CaptureInfo,
     Chunk,
     Finding,
-    Forwarded,
     Gap,
     Message,
     RecordLines,
     RecordRows,
-    Severity,
     StreamInfo,
     StreamLines,
 )
@@ -48,6 +46,7 @@ class Options:
     overlap: str = "first"
     reorder_window: int = REORDER_WINDOW
     show_secrets: bool = False
+    tls_keylogs: tuple[tuple[str, str], ...] = ()  # (name, NSS key log text) for TLS streams
     limits: Limits = field(default_factory=Limits)
     keep: RecordFilter = field(default_factory=RecordFilter)  # records not accepted are not yielded
     input_format: str = "auto"  # auto: captures, else raw bytes a decoder recognises; pcap; or a protocol
@@ -64,6 +63,7 @@ def decoding_options(opts: Options) -> dict[str, Any]:
         "show_secrets": opts.show_secrets,
         "limits": asdict(opts.limits),
         "decode_as": opts.decode_as,
+        "tls_keylogs": list(opts.tls_keylogs),
     }
     if opts.input_format not in ("auto", "pcap"):
         d["forced"] = opts.input_format
@@ -184,22 +184,9 @@ def _run_raw(
     yield info
 
 
-class _PythonStream:
-    """A stream the core chose a protocol for that only Python decodes: its decoder."""
-
-    __slots__ = ("info", "decoder", "protocol", "dead")
-
-    def __init__(self, info: StreamInfo, protocol: str, decoder: Decoder) -> None:
-        self.info = info
-        self.protocol = protocol
-        self.decoder = decoder
-        self.dead = False  # the decoder failed: the rest of the stream is not decoded
-
-
 class StreamPipeline:
     """Turns the core's output into pipeline items: the records of the streams the core decodes
-    pass through, the bytes of the streams Python decodes go to their decoders, records made here
-    are stamped and filtered."""
+    pass through, the findings made outside a decoder are stamped and filtered."""
 
     def __init__(
         self,
@@ -214,7 +201,6 @@ class StreamPipeline:
         self._lookup = lookup  # StreamInfo of a live stream, by id
         self._filtering = opts.keep.active
         self._batch: list = []  # the core output being handled
-        self._states: dict[int, _PythonStream] = {}
 
     def verdict(self) -> list[Item]:
         """At the end of the capture: data loss and duplicates across connections, as findings."""
@@ -231,14 +217,8 @@ class StreamPipeline:
         items.clear()
         out: list[Item] = []
         for item in batch:
-            if isinstance(item, Chunk | Gap):
-                out.append(item)  # only in chunks mode (streams --dump, inspect --frame)
-            elif isinstance(item, Forwarded):
-                out += self._forwarded(item)
-            elif isinstance(item, StreamInfo):
-                out += self._end(item)
-            elif isinstance(item, StreamLines):
-                out.append(item)
+            if isinstance(item, Chunk | Gap | StreamInfo | StreamLines):
+                out.append(item)  # Chunk/Gap: only in chunks mode (streams --dump, inspect --frame)
             elif not isinstance(item, Finding):  # records of the streams the core decodes
                 out += native_records(item)
             else:
@@ -246,10 +226,7 @@ class StreamPipeline:
         return out
 
     def _info(self, stream: int | None) -> StreamInfo | None:
-        if stream is None:
-            return None
-        st = self._states.get(stream)
-        return st.info if st is not None else self._resolve(stream)
+        return None if stream is None else self._resolve(stream)
 
     def _resolve(self, stream: int) -> StreamInfo | None:
         """A stream's info: live in the source, or finished in this very batch (the bytes a stream
@@ -258,66 +235,6 @@ class StreamPipeline:
         if info is None:
             info = next((i for i in self._batch if isinstance(i, StreamInfo) and i.stream == stream), None)
         return info
-
-    def _forwarded(self, f: Forwarded) -> list[Item]:
-        """Bytes of a stream Python decodes; its decoder is made at its first bytes."""
-        item = f.item
-        st = self._states.get(item.stream)
-        if st is None:
-            info = self._resolve(item.stream)
-            ctx = StreamContext(
-                stream=info.stream,
-                client=info.client,
-                server=info.server,
-                client_port=info.client_port,
-                server_port=info.server_port,
-                show_secrets=self.opts.show_secrets,
-                limits=self.opts.limits,
-                midstream=info.midstream,
-            )
-            decoder = registry.spec(f.protocol).decoder
-            st = self._states[item.stream] = _PythonStream(info, f.protocol, decoder(ctx))
-        if st.dead:
-            return []
-        return self._call(st, item)
-
-    def _call(self, st: _PythonStream, item: Chunk | Gap | None) -> list[Message | Finding]:
-        """Run one decoder step; a decoder bug ends decoding of that stream, never the run."""
-        try:
-            if item is None:
-                records = st.decoder.close()
-            elif isinstance(item, Chunk):
-                records = st.decoder.feed(item)
-            else:
-                records = st.decoder.gap(item)
-        except MemoryError:
-            raise  # the run cannot go on: one line and status 4 (cli/exits.py), not a finding
-        except Exception as e:
-            st.dead = True
-            records = [
-                Finding(
-                    "decoder.internal-error",
-                    Severity.ERROR,
-                    f"the {st.protocol} decoder failed ({type(e).__name__}: {e}); "
-                    "the rest of this stream is not decoded",
-                    st.protocol,
-                    getattr(item, "direction", None),
-                    getattr(item, "offset", None),
-                    getattr(item, "frame", None),
-                    getattr(item, "ts", None),
-                )
-            ]
-        return self._stamp(records, st.info)
-
-    def _end(self, info: StreamInfo) -> list[Item]:
-        st = self._states.pop(info.stream, None)
-        out: list[Item] = []
-        if st is not None:
-            st.info = info  # the final summary gives way to the live snapshot
-            if not st.dead:
-                out = self._call(st, None)
-        out.append(info)
-        return out
 
     def _emit(self, rec: Message | Finding, info: StreamInfo | None) -> list[Message | Finding]:
         """Stamp a record with its capture and stream; [it] if the filter keeps it, else []."""

@@ -127,6 +127,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         overlap=overlap,
         reorder_window=int(o.get("reorderwindow", REORDER_WINDOW)),
         show_secrets=_bool(o.get("showsecrets", "false"), "showSecrets"),
+        tls_keylogs=tuple((name, text) for name, text in json.loads(o.get("tlskeylogs") or "[]")),
         limits=limits,
         keep=keep,
     )
@@ -160,6 +161,8 @@ def option_strings(opts: Options, findings: str = "include", **extra: object) ->
     }
     if opts.limits != Limits():
         out["limits"] = json.dumps(dataclasses.asdict(opts.limits))
+    if opts.tls_keylogs:  # the key logs' text travels with the options to every task
+        out["tlsKeylogs"] = json.dumps(opts.tls_keylogs)
     out.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in extra.items()})
     return out
 

@@ -55,6 +55,11 @@ impl CaptureInput {
         self.reader.set_first_frame(frame);
     }
 
+    /// See `CaptureReader::take_secrets`.
+    pub fn take_secrets(&mut self) -> Vec<Vec<u8>> {
+        self.reader.take_secrets()
+    }
+
     /// See `CaptureReader::feed`. Compressed bytes go to the decompressor in fixed chunks whatever
     /// the reads were: where it notices damage, and what it inflated before, then never depend
     /// on how the input arrived (the same capture reads the same from a file or a pipe).

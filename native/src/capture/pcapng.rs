@@ -1,6 +1,7 @@
 //! pcapng: sections (either byte order), interfaces with their link type, snap length and clock
-//! (if_tsresol, if_tsoffset), and the blocks that are packets (EPB, OPB, SPB) or that Wireshark
-//! numbers as frames all the same (Systemd Journal Export, custom blocks).
+//! (if_tsresol, if_tsoffset), the blocks that are packets (EPB, OPB, SPB) or that Wireshark
+//! numbers as frames all the same (Systemd Journal Export, custom blocks), and the TLS key logs
+//! of Decryption Secrets Blocks (`editcap --inject-secrets tls,FILE`).
 //!
 //! Written here rather than with pcap-parser's block parsers: those reject an EPB whose captured
 //! length exceeds its block (clamped here), collect every block's options into a Vec (an
@@ -19,7 +20,9 @@ const EPB: u32 = 6;
 const NRB: u32 = 4;
 const ISB: u32 = 5;
 const JOURNAL: u32 = 9;
-const DSB: u32 = 10;
+/// Decryption Secrets Block, and its secrets type for an NSS key log (`TLSK`).
+const DSB: u32 = 0x0000_000A;
+const TLS_KEY_LOG: u32 = 0x544C_534B;
 const CUSTOM: u32 = 0x0000_0BAD;
 const CUSTOM_NOCOPY: u32 = 0x4000_0BAD;
 const OPT_END: u16 = 0;
@@ -219,6 +222,17 @@ impl Pcapng {
             JOURNAL | CUSTOM | CUSTOM_NOCOPY => {
                 let data = block.get(8..blen - 4).unwrap_or_default();
                 h.packet(None, None, data, (blen - 12) as u32);
+            }
+            DSB if blen >= 20 => {
+                let (kind, length) = (u32_in(block, 8, self.big), u32_in(block, 12, self.big));
+                if kind == Some(TLS_KEY_LOG) {
+                    let length = length.unwrap_or(0) as usize;
+                    h.secrets(
+                        block
+                            .get(16..(16 + length).min(blen - 4))
+                            .unwrap_or_default(),
+                    );
+                }
             }
             IDB if blen >= 20 => {
                 let iface = self.interface(block);
@@ -622,6 +636,35 @@ mod tests {
         let out = read(&data);
         assert_eq!(out.payloads(), [b"ok"]);
         assert_eq!(out.codes(), ["pcap.truncated"]);
+    }
+
+    #[test]
+    fn decryption_secrets_blocks_give_their_key_log() {
+        let lines = b"CLIENT_RANDOM 00 11\n";
+        for big in [false, true] {
+            let u32b = |v: u32| {
+                if big {
+                    v.to_be_bytes()
+                } else {
+                    v.to_le_bytes()
+                }
+            };
+            let dsb = |kind: u32, text: &[u8]| {
+                let mut body = u32b(kind).to_vec();
+                body.extend_from_slice(&u32b(text.len() as u32));
+                body.extend_from_slice(text);
+                body.resize((body.len() + 3) & !3, 0);
+                block(0x0A, &body, big)
+            };
+            let mut cap = shb(big);
+            cap.extend(dsb(0x544C_534B, lines));
+            cap.extend(dsb(0x5353_4844, b"WireGuard keys are not TLS key logs"));
+            cap.extend(idb(1, None, 0, 0, big));
+            cap.extend(epb(0, 0, &Tcp::new(1, b"x").frame(), None, big));
+            let out = read(&cap);
+            assert_eq!(out.secrets, [lines.to_vec()]);
+            assert_eq!(out.frames(), [1], "a secrets block is not a frame");
+        }
     }
 
     #[test]

@@ -65,6 +65,11 @@ impl CaptureReader {
         }
     }
 
+    /// The TLS key logs that Decryption Secrets Blocks brought since the last call.
+    pub fn take_secrets(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.flow.secrets)
+    }
+
     pub fn info(&self) -> &CaptureInfo {
         &self.flow.info
     }
@@ -312,7 +317,14 @@ struct Flow {
     /// The last timestamp a packet carried (Simple Packet Blocks carry none).
     last_ts: Option<i64>,
     parser: PacketParser,
+    /// TLS key logs from pcapng Decryption Secrets Blocks, not yet taken (`take_secrets`).
+    secrets: Vec<Vec<u8>>,
+    /// Their bytes so far, against `MAX_SECRETS`.
+    secret_bytes: usize,
 }
+
+/// Key log bytes a capture may carry (a line per connection: some 100,000 connections).
+const MAX_SECRETS: usize = 16 << 20;
 
 /// Where the format parsers hand their records.
 pub(super) struct Handler<'a> {
@@ -372,6 +384,25 @@ impl Handler<'_> {
             },
         );
         self.packet(None, None, data, wirelen);
+    }
+
+    /// A Decryption Secrets Block's TLS key log (NSS key log lines).
+    pub fn secrets(&mut self, text: &[u8]) {
+        let flow = &mut *self.flow;
+        flow.secret_bytes = flow.secret_bytes.saturating_add(text.len());
+        if flow.secret_bytes > MAX_SECRETS {
+            let message = format!(
+                "a Decryption Secrets Block after frame {} takes the capture's key logs past {} MiB: ignored",
+                flow.frame,
+                MAX_SECRETS >> 20
+            );
+            limited(self.sink, "pcap.secrets-ignored", Severity::Warning, || {
+                Finding::new("pcap.secrets-ignored", Severity::Warning, message)
+                    .at(Some(flow.frame), None)
+            });
+        } else if !text.is_empty() {
+            flow.secrets.push(text.to_vec());
+        }
     }
 
     /// An interface of this link type was described.

@@ -444,6 +444,8 @@ pub struct Outcome {
     pub info: CaptureInfo,
     pub findings: Vec<Finding>,
     pub error: Option<String>,
+    /// The TLS key logs of Decryption Secrets Blocks.
+    pub secrets: Vec<Vec<u8>>,
 }
 
 impl Outcome {
@@ -476,6 +478,7 @@ pub fn read_chunked(data: &[u8], chunk: usize, read_error: Option<&str>) -> Outc
     let mut segs = Vec::new();
     let mut on_segment = |s: &Segment, _: &mut FindingSink| segs.push(Seg::from(s));
     let mut error = None;
+    let mut secrets = Vec::new();
     let pieces: Vec<&[u8]> = if chunk == 0 {
         vec![data]
     } else {
@@ -486,16 +489,19 @@ pub fn read_chunked(data: &[u8], chunk: usize, read_error: Option<&str>) -> Outc
             error = Some(e);
             break;
         }
+        secrets.extend(reader.take_secrets());
     }
     if error.is_none() {
         error = reader.finish(read_error, &mut sink, &mut on_segment).err();
     }
+    secrets.extend(reader.take_secrets());
     sink.finish();
     Outcome {
         segs,
         info: reader.info().clone(),
         findings: sink.drain(),
         error,
+        secrets,
     }
 }
 

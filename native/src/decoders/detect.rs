@@ -3,10 +3,10 @@
 //! Content decides; ports only break ties (a bonus for a protocol's own server port).
 //! `--decode-as PORT=PROTO` overrides everything (the session asks `detect` only when nothing is
 //! forced). Each protocol's detector returns a confidence in [0, 1], or None when it needs more
-//! bytes; `detect` weighs them. TLS is recognised here and reported by its own decoder, never
-//! guessed through.
+//! bytes; `detect` weighs them. TLS is recognised here; its layer (decoders/tls/) decrypts it when
+//! a key log allows, and the plaintext is detected again.
 
-use super::{courier, cql, hercules, lumberjack};
+use super::{courier, cql, hercules, lumberjack, tls};
 
 /// Bytes per direction after which detection must decide.
 pub const SAMPLE_LIMIT: usize = 512;
@@ -155,17 +155,12 @@ pub fn well_known_ports() -> Vec<u16> {
     ports
 }
 
-/// The largest TLS record a sender may write (2^14 plus expansion).
-const MAX_TLS_RECORD: usize = 16384 + 2048;
 const TLS_HANDSHAKE: u8 = 22;
 
 /// Whether `data` starts with a plausible TLS record header (5 bytes needed).
 pub fn tls_record(data: &[u8]) -> bool {
-    let Some(h) = data.get(..5) else {
-        return false;
-    };
-    let length = usize::from(u16::from_be_bytes([h[3], h[4]]));
-    (20..=23).contains(&h[0]) && h[1] == 3 && h[2] <= 4 && 0 < length && length <= MAX_TLS_RECORD
+    data.get(..5)
+        .is_some_and(|h| tls::record::plausible(h, None))
 }
 
 fn tls(s: &Sample<'_>) -> Option<f64> {

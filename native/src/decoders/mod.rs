@@ -15,6 +15,7 @@ pub mod detect;
 pub mod fingerprint;
 pub mod hercules;
 pub mod lumberjack;
+pub mod tls;
 
 use crate::model::{Direction, Record, Value};
 
@@ -68,6 +69,51 @@ pub struct Chunk<'a> {
     pub ts: Option<i64>,
 }
 
+/// A Chunk that owns its bytes (held while detection waits, or decrypted by the TLS layer).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OwnedChunk {
+    pub direction: Direction,
+    pub offset: u64,
+    pub data: Vec<u8>,
+    pub frame: Option<u64>,
+    pub ts: Option<i64>,
+}
+
+impl OwnedChunk {
+    pub fn of(chunk: &Chunk<'_>) -> Self {
+        OwnedChunk {
+            direction: chunk.direction,
+            offset: chunk.offset,
+            data: chunk.data.to_vec(),
+            frame: chunk.frame,
+            ts: chunk.ts,
+        }
+    }
+
+    pub fn borrow(&self) -> Chunk<'_> {
+        Chunk {
+            direction: self.direction,
+            offset: self.offset,
+            data: &self.data,
+            frame: self.frame,
+            ts: self.ts,
+        }
+    }
+
+    /// The part from byte `at` on, with its stream offset.
+    pub fn from(&self, at: usize) -> Self {
+        OwnedChunk {
+            offset: self.offset + at as u64,
+            data: self.data[at..].to_vec(),
+            ..self.clone()
+        }
+    }
+
+    pub fn end(&self) -> u64 {
+        self.offset + self.data.len() as u64
+    }
+}
+
 /// Bytes of one direction the capture does not have; the decoder resynchronises after them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Gap {
@@ -106,8 +152,8 @@ pub fn raw_base64(bytes: &[u8]) -> Option<Value> {
     })
 }
 
-/// The protocols the core decodes (`wirelog._core.NATIVE`): every protocol wirelog
-/// decodes but TLS (detected here, reported by Python).
+/// The protocols the core decodes (`wirelog._core.NATIVE`). TLS is not one of them: the session
+/// decrypts a TLS stream (tls/) and its plaintext is decoded by these.
 pub const ENGINE: &[&str] = &["lumberjack", "courier", "cql", "hercules"];
 
 /// A decoder for `protocol` (with the protocol's static name), None when the core has none.

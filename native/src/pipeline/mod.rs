@@ -6,9 +6,8 @@ mod held;
 mod hunt;
 mod session;
 
-pub use held::{Held, OwnedChunk};
 pub use hunt::HUNT_LIMIT;
-pub use session::{Detection, Forward, Session};
+pub use session::{Detection, Session};
 
 use crate::capture::{CaptureInfo, CaptureInput, Segment};
 use crate::decoders::{Chunk, Gap, StreamContext};
@@ -16,13 +15,11 @@ use crate::model::{Finding, FindingSink};
 use crate::records::out::Taken;
 use crate::tcp::{Config, Event, Reassembler, StreamInfo};
 
-/// The pipeline's output: what the TCP layer produced for Python (the bytes of streams Python
-/// decodes, findings, stream ends) and, in their place, the records of the streams the core decodes.
+/// The pipeline's output: what the TCP layer produced for Python (findings, stream ends, and the
+/// bytes in chunks mode) and the records of the streams the core decodes.
 pub enum Item {
     Tcp(Event),
     Records(Taken),
-    /// Bytes of a stream Python decodes.
-    Forward(Forward),
 }
 
 /// What a decoder may know of a stream, from its reassembler summary.
@@ -99,6 +96,7 @@ impl Pipeline {
             reasm.segment(seg, events);
         });
         capture_findings(&mut self.sink, &mut self.events);
+        self.secrets();
         self.route();
         result
     }
@@ -109,6 +107,15 @@ impl Pipeline {
         let (reasm, events) = (&mut self.reasm, &mut self.events);
         each(&mut |seg| reasm.segment(seg, events));
         self.route();
+    }
+
+    /// Key logs the capture carries (pcapng Decryption Secrets Blocks) go to the TLS streams.
+    fn secrets(&mut self) {
+        for text in self.reader.take_secrets() {
+            let text = String::from_utf8_lossy(&text);
+            self.session
+                .add_keylog("the capture's Decryption Secrets Block", &text);
+        }
     }
 
     /// End of the input (`read_error`: why reading stopped early). Flushes every connection.
@@ -130,6 +137,7 @@ impl Pipeline {
             });
         self.sink.finish();
         capture_findings(&mut self.sink, &mut self.events);
+        self.secrets();
         self.reasm.finish(&mut self.events);
         self.end_decoding();
         result
@@ -216,7 +224,7 @@ impl Pipeline {
                 Event::End(info) => {
                     let closed = info.fin_c2s || info.fin_s2c || info.reset;
                     info.protocol = self.session.end(info.stream, closed);
-                    self.flush();
+                    self.mute_unknown();
                     self.flush_records();
                     self.items.push(Item::Tcp(event));
                 }
@@ -225,7 +233,7 @@ impl Pipeline {
                     self.items.push(Item::Tcp(event));
                 }
             }
-            self.flush();
+            self.mute_unknown();
         }
         self.flush_records();
     }
@@ -245,15 +253,9 @@ impl Pipeline {
         }
     }
 
-    /// The session's output so far, in order: records, then bytes for Python's decoders (records
-    /// are taken only before something else is pushed: one batch for many events); streams of no
-    /// known protocol are muted (unless Python shows every stream's bytes).
-    fn flush(&mut self) {
-        let forwards = self.session.take_forwards();
-        if !forwards.is_empty() {
-            self.flush_records();
-            self.items.extend(forwards.into_iter().map(Item::Forward));
-        }
+    /// Streams of no known protocol are muted (unless Python shows every stream's bytes). Records
+    /// are taken only before something else is pushed (one batch for many events).
+    fn mute_unknown(&mut self) {
         for stream in self.session.take_unknown() {
             if !self.chunks {
                 self.reasm.mute(stream);

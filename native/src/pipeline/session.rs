@@ -3,15 +3,21 @@
 //! the delivery verdict, and where their records go.
 //!
 //! A stream's bytes are held until detection decides (decoders/detect.rs); then they are replayed
-//! into the protocol's native decoder, or forwarded to Python for a protocol only Python decodes.
+//! into the protocol's native decoder.
 //! A capture that begins inside a frame is searched for a frame start (`hunt`).
+//!
+//! A TLS stream's bytes go through its connection's TLS layer first (decoders/tls/): the decrypted
+//! bytes of each direction then take the same way as a plaintext stream's (held, detected,
+//! decoded), and the stream's records carry its `tls` description.
 
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
 
 use super::held::{Held, OwnedChunk};
 use super::hunt::Hunt;
 use crate::decoders::detect::{self, Decision, Sample, SAMPLE_LIMIT};
+use crate::decoders::tls::{KeyLog, Output, TlsConnection};
 use crate::decoders::{
     self, delivery::Verdict, Chunk, Decoder, Gap, Limits, Shared, StreamContext,
 };
@@ -28,6 +34,12 @@ struct Native {
     stamp: Stamp,
 }
 
+/// A TLS stream's layer, and the stream its records are written for.
+struct TlsLayer {
+    conn: TlsConnection,
+    stamp: Stamp,
+}
+
 /// A stream whose protocol is not decided yet.
 struct Pending {
     ctx: StreamContext,
@@ -40,8 +52,6 @@ struct Pending {
 enum Stream {
     Pending(Box<Pending>),
     Native(Native),
-    /// Decoded by Python (its bytes are forwarded).
-    Python(&'static str),
     /// No known protocol: its bytes are dropped.
     Unknown,
     /// Its decoder failed: its bytes are dropped until it ends.
@@ -53,18 +63,10 @@ impl Stream {
         match self {
             Stream::Pending(_) => None,
             Stream::Native(n) => Some(n.protocol),
-            Stream::Python(p) | Stream::Failed(p) => Some(p),
+            Stream::Failed(p) => Some(p),
             Stream::Unknown => Some("unknown"),
         }
     }
-}
-
-/// Bytes of a stream Python decodes as `protocol`, in stream order.
-#[derive(Debug, PartialEq)]
-pub struct Forward {
-    pub stream: u64,
-    pub protocol: &'static str,
-    pub item: Held,
 }
 
 /// How each stream's protocol is chosen.
@@ -87,11 +89,13 @@ pub struct Session {
     verdict: Verdict,
     pub out: RecordOut,
     scratch: Vec<Record>,
-    /// Bytes for Python's decoders, in order, since the last `take_forwards`.
-    forwards: Vec<Forward>,
     /// Streams found to be of no known protocol since the last `take_unknown` (the source can
     /// stop producing their bytes).
     unknown: Vec<u64>,
+    /// The TLS layer of each TLS stream, in front of its plaintext's detection and decoder.
+    tls: HashMap<u64, TlsLayer>,
+    /// Every key log given (`--tls-keylog`) or found in the capture so far.
+    keylog: Arc<KeyLog>,
 }
 
 impl Session {
@@ -106,8 +110,19 @@ impl Session {
             verdict: Verdict::default(),
             out,
             scratch: Vec::new(),
-            forwards: Vec::new(),
             unknown: Vec::new(),
+            tls: HashMap::new(),
+            keylog: Arc::default(),
+        }
+    }
+
+    /// Secrets for TLS streams (NSS key log text; `source` names it in the warnings of lines that
+    /// cannot be read). Streams whose ServerHello comes later use them.
+    pub fn add_keylog(&mut self, source: &str, text: &str) {
+        let mut findings = Vec::new();
+        Arc::make_mut(&mut self.keylog).add(source, text, &mut findings);
+        for f in findings {
+            self.out.write(f.into(), None, None);
         }
     }
 
@@ -128,14 +143,26 @@ impl Session {
         });
     }
 
-    /// The protocol decided for a stream (`unknown` when none), None while undecided.
+    /// The protocol decided for a stream (`unknown` when none), None while undecided. A TLS
+    /// stream is its plaintext's protocol, or `tls` while that is not known.
     pub fn protocol(&self, stream: u64) -> Option<&'static str> {
-        self.streams.get(&stream).and_then(Stream::protocol)
+        let decided = self.streams.get(&stream).and_then(Stream::protocol);
+        if self.tls.contains_key(&stream) && matches!(decided, None | Some("unknown")) {
+            return Some("tls");
+        }
+        decided
     }
 
     /// Decode `ctx.stream` as `protocol` from now on; false when the core has no such decoder.
     /// The context's secrets and limits are the session's.
     pub fn attach(&mut self, protocol: &str, ctx: StreamContext) -> bool {
+        if protocol == "tls" {
+            let stream = ctx.stream;
+            self.streams.remove(&stream);
+            self.open(ctx);
+            self.start(stream, "tls", Some(Vec::new()));
+            return true;
+        }
         match self.native(protocol, ctx) {
             Some(native) => {
                 self.streams
@@ -164,15 +191,54 @@ impl Session {
 
     /// Bytes of a stream (false: the session does not know it).
     pub fn chunk(&mut self, stream: u64, chunk: &Chunk<'_>) -> bool {
+        self.through_tls(stream, |conn, out| conn.feed(chunk, out))
+            || self.plain_chunk(stream, chunk)
+    }
+
+    pub fn gap(&mut self, stream: u64, gap: &Gap) -> bool {
+        self.through_tls(stream, |conn, out| conn.gap(gap, out)) || self.plain_gap(stream, gap)
+    }
+
+    /// One step of a TLS stream's layer (false: the stream has none).
+    fn through_tls(
+        &mut self,
+        stream: u64,
+        step: impl FnOnce(&mut TlsConnection, &mut Vec<Output>),
+    ) -> bool {
+        let Some(layer) = self.tls.get_mut(&stream) else {
+            return false;
+        };
+        let mut outputs = Vec::new();
+        step(&mut layer.conn, &mut outputs);
+        self.decrypted(stream, outputs);
+        true
+    }
+
+    /// What a TLS layer gave: plaintext and its gaps go on as the stream's bytes, TLS records out.
+    fn decrypted(&mut self, stream: u64, outputs: Vec<Output>) {
+        for output in outputs {
+            match output {
+                Output::Plain(c) => {
+                    self.plain_chunk(stream, &c.borrow());
+                }
+                Output::Gap(gap) => {
+                    self.plain_gap(stream, &gap);
+                }
+                Output::Record(record) => {
+                    if let Some(layer) = self.tls.get(&stream) {
+                        self.out.write(record, Some(&layer.stamp), Some("tls"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Bytes of a stream's plaintext (its own bytes, or what its TLS layer decrypted).
+    fn plain_chunk(&mut self, stream: u64, chunk: &Chunk<'_>) -> bool {
         match self.streams.get_mut(&stream) {
             None => false,
             Some(Stream::Native(_)) => {
                 self.step(stream, |d, shared, out| d.feed(chunk, shared, out));
-                true
-            }
-            Some(Stream::Python(protocol)) => {
-                let protocol = *protocol;
-                self.forward(stream, protocol, Held::Chunk(OwnedChunk::of(chunk)));
                 true
             }
             Some(Stream::Pending(p)) => {
@@ -192,16 +258,11 @@ impl Session {
         }
     }
 
-    pub fn gap(&mut self, stream: u64, gap: &Gap) -> bool {
+    fn plain_gap(&mut self, stream: u64, gap: &Gap) -> bool {
         match self.streams.get_mut(&stream) {
             None => false,
             Some(Stream::Native(_)) => {
                 self.step(stream, |d, shared, out| d.gap(gap, shared, out));
-                true
-            }
-            Some(Stream::Python(protocol)) => {
-                let protocol = *protocol;
-                self.forward(stream, protocol, Held::Gap(*gap));
                 true
             }
             Some(Stream::Pending(p)) => {
@@ -221,6 +282,7 @@ impl Session {
     /// has, a native stream's decoder is closed, and the delivery verdict learns whether missing
     /// ACKs could still have come. Returns the stream's protocol.
     pub fn end(&mut self, stream: u64, closed: bool) -> Option<&'static str> {
+        let tls = self.through_tls(stream, |conn, out| conn.close(out));
         if let Some(Stream::Pending(p)) = self.streams.get_mut(&stream) {
             match p.hunt.take() {
                 Some(hunt) => self.unknown(stream, hunt.first.as_ref()),
@@ -231,25 +293,17 @@ impl Session {
             self.step(stream, |d, shared, out| d.close(shared, out));
         }
         self.verdict.stream_ended(stream, closed);
-        self.streams.remove(&stream).and_then(|s| s.protocol())
-    }
-
-    /// Bytes and gaps for Python's decoders since the last call.
-    pub fn take_forwards(&mut self) -> Vec<Forward> {
-        std::mem::take(&mut self.forwards)
+        self.tls.remove(&stream);
+        let protocol = self.streams.remove(&stream).and_then(|s| s.protocol());
+        match protocol {
+            None | Some("unknown") if tls => Some("tls"),
+            _ => protocol,
+        }
     }
 
     /// Streams of no known protocol since the last call.
     pub fn take_unknown(&mut self) -> Vec<u64> {
         std::mem::take(&mut self.unknown)
-    }
-
-    fn forward(&mut self, stream: u64, protocol: &'static str, item: Held) {
-        self.forwards.push(Forward {
-            stream,
-            protocol,
-            item,
-        });
     }
 
     /// Detection's verdict on a pending stream's sample (`closed`: no more bytes will come).
@@ -291,8 +345,8 @@ impl Session {
         let Some(Stream::Pending(p)) = self.streams.get_mut(&stream) else {
             // found in an earlier item: the decoder takes the rest
             match item {
-                Held::Chunk(c) => self.chunk(stream, &c.borrow()),
-                Held::Gap(g) => self.gap(stream, &g),
+                Held::Chunk(c) => self.plain_chunk(stream, &c.borrow()),
+                Held::Gap(g) => self.plain_gap(stream, &g),
             };
             return;
         };
@@ -348,21 +402,40 @@ impl Session {
         };
         let Pending { ctx, held, .. } = *p;
         let items = items.unwrap_or(held);
+        if protocol == "tls" && self.tls.contains_key(&stream) {
+            // TLS inside TLS: not decrypted twice.
+            self.streams.insert(stream, Stream::Unknown);
+            return;
+        }
+        if protocol == "tls" {
+            // The plaintext is detected afresh; the held bytes go through the TLS layer.
+            let layer = TlsLayer {
+                conn: TlsConnection::new(Arc::clone(&self.keylog)),
+                stamp: stamp(&ctx),
+            };
+            self.tls.insert(stream, layer);
+            self.open(ctx);
+            for item in items {
+                match item {
+                    Held::Chunk(c) => self.chunk(stream, &c.borrow()),
+                    Held::Gap(g) => self.gap(stream, &g),
+                };
+            }
+            return;
+        }
         match self.native(protocol, ctx) {
             Some(native) => {
                 self.streams.insert(stream, Stream::Native(native));
                 for item in items {
                     match item {
-                        Held::Chunk(c) => self.chunk(stream, &c.borrow()),
-                        Held::Gap(g) => self.gap(stream, &g),
+                        Held::Chunk(c) => self.plain_chunk(stream, &c.borrow()),
+                        Held::Gap(g) => self.plain_gap(stream, &g),
                     };
                 }
             }
+            // detection names only protocols the core decodes
             None => {
-                self.streams.insert(stream, Stream::Python(protocol));
-                for item in items {
-                    self.forward(stream, protocol, item);
-                }
+                self.streams.insert(stream, Stream::Unknown);
             }
         }
     }
@@ -372,7 +445,10 @@ impl Session {
         let Some(Stream::Pending(p)) = self.streams.insert(stream, Stream::Unknown) else {
             return;
         };
-        self.unknown.push(stream);
+        if !self.tls.contains_key(&stream) {
+            // (a TLS stream's layer goes on reporting what it sees: its bytes are still wanted)
+            self.unknown.push(stream);
+        }
         let Some(first) = first else {
             return;
         };
@@ -444,6 +520,15 @@ impl Session {
             records.push(finding.into());
         }
         self.verdict.add(stream, records);
+        if let Some(layer) = self.tls.get(&stream) {
+            let tls = layer.conn.info().to_value();
+            for r in records.iter_mut() {
+                match r {
+                    Record::Message(m) => m.set("tls", tls.clone()),
+                    Record::Finding(f) => f.fields.push(("tls", tls.clone())),
+                }
+            }
+        }
         for r in records.drain(..) {
             self.out
                 .write(r, Some(&native.stamp), Some(native.protocol));

@@ -14,11 +14,11 @@ use std::io::Write;
 use flate2::write::ZlibEncoder;
 use flate2::Compression;
 
-use crate::decoders::{Chunk, Decoder, Gap, Limits, Shared, StreamContext};
+use crate::decoders::{Decoder, Limits, Shared, StreamContext};
 use crate::model::{Direction, Record, Value};
 
 use super::CourierDecoder;
-use crate::fuzzing::Script;
+use crate::fuzzing::{gap_at, in_two, Script};
 
 const NONCES: [[u8; 16]; 3] = [[0x11; 16], [0xff; 16], [0x56; 16]];
 const HELO: &[u8] =
@@ -82,15 +82,8 @@ pub fn courier(data: &[u8]) {
         let bytes: Vec<u8> = match op >> 1 & 7 {
             0 | 1 => s.take(usize::from(arg)).to_vec(),
             2 => {
-                let gap = Gap {
-                    direction: d,
-                    offset: offsets[i],
-                    length: u64::from(arg) + 1,
-                    frame: Some(frame),
-                    ts: None,
-                };
+                let gap = gap_at(d, &mut offsets[i], u64::from(arg) + 1, frame);
                 dec.gap(&gap, &mut shared, &mut out);
-                offsets[i] += gap.length;
                 continue;
             }
             3 => [
@@ -121,20 +114,10 @@ pub fn courier(data: &[u8]) {
         };
         // Fed in up to three pieces, as packets would carry them.
         let cut = usize::from(arg) % (bytes.len() + 1);
-        for part in [&bytes[..cut], &bytes[cut..]] {
-            if part.is_empty() {
-                continue;
-            }
-            let chunk = Chunk {
-                direction: d,
-                offset: offsets[i],
-                data: part,
-                frame: Some(frame),
-                ts: Some(frame as i64 * 1_000_000),
-            };
-            dec.feed(&chunk, &mut shared, &mut out);
-            offsets[i] += part.len() as u64;
-        }
+        let when = (frame, frame as i64 * 1_000_000);
+        in_two(&bytes, cut, d, &mut offsets[i], when, |chunk| {
+            dec.feed(chunk, &mut shared, &mut out)
+        });
     }
     dec.close(&mut shared, &mut out);
     check(&out);

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -23,6 +24,7 @@ type clientOpts struct {
 	events   string
 	inflight int
 	timeout  time.Duration
+	keylog   string
 }
 
 func runClient(args []string) error {
@@ -37,6 +39,7 @@ func runClient(args []string) error {
 	fs.StringVar(&o.events, "events", "", "JSON file holding an array of event objects to send instead")
 	fs.IntVar(&o.inflight, "inflight", 2, "async: windows awaiting an ACK while the next is sent")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Second, "network timeout (also the wait for each ACK)")
+	fs.StringVar(&o.keylog, "tls-keylog", "", "speak TLS (server certificate not verified) and append its NSS key log here")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,7 +66,16 @@ func runClient(args []string) error {
 			return nil, err
 		}
 		rep.emit("connected", map[string]any{"local": c.LocalAddr().String()})
-		return &readTap{Conn: c, tap: tap}, nil
+		if o.keylog == "" {
+			return &readTap{Conn: c, tap: tap}, nil
+		}
+		// crypto/tls's KeyLogWriter: the key log Filebeat and every Go shipper can write.
+		keys, err := os.OpenFile(o.keylog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		conf := &tls.Config{InsecureSkipVerify: true, KeyLogWriter: keys, ServerName: "logstash"}
+		return &readTap{Conn: tls.Client(c, conf), tap: tap}, nil
 	}
 	opts := []client.Option{
 		client.CompressionLevel(o.level),
