@@ -668,10 +668,14 @@ def compare_with_driver(
     for key, exchanges in sent.items():
         assert len(requests[key]) == len(exchanges), f"{key}: {len(requests[key])} decoded requests"
         answered = [ex for ex in exchanges if ex.response is not None]
-        assert len(responses[key]) == len(answered), f"{key}: {len(responses[key])} decoded responses"
+        # A driver shutting down may never read the answer to its last request on a stream id (a
+        # stream id is reused only once answered): the capture then holds one response more.
+        unread = exchanges[-1].response is None
+        extra = len(responses[key]) - len(answered)
+        assert extra == 0 or (extra == 1 and unread), f"{key}: {len(responses[key])} decoded responses"
         for ex, rec in zip(exchanges, requests[key], strict=True):
             problems += mismatches(expect.request(ex.request), rec, f"{key} frame {rec['frame']}")
-        for ex, rec in zip(answered, responses[key], strict=True):
+        for ex, rec in zip(answered, responses[key][: len(answered)], strict=True):
             problems += mismatches(
                 expect.response(ex.request, ex.response), rec, f"{key} frame {rec['frame']}"
             )

@@ -156,7 +156,9 @@ def test_every_truncation_is_reported_as_truncated(ev: Event, data):
     raw = encode_event(ev)
     cut = data.draw(st.integers(1, len(raw) - 1))
     ev, found = parse(raw[:cut])
-    assert ev is None and "hercules.truncated" in found
+    # the cut event is never an event; the resync after it may still find a plausible-looking one
+    # inside its bytes (a "truncation" can be garbage before real events: the decoder looks on)
+    assert "hercules.truncated" in found and (ev is None or ev.offset > 0)
 
 
 # --- validation findings ---
