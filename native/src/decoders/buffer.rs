@@ -1,4 +1,4 @@
-//! One receive buffer per direction (the guarantee of wirelog/decoders/buffer.py): bytes are
+//! One receive buffer per direction (the guarantee of h11's receive buffer): bytes are
 //! appended to one Vec, reads advance a start index, and the consumed prefix is dropped only when
 //! it is at least half the buffer, so consuming many short frames costs O(bytes), never O(n²).
 //! It also remembers which frame (and time) carried each stream offset, so a message is stamped
