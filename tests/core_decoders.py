@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from wirelog import _core
-from wirelog.decoders.base import StreamContext
+from wirelog.engine.protocols import StreamContext
 from wirelog.model import Chunk, Gap, Record
 
 _SESSION = "_core_session"

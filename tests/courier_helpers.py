@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.core_decoders import CoreDecoder
-from wirelog.decoders.base import Limits, StreamContext
+from wirelog.engine.protocols import Limits, StreamContext
 from wirelog.model import Chunk, Direction, Finding, Gap, Message, Record
 
 C2S, S2C = Direction.C2S, Direction.S2C

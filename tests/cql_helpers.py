@@ -13,7 +13,7 @@ import lz4.block
 from cassandra.connection import segment_codec_lz4, segment_codec_no_compression
 
 from tests.core_decoders import CoreDecoder
-from wirelog.decoders.base import StreamContext
+from wirelog.engine.protocols import StreamContext
 from wirelog.model import Chunk, Direction, Finding, Gap, Message, Record
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from wirelog.decoders import registry
+from wirelog.engine import protocols
 
 THRESHOLD = 0.5  # the least score that claims a stream (detect.rs)
 
@@ -29,11 +29,11 @@ def detector(protocol: str) -> Callable[[Sample], float | None]:
     """`protocol`'s own confidence for a sample (None: it wants more bytes)."""
 
     def detect(sample: Sample) -> float | None:
-        return registry.scores(*sample.args())[protocol]
+        return protocols.scores(*sample.args())[protocol]
 
     return detect
 
 
 def choose(sample: Sample) -> str | bool | None:
     """The engine's choice: a protocol name, None (no protocol), False (wait for more bytes)."""
-    return registry.detect(*sample.args())
+    return protocols.detect(*sample.args())

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tests.core_decoders import CoreDecoder
 from tests.hercules_codec import Event, Type, Variant, Vector
-from wirelog.decoders.base import StreamContext
+from wirelog.engine.protocols import StreamContext
 from wirelog.model import Chunk, Direction, Finding, Message, Record
 
 REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "hercules.md"

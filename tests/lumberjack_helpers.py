@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.core_decoders import CoreDecoder
-from wirelog.decoders.base import Limits, StreamContext
+from wirelog.engine.protocols import Limits, StreamContext
 from wirelog.model import Chunk, Direction, Finding, Gap, Message, Record
 
 C2S, S2C = Direction.C2S, Direction.S2C

@@ -34,7 +34,7 @@ from cql_helpers import (
 )
 
 from tests import cql_wire as wire
-from wirelog.decoders.base import Limits
+from wirelog.engine.protocols import Limits
 from wirelog.model import Severity
 
 H = bytes.fromhex

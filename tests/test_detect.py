@@ -8,8 +8,8 @@ import pytest
 
 from tests.core_decoders import CoreDecoder
 from tests.detect_helpers import Sample, choose
-from wirelog.decoders import registry
-from wirelog.decoders.base import StreamContext
+from wirelog.engine import protocols
+from wirelog.engine.protocols import StreamContext
 from wirelog.model import Chunk, Direction, Finding, Message
 
 
@@ -96,8 +96,8 @@ def test_tls_answered_handshake_has_no_warning():
 
 
 def test_port_protocol_is_the_one_decode_as_syntax():
-    assert registry.port_protocol("5044=lumberjack") == (5044, "lumberjack")
-    assert registry.port_protocol(" 9042 = cql ") == (9042, "cql")
+    assert protocols.port_protocol("5044=lumberjack") == (5044, "lumberjack")
+    assert protocols.port_protocol(" 9042 = cql ") == (9042, "cql")
     for bad in ("5044", "=cql", "x=cql", "²=cql", "0=cql", "65536=cql", "5044=nope"):
         with pytest.raises(ValueError):
-            registry.port_protocol(bad)
+            protocols.port_protocol(bad)

@@ -26,8 +26,8 @@ from hercules_helpers import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wirelog.decoders.base import Limits
-from wirelog.decoders.hercules import decode_event_stream
+from wirelog.engine.hercules_events import decode_event_stream
+from wirelog.engine.protocols import Limits
 from wirelog.model import Finding, Message
 
 

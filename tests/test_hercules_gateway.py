@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.core_decoders import CoreDecoder
-from wirelog.decoders.base import Limits, StreamContext
-from wirelog.decoders.hercules import decode_event_stream
+from wirelog.engine.hercules_events import decode_event_stream
 from wirelog.engine.local import run
+from wirelog.engine.protocols import Limits, StreamContext
 from wirelog.model import COMMON_MESSAGE_KEYS, Chunk, Direction, Gap, Message
 
 EV = bytes.fromhex(README_EVENT)

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wirelog import _core
-from wirelog.decoders.hercules import decode_event_stream
+from wirelog.engine.hercules_events import decode_event_stream
 from wirelog.engine.local import run
 from wirelog.export.hercules import HerculesWriter
 from wirelog.model import Message

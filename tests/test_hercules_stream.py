@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.core_decoders import CoreDecoder
-from wirelog.decoders.base import Limits, StreamContext
-from wirelog.decoders.hercules import decode_event_stream
+from wirelog.engine.hercules_events import decode_event_stream
+from wirelog.engine.protocols import Limits, StreamContext
 from wirelog.model import Chunk, Direction, Finding, Message
 
 EV = bytes.fromhex(README_EVENT)

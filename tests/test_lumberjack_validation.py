@@ -21,7 +21,7 @@ from lumberjack_helpers import (
     window,
 )
 
-from wirelog.decoders.base import Limits
+from wirelog.engine.protocols import Limits
 from wirelog.model import Gap, Severity
 
 

@@ -14,8 +14,8 @@ from lumberjack_helpers import ack, cframe, jframe, window
 from pcap_helpers import tcp_conversation, write_pcap
 
 from wirelog import _core
-from wirelog.decoders.registry import find_start as first_start
 from wirelog.engine.local import run
+from wirelog.engine.protocols import find_start as first_start
 from wirelog.model import Finding, Message
 
 HUNT_LIMIT = _core.HUNT_LIMIT

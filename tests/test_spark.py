@@ -40,8 +40,8 @@ pytest.importorskip("pyspark")
 if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
     pytest.skip("the Spark engine needs Java", allow_module_level=True)
 
-from wirelog.decoders.hercules import decode_event_stream
 from wirelog.engine import spark as engine
+from wirelog.engine.hercules_events import decode_event_stream
 from wirelog.engine.spark_source import ARROW_SCHEMA, Capture, expand, option_strings, pack
 from wirelog.engine.splits import plan
 
@@ -317,7 +317,7 @@ def test_pack_keeps_files_whole_and_bins_small_ones():
 
 
 def test_option_strings_round_trip():
-    from wirelog.decoders.base import Limits
+    from wirelog.engine.protocols import Limits
     from wirelog.engine.spark_source import parse_options
 
     opts = Options(

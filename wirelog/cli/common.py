@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from wirelog.cli.output import flush_if_stdin_waits
-from wirelog.decoders import registry
+from wirelog.engine import protocols
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.local import Item, Options, run
 from wirelog.inputs.errors import CaptureError
@@ -42,7 +42,7 @@ def error(message: str) -> None:
 
 def parse_decode_as(values: tuple[str, ...]) -> dict[int, str]:
     try:
-        return dict(registry.port_protocol(value) for value in values)
+        return dict(protocols.port_protocol(value) for value in values)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--decode-as") from None
 
@@ -64,7 +64,7 @@ def input_options(f: Callable) -> Callable:
                 "decode_as",
                 multiple=True,
                 metavar="PORT=PROTO",
-                help=f"Decode streams on PORT as PROTO ({', '.join(registry.names())}). Repeatable.",
+                help=f"Decode streams on PORT as PROTO ({', '.join(protocols.names())}). Repeatable.",
             ),
             click.option(
                 "--overlap",
@@ -86,7 +86,7 @@ def input_options(f: Callable) -> Callable:
             click.option(
                 "--format",
                 "input_format",
-                type=click.Choice(["auto", "pcap", *registry.names()]),
+                type=click.Choice(["auto", "pcap", *protocols.names()]),
                 default="auto",
                 show_default=True,
                 help="Input format: auto (captures; other files decoded by content as raw streams), "

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from wirelog.decoders import registry
-from wirelog.decoders.base import Limits
+from wirelog.engine import protocols
 from wirelog.engine.capture import CoreCapture, Decoding, native_records
 from wirelog.engine.filters import RecordFilter
+from wirelog.engine.protocols import Limits
 from wirelog.inputs.errors import CaptureError
 from wirelog.inputs.sources import STDIN, open_input
 from wirelog.model import (
@@ -115,7 +115,7 @@ def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | Non
             path,
             info,
             before_read,
-            server_ports=sorted(registry.well_known_ports() | frozenset(opts.decode_as)),
+            server_ports=sorted(protocols.well_known_ports() | frozenset(opts.decode_as)),
             overlap=opts.overlap,
             reorder_packets=opts.reorder_window,
             emit_data=opts.decode or opts.chunks,
@@ -152,7 +152,7 @@ def _raw_protocol(path: str) -> bool:
             head = stream.read(RAW_SNIFF)
     except (CaptureError, OSError):
         return False
-    found = registry.detect(head, closed=True)
+    found = protocols.detect(head, closed=True)
     return bool(found) and found != "tls"
 
 
@@ -163,7 +163,7 @@ def _run_raw(
     from wirelog.inputs.raw import iter_raw_chunks, pair_dumps  # imported here: captures never need it
 
     info = CaptureInfo(capture=capture, format="raw")
-    streams = pair_dumps(paths, capture, registry.well_known_ports() | frozenset(opts.decode_as))
+    streams = pair_dumps(paths, capture, protocols.well_known_ports() | frozenset(opts.decode_as))
     core = Decoding(capture, **decoding_options(opts))
     pipe = StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get, core)
     for stream in streams:

@@ -31,11 +31,11 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
-from wirelog.decoders import registry
-from wirelog.decoders.base import Limits
+from wirelog.engine import protocols
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.gc_tuning import tune_gc
 from wirelog.engine.local import REORDER_WINDOW, Options, run
+from wirelog.engine.protocols import Limits
 from wirelog.export import parquet
 from wirelog.inputs import remote
 from wirelog.inputs.errors import CaptureError
@@ -95,7 +95,7 @@ def _list(value: str) -> list[str]:
 def _decode_as(value: str) -> dict[int, str]:
     """`5044=lumberjack,9042=cql` → {5044: 'lumberjack', 9042: 'cql'}."""
     try:
-        return dict(registry.port_protocol(item) for item in _list(value))
+        return dict(protocols.port_protocol(item) for item in _list(value))
     except ValueError as e:
         raise ValueError(f"option decodeAs: {e}") from None
 

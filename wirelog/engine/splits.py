@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wirelog import _core
-from wirelog.decoders import registry
+from wirelog.engine import protocols
 from wirelog.engine.local import Options, StreamPipeline, decoding_options
 
 SPLIT_SIZE = 128 * 1024 * 1024  # bytes per split, like Spark's spark.sql.files.maxPartitionBytes
@@ -155,7 +155,7 @@ def decode_flow(capture: str, batches: list[Any], opts: Options, delivery: dict 
         None,
         decoding=decoding_options(opts),
         ids_by_frame=True,
-        server_ports=sorted(registry.well_known_ports() | frozenset(opts.decode_as)),
+        server_ports=sorted(protocols.well_known_ports() | frozenset(opts.decode_as)),
         overlap=opts.overlap,
         reorder_packets=opts.reorder_window,
     )

@@ -166,7 +166,7 @@ pub fn native(protocol: &str, ctx: StreamContext) -> Option<(&'static str, Box<d
         "courier" => Some(("courier", Box::new(courier::CourierDecoder::new(ctx)))),
         "cql" => Some(("cql", Box::new(cql::CqlDecoder::new(ctx)))),
         "hercules" => Some(("hercules", Box::new(hercules::HerculesDecoder::new(ctx)))),
-        // A Hercules file's bytes (wirelog.decoders.hercules.decode_event_stream), not a stream.
+        // A Hercules file's bytes (wirelog.engine.hercules_events.decode_event_stream), not a stream.
         "hercules-events" => Some(("hercules", Box::new(hercules::HerculesDecoder::events(ctx)))),
         _ => None,
     }

@@ -1,4 +1,4 @@
-//! The one definition of Hercules wire constants (wirelog/decoders/hercules/types.py), and the
+//! The one definition of Hercules wire constants, and the
 //! reversible tag-name escaping of wirelog's own exports, undone when such events are decoded.
 
 /// Type codes of protocol/Type.java (the .NET TagType uses the same numbers).

@@ -1,5 +1,5 @@
 //! Lumberjack v1/v2 (logstash-forwarder, Elastic Beats → Logstash / go-lumber), ported from
-//! wirelog/decoders/lumberjack/ with the same records, byte for byte.
+//! the former Python decoder with the same records, byte for byte.
 //!
 //! Modules: `framing` (frame layouts), `inflate` (capped zlib), `json` (event documents as orjson
 //! reads them), `sequence` (seq profiles), `delivery` (windows, ACKs, per-event delivery truth),

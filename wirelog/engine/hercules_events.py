@@ -1,15 +1,14 @@
-"""Vostok Hercules: Gate HTTP traffic, bare event streams and the binary event codec.
-
-Detection, the decoder and the export encoder are in the native core (native/src/decoders/hercules/,
-native/src/records/hercules.rs); tests craft events with tests/hercules_codec.py.
-"""
+"""Raw Hercules event files (concatenated events or count-prefixed batches) decoded by the core
+(native/src/decoders/hercules/): `--raw` inputs, read-back checks and the tests. Detection, the
+decoder and the export encoder are native (native/src/records/hercules.rs); tests craft events
+with tests/hercules_codec.py."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 
-from wirelog.decoders.base import Limits, StreamContext
+from wirelog.engine.protocols import Limits, StreamContext
 from wirelog.model import Chunk, Direction, Record
 
 __all__ = ["decode_event_stream"]

@@ -1,14 +1,61 @@
-"""Which protocols exist, and how a stream's protocol is chosen.
+"""The protocols wirelog knows, and what the decoding of a stream is given.
 
-Detection runs in the core (native/src/decoders/detect.rs): content decides, ports only break ties,
-`--decode-as PORT=PROTO` overrides everything. This module names the protocols for the front ends
-(option choices, `--decode-as` validation, descriptions).
+Detection and decoding run in the core (native/src/decoders/: `detect.rs` chooses a stream's
+protocol, content first, ports only to break ties, `--decode-as PORT=PROTO` over everything). This
+module names the protocols for the front ends (option choices, `--decode-as` validation,
+descriptions) and holds the Python side of the decoding options: `Limits` (caps against hostile
+input) and `StreamContext` (what a decoder may know of its stream besides the bytes).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 from wirelog import _core
-from wirelog.decoders.base import ProtocolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Caps that protect memory against hostile input; decoders must honour them."""
+
+    max_frame: int = 64 * 1024 * 1024  # one frame/message on the wire
+    max_inflated: int = 64 * 1024 * 1024  # output of one decompression (zlib/LZ4/Snappy bombs)
+    max_depth: int = 8  # nesting of compressed frames, containers, ...
+    max_pending_events: int = 100_000  # events held back per stream while waiting for their ack
+
+
+@dataclass(slots=True)
+class StreamContext:
+    """What a decoder may know about its stream besides the bytes.
+
+    `shared` is one dict per capture and protocol, for state that spans connections (e.g. Log
+    Courier resends recognised by nonce across connections). It lives as long as the capture run.
+    """
+
+    stream: int
+    client: str
+    server: str
+    client_port: int
+    server_port: int
+    show_secrets: bool = False
+    limits: Limits = field(default_factory=Limits)
+    shared: dict[str, Any] = field(default_factory=dict)
+    midstream: bool = False  # no SYN seen: offset 0 is where the capture began, not the connection
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolSpec:
+    """A protocol the engine knows: detection chooses it in the core (native/src/decoders/detect.rs).
+
+    `ports` are its usual server ports (a tie-breaker for detection; they also tell which side is
+    the client when no SYN was seen).
+    """
+
+    name: str
+    ports: frozenset[int] = frozenset()
+    description: str = ""
+
 
 _DESCRIPTIONS = {
     "tls": "TLS (decrypted with --tls-keylog, the plaintext then detected and decoded)",
