@@ -6,7 +6,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use crate::capture::{CaptureInfo, CaptureInput, Segment};
 use crate::decoders::{Chunk, Gap};
-use crate::model::{Direction, Finding, FindingSink};
+use crate::model::{Direction, Finding, FindingSink, Record};
+use crate::records::json::record_line;
 use crate::tcp::{Config, Event, Reassembler};
 
 /// The reassembler on arbitrary segment sequences: a few connections sharing ports, every flag
@@ -302,6 +303,53 @@ pub fn in_two(
     }
 }
 
+/// Each record whose kind (a message's kind, a finding's code) `records` has not shown before
+/// written as NDJSON, which must end the line's object. Once per kind rather than every record:
+/// inputs yield thousands of alike findings, and writing them all took half the fuzzer's time.
+pub fn writes_as_ndjson<'a>(records: impl IntoIterator<Item = &'a Record>) {
+    let mut seen = std::collections::HashSet::new();
+    let mut line = String::new();
+    for r in records {
+        let kind = match r {
+            Record::Message(m) => m.kind,
+            Record::Finding(f) => f.code,
+        };
+        if seen.insert(kind) {
+            line.clear();
+            record_line(&mut line, "", None, r);
+            assert!(line.ends_with("}\n"), "{line}");
+        }
+    }
+}
+
+/// `data` as a zlib stream of stored (uncompressed) deflate blocks of at most `block` bytes: valid
+/// zlib the decoders inflate, built without a deflate encoder (whose set-up and instrumented
+/// matching took half of each fuzz execution). Inflating real Huffman blocks stays covered by the
+/// fuzzer's own bytes and the unit tests.
+pub fn zlib_stored(data: &[u8], block: usize) -> Vec<u8> {
+    let block = block.clamp(1, usize::from(u16::MAX));
+    let mut out = Vec::with_capacity(data.len() + 6 + 5 * (data.len() / block + 1));
+    out.extend_from_slice(&[0x78, 0x01]);
+    let mut pieces = data.chunks(block).peekable();
+    if pieces.peek().is_none() {
+        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+    }
+    while let Some(piece) = pieces.next() {
+        let len = piece.len() as u16;
+        out.push(u8::from(pieces.peek().is_none()));
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(piece);
+    }
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in data {
+        a = (a + u32::from(x)) % 65521;
+        b = (b + a) % 65521;
+    }
+    out.extend_from_slice(&((b << 16) | a).to_be_bytes());
+    out
+}
+
 /// A gap of `length` bytes of one direction at `offset`, which then passes it.
 pub fn gap_at(direction: Direction, offset: &mut u64, length: u64, frame: u64) -> Gap {
     let gap = Gap {
@@ -329,6 +377,24 @@ pub fn replay(target: &str, run: fn(&[u8])) {
 #[cfg(test)]
 mod tests {
     use super::replay;
+
+    #[test]
+    fn stored_zlib_inflates_to_its_data() {
+        use std::io::Read;
+        for (data, block) in [
+            (&b""[..], 7),
+            (b"x", 1),
+            (&[7u8; 70_000][..], 65_535),
+            (b"abcdefgh", 3),
+        ] {
+            let z = super::zlib_stored(data, block);
+            let mut back = Vec::new();
+            flate2::read::ZlibDecoder::new(&z[..])
+                .read_to_end(&mut back)
+                .unwrap();
+            assert_eq!(back, data);
+        }
+    }
 
     #[test]
     fn reassembly_regressions() {

@@ -9,16 +9,11 @@
 //! connection summary whenever a message was seen; every payload gets one delivery record and
 //! the summary's counts add up.
 
-use std::io::Write;
-
-use flate2::write::ZlibEncoder;
-use flate2::Compression;
-
 use crate::decoders::{Decoder, Limits, Shared, StreamContext};
 use crate::model::{Direction, Record, Value};
 
 use super::CourierDecoder;
-use crate::fuzzing::{gap_at, in_two, Script};
+use crate::fuzzing::{gap_at, in_two, zlib_stored, Script};
 
 const NONCES: [[u8; 16]; 3] = [[0x11; 16], [0xff; 16], [0x56; 16]];
 const HELO: &[u8] =
@@ -27,14 +22,14 @@ const VERS_EVNT: &[u8] =
     b"VERS\0\0\0\x20\x01\0\0\0\0\0\0\x02\0\0\0\x0c\0\0\0\0LCVR\0\0\0\0\0\0\0\0\0\0\0\0";
 const VERS: &[u8] = b"VERS\0\0\0\x14\0\0\0\0\0\0\0\x02\0\0\0\x0c\0\0\0\0RYLC";
 
-/// A JDAT (or streamed EVNT) carrying `events`, compressed at `level`.
-fn payload(nonce: &[u8; 16], events: &[&[u8]], level: u32, streamed: bool) -> Vec<u8> {
-    let mut z = ZlibEncoder::new(Vec::new(), Compression::new(level));
+/// A JDAT (or streamed EVNT) carrying `events`, deflated into stored blocks of `block` bytes.
+fn payload(nonce: &[u8; 16], events: &[&[u8]], block: usize, streamed: bool) -> Vec<u8> {
+    let mut plain = Vec::new();
     for e in events {
-        let _ = z.write_all(&(e.len() as u32).to_be_bytes());
-        let _ = z.write_all(e);
+        plain.extend_from_slice(&(e.len() as u32).to_be_bytes());
+        plain.extend_from_slice(e);
     }
-    let zdata = z.finish().unwrap_or_default();
+    let zdata = zlib_stored(&plain, block);
     let mut out = Vec::with_capacity(24 + zdata.len());
     out.extend_from_slice(if streamed { b"EVNT" } else { b"JDAT" });
     let len = if streamed {
@@ -107,7 +102,7 @@ pub fn courier(data: &[u8]) {
                 payload(
                     &NONCES[usize::from(arg) % 3],
                     &events,
-                    u32::from(arg >> 2 & 7),
+                    [1, 5, 64, 4096, 65_535][usize::from(arg >> 2 & 7) % 5],
                     op & 16 != 0,
                 )
             }

@@ -8,7 +8,7 @@
 //! plaintext and plaintext gaps tile its offsets; nothing is decrypted from raw bytes alone
 //! unless a genuine flight was fed.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::conn::{Output, TlsConnection};
 use super::keylog::KeyLog;
@@ -35,27 +35,49 @@ const CONNECTIONS: [(&str, &str); 4] = [
     ),
 ];
 
+/// A genuine connection ready to replay: its flights, and its key log with and without keys.
+struct Genuine {
+    flights: Vec<(Direction, Vec<u8>)>,
+    keys: [Arc<KeyLog>; 2],
+}
+
+/// The connections parsed once per process: hex-decoding them on every input took most of the
+/// fuzzer's time.
+fn genuine() -> &'static [Genuine] {
+    static PARSED: OnceLock<Vec<Genuine>> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        CONNECTIONS
+            .iter()
+            .map(|(transcript, log)| {
+                let flights = transcript
+                    .lines()
+                    .filter_map(|l| l.split_once(' '))
+                    .map(|(d, hex)| {
+                        let d = if d == "c2s" {
+                            Direction::C2S
+                        } else {
+                            Direction::S2C
+                        };
+                        (d, unhex(hex))
+                    })
+                    .collect();
+                let mut keylog = KeyLog::default();
+                keylog.add("fuzz", log, &mut Vec::new());
+                Genuine {
+                    flights,
+                    keys: [Arc::new(keylog), Arc::new(KeyLog::default())],
+                }
+            })
+            .collect()
+    })
+}
+
 pub fn tls(data: &[u8]) {
     let mut s = Script(data);
     let Some(pick) = s.byte() else { return };
-    let (transcript, log) = CONNECTIONS[usize::from(pick) % CONNECTIONS.len()];
-    let flights: Vec<(Direction, Vec<u8>)> = transcript
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(d, hex)| {
-            let d = if d == "c2s" {
-                Direction::C2S
-            } else {
-                Direction::S2C
-            };
-            (d, unhex(hex))
-        })
-        .collect();
-    let mut keylog = KeyLog::default();
-    if pick & 0x80 == 0 {
-        keylog.add("fuzz", log, &mut Vec::new());
-    }
-    let mut conn = TlsConnection::new(Arc::new(keylog));
+    let Genuine { flights, keys } = &genuine()[usize::from(pick) % CONNECTIONS.len()];
+    let keylog = Arc::clone(&keys[usize::from(pick >> 7)]);
+    let mut conn = TlsConnection::new(keylog);
     let mut out = Vec::new();
     let mut offsets = [0u64; 2];
     let mut next = [0u64; 2];
