@@ -7,11 +7,13 @@
    reconnecting to the same service stays in the same group).
 3. Shuffle: segments are repartitioned by flow and sorted by frame within each partition.
 4. Decode: each flow is reassembled and decoded by its own core pipeline (exactly as the local engine
-   decodes it); records leave as Arrow. Stream ids are the frames that opened the streams, and each
-   flow's delivery verdict numbers leave as one row.
+   decodes it). Stream ids are the frames that opened the streams. The records leave as Arrow IPC
+   blobs, a row per batch, and are kept on disk: turning every record into a Spark row to keep it,
+   and back to Arrow to renumber it, cost four times the decoding. Each opened stream and each
+   flow's delivery verdict numbers leave as a small row beside them.
 5. Aggregate: the driver ranks the opening frames (a stream's id in the capture is its rank, as the
-   local engine numbers streams as they open), renumbers the records, and turns the sum of the
-   flows' verdict numbers into the capture's delivery findings.
+   local engine numbers streams as they open) and turns the sum of the flows' verdict numbers into
+   the capture's delivery findings; the blobs are opened, renumbered and become rows once.
 
 This module imports pyspark; only the Spark engine imports it.
 """
@@ -65,8 +67,13 @@ CORE_SEGMENTS = {  # the core's unsigned columns (records/segments.rs)
 CORE_SCHEMA = pa.schema(
     [(f.name, CORE_SEGMENTS.get(f.name, f.type)) for f in SEGMENTS if f.name != "finding"]
 )
-OPENED, DELIVERY = "opened", "delivery"
-SEGMENTS_PER_BATCH = 512  # row kinds between the decode and the aggregation
+SEGMENTS_PER_BATCH = 512
+# what the decode stage hands the aggregation: record batches (Arrow IPC), opened streams, verdicts
+RECORDS, OPENED, DELIVERY = "records", "opened", "delivery"
+BLOB_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")  # records are kept on disk until written
+DECODED = pa.schema(
+    [("kind", pa.string()), ("frame", pa.int64()), ("text", pa.string()), ("batch", pa.binary())]
+)
 
 
 def _spark_types(schema: pa.Schema) -> str:
@@ -108,11 +115,12 @@ def read_splits(path: str, name: str, batches: Iterator[pa.RecordBatch]) -> Iter
 
 
 def _decoded(name: str, flow: list[pa.RecordBatch], opts: Options) -> Iterator[pa.RecordBatch]:
-    """One flow's records (Arrow rows in ARROW_SCHEMA), its opened streams and its verdict numbers."""
+    """One flow's records (rows of DECODED, each an Arrow IPC batch in ARROW_SCHEMA), its opened
+    streams and its verdict numbers."""
     table = pa.Table.from_batches(flow)
     if table.column("flow")[0].as_py() == b"":  # the packet layer's findings
         records = [_packet_finding(name, json.loads(text)) for text in table.column("finding").to_pylist()]
-        yield to_batch([parquet.row(r) for r in records], False)
+        yield _records(to_batch([parquet.row(r) for r in records], False))
         return
     core = table.drop_columns(["finding"]).cast(CORE_SCHEMA)
     opened: list[int] = []
@@ -122,29 +130,40 @@ def _decoded(name: str, flow: list[pa.RecordBatch], opts: Options) -> Iterator[p
             columns = item.batch.columns
             ts = ARROW_SCHEMA.get_field_index("ts")
             columns[ts] = columns[ts].cast(TS_UNIT, safe=False)
-            yield pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+            yield _records(pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA))
         elif isinstance(item, StreamInfo):
             opened.append(item.stream)
         elif isinstance(item, Message | Finding):  # made in Python (a protocol only Python decodes)
             item.capture = name
-            yield to_batch([parquet.row(item)], False)
+            yield _records(to_batch([parquet.row(item)], False))
     if opened or delivery:
-        yield _marks(name, opened, json.dumps(delivery) if delivery else None)
+        yield _marks(opened, json.dumps(delivery) if delivery else None)
 
 
-def _marks(name: str, opened: list[int], delivery: str | None) -> pa.RecordBatch:
-    """Rows for the aggregation: one per opened stream (its opening frame), one with the verdict."""
-    n = len(opened) + (delivery is not None)
-    values = {
-        "record": pa.array([OPENED] * len(opened) + [DELIVERY] * (n - len(opened))),
-        "capture": pa.array([name] * n),
-        "protocol": pa.array(["stream"] * n),
-        "stream": pa.array(opened + [None] * (n - len(opened)), pa.int64()),
-        "fields": pa.array([None] * len(opened) + [delivery] * (n - len(opened)), pa.string()),
-    }
-    return pa.RecordBatch.from_arrays(
-        [values.get(f.name, pa.nulls(n, f.type)) for f in ARROW_SCHEMA], schema=ARROW_SCHEMA
+def _records(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A DECODED row holding `batch` as an Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema, options=BLOB_OPTIONS) as writer:
+        writer.write_batch(batch)
+    return pa.RecordBatch.from_pylist(
+        [{"kind": RECORDS, "batch": sink.getvalue().to_pybytes()}], schema=DECODED
     )
+
+
+def _marks(opened: list[int], delivery: str | None) -> pa.RecordBatch:
+    """DECODED rows for the aggregation: one per opened stream (its opening frame), one with the verdict."""
+    rows = [{"kind": OPENED, "frame": frame} for frame in opened]
+    if delivery is not None:
+        rows.append({"kind": DELIVERY, "text": delivery})
+    return pa.RecordBatch.from_pylist(rows, schema=DECODED)
+
+
+def opened_records(batches: Iterator[pa.RecordBatch], opened: pa.Array) -> Iterator[pa.RecordBatch]:
+    """Stage 5 (a task): the records of DECODED rows, with the capture's stream ids."""
+    for rows in batches:
+        for blob in rows.column("batch").to_pylist():
+            for batch in pa.ipc.open_stream(blob):
+                yield renumber_batch(batch, opened)
 
 
 def _packet_finding(name: str, d: dict) -> Finding:
@@ -160,8 +179,10 @@ def decode_flows(name: str, opts: Options, batches: Iterator[pa.RecordBatch]) ->
     key = None
     for batch in batches:
         keys = batch.column("flow")
+        # where the flow changes: the row after each pair of unequal neighbours
+        starts = pc.indices_nonzero(pc.not_equal(keys[1:], keys[:-1])).to_pylist() if len(keys) > 1 else []
         start = 0
-        for i in range(batch.num_rows):
+        for i in [0, *(j + 1 for j in starts)]:
             k = keys[i].as_py()
             if k != key:
                 if i > start:
@@ -227,13 +248,19 @@ def _renumber_fields(text: str, rank: dict[int, int]) -> str:
     return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
 
 
-def read_split_capture(
-    spark: SparkSession, path: str, name: str, opts: Options, split_size: int, partitions: int
-) -> DataFrame:
-    """The records of one uncompressed capture, read by many tasks (see the module docstring)."""
+def _kept(decoded: DataFrame) -> DataFrame:
+    """`decoded` computed once and kept on the executors' disks for its two readings. A local
+    checkpoint keeps rows one after the other; `persist` would build Spark's columnar cache, which
+    gathers thousands of rows in the heap first (record blobs are up to a few MB each)."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
+    return decoded.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
+
+
+def shuffled_segments(
+    spark: SparkSession, path: str, name: str, split_size: int, partitions: int
+) -> DataFrame:
+    """Stages 1-3: the capture's TCP segments, read in splits, grouped by flow in frame order."""
     sc = spark.sparkContext
     # segments carry payloads of up to 64 KiB: Spark's default 10,000 rows per Arrow batch would be
     # hundreds of MB in the JVM's heap
@@ -246,23 +273,28 @@ def read_split_capture(
         rows, "index bigint, start bigint, next bigint, first_frame bigint, frames bigint, context binary"
     ).repartition(max(1, len(splits)))
     segments = plan_df.mapInArrow(lambda b: read_splits(path, name, b), _spark_types(SEGMENTS))
-    decoded = (
-        segments.repartition(partitions, "flow")
-        .sortWithinPartitions("flow", "frame")
-        .mapInArrow(lambda b: decode_flows(name, opts, b), spark_schema())
-        .persist(StorageLevel.DISK_ONLY)  # records are large: unrolling them in the heap can exhaust it
+    return segments.repartition(partitions, "flow").sortWithinPartitions("flow", "frame")
+
+
+def read_split_capture(
+    spark: SparkSession, path: str, name: str, opts: Options, split_size: int, partitions: int
+) -> DataFrame:
+    """The records of one uncompressed capture, read by many tasks (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    decoded = shuffled_segments(spark, path, name, split_size, partitions).mapInArrow(
+        lambda b: decode_flows(name, opts, b), _spark_types(DECODED)
     )
-    marks = (
-        decoded.filter(F.col("record").isin(OPENED, DELIVERY)).select("record", "stream", "fields").collect()
-    )
-    opened = pa.array(sorted({r["stream"] for r in marks if r["record"] == OPENED}), pa.int64())
+    decoded = _kept(decoded)
+    marks = decoded.filter(F.col("kind") != RECORDS).select("kind", "frame", "text").collect()
+    opened = pa.array(sorted({r["frame"] for r in marks if r["kind"] == OPENED}), pa.int64())
     rank = {f: i for i, f in enumerate(opened.to_pylist())}
-    results = [json.loads(r["fields"]) for r in marks if r["record"] == DELIVERY]
+    results = [json.loads(r["text"]) for r in marks if r["kind"] == DELIVERY]
     verdict = _core.delivery_findings(json.dumps(combine_delivery(results, rank)))
     for f in verdict:
         f.capture = name
-    records = decoded.filter(~F.col("record").isin(OPENED, DELIVERY)).mapInArrow(
-        lambda b: (renumber_batch(x, opened) for x in b), spark_schema()
+    records = decoded.filter(F.col("kind") == RECORDS).mapInArrow(
+        lambda b: opened_records(b, opened), spark_schema()
     )
     if verdict:
         rows = to_batch([parquet.row(f) for f in verdict], False).to_pylist()
