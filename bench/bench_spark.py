@@ -121,12 +121,15 @@ def main() -> None:
     ap.add_argument(
         "--repeat", type=int, default=2, help="conversions in the one Spark session (the first warms the JIT)"
     )
+    ap.add_argument("--capture", type=Path, help="with --one: this capture instead of a generated one")
     args = ap.parse_args()
     print(f"cpus: {os.cpu_count()}")
     with tempfile.TemporaryDirectory(prefix="wirelog-bench-spark-") as tmp:
         work = Path(tmp)
         (work / "in").mkdir()
-        if args.one:
+        if args.one and args.capture:
+            files = [args.capture.resolve()]
+        elif args.one:
             files = [work / "in" / "one-lumberjack.pcap"]
             packets = int(args.mb * 1e6 / BYTES_PER_PACKET["lumberjack"])
             generate(str(files[0]), packets, connections=2000, payload="lumberjack")
