@@ -53,11 +53,12 @@ for _ in range(int(repeat)):
 floors = {}
 if len(files) == 1:  # one capture read in splits: what Spark alone costs, without decoding
     from wirelog.engine.spark import SPLIT_SIZE, TASKS_PER_CORE
-    from wirelog.engine.spark_split import shuffled_segments
+    from wirelog.engine.spark_split import shuffled_segments, spark_plan
     spark = session(master)
     tasks = TASKS_PER_CORE * spark.sparkContext.defaultParallelism
     start = time.perf_counter()
-    shuffled_segments(spark, files[0], "x", SPLIT_SIZE, tasks).write.format("noop").mode("overwrite").save()
+    splits = spark_plan(spark, files[0], SPLIT_SIZE)
+    shuffled_segments(spark, files[0], "x", splits, tasks).write.format("noop").mode("overwrite").save()
     floors["shuffle"] = time.perf_counter() - start
     start = time.perf_counter()
     spark.read.parquet(out).write.mode("overwrite").parquet(out + "-again")

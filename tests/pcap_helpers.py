@@ -156,6 +156,11 @@ def shb(order: str = "<") -> bytes:
     return _block(0x0A0D0D0A, struct.pack(order + "IHHq", 0x1A2B3C4D, 1, 0, -1), order)
 
 
+def dsb(keylog: bytes, order: str = "<") -> bytes:
+    """Decryption Secrets Block holding an NSS key log (what `editcap --inject-secrets tls,FILE` writes)."""
+    return _block(0x0000000A, struct.pack(order + "II", 0x544C534B, len(keylog)) + keylog, order)
+
+
 def idb(
     linktype: int, *, tsresol: int | None = None, tsoffset: int = 0, snaplen: int = 0, order: str = "<"
 ) -> bytes:

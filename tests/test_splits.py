@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.pcap_helpers import T0_NS, epb, fast_pcap, idb, shb, tcp_frame, write_pcap
+from tests.pcap_helpers import T0_NS, dsb, epb, fast_pcap, idb, shb, tcp_frame, write_pcap
 from wirelog import _core
 from wirelog.engine.local import Options, run
-from wirelog.engine.splits import decode_flow, plan, renumber, segment_batches, split_bytes
+from wirelog.engine.splits import decode_flow, flow_options, plan, renumber, segment_batches, split_bytes
 from wirelog.model import Finding, Message, StreamInfo
 
 SHARED = Path(__file__).parents[2] / "shared" / "captures"
@@ -131,7 +131,9 @@ def split_run(path: Path, size: int, opts: Options) -> list:
     import pyarrow as pa
 
     batches, findings = [], []
-    for split in plan(str(path), size):
+    splits = plan(str(path), size)
+    opts = flow_options(opts, splits)
+    for split in splits:
         for item in segment_batches(str(path), split, str(path)):
             (batches if isinstance(item, pa.RecordBatch) else findings).append(item)
     table = pa.Table.from_batches(batches).sort_by([("flow", "ascending"), ("frame", "ascending")])
@@ -178,3 +180,36 @@ def test_split_engine_on_real_cql_and_reassembly_captures():
         for path in sorted((SHARED / "public" / sub).glob("*.pcap")):
             size = max(200, path.stat().st_size // 5)
             assert comparable(split_run(path, size, opts)) == comparable(local_run(path, opts)), path.name
+
+
+TLS = Path(__file__).parents[1] / "native" / "src" / "decoders" / "tls" / "testdata"
+BACK = {"src": "10.0.0.2", "dst": "10.0.0.1"}  # a server's packets
+
+
+def test_a_key_log_embedded_anywhere_decrypts_every_flow(tmp_path):
+    """A Decryption Secrets Block in the middle of the file, in a split of its own, reaches the
+    flows' decoders: the TLS connection after it is decrypted as by the local engine."""
+    frames = [tcp_frame(1 + 8 * i, b"plain %02d" % i, sport=40001, dport=9000, ack=1) for i in range(20)]
+    frames += [
+        tcp_frame(0, flags="S", sport=40002, dport=5044),
+        tcp_frame(0, flags="SA", sport=5044, dport=40002, ack=1, **BACK),
+    ]
+    seq = {"c2s": 1, "s2c": 1}
+    for line in (TLS / "tls13-aes128gcm.transcript").read_text().splitlines():
+        way, hexed = line.split()
+        data = bytes.fromhex(hexed)
+        ports = {"sport": 40002, "dport": 5044} if way == "c2s" else {"sport": 5044, "dport": 40002, **BACK}
+        frames.append(tcp_frame(seq[way], data, ack=1, **ports))
+        seq[way] += len(data)
+    packets = [epb(0, (T0 + i) * 10**9, f) for i, f in enumerate(frames)]
+    keylog = (TLS / "tls13-aes128gcm.keylog").read_bytes()
+    path = tmp_path / "tls.pcapng"
+    path.write_bytes(
+        shb() + idb(1, tsresol=9) + b"".join(packets[:20]) + dsb(keylog) + b"".join(packets[20:])
+    )
+    splits = plan(str(path), 600)
+    assert not any(keylog in s.context for s in splits[:2]) and any(keylog in s.secrets for s in splits)
+    local = local_run(path, Options())
+    decrypted = [r for r in local if (r.fields or {}).get("tls", {}).get("decrypted")]
+    assert decrypted, "the local engine decrypts with the embedded key log"
+    assert comparable(split_run(path, 600, Options())) == comparable(local)

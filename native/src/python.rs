@@ -1341,6 +1341,12 @@ impl SegmentBatches {
             result
         })
     }
+
+    /// The TLS key logs of the Decryption Secrets Blocks read so far (each once).
+    fn secrets<'py>(&mut self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+        let logs = self.inner.take_secrets();
+        logs.iter().map(|text| PyBytes::new(py, text)).collect()
+    }
 }
 
 /// One split of an uncompressed capture (capture/split.rs): finds its first record boundary at or

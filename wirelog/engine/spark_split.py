@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from wirelog import _core
 from wirelog.engine.local import Options
 from wirelog.engine.spark_source import ARROW_SCHEMA, TS_UNIT, spark_schema, to_batch
-from wirelog.engine.splits import STREAM_FIELDS, Split, decode_flow, plan, segment_batches
+from wirelog.engine.splits import STREAM_FIELDS, Split, decode_flow, flow_options, plan, segment_batches
 from wirelog.export import parquet
 from wirelog.model import Finding, Message, RecordRows, Severity, StreamInfo
 
@@ -257,17 +257,21 @@ def _kept(decoded: DataFrame) -> DataFrame:
     return decoded.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
 
 
-def shuffled_segments(
-    spark: SparkSession, path: str, name: str, split_size: int, partitions: int
-) -> DataFrame:
-    """Stages 1-3: the capture's TCP segments, read in splits, grouped by flow in frame order."""
+def spark_plan(spark: SparkSession, path: str, split_size: int) -> list[Split]:
+    """Stage 1: the splits of the capture, its byte ranges scanned by Spark tasks."""
     sc = spark.sparkContext
+    return plan(
+        path, split_size, run=lambda fn, ranges: sc.parallelize(ranges, len(ranges)).map(fn).collect()
+    )
+
+
+def shuffled_segments(
+    spark: SparkSession, path: str, name: str, splits: list[Split], partitions: int
+) -> DataFrame:
+    """Stages 2-3: the capture's TCP segments, read in splits, grouped by flow in frame order."""
     # segments carry payloads of up to 64 KiB: Spark's default 10,000 rows per Arrow batch would be
     # hundreds of MB in the JVM's heap
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(SEGMENTS_PER_BATCH))
-    splits = plan(
-        path, split_size, run=lambda fn, ranges: sc.parallelize(ranges, len(ranges)).map(fn).collect()
-    )
     rows = [(s.index, s.start, s.next, s.first_frame, s.frames, s.context) for s in splits]
     plan_df = spark.createDataFrame(
         rows, "index bigint, start bigint, next bigint, first_frame bigint, frames bigint, context binary"
@@ -282,7 +286,9 @@ def read_split_capture(
     """The records of one uncompressed capture, read by many tasks (see the module docstring)."""
     from pyspark.sql import functions as F
 
-    decoded = shuffled_segments(spark, path, name, split_size, partitions).mapInArrow(
+    splits = spark_plan(spark, path, split_size)
+    opts = flow_options(opts, splits)
+    decoded = shuffled_segments(spark, path, name, splits, partitions).mapInArrow(
         lambda b: decode_flows(name, opts, b), _spark_types(DECODED)
     )
     decoded = _kept(decoded)

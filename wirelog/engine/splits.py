@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from wirelog import _core
@@ -30,6 +30,8 @@ SPLIT_SIZE = 128 * 1024 * 1024  # bytes per split, like Spark's spark.sql.files.
 READ_SIZE = 1024 * 1024
 STREAM_FIELDS = ("previous_stream", "first_stream")  # fields that name another stream by id
 PREFIX = 64  # bytes of the file's start a scanner needs (its header and first record header)
+SECTION_HEADER = b"\x0a\x0d\x0d\x0a"  # a pcapng block type, the same in either byte order
+SECRETS_BLOCK = (b"\x0a\x00\x00\x00", b"\x00\x00\x00\x0a")  # little- and big-endian
 
 Scan = tuple[int | None, int, int, list[tuple[int, bytes]]]  # start, next, frames, context
 
@@ -44,6 +46,27 @@ class Split:
     first_frame: int
     frames: int
     context: bytes  # fed to the reader before the split's bytes (pcap: the file header)
+    secrets: bytes = b""  # the section headers and Decryption Secrets Blocks within the split
+
+
+def flow_options(opts: Options, splits: list[Split]) -> Options:
+    """The options every flow of the capture is decoded with: `opts` and the TLS key logs of the
+    pcapng's Decryption Secrets Blocks, wherever they are in the file (a flow's decoder never reads
+    the file's blocks; the local engine uses them for every stream)."""
+    return replace(opts, tls_keylogs=(*opts.tls_keylogs, *_embedded_keylogs(splits)))
+
+
+def _embedded_keylogs(splits: list[Split]) -> list[tuple[str, str]]:
+    reader = _core.SegmentBatches("secrets")
+    if splits:
+        reader.feed(splits[0].context)
+    for split in splits:
+        reader.feed(split.secrets)
+    reader.finish()
+    return [
+        ("the capture's Decryption Secrets Block", text.decode("utf-8", "replace"))
+        for text in reader.secrets()
+    ]
 
 
 def _read_from(path: str, offset: int) -> Iterator[tuple[bytes, bool]]:
@@ -100,9 +123,10 @@ def plan(
         start, nxt, frames, blocks = found
         if start != expected:  # fooled, or no boundary found: the previous walk is authoritative
             start, nxt, frames, blocks = scan(path, prefix, expected, hi, True)
-        splits.append(Split(len(splits), expected, nxt, frame, frames, b"".join(context)))
+        secrets = b"".join(b for _, b in blocks if b[:4] in (SECTION_HEADER, *SECRETS_BLOCK))
+        splits.append(Split(len(splits), expected, nxt, frame, frames, b"".join(context), secrets))
         for _, block in blocks:
-            if block[:4] == b"\x0a\x0d\x0d\x0a":  # a section header: earlier interfaces are gone
+            if block[:4] == SECTION_HEADER:  # earlier interfaces are gone
                 context = []
             context.append(block)
         expected, frame = nxt, frame + frames
