@@ -299,3 +299,14 @@ def tcp_conversation(
     if fin:
         frames += [frame("c", "FA"), frame("s", "FA")]
     return frames
+
+
+def damaged_pcap(path: Path) -> tuple[Path, int, int]:
+    """`fast_pcap` of 300 packets on 3 connections with 3000 bytes of its middle overwritten (record
+    headers too); returns the path and the damaged range."""
+    fast_pcap(path, 300, payload=200, connections=3)
+    data = bytearray(path.read_bytes())
+    lo = len(data) // 2
+    data[lo : lo + 3000] = b"\xff" * 3000
+    path.write_bytes(data)
+    return path, lo, lo + 3000

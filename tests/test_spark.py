@@ -25,7 +25,7 @@ import pytest
 from courier_helpers import RUBY_ACKN, RUBY_HELO, RUBY_JDAT, RUBY_VERS
 from hercules_helpers import README_EVENT
 from lumberjack_helpers import ack, cframe, jframe, window, write_capture
-from pcap_helpers import T0_NS, tcp_conversation, write_pcap
+from pcap_helpers import T0_NS, damaged_pcap, tcp_conversation, write_pcap
 from s3_helpers import BUCKET, s3_server
 from s3_helpers import ENV as S3_ENV
 
@@ -407,6 +407,18 @@ def test_one_capture_read_in_splits_gives_the_local_engines_rows(spark, tmp_path
     assert sorted(got, key=repr) == sorted((micro(r) for r in want[str(path)]), key=repr)
     codes = Counter(r[parquet.COLUMNS.index("code")] for r in got)
     assert codes["lumberjack.never-acknowledged"] == 1  # the verdict over every flow, once
+
+
+def test_a_damaged_region_of_a_split_capture_is_a_finding_and_the_rest_is_converted(spark, tmp_path):
+    """Bytes overwritten in the middle of a capture read in splits: the tasks skip them, a
+    `pcap.corrupt` finding says which, and the packets after them are still decoded."""
+    path, lo, hi = damaged_pcap(tmp_path / "d.pcap")
+    got = spark_rows(engine.read(spark, [str(path)], split_size=4096).toArrow())[str(path)]
+    col = {name: parquet.COLUMNS.index(name) for name in ("code", "fields", "frame")}
+    damaged = [json.loads(r[col["fields"]]) for r in got if r[col["code"]] == "pcap.corrupt"]
+    assert damaged and min(d["from"] for d in damaged) > lo - 300 and max(d["to"] for d in damaged) >= hi
+    local_frames = max(getattr(r, "frame", 0) or 0 for r in run([str(path)], (), Options()))  # stops there
+    assert max(r[col["frame"]] or 0 for r in got) > local_frames + 100
 
 
 def test_tls_key_logs_reach_the_workers(spark, tmp_path):

@@ -5,6 +5,7 @@ its context blocks (interfaces, secrets) carried to later splits."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 from pathlib import Path
 
@@ -12,10 +13,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.pcap_helpers import T0_NS, dsb, epb, fast_pcap, idb, shb, tcp_frame, write_pcap
+from tests.pcap_helpers import T0_NS, damaged_pcap, dsb, epb, fast_pcap, idb, shb, tcp_frame, write_pcap
 from wirelog import _core
 from wirelog.engine.local import Options, run
-from wirelog.engine.splits import decode_flow, flow_options, plan, renumber, segment_batches, split_bytes
+from wirelog.engine.splits import (
+    decode_flow,
+    flow_options,
+    hole_findings,
+    plan,
+    renumber,
+    segment_batches,
+    split_bytes,
+)
 from wirelog.model import Finding, Message, StreamInfo
 
 SHARED = Path(__file__).parents[2] / "shared" / "captures"
@@ -213,3 +222,22 @@ def test_a_key_log_embedded_anywhere_decrypts_every_flow(tmp_path):
     decrypted = [r for r in local if (r.fields or {}).get("tls", {}).get("decrypted")]
     assert decrypted, "the local engine decrypts with the embedded key log"
     assert comparable(split_run(path, 600, Options())) == comparable(local)
+
+
+@pytest.mark.parametrize("size", [1500, 2000, 10_000, 1 << 20])
+def test_a_damaged_region_is_skipped_with_a_finding_and_the_rest_is_read(tmp_path, size):
+    path, lo, hi = damaged_pcap(tmp_path / "d.pcap")
+    splits = plan(str(path), size)
+    holes = [(a, b) for s in splits for a, b in zip(s.holes[::2], s.holes[1::2], strict=True)]
+    assert holes and holes[0][0] <= hi and holes[-1][1] >= hi and holes[0][0] > lo - 300
+    assert all(b == c for (_, b), (c, _) in itertools.pairwise(holes))  # one region
+    findings = [f for s in splits for f in hole_findings(s)]
+    assert [f.code for f in findings] == ["pcap.corrupt"] * len(holes)
+    assert sum(f.fields["skipped"] for f in findings) == holes[-1][1] - holes[0][0] < 3300
+    # every packet outside the region is read once, numbered on from the last one before it (a
+    # packet whose bytes the damage begins in is no TCP segment)
+    got = by_splits(path, size)
+    frames = [s[0] for s in got]
+    assert frames == sorted(set(frames)) and frames[-1] == sum(s.frames for s in splits)
+    before = whole(path)  # the whole-file reader stops at the damage
+    assert got[: len(before)] == before and len(got) > len(before) + 100

@@ -1385,21 +1385,27 @@ impl SplitScanner {
         Ok(self.inner.done())
     }
 
-    /// `(start, next, frames, context)`: the first boundary (None: no record starts in the
+    /// `(start, next, frames, context, holes)`: the first boundary (None: no record starts in the
     /// split), the next split's first boundary, the frames in between, and the context blocks
-    /// `[(offset, bytes)]` since the last section header.
+    /// `[(offset, bytes)]` since the last section header, damaged ranges skipped `[(from, to)]`.
     #[allow(clippy::type_complexity)]
     fn result<'py>(
         &self,
         py: Python<'py>,
-    ) -> (Option<u64>, u64, u64, Vec<(u64, Bound<'py, PyBytes>)>) {
+    ) -> (
+        Option<u64>,
+        u64,
+        u64,
+        Vec<(u64, Bound<'py, PyBytes>)>,
+        Vec<(u64, u64)>,
+    ) {
         let s = self.inner.result();
         let context = s
             .context
             .iter()
             .map(|(at, b)| (*at, PyBytes::new(py, b)))
             .collect();
-        (s.start, s.next, s.frames, context)
+        (s.start, s.next, s.frames, context, s.holes.clone())
     }
 }
 

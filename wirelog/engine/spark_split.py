@@ -272,9 +272,11 @@ def shuffled_segments(
     # segments carry payloads of up to 64 KiB: Spark's default 10,000 rows per Arrow batch would be
     # hundreds of MB in the JVM's heap
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(SEGMENTS_PER_BATCH))
-    rows = [(s.index, s.start, s.next, s.first_frame, s.frames, s.context) for s in splits]
+    rows = [(s.index, s.start, s.next, s.first_frame, s.frames, s.context, list(s.holes)) for s in splits]
     plan_df = spark.createDataFrame(
-        rows, "index bigint, start bigint, next bigint, first_frame bigint, frames bigint, context binary"
+        rows,
+        "index bigint, start bigint, next bigint, first_frame bigint, frames bigint, context binary,"
+        " holes array<bigint>",
     ).repartition(max(1, len(splits)))
     segments = plan_df.mapInArrow(lambda b: read_splits(path, name, b), _spark_types(SEGMENTS))
     return segments.repartition(partitions, "flow").sortWithinPartitions("flow", "frame")

@@ -25,6 +25,7 @@ from typing import Any
 from wirelog import _core
 from wirelog.engine import protocols
 from wirelog.engine.local import Options, StreamPipeline, decoding_options
+from wirelog.model import Finding, Severity
 
 SPLIT_SIZE = 128 * 1024 * 1024  # bytes per split, like Spark's spark.sql.files.maxPartitionBytes
 READ_SIZE = 1024 * 1024
@@ -33,7 +34,7 @@ PREFIX = 64  # bytes of the file's start a scanner needs (its header and first r
 SECTION_HEADER = b"\x0a\x0d\x0d\x0a"  # a pcapng block type, the same in either byte order
 SECRETS_BLOCK = (b"\x0a\x00\x00\x00", b"\x00\x00\x00\x0a")  # little- and big-endian
 
-Scan = tuple[int | None, int, int, list[tuple[int, bytes]]]  # start, next, frames, context
+Scan = tuple[int | None, int, int, list[tuple[int, bytes]], list[tuple[int, int]]]  # + holes
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class Split:
     frames: int
     context: bytes  # fed to the reader before the split's bytes (pcap: the file header)
     secrets: bytes = b""  # the section headers and Decryption Secrets Blocks within the split
+    holes: tuple[int, ...] = ()  # damaged byte ranges skipped: from, to, from, to...
 
 
 def flow_options(opts: Options, splits: list[Split]) -> Options:
@@ -116,19 +118,25 @@ def plan(
     scans = list((run or _local)(one, ranges))
     splits: list[Split] = []
     expected, frame = first, 1
+    in_hole = False  # the previous split ended inside a damaged range: `expected` is no boundary
     context: list[bytes] = [head] if head else []
     for (_, hi), found in zip(ranges, scans, strict=True):
         if expected >= hi:
             continue  # no record starts in this range: the previous split's last record covers it
-        start, nxt, frames, blocks = found
-        if start != expected:  # fooled, or no boundary found: the previous walk is authoritative
-            start, nxt, frames, blocks = scan(path, prefix, expected, hi, True)
+        start, nxt, frames, blocks, holes = found
+        if in_hole:  # this range's own search from its start (== expected) goes on through the damage
+            holes = ([(expected, start if start is not None else nxt)] if start != expected else []) + holes
+            start = expected
+        elif start != expected:  # fooled, or no boundary found: the previous walk is authoritative
+            start, nxt, frames, blocks, holes = scan(path, prefix, expected, hi, True)
         secrets = b"".join(b for _, b in blocks if b[:4] in (SECTION_HEADER, *SECRETS_BLOCK))
-        splits.append(Split(len(splits), expected, nxt, frame, frames, b"".join(context), secrets))
+        flat = tuple(x for hole in holes for x in hole)
+        splits.append(Split(len(splits), expected, nxt, frame, frames, b"".join(context), secrets, flat))
         for _, block in blocks:
             if block[:4] == SECTION_HEADER:  # earlier interfaces are gone
                 context = []
             context.append(block)
+        in_hole = bool(holes) and holes[-1][1] == nxt  # a search that ran to the range's end
         expected, frame = nxt, frame + frames
     return splits
 
@@ -138,18 +146,34 @@ def _local(fn: Callable[[tuple[int, int]], Scan], ranges: list[tuple[int, int]])
 
 
 def split_bytes(path: str, split: Split) -> Iterator[bytes]:
-    """What a reader of `split` is fed: its context, then the file's bytes `[start, next)`."""
+    """What a reader of `split` is fed: its context, then the file's bytes `[start, next)` but its
+    damaged ranges (the records before and after one meet)."""
     if split.context:
         yield split.context
+    cuts = [split.start, *split.holes, split.next]
     with open(path, "rb") as f:
-        f.seek(split.start)
-        left = split.next - split.start
-        while left > 0:
-            data = f.read(min(READ_SIZE, left))
-            if not data:
-                return
-            left -= len(data)
-            yield data
+        for lo, hi in zip(cuts[::2], cuts[1::2], strict=True):
+            f.seek(lo)
+            left = hi - lo
+            while left > 0:
+                data = f.read(min(READ_SIZE, left))
+                if not data:
+                    return
+                left -= len(data)
+                yield data
+
+
+def hole_findings(split: Split) -> list[Finding]:
+    """A finding per damaged range the split's walk skipped."""
+    return [
+        Finding(
+            "pcap.corrupt", Severity.ERROR,
+            f"bytes {lo:,}-{hi:,} of the capture are damaged (no record boundary in them): skipped,"
+            " reading resumed after them", "pcap", None, None, None, None,
+            {"from": lo, "to": hi, "skipped": hi - lo},
+        )
+        for lo, hi in zip(split.holes[::2], split.holes[1::2], strict=True)
+    ]  # fmt: skip
 
 
 def segment_batches(path: str, split: Split, name: str | None = None) -> Iterator[Any]:
@@ -161,6 +185,7 @@ def segment_batches(path: str, split: Split, name: str | None = None) -> Iterato
     steps = itertools.chain(
         (reader.feed(data) for data in split_bytes(path, split)), (reader.finish() for _ in ".")
     )
+    yield from hole_findings(split)
     for batch, findings in steps:
         if batch is not None:
             yield pa.RecordBatchReader.from_stream(batch).read_next_batch()

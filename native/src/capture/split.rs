@@ -152,6 +152,9 @@ pub struct Scan {
     /// pcapng blocks a reader of a later split needs (sections, interfaces, secrets), with their
     /// file offsets; a section header drops the blocks before it.
     pub context: Vec<(u64, Vec<u8>)>,
+    /// Damaged byte ranges `[from, to)` the walk skipped: an implausible record where a boundary
+    /// had to be, up to the next boundary the search finds (or the split's end, or the file's).
+    pub holes: Vec<(u64, u64)>,
 }
 
 /// Finds a split's first boundary and walks it, fed the file's bytes from the split's start on.
@@ -166,6 +169,8 @@ pub struct Scanner {
     walk: Option<u64>,
     /// Trust `start` as a boundary (split 0, or a start fixed by the previous split's walk).
     trusted: bool,
+    /// Where the damaged range being searched through began.
+    hole: Option<u64>,
     scan: Scan,
     done: bool,
 }
@@ -182,6 +187,7 @@ impl Scanner {
             buf: Vec::new(),
             walk: None,
             trusted,
+            hole: None,
             scan: Scan {
                 next: end,
                 ..Scan::default()
@@ -208,10 +214,19 @@ impl Scanner {
             self.step(pos, eof);
         }
         if eof {
-            self.done = true;
-            if self.walk.is_none() {
+            if self.walk.is_none() && !self.done {
+                // the search ran to the end of the file (not stopped by the split's end)
                 self.scan.next = self.base + self.buf.len() as u64;
+                self.close_hole(self.scan.next);
             }
+            self.done = true;
+        }
+    }
+
+    /// A damaged range searched through ends at `to`.
+    fn close_hole(&mut self, to: u64) {
+        if let Some(from) = self.hole.take() {
+            self.scan.holes.push((from, to));
         }
     }
 
@@ -233,6 +248,7 @@ impl Scanner {
         loop {
             if self.base + at as u64 >= self.end {
                 self.scan.next = self.base + at as u64;
+                self.close_hole(self.scan.next);
                 self.done = true;
                 return;
             }
@@ -245,7 +261,11 @@ impl Scanner {
                 None => break,
                 Some(true) => {
                     let pos = self.base + at as u64;
-                    self.scan.start = Some(pos);
+                    if self.hole.is_some() {
+                        self.close_hole(pos);
+                    } else {
+                        self.scan.start = Some(pos);
+                    }
                     self.walk = Some(pos);
                     break;
                 }
@@ -269,10 +289,20 @@ impl Scanner {
                 break; // more bytes needed
             };
             if len == 0 {
-                // an implausible record where a boundary must be: the file is damaged here
-                self.scan.next = pos;
-                self.done = true;
-                return;
+                // an implausible record where a boundary must be: the file is damaged here, so
+                // search on for the next boundary (as an untrusted split start is searched for)
+                self.hole = Some(pos);
+                self.walk = None;
+                self.trusted = false;
+                let skip = (pos + 1 - self.base) as usize;
+                self.buf.drain(..skip.min(self.buf.len()));
+                self.base = pos + 1;
+                self.sync(eof);
+                match self.walk {
+                    Some(found) => pos = found,
+                    None => return,
+                }
+                continue;
             }
             let Some(block) = data.get(..len) else {
                 if btype.is_some_and(pcapng::is_context_block) {
@@ -387,6 +417,30 @@ mod tests {
             lo = hi;
         }
         out
+    }
+
+    #[test]
+    fn a_damaged_range_is_skipped_and_the_walk_goes_on_after_it() {
+        let mut file = tempting_pcap(60);
+        let (from, to) = (file.len() / 2, file.len() / 2 + 700);
+        file[from..to].fill(0xff);
+        let whole = scan(&file, 0, file.len() as u64, true, 1 << 20);
+        assert_eq!(whole.next, file.len() as u64);
+        let [(lo, hi)] = whole.holes[..] else {
+            panic!("one hole expected: {:?}", whole.holes)
+        };
+        // the hole starts at the first damaged record header (damage may begin inside the payload
+        // of the record before it, whose header is intact) and ends at the next true boundary
+        assert!(
+            lo as usize + 100 > from && (lo as usize) < to && hi as usize >= to,
+            "{lo}..{hi}"
+        );
+        assert!(hi - lo < 700 + 2 * 100, "{lo}..{hi}");
+        let intact = scan(&tempting_pcap(60), 0, file.len() as u64, true, 1 << 20);
+        assert!(whole.frames < intact.frames && whole.frames >= intact.frames - 12);
+        for piece in [7, 64] {
+            assert_eq!(scan(&file, 0, file.len() as u64, true, piece), whole);
+        }
     }
 
     #[test]
