@@ -21,7 +21,7 @@ use crate::decoders::tls::{KeyLog, Output, TlsConnection};
 use crate::decoders::{
     self, delivery::Verdict, Chunk, Decoder, Gap, Limits, Shared, StreamContext,
 };
-use crate::model::{Direction, Finding, Record, Severity, Stamp};
+use crate::model::{Direction, Finding, Record, Severity, Stamp, Value};
 use crate::records::out::RecordOut;
 
 /// Items held per stream while detection waits, before it must decide (each item adds a byte to
@@ -276,6 +276,18 @@ impl Session {
             }
             Some(Stream::Unknown | Stream::Failed(_)) => true,
         }
+    }
+
+    /// A TLS stream's description so far (`tls` of its StreamInfo), None for other streams.
+    pub fn tls_info(&self, stream: u64) -> Option<Value> {
+        self.tls
+            .get(&stream)
+            .map(|layer| layer.conn.info().to_value())
+    }
+
+    /// The key logs known so far.
+    pub fn keylog(&self) -> &Arc<KeyLog> {
+        &self.keylog
     }
 
     /// The end of a stream (`closed`: by FIN or RST): an undecided stream is decided with what it

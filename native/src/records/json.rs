@@ -242,6 +242,11 @@ pub fn stream_line(capture: &str, s: &StreamInfo) -> String {
         Some(p) => string(&mut o, p),
         None => o.push_str("null"),
     }
+    o.push_str(",\"tls\":");
+    match &s.tls {
+        Some(tls) => o.push_str(&tls.to_string()),
+        None => o.push_str("null"),
+    }
     o.push_str(",\"flags\":[");
     let set: Vec<String> = flags
         .iter()
