@@ -532,18 +532,10 @@ impl Session {
             records.push(finding.into());
         }
         self.verdict.add(stream, records);
-        if let Some(layer) = self.tls.get(&stream) {
-            let tls = layer.conn.info().to_value();
-            for r in records.iter_mut() {
-                match r {
-                    Record::Message(m) => m.set("tls", tls.clone()),
-                    Record::Finding(f) => f.fields.push(("tls", tls.clone())),
-                }
-            }
-        }
+        let tls = self.tls.get(&stream).map(|l| l.conn.info().to_value());
         for r in records.drain(..) {
-            self.out
-                .write(r, Some(&native.stamp), Some(native.protocol));
+            let (stamp, protocol) = (Some(&native.stamp), Some(native.protocol));
+            self.out.write_tls(r, stamp, protocol, tls.as_ref());
         }
         if failed.is_some() {
             let protocol = native.protocol;
