@@ -355,3 +355,23 @@ def test_streams_shows_each_tls_stream_decrypted_or_not(captured):
     code, out, _ = run_cli("streams", str(captured["plain"][0]))
     assert code == 0
     assert "TLS" not in out.decode() and "tls" not in out.decode()
+
+
+def test_parquet_rows_carry_the_tls_description_as_json_lines_do(captured, tmp_path):
+    """Both writers add a decrypted stream's `tls` after each record's own fields (one value per
+    stream, written per record): the Parquet `fields` column holds the JSON lines' fields."""
+    import pyarrow.parquet as pq
+
+    pcap, keylog, _ = captured["tls12-gcm"]
+    out = tmp_path / "out.parquet"
+    code, _, err = run_cli(
+        "convert", str(pcap), "--tls-keylog", str(keylog), "--to", "parquet", "-o", str(out)
+    )
+    assert code == 0, err
+    rows = [r for r in pq.read_table(out).to_pylist() if r["protocol"] == "lumberjack"]
+    lines = [r for r in convert(pcap, "--tls-keylog", str(keylog)) if r["protocol"] == "lumberjack"]
+    assert len(rows) == len(lines) > 4
+    for row, line in zip(rows, lines, strict=True):
+        fields = json.loads(row["fields"])
+        assert list(fields)[-1] == "tls" and fields["tls"] == line["tls"]
+        assert fields["tls"]["decrypted"] is True
