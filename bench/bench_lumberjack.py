@@ -59,7 +59,7 @@ def _event(i: int) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def _lumberjack_window(conn: Connection, first: int, size: int) -> bytes:
+def lumberjack_window(conn: Connection, first: int, size: int) -> bytes:
     inner = b"".join(
         b"2J" + struct.pack(">II", k + 1, len(e)) + e
         for k, e in enumerate(_event(first + k) for k in range(size))
@@ -81,7 +81,7 @@ def _courier_payload(conn: Connection, first: int, size: int) -> bytes:
 
 
 PROTOCOLS: dict[str, tuple[int, Callable[[Connection, int, int], bytes]]] = {
-    "lumberjack": (5044, _lumberjack_window),
+    "lumberjack": (5044, lumberjack_window),
     "courier": (5043, _courier_payload),
 }
 

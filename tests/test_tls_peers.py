@@ -227,7 +227,8 @@ def test_node_tls_keylog_decrypts_npm_lumberjack_protocol(tmp_path, monkeypatch)
 def test_openssl_s_client_and_s_server_key_logs(tmp_path, suite, retry):
     """OpenSSL's command-line peers, both writing `-keylogfile`: the Lumberjack window the client
     sent decodes from the capture as it does from the plaintext bytes themselves. With `retry` the
-    server only accepts the group the client did not send a key share for: a HelloRetryRequest."""
+    server only accepts the group the client did not send a key share for: a HelloRetryRequest.
+    `streams` shows the SNI, and the ALPN (in TLS 1.3's encrypted extensions) with the key log."""
     cert, key = self_signed(tmp_path)
     plain = (
         window(2) + jframe(1, {"message": "via openssl", "n": 1}) + jframe(2, {"message": "second", "n": 2})
@@ -237,7 +238,7 @@ def test_openssl_s_client_and_s_server_key_logs(tmp_path, suite, retry):
         port = probe.getsockname()[1]
     keys = [tmp_path / "server.keys", tmp_path / "client.keys"]
     pcap = tmp_path / "openssl.pcap"
-    common = ["-ciphersuites", suite, "-keylogfile"]
+    common = ["-alpn", "lumberjack", "-ciphersuites", suite, "-keylogfile"]
     groups = ["-groups", "P-256"] if retry else []
     argv = ["openssl", "s_server", "-accept", f"127.0.0.1:{port}", "-cert", cert, "-key", key, *groups]
     # stdin stays open (at its end s_server would stop); it says ACCEPT once it listens
@@ -285,10 +286,13 @@ def test_openssl_s_client_and_s_server_key_logs(tmp_path, suite, retry):
         rows = convert(pcap, "--tls-keylog", str(log))
         events = [r for r in rows if r["record"] == "message" and r["kind"] == "event"]
         assert [e["event"] for e in events] == expected
-        assert events[0]["tls"] == {"version": "TLS 1.3", "cipher_suite": suite, "sni": "collector", "alpn": None,
-                                    "decrypted": True}  # fmt: skip
+        tls = {"version": "TLS 1.3", "cipher_suite": suite, "sni": "collector", "alpn": "lumberjack",
+               "decrypted": True}  # fmt: skip
+        assert events[0]["tls"] == tls
         hellos = [r.get("hello_retry_request") for r in rows if r.get("kind") == "server_hello"]
         assert hellos == ([True, False] if retry else [False])
+        assert [s["tls"] for s in streams_json(pcap, "--tls-keylog", str(log))] == [tls]
+    assert [s["tls"] for s in streams_json(pcap)] == [{**tls, "alpn": None, "decrypted": False}]
 
 
 def test_go_crypto_tls_key_log_decrypts_go_lumber(tmp_path):
@@ -325,3 +329,49 @@ def test_inspect_shows_each_tls_stream_decrypted_or_not(captured):
                             "decrypted": decrypted}  # fmt: skip
         code, out, _ = run_cli("inspect", str(pcap), *extra)
         assert f"stream 0: TLS 1.2 {suite}" in out.decode()
+
+
+def streams_json(pcap: Path, *extra: str) -> list[dict]:
+    code, out, err = run_cli("streams", "--json", str(pcap), *extra)
+    assert code == 0, err
+    return ndjson(out)
+
+
+def test_streams_shows_each_tls_stream_decrypted_or_not(captured):
+    """`streams` reads TLS handshakes only: version and suite with or without the key log, and with
+    it `decrypted`; the core's NDJSON line and the one Python writes (a --stream filter) agree."""
+    pcap, keylog, _ = captured["tls13"]
+    suite = VARIANTS["tls13"][2]
+    for extra, decrypted in (((), False), (("--tls-keylog", str(keylog)), True)):
+        (s,) = streams_json(pcap, *extra)
+        assert s["tls"] == {"version": "TLS 1.3", "cipher_suite": suite, "sni": None, "alpn": None,
+                            "decrypted": decrypted}  # fmt: skip
+        assert streams_json(pcap, "--stream", "0", *extra) == [s]
+        code, out, _ = run_cli("streams", "--stream", "0", str(pcap), *extra)
+        assert code == 0
+        assert f"TLS 1.3 {suite} ({'decrypted' if decrypted else 'not decrypted'})" in out.decode()
+    (s,) = streams_json(captured["plain"][0])
+    assert s["tls"] is None
+    code, out, _ = run_cli("streams", str(captured["plain"][0]))
+    assert code == 0
+    assert "TLS" not in out.decode() and "tls" not in out.decode()
+
+
+def test_parquet_rows_carry_the_tls_description_as_json_lines_do(captured, tmp_path):
+    """Both writers add a decrypted stream's `tls` after each record's own fields (one value per
+    stream, written per record): the Parquet `fields` column holds the JSON lines' fields."""
+    import pyarrow.parquet as pq
+
+    pcap, keylog, _ = captured["tls12-gcm"]
+    out = tmp_path / "out.parquet"
+    code, _, err = run_cli(
+        "convert", str(pcap), "--tls-keylog", str(keylog), "--to", "parquet", "-o", str(out)
+    )
+    assert code == 0, err
+    rows = [r for r in pq.read_table(out).to_pylist() if r["protocol"] == "lumberjack"]
+    lines = [r for r in convert(pcap, "--tls-keylog", str(keylog)) if r["protocol"] == "lumberjack"]
+    assert len(rows) == len(lines) > 4
+    for row, line in zip(rows, lines, strict=True):
+        fields = json.loads(row["fields"])
+        assert list(fields)[-1] == "tls" and fields["tls"] == line["tls"]
+        assert fields["tls"]["decrypted"] is True

@@ -74,6 +74,7 @@ class StreamInfo:
     reset: bool = False
     port_reuse: bool = False
     protocol: str | None = None
+    tls: dict[str, Any] | None = None  # version, cipher_suite, sni, alpn, decrypted (docs/tls.md)
 
     @property
     def flags(self) -> list[str]:

@@ -316,7 +316,7 @@ pub fn writes_as_ndjson<'a>(records: impl IntoIterator<Item = &'a Record>) {
         };
         if seen.insert(kind) {
             line.clear();
-            record_line(&mut line, "", None, r);
+            record_line(&mut line, "", None, r, None);
             assert!(line.ends_with("}\n"), "{line}");
         }
     }

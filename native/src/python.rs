@@ -241,6 +241,9 @@ impl Model {
         kwargs.set_item("reset", s.reset)?;
         kwargs.set_item("port_reuse", s.port_reuse)?;
         kwargs.set_item("protocol", s.protocol)?;
+        if let Some(tls) = &s.tls {
+            kwargs.set_item("tls", py_value(py, tls)?)?;
+        }
         self.stream_info.bind(py).call((), Some(&kwargs))
     }
 

@@ -15,7 +15,7 @@ from rich.tree import Tree
 
 from wirelog.cli.common import Session, exit_code, input_options, make_console
 from wirelog.cli.progress import progress
-from wirelog.cli.summary import Summary
+from wirelog.cli.summary import Summary, describe_tls
 from wirelog.cli.tables import Column, print_fitted
 from wirelog.export.json import dumps_line, record_dict, rfc3339
 from wirelog.model import REDACTED, Chunk, Finding, Message
@@ -128,13 +128,7 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False) -> None:
     print_fitted(console, "Streams", STREAM_COLUMNS, streams, wide)
     for s in r["streams"]:
         if s["tls"]:
-            tls = s["tls"]
-            said = ", ".join(f"{k} {tls[k]}" for k in ("sni", "alpn") if tls[k])
-            state = "decrypted" if tls["decrypted"] else "not decrypted"
-            console.print(
-                f"stream {s['stream']}: {tls['version'] or 'TLS'} {tls['cipher_suite'] or ''}"
-                f"{', ' + said if said else ''} ({state})"
-            )
+            console.print(f"stream {s['stream']}: {describe_tls(s['tls'])}")
     t = r["totals"]
     sev = ", ".join(f"{n} {k}" for k, n in t["findings"].items()) or "none"
     console.print(

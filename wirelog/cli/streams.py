@@ -8,6 +8,7 @@ import click
 from rich.table import Table
 
 from wirelog.cli.common import Session, error, exit_code, input_options, make_console
+from wirelog.cli.summary import describe_tls
 from wirelog.export.json import dumps_line, rfc3339, stream_dict
 from wirelog.model import Chunk, Direction, Gap, StreamInfo, StreamLines
 
@@ -95,7 +96,9 @@ def _dump(session: Session, stream: int, direction: Direction) -> int:
 
 
 def _table(found: list[StreamInfo], show_capture: bool) -> None:
+    """The streams as a table; a `tls` column when some stream is TLS (its handshake, `describe_tls`)."""
     console = make_console()
+    tls = any(i.tls for i in found)
     table = Table(box=None, header_style="bold")
     if show_capture:
         table.add_column("capture")
@@ -113,6 +116,8 @@ def _table(found: list[StreamInfo], show_capture: bool) -> None:
         ("flags", "left"),
     ):
         table.add_column(name, justify=justify)
+    if tls:
+        table.add_column("tls")
     for i in found:
         row = [
             str(i.stream),
@@ -126,6 +131,7 @@ def _table(found: list[StreamInfo], show_capture: bool) -> None:
             str(i.bytes_s2c),
             f"{i.gaps} ({i.gap_bytes} B)" if i.gaps else "0",
             ",".join(i.flags),
+            *([describe_tls(i.tls) if i.tls else ""] if tls else []),
         ]
         table.add_row(*([i.capture] if show_capture else []), *row)
     console.print(table)

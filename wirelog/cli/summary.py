@@ -63,6 +63,13 @@ def _tls(t: _StreamTally, m: Message) -> None:
         tls["alpn"] = alpn[0] if alpn else tls["alpn"]
 
 
+def describe_tls(tls: dict[str, Any]) -> str:
+    """One line of what a TLS stream's handshake says (`inspect`, `streams`)."""
+    said = ", ".join(f"{k} {tls[k]}" for k in ("sni", "alpn") if tls[k])
+    state = "decrypted" if tls["decrypted"] else "not decrypted"
+    return f"{tls['version'] or 'TLS'} {tls['cipher_suite'] or ''}{', ' + said if said else ''} ({state})"
+
+
 class Summary:
     """Accumulates a run's items; `result()` gives the dict."""
 

@@ -118,7 +118,6 @@ def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | Non
             server_ports=sorted(protocols.well_known_ports() | frozenset(opts.decode_as)),
             overlap=opts.overlap,
             reorder_packets=opts.reorder_window,
-            emit_data=opts.decode or opts.chunks,
             stream_lines=opts.stream_lines and not opts.decode,
             decode=opts.decode,
             chunks=opts.chunks,

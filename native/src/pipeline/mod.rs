@@ -3,9 +3,11 @@
 //! after it, the records a native decoder made of it in its place).
 
 mod held;
+mod hellos;
 mod hunt;
 mod session;
 
+use hellos::Hellos;
 pub use hunt::HUNT_LIMIT;
 pub use session::{Detection, Session};
 
@@ -44,6 +46,8 @@ pub struct Pipeline {
     pub session: Session,
     /// Streams are decoded (false: reassembly only, `wirelog streams`).
     decode: bool,
+    /// Without decoding: the TLS streams' handshakes, read for their summaries.
+    hellos: Hellos,
     /// Python also sees every Chunk and Gap (`streams --dump`, `inspect --frame`).
     chunks: bool,
     finished: bool,
@@ -71,6 +75,7 @@ impl Pipeline {
         Pipeline {
             decode,
             chunks,
+            hellos: Hellos::default(),
             reader: CaptureInput::new(name, compression),
             reasm: Reassembler::new(cfg),
             sink: FindingSink::default(),
@@ -177,7 +182,7 @@ impl Pipeline {
             .collect();
         for mut event in events {
             if !self.decode {
-                self.items.push(Item::Tcp(event));
+                self.summarise(event);
                 continue;
             }
             if self.chunks && matches!(event, Event::Chunk { .. } | Event::Gap { .. }) {
@@ -223,6 +228,7 @@ impl Pipeline {
                 }
                 Event::End(info) => {
                     let closed = info.fin_c2s || info.fin_s2c || info.reset;
+                    info.tls = self.session.tls_info(info.stream);
                     info.protocol = self.session.end(info.stream, closed);
                     self.mute_unknown();
                     self.flush_records();
@@ -236,6 +242,56 @@ impl Pipeline {
             self.mute_unknown();
         }
         self.flush_records();
+    }
+
+    /// Reassembly only: every event goes to Python (the bytes only in chunks mode), TLS streams'
+    /// first bytes to their handshake reading, and a stream's summary carries what it found.
+    fn summarise(&mut self, mut event: Event) {
+        match &mut event {
+            Event::Chunk {
+                stream,
+                direction,
+                offset,
+                data,
+                frame,
+                ts,
+            } => {
+                let chunk = Chunk {
+                    direction: *direction,
+                    offset: *offset,
+                    data,
+                    frame: Some(*frame),
+                    ts: Some(*ts),
+                };
+                let keylog = self.session.keylog();
+                if self.hellos.chunk(*stream, &chunk, keylog) && !self.chunks {
+                    self.reasm.mute(*stream);
+                }
+                if !self.chunks {
+                    return;
+                }
+            }
+            Event::Gap {
+                stream,
+                direction,
+                offset,
+                length,
+                frame,
+                ts,
+            } => {
+                let gap = Gap {
+                    direction: *direction,
+                    offset: *offset,
+                    length: *length,
+                    frame: Some(*frame),
+                    ts: Some(*ts),
+                };
+                self.hellos.gap(*stream, &gap);
+            }
+            Event::End(info) => info.tls = self.hellos.end(info.stream),
+            Event::Finding(_) => {}
+        }
+        self.items.push(Item::Tcp(event));
     }
 
     /// Tell the session of a stream before its first bytes (its info is the reassembler's, or

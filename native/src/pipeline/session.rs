@@ -21,7 +21,7 @@ use crate::decoders::tls::{KeyLog, Output, TlsConnection};
 use crate::decoders::{
     self, delivery::Verdict, Chunk, Decoder, Gap, Limits, Shared, StreamContext,
 };
-use crate::model::{Direction, Finding, Record, Severity, Stamp};
+use crate::model::{Direction, Finding, Record, Severity, Stamp, Value};
 use crate::records::out::RecordOut;
 
 /// Items held per stream while detection waits, before it must decide (each item adds a byte to
@@ -278,6 +278,18 @@ impl Session {
         }
     }
 
+    /// A TLS stream's description so far (`tls` of its StreamInfo), None for other streams.
+    pub fn tls_info(&self, stream: u64) -> Option<Value> {
+        self.tls
+            .get(&stream)
+            .map(|layer| layer.conn.info().to_value())
+    }
+
+    /// The key logs known so far.
+    pub fn keylog(&self) -> &Arc<KeyLog> {
+        &self.keylog
+    }
+
     /// The end of a stream (`closed`: by FIN or RST): an undecided stream is decided with what it
     /// has, a native stream's decoder is closed, and the delivery verdict learns whether missing
     /// ACKs could still have come. Returns the stream's protocol.
@@ -520,18 +532,10 @@ impl Session {
             records.push(finding.into());
         }
         self.verdict.add(stream, records);
-        if let Some(layer) = self.tls.get(&stream) {
-            let tls = layer.conn.info().to_value();
-            for r in records.iter_mut() {
-                match r {
-                    Record::Message(m) => m.set("tls", tls.clone()),
-                    Record::Finding(f) => f.fields.push(("tls", tls.clone())),
-                }
-            }
-        }
+        let tls = self.tls.get(&stream).map(|l| l.conn.info().to_value());
         for r in records.drain(..) {
-            self.out
-                .write(r, Some(&native.stamp), Some(native.protocol));
+            let (stamp, protocol) = (Some(&native.stamp), Some(native.protocol));
+            self.out.write_tls(r, stamp, protocol, tls.as_ref());
         }
         if failed.is_some() {
             let protocol = native.protocol;

@@ -113,16 +113,19 @@ impl Rows {
         self.len == 0
     }
 
-    /// Protocol fields as one JSON object (null when there are none), keys as the decoder named them.
-    fn append_fields(&mut self, fields: &[(&'static str, Value)]) {
-        if fields.is_empty() {
+    /// Protocol fields as one JSON object (null when there are none), keys as the decoder named
+    /// them, then `tls` (its TLS stream's description, RecordOut::write_tls).
+    fn append_fields(&mut self, fields: &[(&'static str, Value)], tls: Option<&Value>) {
+        if fields.is_empty() && tls.is_none() {
             self.fields.append_null();
             return;
         }
         let text = &mut self.text;
         text.clear();
         text.push('{');
-        for (i, (name, v)) in fields.iter().enumerate() {
+        let tls = tls.map(|v| ("tls", v));
+        let all = fields.iter().map(|(name, v)| (*name, v)).chain(tls);
+        for (i, (name, v)) in all.enumerate() {
             if i > 0 {
                 text.push(',');
             }
@@ -134,7 +137,7 @@ impl Rows {
         self.fields.append_value(&self.text);
     }
 
-    pub fn push(&mut self, capture: &str, stamp: Option<&Stamp>, r: &Record) {
+    pub fn push(&mut self, capture: &str, stamp: Option<&Stamp>, r: &Record, tls: Option<&Value>) {
         let (direction, frame, offset, ts, stream) = match r {
             Record::Message(m) => (m.direction, m.frame, m.offset, m.ts, None),
             Record::Finding(f) => (f.direction, f.frame, f.offset, f.ts, f.stream),
@@ -169,7 +172,7 @@ impl Rows {
                     }
                     None => self.event.append_null(),
                 }
-                self.append_fields(&m.fields);
+                self.append_fields(&m.fields, tls);
             }
             Record::Finding(f) => {
                 self.record.append_value("finding");
@@ -182,7 +185,7 @@ impl Rows {
                 self.code.append_value(f.code);
                 self.severity.append_value(f.severity.as_str());
                 self.event.append_null();
-                self.append_fields(&f.fields);
+                self.append_fields(&f.fields, tls);
             }
         }
         self.len += 1;

@@ -134,7 +134,13 @@ impl Note {
     /// The note as an NDJSON finding line (docs/records.md).
     pub fn line(&self) -> String {
         let mut out = String::new();
-        super::json::finding_line(&mut out, &self.capture, self.stamp.as_ref(), &self.finding);
+        super::json::finding_line(
+            &mut out,
+            &self.capture,
+            self.stamp.as_ref(),
+            &self.finding,
+            None,
+        );
         out
     }
 }

@@ -109,8 +109,23 @@ fn fields(out: &mut String, protocol: &str, fields: &[(&str, Value)], message: b
     }
 }
 
-/// The NDJSON line of a message (docs/records.md): common keys, protocol fields, event, acked.
-pub fn message_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, m: &Message) {
+/// A TLS stream's description after a record's protocol fields (RecordOut::write_tls).
+fn tls_field(out: &mut String, tls: Option<&Value>) {
+    if let Some(tls) = tls {
+        out.push_str(",\"tls\":");
+        value(out, tls);
+    }
+}
+
+/// The NDJSON line of a message (docs/records.md): common keys, protocol fields (`tls` last),
+/// event, acked.
+pub fn message_line(
+    out: &mut String,
+    capture: &str,
+    stamp: Option<&Stamp>,
+    m: &Message,
+    tls: Option<&Value>,
+) {
     common(
         out,
         "message",
@@ -130,6 +145,7 @@ pub fn message_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, m: &
     out.push_str(",\"length\":");
     integer(out, m.length);
     fields(out, m.protocol, &m.fields, true);
+    tls_field(out, tls);
     out.push_str(",\"event\":");
     match &m.event {
         Some(doc) => doc.write(out),
@@ -144,8 +160,14 @@ pub fn message_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, m: &
     out.push_str("}\n");
 }
 
-/// The NDJSON line of a finding: common keys, code, severity, message, fields.
-pub fn finding_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, f: &Finding) {
+/// The NDJSON line of a finding: common keys, code, severity, message, fields (`tls` last).
+pub fn finding_line(
+    out: &mut String,
+    capture: &str,
+    stamp: Option<&Stamp>,
+    f: &Finding,
+    tls: Option<&Value>,
+) {
     common(
         out,
         "finding",
@@ -167,14 +189,21 @@ pub fn finding_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, f: &
     );
     string(out, &f.message);
     fields(out, f.protocol(), &f.fields, false);
+    tls_field(out, tls);
     out.push_str("}\n");
 }
 
-/// The NDJSON line of any record.
-pub fn record_line(out: &mut String, capture: &str, stamp: Option<&Stamp>, r: &Record) {
+/// The NDJSON line of any record (`tls`: its TLS stream's description, RecordOut::write_tls).
+pub fn record_line(
+    out: &mut String,
+    capture: &str,
+    stamp: Option<&Stamp>,
+    r: &Record,
+    tls: Option<&Value>,
+) {
     match r {
-        Record::Message(m) => message_line(out, capture, stamp, m),
-        Record::Finding(f) => finding_line(out, capture, stamp, f),
+        Record::Message(m) => message_line(out, capture, stamp, m, tls),
+        Record::Finding(f) => finding_line(out, capture, stamp, f, tls),
     }
 }
 
@@ -240,6 +269,11 @@ pub fn stream_line(capture: &str, s: &StreamInfo) -> String {
     o.push_str(",\"protocol\":");
     match s.protocol {
         Some(p) => string(&mut o, p),
+        None => o.push_str("null"),
+    }
+    o.push_str(",\"tls\":");
+    match &s.tls {
+        Some(tls) => o.push_str(&tls.to_string()),
         None => o.push_str("null"),
     }
     o.push_str(",\"flags\":[");

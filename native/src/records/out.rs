@@ -7,7 +7,7 @@ use super::arrow::Rows;
 use super::filter::Filter;
 use super::hercules::{Encoder, Events, View};
 use super::json;
-use crate::model::{Record, Stamp};
+use crate::model::{Record, Stamp, Value};
 
 /// Records taken out of the core at once.
 pub enum Taken {
@@ -48,12 +48,33 @@ impl RecordOut {
 
     /// Write `r` (of the stream `stamp`, whose protocol is `stream_protocol`) if the filter keeps it.
     pub fn write(&mut self, r: Record, stamp: Option<&Stamp>, stream_protocol: Option<&str>) {
+        self.write_tls(r, stamp, stream_protocol, None);
+    }
+
+    /// `write` for a record of a TLS stream: `tls` (the stream's description) is its last field.
+    /// NDJSON and Arrow write it from here: a copy per record was most of what decrypted
+    /// streams cost over plaintext ones (bench/bench_tls.py).
+    pub fn write_tls(
+        &mut self,
+        mut r: Record,
+        stamp: Option<&Stamp>,
+        stream_protocol: Option<&str>,
+        tls: Option<&Value>,
+    ) {
         if !self.filter.keeps(&r, stamp, stream_protocol) {
             return;
         }
         match &mut self.form {
-            Form::Ndjson(text) => json::record_line(text, &self.capture, stamp, &r),
-            Form::Arrow(rows) => rows.push(&self.capture, stamp, &r),
+            Form::Ndjson(text) => json::record_line(text, &self.capture, stamp, &r, tls),
+            Form::Arrow(rows) => rows.push(&self.capture, stamp, &r, tls),
+            Form::Hercules(_) | Form::Records(_) if tls.is_some() => {
+                let tls = tls.cloned().expect("checked");
+                match &mut r {
+                    Record::Message(m) => m.set("tls", tls),
+                    Record::Finding(f) => f.fields.push(("tls", tls)),
+                }
+                return self.write(r, stamp, stream_protocol);
+            }
             Form::Hercules(encoder) => {
                 let Record::Message(m) = &r else { return };
                 let event = m.event.as_ref().map(|d| d.value());

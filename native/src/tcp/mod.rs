@@ -23,7 +23,7 @@ mod tests;
 
 pub use reassembler::Reassembler;
 
-use crate::model::{Direction, Finding};
+use crate::model::{Direction, Finding, Value};
 
 /// What one connection was, as the reassembler saw it (StreamInfo in the record contract).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -56,6 +56,9 @@ pub struct StreamInfo {
     pub port_reuse: bool,
     /// The protocol decided for the stream (`unknown` when none was), set by the decoding side.
     pub protocol: Option<&'static str>,
+    /// A TLS stream's `version`, `cipher_suite`, `sni`, `alpn` and `decrypted`, set by the
+    /// decoding side (or, for `streams`, by reading the handshake alone: pipeline/hellos.rs).
+    pub tls: Option<Value>,
 }
 
 /// The reassembler's output, in the order a consumer must see it.

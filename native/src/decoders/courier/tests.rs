@@ -352,7 +352,7 @@ fn timing() {
     let t = std::time::Instant::now();
     let mut out = String::new();
     for r in &recs {
-        crate::records::json::record_line(&mut out, "", None, r);
+        crate::records::json::record_line(&mut out, "", None, r, None);
     }
     println!(
         "{n} records decoded in {decode:?}; json of {} in {:?}",

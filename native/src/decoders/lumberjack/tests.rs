@@ -668,7 +668,7 @@ fn bench_filebeat_windows() {
     let decode = thread_cpu_ns() - t;
     let mut text = String::new();
     for r in &out {
-        crate::records::json::record_line(&mut text, "", None, r);
+        crate::records::json::record_line(&mut text, "", None, r, None);
     }
     let write = thread_cpu_ns() - t - decode;
     println!(

@@ -126,6 +126,15 @@ impl TlsConnection {
         &self.info
     }
 
+    /// The handshake has said all `info` will learn: the ServerHello was read, and the server's
+    /// records are on application keys (its encrypted extensions read) or nothing can be decrypted.
+    pub fn handshake_read(&self) -> bool {
+        let server = &self.halves[1];
+        let keyed =
+            server.cipher.is_some() || server.pending.is_some() || server.application.is_some();
+        self.info.version.is_some() && (server.app_phase || !keyed)
+    }
+
     pub fn feed(&mut self, chunk: &Chunk<'_>, out: &mut Vec<Output>) {
         let d = chunk.direction;
         self.halves[side(d)]

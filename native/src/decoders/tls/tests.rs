@@ -448,3 +448,51 @@ fn a_capture_that_missed_the_handshake_says_why_nothing_decrypts() {
         .message
         .starts_with("no ClientHello in the capture to match a key log line with"));
 }
+
+/// `handshake_read` (what `streams` waits for): false until the ServerHello; then true at once
+/// without keys, and with keys once the server's Finished was read, before any application data,
+/// with the handshake's protected records decrypted.
+#[test]
+fn the_handshake_is_read_before_the_application_data() {
+    for (name, transcript, log) in FIXTURES {
+        let flights = flights(transcript);
+        let server_hello = flights
+            .iter()
+            .position(|(d, _)| *d == Direction::S2C)
+            .unwrap();
+        for keys in [true, false] {
+            let mut conn = TlsConnection::new(if keys { keylog(log) } else { Arc::default() });
+            let mut out = Vec::new();
+            let read_at = flights.iter().enumerate().position(|(i, (d, bytes))| {
+                let chunk = Chunk {
+                    direction: *d,
+                    offset: flights[..i]
+                        .iter()
+                        .filter(|f| f.0 == *d)
+                        .map(|f| f.1.len() as u64)
+                        .sum(),
+                    data: bytes,
+                    frame: None,
+                    ts: None,
+                };
+                conn.feed(&chunk, &mut out);
+                conn.handshake_read()
+            });
+            let read_at = read_at.unwrap_or_else(|| panic!("{name}: handshake never read"));
+            assert!(read_at >= server_hello, "{name}");
+            if !keys {
+                assert_eq!(read_at, server_hello, "{name}");
+            }
+            assert!(
+                !out.iter().any(|o| matches!(o, Output::Plain(_))),
+                "{name}: application data before the handshake was read"
+            );
+            let info = conn.info();
+            assert!(
+                info.version.is_some() && info.cipher_suite.is_some(),
+                "{name}"
+            );
+            assert_eq!(info.decrypted, keys, "{name} keys {keys}");
+        }
+    }
+}

@@ -41,7 +41,9 @@ FIXTURES = {
 }
 
 
-def pump(src: ssl.SSLObject, src_out: ssl.MemoryBIO, dst_in: ssl.MemoryBIO, lines: list[str], tag: str) -> None:
+def pump(
+    src: ssl.SSLObject, src_out: ssl.MemoryBIO, dst_in: ssl.MemoryBIO, lines: list[str], tag: str
+) -> None:
     data = src_out.read()
     if data:
         lines.append(f"{tag} {data.hex()}")
@@ -110,7 +112,7 @@ def main() -> None:
              "-keyout", key, "-out", cert],
             check=True,
             capture_output=True,
-        )
+        )  # fmt: skip
         for name, (version, suite, _, _) in FIXTURES.items():
             env = dict(os.environ)
             if version == "1.3":
