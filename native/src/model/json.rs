@@ -89,17 +89,15 @@ const ESCAPE: [u8; 256] = {
 };
 
 /// A JSON string literal (orjson's escaping: `"`, `\` and control characters only). Runs of bytes
-/// that need no escape are copied at once: this runs for every key and string of every record.
+/// that need no escape are copied at once, whole words checked at a time, and the tail byte by
+/// byte: this runs for every key and string of every record, most of them shorter than a word.
 pub fn string(out: &mut String, s: &str) {
-    out.push('"');
     let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push('"');
     let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        i += plain_run(&bytes[i..]);
-        let Some(&b) = bytes.get(i) else {
-            break;
-        };
+    let mut i = plain_run(bytes);
+    while let Some(&b) = bytes.get(i) {
         let escape = ESCAPE[b as usize];
         if escape == 0 {
             i += 1;
@@ -113,8 +111,8 @@ pub fn string(out: &mut String, s: &str) {
             out.push('\\');
             out.push(escape as char);
         }
-        i += 1;
-        start = i;
+        start = i + 1;
+        i = start + plain_run(&bytes[start..]);
     }
     out.push_str(&s[start..]);
     out.push('"');

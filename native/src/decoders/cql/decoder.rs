@@ -14,6 +14,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
@@ -24,7 +25,7 @@ use super::compression::{lz4_block, lz4_body, snappy_body};
 use super::envelope::{self, Header, HEADER};
 use super::findings::{finding, At};
 use super::frame_v5::{self, FrameHeader, MAX_PAYLOAD};
-use super::messages::{decode, put, query_of, Body, BodyContext, Fields, PreparedMap};
+use super::messages::{decode, put, query_of, Body, BodyContext, Fields, PreparedMap, SpecCache};
 use super::types::hex;
 
 pub const PROTOCOL: &str = "cql";
@@ -127,10 +128,10 @@ struct Pending {
     prepared_id: Option<Vec<u8>>,
 }
 
-/// State shared by the CQL connections of one capture: prepared statements per server.
+/// State shared by the CQL connections of one capture: prepared statements per server and port.
 #[derive(Debug, Default)]
 pub struct Shared {
-    prepared: HashMap<(String, u16), PreparedMap>,
+    prepared: HashMap<String, HashMap<u16, PreparedMap>>,
 }
 
 /// Decodes both directions of one CQL connection.
@@ -146,6 +147,7 @@ pub struct CqlDecoder {
     framing_after_startup: Option<Mode>,
     inflight: HashMap<i16, Pending>,
     seq: u64,
+    specs: Mutex<SpecCache>,
 }
 
 fn ix(d: Direction) -> usize {
@@ -275,13 +277,19 @@ impl CqlDecoder {
             framing_after_startup: None,
             inflight: HashMap::new(),
             seq: 0,
+            specs: Mutex::default(),
         }
     }
 
     /// The prepared statements of this connection's server.
     fn prepared<'s>(&self, shared: &'s mut AllShared) -> &'s mut PreparedMap {
-        let key = (self.ctx.server.clone(), self.ctx.server_port);
-        shared.cql.prepared.entry(key).or_default()
+        // looked up by reference: this runs for every chunk, the key is made once per server
+        let servers = &mut shared.cql.prepared;
+        if !servers.contains_key(&self.ctx.server) {
+            servers.insert(self.ctx.server.clone(), HashMap::new());
+        }
+        let ports = servers.get_mut(&self.ctx.server).expect("inserted above");
+        ports.entry(self.ctx.server_port).or_default()
     }
 
     fn run(&mut self, d: Direction, last: bool, prepared: &mut PreparedMap, out: &mut Vec<Record>) {
@@ -729,6 +737,7 @@ impl CqlDecoder {
             prepared,
             request_query,
             result_types,
+            specs: Some(&self.specs),
         }
     }
 
@@ -768,7 +777,9 @@ impl CqlDecoder {
             error,
             prepared: learnt,
         } = decoded;
-        let query = query_of(&body_fields);
+        let query = (head.opcode == envelope::PREPARE)
+            .then(|| query_of(&body_fields))
+            .flatten();
         let pid = (head.opcode == envelope::EXECUTE)
             .then(|| body_fields.iter().find(|(k, _)| *k == "prepared_id"))
             .flatten()
@@ -777,9 +788,8 @@ impl CqlDecoder {
         let startup_compression = (head.opcode == envelope::STARTUP && !response)
             .then(|| compression_option(&body_fields))
             .flatten();
-        for (k, v) in body_fields {
-            put(&mut fields, k, v);
-        }
+        // no body field is named like one above (messages.rs): appended as they are
+        fields.extend(body_fields);
         let upper = opname.to_uppercase();
         if let Some(e) = error {
             let msg = format!("{upper} body is malformed: {e}");

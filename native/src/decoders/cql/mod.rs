@@ -38,6 +38,7 @@ fn envelope_decodes(data: &[u8]) -> bool {
         prepared: &prepared,
         request_query: None,
         result_types: None,
+        specs: None,
     };
     let decoded = messages::decode(&head, body, &ctx);
     decoded.error.is_none() && decoded.trailing == 0
