@@ -73,7 +73,7 @@ pub fn datetime(out: &mut String, days: i64, second: i64, fraction: i64, width: 
     (b[4], b[7], b[10], b[13], b[16], b[19]) = (b'-', b'-', b'T', b':', b':', b'.');
     digits(&mut b[20..20 + width], fraction.unsigned_abs());
     b[20 + width] = b'Z';
-    out.extend(b[..21 + width].iter().map(|&c| char::from(c)));
+    out.push_str(std::str::from_utf8(&b[..21 + width]).unwrap_or_default());
 }
 
 /// `v`'s last `buf.len()` decimal digits, zero-padded.

@@ -13,7 +13,6 @@
 //! plausible header and a body that decodes without leftovers.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::decoders::buffer::StreamBuffer;
@@ -131,7 +130,7 @@ struct Pending {
 /// State shared by the CQL connections of one capture: prepared statements per server and port.
 #[derive(Debug, Default)]
 pub struct Shared {
-    prepared: HashMap<String, HashMap<u16, PreparedMap>>,
+    prepared: foldhash::HashMap<String, foldhash::HashMap<u16, PreparedMap>>,
 }
 
 /// Decodes both directions of one CQL connection.
@@ -145,7 +144,8 @@ pub struct CqlDecoder {
     compression: Option<String>,
     startup_stream: Option<i16>,
     framing_after_startup: Option<Mode>,
-    inflight: HashMap<i16, Pending>,
+    /// (foldhash: looked up for every message; drained in a sorted order)
+    inflight: foldhash::HashMap<i16, Pending>,
     seq: u64,
     specs: Mutex<SpecCache>,
 }
@@ -275,7 +275,7 @@ impl CqlDecoder {
             compression: None,
             startup_stream: None,
             framing_after_startup: None,
-            inflight: HashMap::new(),
+            inflight: Default::default(),
             seq: 0,
             specs: Mutex::default(),
         }
@@ -286,7 +286,7 @@ impl CqlDecoder {
         // looked up by reference: this runs for every chunk, the key is made once per server
         let servers = &mut shared.cql.prepared;
         if !servers.contains_key(&self.ctx.server) {
-            servers.insert(self.ctx.server.clone(), HashMap::new());
+            servers.insert(self.ctx.server.clone(), Default::default());
         }
         let ports = servers.get_mut(&self.ctx.server).expect("inserted above");
         ports.entry(self.ctx.server_port).or_default()
