@@ -755,6 +755,7 @@ impl CqlDecoder {
     ) {
         let response = d == Direction::S2C;
         let opname = head.opcode_name();
+        fields.reserve(8); // the header's fields below
         put(&mut fields, "opcode", opname);
         put(&mut fields, "stream_id", head.stream);
         put(&mut fields, "flags", head.flags);

@@ -115,7 +115,10 @@ pub struct Body {
 
 /// Decode `body` (already decompressed) for `head`; never fails on bad bytes.
 pub fn decode(head: &Header, body: &[u8], ctx: &BodyContext<'_>) -> Body {
-    let mut out = Body::default();
+    let mut out = Body {
+        fields: Fields::with_capacity(16), // more than most bodies have: no regrowth
+        ..Body::default()
+    };
     let mut r = Reader::new(body);
     let result = decode_into(head, &mut r, ctx, &mut out);
     match result {
