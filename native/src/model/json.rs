@@ -368,34 +368,44 @@ impl<'a> Scan<'a> {
 
 /// How many leading bytes need no escape, eight at a time (SWAR: strings are most of an event's
 /// bytes, and a byte-by-byte table lookup was the check's main cost). The last bytes are checked
-/// as one word padded with plain bytes: most keys and values are shorter than a word.
+/// as the string's last word, which overlaps bytes already known to be plain.
 fn plain_run(b: &[u8]) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     // A high bit for each byte that is '"', '\\' or below 0x20 (exact up to the first one).
-    let special = |w: u64| {
+    let special = |w: &[u8]| {
+        let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
         let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
         zero(w ^ (ONES * 0x22))
             | zero(w ^ (ONES * 0x5c))
             | (w.wrapping_sub(ONES * 0x20) & !w & HIGH)
     };
+    let at = |found: u64| (found.trailing_zeros() / 8) as usize;
     let mut n = 0;
     let mut chunks = b.chunks_exact(8);
     for chunk in &mut chunks {
-        let found = special(u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])));
+        let found = special(chunk);
         if found != 0 {
-            return n + (found.trailing_zeros() / 8) as usize;
+            return n + at(found);
         }
         n += 8;
     }
     let tail = chunks.remainder();
-    let mut word = [b' '; 8];
-    word[..tail.len()].copy_from_slice(tail);
-    let found = special(u64::from_le_bytes(word));
-    n + if found != 0 {
-        (found.trailing_zeros() / 8) as usize
+    if tail.is_empty() {
+        n
+    } else if b.len() >= 8 {
+        let last = b.len() - 8;
+        let found = special(&b[last..]);
+        if found != 0 {
+            last + at(found)
+        } else {
+            b.len()
+        }
     } else {
-        tail.len()
+        // shorter than a word
+        tail.iter()
+            .position(|&c| ESCAPE[c as usize] != 0)
+            .unwrap_or(tail.len())
     }
 }
 
@@ -539,7 +549,9 @@ mod tests {
             for at in 0..text.len() {
                 let keep = text[at];
                 text[at] = special;
-                assert_eq!(plain_run(&text), at, "{special:#x} at {at}");
+                for len in at + 1..=text.len() {
+                    assert_eq!(plain_run(&text[..len]), at, "{special:#x} at {at} of {len}");
+                }
                 assert_eq!(plain_run(&text[..at]), at);
                 text[at] = keep;
             }
