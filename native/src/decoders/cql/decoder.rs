@@ -30,6 +30,8 @@ use super::types::hex;
 pub const PROTOCOL: &str = "cql";
 /// Statements remembered per server.
 const MAX_PREPARED: usize = 10_000;
+/// Room for a message's fields: the header's and most bodies' (no regrowth while they are added).
+const FIELDS: usize = 24;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -478,7 +480,8 @@ impl CqlDecoder {
                 None
             }
         };
-        self.message(d, &head, body.as_deref(), at, Fields::new(), prepared, out);
+        let fields = Fields::with_capacity(FIELDS);
+        self.message(d, &head, body.as_deref(), at, fields, prepared, out);
         true
     }
 
@@ -648,7 +651,8 @@ impl CqlDecoder {
                 return;
             }
             let total = total as usize;
-            let fields = vec![("framing", Value::from(self.sides[ix(d)].mode.name()))];
+            let mut fields = Fields::with_capacity(FIELDS);
+            fields.push(("framing", Value::from(self.sides[ix(d)].mode.name())));
             self.message(
                 d,
                 &head,
@@ -691,10 +695,9 @@ impl CqlDecoder {
             if part.data.len() < total {
                 break;
             }
-            let fields = vec![
-                ("framing", Value::from(self.sides[ix(d)].mode.name())),
-                ("frames", Value::from(part.frames)),
-            ];
+            let mut fields = Fields::with_capacity(FIELDS);
+            fields.push(("framing", Value::from(self.sides[ix(d)].mode.name())));
+            fields.push(("frames", Value::from(part.frames)));
             self.message(
                 d,
                 &head,
@@ -755,7 +758,6 @@ impl CqlDecoder {
     ) {
         let response = d == Direction::S2C;
         let opname = head.opcode_name();
-        fields.reserve(8); // the header's fields below
         put(&mut fields, "opcode", opname);
         put(&mut fields, "stream_id", head.stream);
         put(&mut fields, "flags", head.flags);
@@ -791,15 +793,15 @@ impl CqlDecoder {
             .flatten();
         // no body field is named like one above (messages.rs): appended as they are
         fields.extend(body_fields);
-        let upper = opname.to_uppercase();
         if let Some(e) = error {
-            let msg = format!("{upper} body is malformed: {e}");
+            let msg = format!("{} body is malformed: {e}", opname.to_uppercase());
             out.push(
                 finding("cql.malformed-body", msg, d, at)
                     .field("stream_id", head.stream)
                     .into(),
             );
         } else if trailing > 0 {
+            let upper = opname.to_uppercase();
             let msg = format!("{trailing} bytes after the end of the {upper} body");
             out.push(
                 finding("cql.trailing-bytes", msg, d, at)
