@@ -414,7 +414,8 @@ impl CqlDecoder {
             let Ok(body) = self.inflate(&head, body) else {
                 return Verdict::Reject;
             };
-            let decoded = decode(&head, &body, &self.body_context(&head, None, prepared));
+            let ctx = self.body_context(&head, None, prepared);
+            let decoded = decode(&head, &body, &ctx, Fields::new());
             return if decoded.error.is_none() && decoded.trailing == 0 {
                 Verdict::Accept
             } else {
@@ -766,33 +767,35 @@ impl CqlDecoder {
         }
         self.check_header(d, head, at, out);
         let pending = self.pair(d, head, at, &mut fields, out);
-        let decoded = match body {
+        // the body's fields follow (no body field is named like one above: messages.rs)
+        let Body {
+            fields,
+            trailing,
+            error,
+            prepared: learnt,
+        } = match body {
             Some(b) => decode(
                 head,
                 b,
                 &self.body_context(head, pending.as_ref(), prepared),
+                fields,
             ),
-            None => Body::default(),
+            None => Body {
+                fields,
+                ..Body::default()
+            },
         };
-        let Body {
-            fields: body_fields,
-            trailing,
-            error,
-            prepared: learnt,
-        } = decoded;
         let query = (head.opcode == envelope::PREPARE)
-            .then(|| query_of(&body_fields))
+            .then(|| query_of(&fields))
             .flatten();
         let pid = (head.opcode == envelope::EXECUTE)
-            .then(|| body_fields.iter().find(|(k, _)| *k == "prepared_id"))
+            .then(|| fields.iter().find(|(k, _)| *k == "prepared_id"))
             .flatten()
             .and_then(|(_, v)| v.as_str())
             .map(unhex);
         let startup_compression = (head.opcode == envelope::STARTUP && !response)
-            .then(|| compression_option(&body_fields))
+            .then(|| compression_option(&fields))
             .flatten();
-        // no body field is named like one above (messages.rs): appended as they are
-        fields.extend(body_fields);
         if let Some(e) = error {
             let msg = format!("{} body is malformed: {e}", opname.to_uppercase());
             out.push(

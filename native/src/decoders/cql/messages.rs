@@ -113,10 +113,11 @@ pub struct Body {
     pub prepared: Option<(Vec<u8>, Prepared)>,
 }
 
-/// Decode `body` (already decompressed) for `head`; never fails on bad bytes.
-pub fn decode(head: &Header, body: &[u8], ctx: &BodyContext<'_>) -> Body {
+/// Decode `body` (already decompressed) for `head` into `fields` (appended to those given);
+/// never fails on bad bytes.
+pub fn decode(head: &Header, body: &[u8], ctx: &BodyContext<'_>, fields: Fields) -> Body {
     let mut out = Body {
-        fields: Fields::with_capacity(16), // more than most bodies have: no regrowth
+        fields,
         ..Body::default()
     };
     let mut r = Reader::new(body);
