@@ -63,9 +63,10 @@ pub struct BodyContext<'a> {
     pub specs: Option<&'a Mutex<SpecCache>>,
 }
 
-/// Entries of a `SpecCache`, and the most bytes of column specs one may hold.
+/// Entries of a `SpecCache`, and the most bytes of column specs one may hold: a few KiB a
+/// connection at most (specs of a dozen columns; wider ones are decoded every time).
 const CACHED_SPECS: usize = 4;
-const CACHED_SPEC_BYTES: usize = 1024;
+const CACHED_SPEC_BYTES: usize = 256;
 
 /// Column specs recently decoded on a connection, with the bytes they were read from: a server
 /// sends the same metadata with every Rows result of a statement, and building the spec objects
