@@ -32,9 +32,6 @@ use crate::records::out::{Form, RecordOut, Taken};
 use crate::records::segments::{each_segment, SegmentRows};
 use crate::tcp::{Config, Event, Reassembler as CoreReassembler, StreamInfo};
 
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 create_exception!(
     _core,
     CaptureFormatError,
