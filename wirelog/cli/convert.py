@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
-from pathlib import Path
 
 import click
 
@@ -118,6 +116,8 @@ def _convert_spark(
     fmt: str, output: str, master: str | None, conf: tuple[str, ...], split_size: int, params: dict
 ) -> int:
     """The same conversion as Spark tasks; inputs are expanded by the engine (directories too)."""
+    import logging  # imported here, as pathlib below: start-up that only some conversions need
+
     from wirelog.engine.spark import SparkEngineError, convert_spark  # pyspark itself loads only here
     from wirelog.inputs.errors import CaptureError
 
@@ -159,6 +159,8 @@ CAPTURE_SUFFIXES = (".gz", ".zst", ".lz4", ".bz2", ".xz", ".pcapng", ".pcap", ".
 
 def _output_name(path: str, fmt: str, used: set[str]) -> str:
     """`dir/x.pcap.gz` → `x.parquet`; a name already taken in this run gets `-2`, `-3`, ..."""
+    from pathlib import Path
+
     stem = "stdin" if path == "-" else Path(remote.without_query(path) if remote.is_uri(path) else path).name
     for suffix in CAPTURE_SUFFIXES:
         stem = stem.removesuffix(suffix)

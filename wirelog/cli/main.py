@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import traceback
 
 import click
 
@@ -138,6 +137,8 @@ def _run(args: list[str], debug: bool) -> tuple[int, str | None]:
         return 128 + e.signum, None  # if the signal is blocked
     except Exception as e:
         if debug:
+            import traceback  # imported here: ~5 ms of start-up that only --debug needs
+
             traceback.print_exc()
         return exits.outcome(e)
     return code or exits.OK, None

@@ -89,22 +89,16 @@ const ESCAPE: [u8; 256] = {
 };
 
 /// A JSON string literal (orjson's escaping: `"`, `\` and control characters only). Runs of bytes
-/// that need no escape are copied at once: this runs for every key and string of every record.
+/// that need no escape are found a word at a time and copied at once: this runs for every key and
+/// string of every record.
 pub fn string(out: &mut String, s: &str) {
-    out.push('"');
     let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push('"');
     let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        i += plain_run(&bytes[i..]);
-        let Some(&b) = bytes.get(i) else {
-            break;
-        };
+    let mut i = plain_run(bytes);
+    while let Some(&b) = bytes.get(i) {
         let escape = ESCAPE[b as usize];
-        if escape == 0 {
-            i += 1;
-            continue;
-        }
         // Escaped bytes are ASCII, so `start..i` always falls on character boundaries.
         out.push_str(&s[start..i]);
         if escape == b'u' {
@@ -113,8 +107,8 @@ pub fn string(out: &mut String, s: &str) {
             out.push('\\');
             out.push(escape as char);
         }
-        i += 1;
-        start = i;
+        start = i + 1;
+        i = start + plain_run(&bytes[start..]);
     }
     out.push_str(&s[start..]);
     out.push('"');
@@ -373,24 +367,46 @@ impl<'a> Scan<'a> {
 }
 
 /// How many leading bytes need no escape, eight at a time (SWAR: strings are most of an event's
-/// bytes, and a byte-by-byte table lookup was the check's main cost).
+/// bytes, and a byte-by-byte table lookup was the check's main cost). The last bytes are checked
+/// as the string's last word, which overlaps bytes already known to be plain.
 fn plain_run(b: &[u8]) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut n = 0;
-    for chunk in b.chunks_exact(8) {
-        let w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+    // A high bit for each byte that is '"', '\\' or below 0x20 (exact up to the first one).
+    let special = |w: &[u8]| {
+        let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
         let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
-        // A high bit for each byte that is '"', '\\' or below 0x20 (exact up to the first one).
-        let special = zero(w ^ (ONES * 0x22))
+        zero(w ^ (ONES * 0x22))
             | zero(w ^ (ONES * 0x5c))
-            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH);
-        if special != 0 {
-            return n + (special.trailing_zeros() / 8) as usize;
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH)
+    };
+    let at = |found: u64| (found.trailing_zeros() / 8) as usize;
+    let mut n = 0;
+    let mut chunks = b.chunks_exact(8);
+    for chunk in &mut chunks {
+        let found = special(chunk);
+        if found != 0 {
+            return n + at(found);
         }
         n += 8;
     }
-    n
+    let tail = chunks.remainder();
+    if tail.is_empty() {
+        n
+    } else if b.len() >= 8 {
+        let last = b.len() - 8;
+        let found = special(&b[last..]);
+        if found != 0 {
+            last + at(found)
+        } else {
+            b.len()
+        }
+    } else {
+        // shorter than a word
+        tail.iter()
+            .position(|&c| ESCAPE[c as usize] != 0)
+            .unwrap_or(tail.len())
+    }
 }
 
 /// The string member `key` of a verbatim object (`key` has no character that needs escaping).
@@ -526,17 +542,22 @@ mod tests {
     #[test]
     fn plain_runs_stop_at_the_first_byte_that_needs_escaping() {
         let mut text = b"abcdefghijklmnopqrstuvwxyz0123456789".to_vec();
-        assert_eq!(plain_run(&text), 32); // whole words only: the tail is read byte by byte
+        for len in 0..=text.len() {
+            assert_eq!(plain_run(&text[..len]), len);
+        }
         for special in [b'"', b'\\', 0x00, 0x1f, b'\n'] {
             for at in 0..text.len() {
                 let keep = text[at];
                 text[at] = special;
-                assert_eq!(plain_run(&text), at.min(32), "{special:#x} at {at}");
+                for len in at + 1..=text.len() {
+                    assert_eq!(plain_run(&text[..len]), at, "{special:#x} at {at} of {len}");
+                }
+                assert_eq!(plain_run(&text[..at]), at);
                 text[at] = keep;
             }
         }
         let wide = "ünïcödé ☃ \u{7f}ÿ!!!!!!!!!!".as_bytes();
-        assert_eq!(plain_run(wide), wide.len() / 8 * 8);
+        assert_eq!(plain_run(wide), wide.len());
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::model::json::{integer, string, value};
-use crate::model::text::civil;
+use crate::model::text::datetime;
 use crate::model::{Finding, Message, Record, Stamp, Value};
 use crate::tcp::StreamInfo;
 
@@ -59,7 +59,9 @@ fn common(
     ts: Option<i64>,
     protocol: &str,
 ) {
-    let _ = write!(out, "{{\"record\":\"{record}\",\"capture\":");
+    out.push_str("{\"record\":\"");
+    out.push_str(record);
+    out.push_str("\",\"capture\":");
     string(out, capture);
     out.push_str(",\"stream\":");
     opt_u64(out, stamp.map(|s| s.stream).or(stream));
@@ -210,15 +212,7 @@ pub fn record_line(
 /// Nanosecond RFC 3339 UTC text, e.g. `2026-11-21T04:41:22.700273042Z`.
 pub fn rfc3339(out: &mut String, ts: i64) {
     let (sec, ns) = (ts.div_euclid(1_000_000_000), ts.rem_euclid(1_000_000_000));
-    let (days, rem) = (sec.div_euclid(86_400), sec.rem_euclid(86_400));
-    let (y, m, d) = civil(days);
-    let _ = write!(
-        out,
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ns:09}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    );
+    datetime(out, sec.div_euclid(86_400), sec.rem_euclid(86_400), ns, 9);
 }
 
 /// The stream summary line of `wirelog streams --json` (docs/records.md, "Stream summaries").

@@ -13,7 +13,7 @@
 //! plausible header and a body that decodes without leftovers.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::sync::Mutex;
 
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
@@ -24,12 +24,14 @@ use super::compression::{lz4_block, lz4_body, snappy_body};
 use super::envelope::{self, Header, HEADER};
 use super::findings::{finding, At};
 use super::frame_v5::{self, FrameHeader, MAX_PAYLOAD};
-use super::messages::{decode, put, query_of, Body, BodyContext, Fields, PreparedMap};
+use super::messages::{decode, put, query_of, Body, BodyContext, Fields, PreparedMap, SpecCache};
 use super::types::hex;
 
 pub const PROTOCOL: &str = "cql";
 /// Statements remembered per server.
 const MAX_PREPARED: usize = 10_000;
+/// Room for a message's fields: the header's and most bodies' (no regrowth while they are added).
+const FIELDS: usize = 24;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -127,10 +129,10 @@ struct Pending {
     prepared_id: Option<Vec<u8>>,
 }
 
-/// State shared by the CQL connections of one capture: prepared statements per server.
+/// State shared by the CQL connections of one capture: prepared statements per server and port.
 #[derive(Debug, Default)]
 pub struct Shared {
-    prepared: HashMap<(String, u16), PreparedMap>,
+    prepared: foldhash::HashMap<String, foldhash::HashMap<u16, PreparedMap>>,
 }
 
 /// Decodes both directions of one CQL connection.
@@ -144,8 +146,10 @@ pub struct CqlDecoder {
     compression: Option<String>,
     startup_stream: Option<i16>,
     framing_after_startup: Option<Mode>,
-    inflight: HashMap<i16, Pending>,
+    /// (foldhash: looked up for every message; drained in a sorted order)
+    inflight: foldhash::HashMap<i16, Pending>,
     seq: u64,
+    specs: Mutex<SpecCache>,
 }
 
 fn ix(d: Direction) -> usize {
@@ -273,15 +277,21 @@ impl CqlDecoder {
             compression: None,
             startup_stream: None,
             framing_after_startup: None,
-            inflight: HashMap::new(),
+            inflight: Default::default(),
             seq: 0,
+            specs: Mutex::default(),
         }
     }
 
     /// The prepared statements of this connection's server.
     fn prepared<'s>(&self, shared: &'s mut AllShared) -> &'s mut PreparedMap {
-        let key = (self.ctx.server.clone(), self.ctx.server_port);
-        shared.cql.prepared.entry(key).or_default()
+        // looked up by reference: this runs for every chunk, the key is made once per server
+        let servers = &mut shared.cql.prepared;
+        if !servers.contains_key(&self.ctx.server) {
+            servers.insert(self.ctx.server.clone(), Default::default());
+        }
+        let ports = servers.get_mut(&self.ctx.server).expect("inserted above");
+        ports.entry(self.ctx.server_port).or_default()
     }
 
     fn run(&mut self, d: Direction, last: bool, prepared: &mut PreparedMap, out: &mut Vec<Record>) {
@@ -404,7 +414,8 @@ impl CqlDecoder {
             let Ok(body) = self.inflate(&head, body) else {
                 return Verdict::Reject;
             };
-            let decoded = decode(&head, &body, &self.body_context(&head, None, prepared));
+            let ctx = self.body_context(&head, None, prepared);
+            let decoded = decode(&head, &body, &ctx, Fields::new());
             return if decoded.error.is_none() && decoded.trailing == 0 {
                 Verdict::Accept
             } else {
@@ -470,7 +481,8 @@ impl CqlDecoder {
                 None
             }
         };
-        self.message(d, &head, body.as_deref(), at, Fields::new(), prepared, out);
+        let fields = Fields::with_capacity(FIELDS);
+        self.message(d, &head, body.as_deref(), at, fields, prepared, out);
         true
     }
 
@@ -640,7 +652,8 @@ impl CqlDecoder {
                 return;
             }
             let total = total as usize;
-            let fields = vec![("framing", Value::from(self.sides[ix(d)].mode.name()))];
+            let mut fields = Fields::with_capacity(FIELDS);
+            fields.push(("framing", Value::from(self.sides[ix(d)].mode.name())));
             self.message(
                 d,
                 &head,
@@ -683,10 +696,9 @@ impl CqlDecoder {
             if part.data.len() < total {
                 break;
             }
-            let fields = vec![
-                ("framing", Value::from(self.sides[ix(d)].mode.name())),
-                ("frames", Value::from(part.frames)),
-            ];
+            let mut fields = Fields::with_capacity(FIELDS);
+            fields.push(("framing", Value::from(self.sides[ix(d)].mode.name())));
+            fields.push(("frames", Value::from(part.frames)));
             self.message(
                 d,
                 &head,
@@ -729,6 +741,7 @@ impl CqlDecoder {
             prepared,
             request_query,
             result_types,
+            specs: Some(&self.specs),
         }
     }
 
@@ -754,41 +767,44 @@ impl CqlDecoder {
         }
         self.check_header(d, head, at, out);
         let pending = self.pair(d, head, at, &mut fields, out);
-        let decoded = match body {
+        // the body's fields follow (no body field is named like one above: messages.rs)
+        let Body {
+            fields,
+            trailing,
+            error,
+            prepared: learnt,
+        } = match body {
             Some(b) => decode(
                 head,
                 b,
                 &self.body_context(head, pending.as_ref(), prepared),
+                fields,
             ),
-            None => Body::default(),
+            None => Body {
+                fields,
+                ..Body::default()
+            },
         };
-        let Body {
-            fields: body_fields,
-            trailing,
-            error,
-            prepared: learnt,
-        } = decoded;
-        let query = query_of(&body_fields);
+        let query = (head.opcode == envelope::PREPARE)
+            .then(|| query_of(&fields))
+            .flatten();
         let pid = (head.opcode == envelope::EXECUTE)
-            .then(|| body_fields.iter().find(|(k, _)| *k == "prepared_id"))
+            .then(|| fields.iter().find(|(k, _)| *k == "prepared_id"))
             .flatten()
             .and_then(|(_, v)| v.as_str())
             .map(unhex);
         let startup_compression = (head.opcode == envelope::STARTUP && !response)
-            .then(|| compression_option(&body_fields))
+            .then(|| compression_option(&fields))
             .flatten();
-        for (k, v) in body_fields {
-            put(&mut fields, k, v);
-        }
-        let upper = opname.to_uppercase();
         if let Some(e) = error {
-            let msg = format!("{upper} body is malformed: {e}");
+            let msg = format!("{} body is malformed: {e}", opname.to_uppercase());
             out.push(
                 finding("cql.malformed-body", msg, d, at)
                     .field("stream_id", head.stream)
                     .into(),
             );
         } else if trailing > 0 {
+            let upper = opname.to_uppercase();
             let msg = format!("{trailing} bytes after the end of the {upper} body");
             out.push(
                 finding("cql.trailing-bytes", msg, d, at)

@@ -21,6 +21,7 @@ const FLAG_NAMES: [(u8, &str); 5] = [
 
 pub const STARTUP: u8 = 0x01;
 pub const ERROR: u8 = 0x00;
+pub const PREPARE: u8 = 0x09;
 pub const EXECUTE: u8 = 0x0A;
 pub const EVENT: u8 = 0x0C;
 

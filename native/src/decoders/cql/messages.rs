@@ -7,6 +7,7 @@
 //! is kept all or nothing, as the record contract has it.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use crate::model::Value;
 
@@ -58,6 +59,49 @@ pub struct BodyContext<'a> {
     pub request_query: Option<&'a str>,
     /// The EXECUTE's statement's result columns, for rows sent without metadata.
     pub result_types: Option<&'a [CqlType]>,
+    /// The connection's column specs decoded so far (None: nothing is remembered).
+    pub specs: Option<&'a Mutex<SpecCache>>,
+}
+
+/// Entries of a `SpecCache`, and the most bytes of column specs one may hold: a few KiB a
+/// connection at most (specs of a dozen columns; wider ones are decoded every time).
+const CACHED_SPECS: usize = 4;
+const CACHED_SPEC_BYTES: usize = 256;
+
+/// Column specs recently decoded on a connection, with the bytes they were read from: a server
+/// sends the same metadata with every Rows result of a statement, and building the spec objects
+/// again was the largest part of decoding one. Equal bytes decode to equal specs.
+#[derive(Debug, Default)]
+pub struct SpecCache {
+    entries: Vec<Specs>,
+    /// The entry replaced next once all are taken.
+    next: usize,
+}
+
+#[derive(Debug)]
+struct Specs {
+    global: bool,
+    n: usize,
+    raw: Vec<u8>,
+    specs: Value,
+    types: Vec<CqlType>,
+}
+
+impl SpecCache {
+    fn find(&self, global: bool, n: usize, ahead: &[u8]) -> Option<&Specs> {
+        self.entries
+            .iter()
+            .find(|e| e.global == global && e.n == n && ahead.starts_with(&e.raw))
+    }
+
+    fn keep(&mut self, entry: Specs) {
+        if self.entries.len() < CACHED_SPECS {
+            self.entries.push(entry);
+        } else {
+            self.entries[self.next] = entry;
+            self.next = (self.next + 1) % CACHED_SPECS;
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -70,9 +114,13 @@ pub struct Body {
     pub prepared: Option<(Vec<u8>, Prepared)>,
 }
 
-/// Decode `body` (already decompressed) for `head`; never fails on bad bytes.
-pub fn decode(head: &Header, body: &[u8], ctx: &BodyContext<'_>) -> Body {
-    let mut out = Body::default();
+/// Decode `body` (already decompressed) for `head` into `fields` (appended to those given);
+/// never fails on bad bytes.
+pub fn decode(head: &Header, body: &[u8], ctx: &BodyContext<'_>, fields: Fields) -> Body {
+    let mut out = Body {
+        fields,
+        ..Body::default()
+    };
     let mut r = Reader::new(body);
     let result = decode_into(head, &mut r, ctx, &mut out);
     match result {
@@ -430,7 +478,38 @@ fn column_specs(
     flags: i32,
     n: usize,
 ) -> Res<(Value, Vec<CqlType>)> {
-    let global = if flags & 0x0001 != 0 {
+    let global = flags & 0x0001 != 0;
+    let ahead = r.ahead();
+    // (a decoder is Sync, hence the Mutex; one thread uses it, a poisoned one is left unused)
+    if let Some(Ok(cache)) = ctx.specs.map(Mutex::lock) {
+        if let Some(hit) = cache.find(global, n, ahead) {
+            r.pos += hit.raw.len();
+            return Ok((hit.specs.clone(), hit.types.clone()));
+        }
+    }
+    let start = r.pos;
+    let (specs, types) = read_column_specs(r, ctx, global, n)?;
+    let raw = &ahead[..r.pos - start];
+    let cache = ctx.specs.filter(|_| raw.len() <= CACHED_SPEC_BYTES);
+    if let Some(Ok(mut cache)) = cache.map(Mutex::lock) {
+        cache.keep(Specs {
+            global,
+            n,
+            raw: raw.to_vec(),
+            specs: specs.clone(),
+            types: types.clone(),
+        });
+    }
+    Ok((specs, types))
+}
+
+fn read_column_specs(
+    r: &mut Reader<'_>,
+    ctx: &BodyContext<'_>,
+    global: bool,
+    n: usize,
+) -> Res<(Value, Vec<CqlType>)> {
+    let global = if global {
         Some((r.string()?, r.string()?))
     } else {
         None
@@ -443,7 +522,7 @@ fn column_specs(
         };
         let name = r.string()?;
         let t = r.option(0, ctx.max_depth)?;
-        let mut spec = serde_json::Map::new();
+        let mut spec = serde_json::Map::with_capacity(4);
         spec.insert("keyspace".to_owned(), Value::String(ks));
         spec.insert("table".to_owned(), Value::String(table));
         spec.insert("name".to_owned(), Value::String(name));

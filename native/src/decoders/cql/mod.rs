@@ -38,7 +38,8 @@ fn envelope_decodes(data: &[u8]) -> bool {
         prepared: &prepared,
         request_query: None,
         result_types: None,
+        specs: None,
     };
-    let decoded = messages::decode(&head, body, &ctx);
+    let decoded = messages::decode(&head, body, &ctx, messages::Fields::new());
     decoded.error.is_none() && decoded.trailing == 0
 }

@@ -570,3 +570,83 @@ fn finding_codes_and_severities_are_the_documented_ones() {
         );
     }
 }
+
+/// A v4 QUERY and its RESULT Rows (global keyspace "ks", table "tbl") with these columns.
+fn query_and_rows(
+    stream: u8,
+    columns: &[(&str, u16)],
+    cells: &[&[u8]],
+) -> [(Direction, Vec<u8>); 2] {
+    let string = |s: &str| [&(s.len() as u16).to_be_bytes()[..], s.as_bytes()].concat();
+    let envelope = |version: u8, opcode: u8, body: Vec<u8>| {
+        let head = [version, 0, 0, stream, opcode];
+        [&head[..], &(body.len() as u32).to_be_bytes(), &body].concat()
+    };
+    let text = b"SELECT * FROM ks.tbl";
+    let query = [&(text.len() as u32).to_be_bytes()[..], text, &[0, 1, 0]].concat();
+    let mut rows = [2i32, 1, columns.len() as i32]
+        .map(i32::to_be_bytes)
+        .concat();
+    rows.extend([string("ks"), string("tbl")].concat());
+    for (name, code) in columns {
+        rows.extend([string(name), code.to_be_bytes().to_vec()].concat());
+    }
+    rows.extend(1i32.to_be_bytes());
+    for cell in cells {
+        rows.extend([&(cell.len() as i32).to_be_bytes()[..], cell].concat());
+    }
+    [
+        (C2S, envelope(4, 0x07, query)),
+        (S2C, envelope(0x84, 0x08, rows)),
+    ]
+}
+
+#[test]
+fn column_specs_remembered_are_those_of_the_same_bytes() {
+    let spec = |name: &str, t: &str| serde_json::json!({"keyspace": "ks", "table": "tbl", "name": name, "type": t});
+    let cases = [
+        (
+            vec![("v", 0x0003)],
+            vec![&b"a"[..]],
+            serde_json::json!([spec("v", "blob")]),
+        ),
+        (
+            vec![("w", 0x0003)],
+            vec![&b"b"[..]],
+            serde_json::json!([spec("w", "blob")]),
+        ),
+        (
+            vec![("v", 0x0003)],
+            vec![&b"c"[..]],
+            serde_json::json!([spec("v", "blob")]),
+        ),
+        // the same first column, one more: not the one-column specs again
+        (
+            vec![("v", 0x0003), ("n", 0x0009)],
+            vec![&b"d"[..], &[0, 0, 0, 7][..]],
+            serde_json::json!([spec("v", "blob"), spec("n", "int")]),
+        ),
+        (
+            vec![("v", 0x000d)],
+            vec![&b"e"[..]],
+            serde_json::json!([spec("v", "varchar")]),
+        ),
+    ];
+    let events: Vec<_> = cases
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (columns, cells, _))| query_and_rows(i as u8 + 1, columns, cells))
+        .collect();
+    let recs = run(&events);
+    assert_eq!(codes(&recs), Vec::<&str>::new());
+    let results: Vec<_> = messages(&recs)
+        .into_iter()
+        .filter(|m| m.kind == "result")
+        .collect();
+    assert_eq!(results.len(), cases.len());
+    for (m, (_, _, expected)) in results.iter().zip(&cases) {
+        assert_eq!(field(m, "columns"), expected);
+    }
+    assert_eq!(field(results[3], "rows"), &serde_json::json!([["64", 7]]));
+    assert_eq!(field(results[4], "rows"), &serde_json::json!([["e"]]));
+}

@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use crate::model::text::{civil, uuid};
+use crate::model::text::{civil, datetime, uuid};
 use crate::model::Value;
 
 /// A field runs past the end of the body, or a count is negative, or a value does not fit its
@@ -42,7 +42,11 @@ impl Cell<'_> {
 pub use crate::model::text::hex;
 
 fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    // valid UTF-8 is the rule: checked at once, where the lossy form walks it chunk by chunk
+    match std::str::from_utf8(b) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(b).into_owned(),
+    }
 }
 
 pub fn consistency_name(c: u16) -> String {
@@ -91,6 +95,11 @@ impl<'a> Reader<'a> {
         let out = &self.data[self.pos..self.pos + n];
         self.pos += n;
         Ok(out)
+    }
+
+    /// The bytes not read yet (the position stays).
+    pub fn ahead(&self) -> &'a [u8] {
+        &self.data[self.pos..]
     }
 
     pub fn rest(&mut self) -> &'a [u8] {
@@ -547,14 +556,9 @@ fn timestamp(ms: i64) -> Value {
         return Value::from(ms);
     }
     let rem = ms.rem_euclid(86_400_000);
-    let (y, mo, d) = civil(days);
-    Value::String(format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3_600_000,
-        rem / 60_000 % 60,
-        rem / 1000 % 60,
-        rem % 1000
-    ))
+    let mut text = String::with_capacity(24);
+    datetime(&mut text, days, rem / 1000, rem % 1000, 3);
+    Value::String(text)
 }
 
 /// A `date` (days with the epoch at 2^31) as YYYY-MM-DD; the raw number outside years 1-9999.
