@@ -114,14 +114,19 @@ def test_out_of_memory_is_one_line_and_status_4(big):
                 break
     else:
         pytest.fail("no limit made the check run out of memory in its middle")
-    for _ in range(5):  # where memory runs out varies a little from run to run
-        debug = wirelog("--debug", "validate", str(big), preexec_fn=_address_space(megabytes))
+    # Where memory runs out varies from run to run, and --debug imports more: at one limit the
+    # first failed allocation may be a native one (skipped, as above), so nearby limits are tried.
+    for limit in [m for m in range(megabytes - 8, megabytes + 12, 2) for _ in "ab"]:
+        debug = wirelog("--debug", "validate", str(big), preexec_fn=_address_space(limit))
+        if debug.returncode in NATIVE_CRASHES or debug.returncode == 0:
+            continue
+        lines = debug.stderr.decode().splitlines()
+        assert debug.returncode in (1, 4), (limit, debug.stderr)
         if debug.returncode == 4:  # all of it, "Exception ignored in: <generator ...>" too
-            lines = debug.stderr.decode().splitlines()
             assert "Traceback (most recent call last):" in lines
             assert lines[-1] == f"wirelog: {OUT_OF_MEMORY_MESSAGE}"
             return
-    pytest.fail("--debug never ran out of memory at the same limit")
+    pytest.fail("--debug never ran out of memory near the same limit")
 
 
 def _out_of_memory(*_args, **_kw):
