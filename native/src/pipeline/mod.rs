@@ -12,7 +12,7 @@ pub use hunt::HUNT_LIMIT;
 pub use session::{Detection, Session};
 
 use crate::capture::{CaptureInfo, CaptureInput, Segment};
-use crate::decoders::{Chunk, Gap, StreamContext};
+use crate::decoders::StreamContext;
 use crate::model::{Finding, FindingSink};
 use crate::records::out::Taken;
 use crate::tcp::{Config, Event, Reassembler, StreamInfo};
@@ -189,43 +189,15 @@ impl Pipeline {
                 self.flush_records();
                 self.items.push(Item::Tcp(event.clone()));
             }
+            if let Some((stream, chunk)) = event.as_chunk() {
+                self.open(stream, &ending);
+                self.session.chunk(stream, &chunk);
+            } else if let Some((stream, gap)) = event.as_gap() {
+                self.open(stream, &ending);
+                self.session.gap(stream, &gap);
+            }
             match &mut event {
-                Event::Chunk {
-                    stream,
-                    direction,
-                    offset,
-                    data,
-                    frame,
-                    ts,
-                } => {
-                    self.open(*stream, &ending);
-                    let chunk = Chunk {
-                        direction: *direction,
-                        offset: *offset,
-                        data,
-                        frame: Some(*frame),
-                        ts: Some(*ts),
-                    };
-                    self.session.chunk(*stream, &chunk);
-                }
-                Event::Gap {
-                    stream,
-                    direction,
-                    offset,
-                    length,
-                    frame,
-                    ts,
-                } => {
-                    self.open(*stream, &ending);
-                    let gap = Gap {
-                        direction: *direction,
-                        offset: *offset,
-                        length: *length,
-                        frame: Some(*frame),
-                        ts: Some(*ts),
-                    };
-                    self.session.gap(*stream, &gap);
-                }
+                Event::Chunk { .. } | Event::Gap { .. } => {}
                 Event::End(info) => {
                     let closed = info.fin_c2s || info.fin_s2c || info.reset;
                     info.tls = self.session.tls_info(info.stream);
@@ -247,49 +219,19 @@ impl Pipeline {
     /// Reassembly only: every event goes to Python (the bytes only in chunks mode), TLS streams'
     /// first bytes to their handshake reading, and a stream's summary carries what it found.
     fn summarise(&mut self, mut event: Event) {
-        match &mut event {
-            Event::Chunk {
-                stream,
-                direction,
-                offset,
-                data,
-                frame,
-                ts,
-            } => {
-                let chunk = Chunk {
-                    direction: *direction,
-                    offset: *offset,
-                    data,
-                    frame: Some(*frame),
-                    ts: Some(*ts),
-                };
-                let keylog = self.session.keylog();
-                if self.hellos.chunk(*stream, &chunk, keylog) && !self.chunks {
-                    self.reasm.mute(*stream);
-                }
-                if !self.chunks {
-                    return;
-                }
+        if let Some((stream, chunk)) = event.as_chunk() {
+            let keylog = self.session.keylog();
+            if self.hellos.chunk(stream, &chunk, keylog) && !self.chunks {
+                self.reasm.mute(stream);
             }
-            Event::Gap {
-                stream,
-                direction,
-                offset,
-                length,
-                frame,
-                ts,
-            } => {
-                let gap = Gap {
-                    direction: *direction,
-                    offset: *offset,
-                    length: *length,
-                    frame: Some(*frame),
-                    ts: Some(*ts),
-                };
-                self.hellos.gap(*stream, &gap);
+            if !self.chunks {
+                return;
             }
-            Event::End(info) => info.tls = self.hellos.end(info.stream),
-            Event::Finding(_) => {}
+        } else if let Some((stream, gap)) = event.as_gap() {
+            self.hellos.gap(stream, &gap);
+        }
+        if let Event::End(info) = &mut event {
+            info.tls = self.hellos.end(info.stream);
         }
         self.items.push(Item::Tcp(event));
     }

@@ -88,6 +88,56 @@ pub enum Event {
     End(Box<StreamInfo>),
 }
 
+impl Event {
+    /// A Chunk event as the decoders' view of it, with its stream.
+    pub fn as_chunk(&self) -> Option<(u64, crate::decoders::Chunk<'_>)> {
+        match self {
+            Event::Chunk {
+                stream,
+                direction,
+                offset,
+                data,
+                frame,
+                ts,
+            } => Some((
+                *stream,
+                crate::decoders::Chunk {
+                    direction: *direction,
+                    offset: *offset,
+                    data,
+                    frame: Some(*frame),
+                    ts: Some(*ts),
+                },
+            )),
+            _ => None,
+        }
+    }
+
+    /// A Gap event as the decoders' view of it, with its stream.
+    pub fn as_gap(&self) -> Option<(u64, crate::decoders::Gap)> {
+        match self {
+            Event::Gap {
+                stream,
+                direction,
+                offset,
+                length,
+                frame,
+                ts,
+            } => Some((
+                *stream,
+                crate::decoders::Gap {
+                    direction: *direction,
+                    offset: *offset,
+                    length: *length,
+                    frame: Some(*frame),
+                    ts: Some(*ts),
+                },
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// Limits and policy. Every bound here keeps memory finite whatever the capture holds.
 #[derive(Clone, Debug)]
 pub struct Config {
