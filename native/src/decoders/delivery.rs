@@ -11,8 +11,8 @@
 //! and of resends only (at most `KEYS_LIMIT`; beyond it the counts are lower bounds), never events.
 //! Hercules events carry their own identity, the UUID, and a client retries a batch with the same
 //! UUIDs: the Gate's answer (2xx or not) to each request holding a copy decides. Any UUID may be sent
-//! again later, so every distinct UUID of Gate traffic is remembered (16 bytes and a few counters,
-//! at most `KEYS_LIMIT` of them; past it, events are judged by their own answer alone).
+//! again later, so every distinct UUID of Gate traffic is remembered (24 bytes with its counters,
+//! at most `UUIDS_LIMIT` of them; past it, events are judged by their own answer alone).
 
 use std::collections::{HashMap, HashSet};
 
@@ -248,32 +248,42 @@ impl Courier {
     }
 }
 
-/// What is known of one Hercules UUID's copies.
-#[derive(Debug, Default)]
+/// What is known of one Hercules UUID's copies: 8 bytes, so that a table entry with its key is
+/// 24 (the table's memory is the verdict's; see `UUIDS_LIMIT`).
+#[derive(Clone, Copy, Debug, Default)]
 struct Copies {
-    /// Copies accepted with a 2xx.
-    accepted: u32,
     /// Copies without an answer on a connection that has not ended yet.
     waiting: u32,
-    /// The first copy was not accepted.
-    first_failed: bool,
+    /// Copies accepted with a 2xx, counted to 2 (one or several is what the verdict asks).
+    accepted: u8,
     /// A copy was without an answer when the capture ended with its connection open.
     unknown: bool,
-    /// (stream, frame) of the first copy.
-    first: (u64, Option<u64>),
 }
+
+/// Distinct Hercules UUIDs remembered: 7/8 of 2^20, the most a table of 2^20 slots holds before
+/// it doubles (2^20 entries of 24 bytes and a control byte: 25 MiB at most).
+pub const UUIDS_LIMIT: usize = 917_504;
+
+/// A UUID as the table keys it (two words: 8-byte alignment keeps an entry at 24 bytes).
+type Uuid = [u64; 2];
+
+/// Where a copy was: (stream, frame).
+type CopyPlace = (u64, Option<u64>);
 
 #[derive(Debug, Default)]
 struct Hercules {
     events: u64,
-    uuids: foldhash::HashMap<u128, Copies>,
-    waiting_in: foldhash::HashMap<u64, Vec<u128>>,
-    /// Events of UUIDs past `KEYS_LIMIT`, by their own answer: accepted, refused, unanswered.
+    uuids: foldhash::HashMap<Uuid, Copies>,
+    /// Where the first copy was, for the UUIDs whose first copy was not accepted (only they can
+    /// be lost, and only the lost are placed).
+    failed_first: foldhash::HashMap<Uuid, CopyPlace>,
+    waiting_in: foldhash::HashMap<u64, Vec<Uuid>>,
+    /// Events of UUIDs past `UUIDS_LIMIT`, by their own answer: accepted, refused, unanswered.
     untracked: (u64, u64, u64),
 }
 
-/// A UUID's canonical text as a number (None for anything else).
-fn uuid_key(text: &str) -> Option<u128> {
+/// A UUID's canonical text as a key (None for anything else).
+fn uuid_key(text: &str) -> Option<Uuid> {
     let b = text.as_bytes();
     let dashes = b.iter().filter(|&&c| c == b'-').count();
     if b.len() != 36 || dashes != 4 {
@@ -283,7 +293,20 @@ fn uuid_key(text: &str) -> Option<u128> {
     for &c in b.iter().filter(|&&c| c != b'-') {
         key = key << 4 | u128::from(char::from(c).to_digit(16)?);
     }
-    Some(key)
+    Some([(key >> 64) as u64, key as u64])
+}
+
+/// A key's canonical UUID text.
+fn uuid_text(key: &Uuid) -> String {
+    let hex = format!("{:016x}{:016x}", key[0], key[1]);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }
 
 impl Hercules {
@@ -293,7 +316,7 @@ impl Hercules {
             return;
         };
         self.events += 1;
-        if self.uuids.len() >= KEYS_LIMIT && !self.uuids.contains_key(&key) {
+        if self.uuids.len() >= UUIDS_LIMIT && !self.uuids.contains_key(&key) {
             let t = &mut self.untracked;
             match m.acked {
                 Some(true) => t.0 += 1,
@@ -302,13 +325,14 @@ impl Hercules {
             }
             return;
         }
-        let copies = self.uuids.entry(key).or_insert(Copies {
-            first_failed: m.acked != Some(true),
-            first: (stream, m.frame),
-            ..Copies::default()
+        let copies = self.uuids.entry(key).or_insert_with(|| {
+            if m.acked != Some(true) {
+                self.failed_first.insert(key, (stream, m.frame));
+            }
+            Copies::default()
         });
         match m.acked {
-            Some(true) => copies.accepted += 1,
+            Some(true) => copies.accepted = (copies.accepted + 1).min(2),
             Some(false) => {}
             None => {
                 copies.waiting += 1;
@@ -330,35 +354,28 @@ impl Hercules {
 
     fn result(&self, capture: &str) -> Value {
         let (accepted, refused, unanswered) = self.untracked;
-        let mut lost: Vec<(&u128, &Copies)> = Vec::new();
+        let mut lost: Vec<(&Uuid, CopyPlace)> = Vec::new();
         let (mut delivered, mut retried, mut twice, mut unknown) =
             (accepted, 0u64, 0u64, unanswered);
         for (key, c) in &self.uuids {
+            let first = self.failed_first.get(key);
             if c.accepted > 0 {
                 delivered += 1;
-                retried += u64::from(c.first_failed);
+                retried += u64::from(first.is_some());
                 twice += u64::from(c.accepted > 1);
             } else if c.unknown || c.waiting > 0 {
                 unknown += 1;
-            } else {
-                lost.push((key, c));
+            } else if let Some(&place) = first {
+                // Never accepted: the first copy was not.
+                lost.push((key, place));
             }
         }
-        lost.sort_by_key(|&(key, c)| (order(&(Some(c.first.0), c.first.1, None)), *key));
+        lost.sort_by_key(|&(key, (stream, frame))| (order(&(Some(stream), frame, None)), *key));
         let at: Vec<Value> = lost
             .iter()
             .take(FIRST)
-            .map(|(key, c)| {
-                let hex = format!("{key:032x}");
-                let uuid = format!(
-                    "{}-{}-{}-{}-{}",
-                    &hex[..8],
-                    &hex[8..12],
-                    &hex[12..16],
-                    &hex[16..20],
-                    &hex[20..]
-                );
-                json!({"capture": capture, "stream": c.first.0, "frame": c.first.1, "uuid": uuid})
+            .map(|(key, (stream, frame))| {
+                json!({"capture": capture, "stream": stream, "frame": frame, "uuid": uuid_text(key)})
             })
             .collect();
         let distinct = self.uuids.len() as u64 + accepted + refused + unanswered;
@@ -690,16 +707,16 @@ mod tests {
     #[test]
     fn hercules_uuids_past_the_limit_are_judged_alone() {
         let mut h = Hercules::default();
-        h.uuids.extend((0..KEYS_LIMIT as u128).map(|k| {
+        h.uuids.extend((0..UUIDS_LIMIT as u64).map(|k| {
             (
-                k + 1000,
+                [7, k + 1000],
                 Copies {
                     accepted: 1,
                     ..Copies::default()
                 },
             )
         }));
-        h.events = KEYS_LIMIT as u64;
+        h.events = UUIDS_LIMIT as u64;
         for acked in [Some(true), Some(false), None] {
             if let Record::Message(m) = gate_event(1, 1, acked) {
                 h.add(0, &m);
@@ -707,9 +724,9 @@ mod tests {
         }
         let r = h.result("c");
         assert_eq!(r["lower_bounds"], true);
-        assert_eq!(h.uuids.len(), KEYS_LIMIT);
+        assert_eq!(h.uuids.len(), UUIDS_LIMIT);
         let n = |k: &str| r[k].as_u64().unwrap();
-        assert_eq!(n("delivered"), KEYS_LIMIT as u64 + 1);
+        assert_eq!(n("delivered"), UUIDS_LIMIT as u64 + 1);
         assert_eq!((n("never_acknowledged"), n("ack_unknown")), (1, 1));
     }
 }

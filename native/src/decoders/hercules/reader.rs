@@ -8,7 +8,7 @@
 //! value ends the parse (`Stop::Corrupt`); running out of bytes is `Stop::Truncated`, with the end
 //! offset that could complete the event. Offsets are relative to the slice handed to `parse`.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::pyrepr::str_repr;
 use super::types::*;
@@ -59,6 +59,8 @@ pub const PLAUSIBLE_TICKS: (i64, i64) = (
     4_102_444_800 * TICKS_PER_SECOND,
 );
 const NAME_CACHE_MAX: usize = 4096;
+/// Keys of a container compared pairwise for repeats; bigger containers sort theirs.
+const SMALL: usize = 32;
 
 /// Parses events, remembering tag names across calls: a name that breaks the rules is reported
 /// by the first event that parses with it, not by every event (a bounded cache, as in Python).
@@ -81,7 +83,7 @@ impl EventParser {
     pub fn new(max_event: usize) -> Self {
         EventParser {
             max_event,
-            names: HashMap::new(),
+            names: HashMap::default(),
             path: Vec::new(),
             reported: Vec::new(),
         }
@@ -228,7 +230,7 @@ struct Walk<'a, 'p> {
     nulls: u64,
 }
 
-impl Walk<'_, '_> {
+impl<'a> Walk<'a, '_> {
     fn path(&self) -> String {
         hpath(self.data, &self.path)
     }
@@ -345,13 +347,18 @@ impl Walk<'_, '_> {
             );
         }
         let bound = self.end.min(self.limit);
-        for _ in 0..count {
+        // Keys of small containers, for the repeat check (no second walk, no allocation).
+        let mut small = [(0usize, 0usize); SMALL];
+        for i in 0..count as usize {
             if p >= bound || p + self.data[p] as usize + 2 > bound {
                 self.need(p, 1, "tag key length")?;
                 let kstop = self.need(p + 1, self.data[p] as u64, "tag key")?;
                 self.need(kstop, 1, "tag type")?;
             }
             let kstop = p + 1 + self.data[p] as usize;
+            if let Some(slot) = small.get_mut(i) {
+                *slot = (p + 1, kstop);
+            }
             let raw = &self.data[p + 1..kstop];
             self.path.push(Part::Key(p + 1, kstop));
             let report = match self.names.get(raw) {
@@ -373,42 +380,41 @@ impl Walk<'_, '_> {
             self.path.pop();
         }
         if count > 1 {
-            self.duplicates(pos + 2, count, pos);
+            let data = self.data;
+            let keys: Vec<&[u8]> = match small.get(..count as usize) {
+                Some(places) => {
+                    let key = |i: usize| &data[places[i].0..places[i].1];
+                    if !(1..places.len()).any(|i| (0..i).any(|j| key(j) == key(i))) {
+                        return Ok(p);
+                    }
+                    (0..places.len()).map(key).collect()
+                }
+                None => self.keys(pos + 2, count),
+            };
+            self.duplicates(keys, pos);
         }
         Ok(p)
     }
 
-    /// A `hercules.duplicate-key` problem when keys repeat (Java keeps the last occurrence).
-    fn duplicates(&mut self, start: usize, count: u16, pos: usize) {
-        // The keys are found again by skipping the (already validated) values. Small containers
-        // are checked in a fixed array: no allocation per container unless a key repeats.
-        let mut small: [&[u8]; 32] = [&[]; 32];
-        let mut keys: Vec<&[u8]> = Vec::new();
+    /// The keys of a container of `count` tags whose first key is at `start`, found again by
+    /// skipping its (already validated) values.
+    fn keys(&self, start: usize, count: u16) -> Vec<&'a [u8]> {
+        let mut keys = Vec::with_capacity(usize::from(count));
         let mut c = super::render::Cursor::new(self.data, start);
-        for i in 0..count as usize {
-            let Some(k) = c.key() else { return };
-            if i < small.len() {
-                small[i] = k;
-            } else {
-                if keys.is_empty() {
-                    keys.extend_from_slice(&small);
-                }
-                keys.push(k);
-            }
-            let Some(t) = c.u8() else { return };
-            if c.skip(t).is_none() {
-                return;
+        for _ in 0..count {
+            let Some(k) = c.key() else { break };
+            keys.push(k);
+            match c.u8() {
+                Some(t) if c.skip(t).is_some() => {}
+                _ => break,
             }
         }
-        if keys.is_empty() {
-            let small = &small[..count as usize];
-            let repeats = (1..small.len()).any(|i| small[..i].contains(&small[i]));
-            if !repeats {
-                return;
-            }
-            keys.extend_from_slice(small);
-        }
-        let mut sorted = keys.clone();
+        keys
+    }
+
+    /// A `hercules.duplicate-key` problem when keys repeat (Java keeps the last occurrence).
+    fn duplicates(&mut self, keys: Vec<&[u8]>, pos: usize) {
+        let mut sorted = keys;
         sorted.sort_unstable();
         let mut dups: Vec<String> = Vec::new();
         for w in sorted.windows(2) {

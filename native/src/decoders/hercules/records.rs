@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 
 use super::reader::{Parsed, Problem};
-use super::render::{exported, Cursor, Renderer};
+use super::render::{exported, Cursor, Renderer, TextRenderer};
 use super::types::{TICKS_PER_SECOND, VERSIONS};
 use crate::model::text::{civil, uuid as uuid_text};
 use crate::model::{Direction, Document, Finding, Message, Value};
@@ -70,12 +70,29 @@ pub fn event_message(
     m.fields.push(("tag_count", ev.tag_count.into()));
     m.fields.extend(extra);
     let payload = ev.offset + 25;
-    match exported(data, payload) {
+    // An export has a `wirelog` container tag: where its bytes are nowhere, nothing is walked.
+    let bytes = data.get(payload..ev.offset + ev.length).unwrap_or_default();
+    let export =
+        memchr::memmem::find(bytes, b"\x07wirelog\x01").and_then(|_| exported(data, payload));
+    match export {
         None => {
-            let plain = Renderer { mapped: false };
-            m.event = plain
-                .tags(&mut Cursor::new(data, payload))
-                .map(Document::from);
+            let mut text = String::with_capacity(2 * ev.length);
+            m.event = match TextRenderer::default().tags(&mut Cursor::new(data, payload), &mut text)
+            {
+                Some(()) => {
+                    // Fuzzing and the tests hold the text against the tree it stands for.
+                    #[cfg(debug_assertions)]
+                    {
+                        let tree = Renderer { mapped: false }.tags(&mut Cursor::new(data, payload));
+                        let tree = tree.map(|v| Document::from(v).to_string());
+                        assert_eq!(tree.as_deref(), Some(text.as_str()));
+                    }
+                    Some(Document::Text(text.into_boxed_str()))
+                }
+                None => Renderer { mapped: false }
+                    .tags(&mut Cursor::new(data, payload))
+                    .map(Document::from),
+            };
         }
         Some(found) => {
             let mapped = Renderer { mapped: true };

@@ -10,6 +10,7 @@
 use serde_json::{Map, Number};
 
 use super::types::*;
+use crate::model::json;
 use crate::model::text::uuid as uuid_text;
 use crate::model::Value;
 
@@ -252,6 +253,93 @@ impl Renderer {
             }
         }
         true
+    }
+}
+
+/// Keys of one container compared pairwise for repeats; a container with more is left to the tree.
+const PAIRWISE: usize = 64;
+
+/// The plain rendering written straight as JSON text, without building values: what
+/// `json::value` writes of `Renderer { mapped: false }.tags`. Events are rendered once and written
+/// once, so the tree (an allocation per key, string and container, and a hash per key) was most
+/// of their cost. `tags` gives up (None) wherever one pass cannot know the tree's text: a key
+/// repeated in a container (the tree keeps its first position and last value), a key that is not
+/// UTF-8 (replacement characters can make two keys equal), a container of more than `PAIRWISE`
+/// keys; the caller renders the tree then.
+#[derive(Default)]
+pub struct TextRenderer<'a> {
+    /// Keys of the containers being written, innermost last.
+    keys: Vec<&'a [u8]>,
+}
+
+impl<'a> TextRenderer<'a> {
+    /// A container's tags (the cursor at its count) appended to `out`.
+    pub fn tags(&mut self, c: &mut Cursor<'a>, out: &mut String) -> Option<()> {
+        let count = usize::from(c.u16()?);
+        if count > PAIRWISE {
+            return None;
+        }
+        let start = self.keys.len();
+        out.push('{');
+        for i in 0..count {
+            let key = c.key()?;
+            if self.keys[start..].contains(&key) {
+                return None;
+            }
+            self.keys.push(key);
+            if i > 0 {
+                out.push(',');
+            }
+            json::string(out, std::str::from_utf8(key).ok()?);
+            out.push(':');
+            let t = c.u8()?;
+            self.value(c, t, out)?;
+        }
+        self.keys.truncate(start);
+        out.push('}');
+        Some(())
+    }
+
+    fn value(&mut self, c: &mut Cursor<'a>, t: u8, out: &mut String) -> Option<()> {
+        match t {
+            CONTAINER => self.tags(c, out)?,
+            VECTOR => self.vector(c, out)?,
+            STRING => {
+                let n = c.len()?;
+                let raw = c.take(n)?;
+                match std::str::from_utf8(raw) {
+                    Ok(s) => json::string(out, s),
+                    Err(_) => json::string(out, &String::from_utf8_lossy(raw)),
+                }
+            }
+            UUID => {
+                // Hex digits and dashes: nothing to escape.
+                out.push('"');
+                out.push_str(&uuid_text(c.take(16)?));
+                out.push('"');
+            }
+            _ => json::value(out, &scalar(c, t)?),
+        }
+        Some(())
+    }
+
+    fn vector(&mut self, c: &mut Cursor<'a>, out: &mut String) -> Option<()> {
+        let elem = c.u8()?;
+        let n = c.len()?;
+        out.push('[');
+        for i in 0..n {
+            if i > 0 {
+                out.push(',');
+            }
+            match elem {
+                NULL => out.push_str("null"),
+                CONTAINER => self.tags(c, out)?,
+                VECTOR => self.vector(c, out)?,
+                _ => self.value(c, elem, out)?,
+            }
+        }
+        out.push(']');
+        Some(())
     }
 }
 

@@ -2,10 +2,11 @@
 //! sessions, truncations, gaps and limits.
 
 use super::reader::{EventParser, Stop};
+use super::render::{Cursor, Renderer, TextRenderer};
 use super::tree::{decode, encode, EncodeError, Event, Var, Vector};
 use super::{HerculesDecoder, Shared};
 use crate::decoders::{Chunk, Decoder, Gap, Limits, Shared as AllShared, StreamContext};
-use crate::model::{Direction, Finding, Message, Record, Value};
+use crate::model::{json, Direction, Document, Finding, Message, Record, Value};
 
 const README_EVENT: &str = "010036462afd9ef8001120380063fd11e883e23a587d902000000204686f737409000000096c6f63616c686f73740974696d657374616d700500056d6ab2f64c00";
 const FORMATTER_EVENT: &str = "010036462afd9ef8005ef182398e6c4e19b222c87fd06b003d00040a537472696e6720746167090000000c537472696e672076616c7565084e756c6c207461670b0855756964207461670a5ef182398e6c4e19b222c87fd06b003d13436f6e7461696e657220617272617920746167800100000002000110536f6d6520696e74656765722074616704075a1a9f00010f4279746520766563746f7220746167800200000004deadbeef";
@@ -303,6 +304,82 @@ fn property_encode_then_decode_round_trips() {
             Err(Stop::Truncated { .. })
         ));
     }
+}
+
+/// Keys from a three-letter alphabet (so containers repeat keys), an eighth of them not UTF-8.
+fn few_keys(tags: &mut [(Vec<u8>, Var)]) {
+    for (k, v) in tags {
+        *k = match k.first() {
+            Some(b) if b % 8 == 0 => vec![0xc3, b'(' + b % 2],
+            Some(b) => vec![b'a' + b % 3],
+            None => Vec::new(),
+        };
+        match v {
+            Var::Container(t) => few_keys(t),
+            Var::Vector(vector) => few_keys_in(vector),
+            _ => {}
+        }
+    }
+}
+
+fn few_keys_in(vector: &mut Vector) {
+    match vector {
+        Vector::Container(items) => items.iter_mut().for_each(|t| few_keys(t)),
+        Vector::Vector(items) => items.iter_mut().for_each(few_keys_in),
+        _ => {}
+    }
+}
+
+#[test]
+fn text_rendering_is_the_tree_written_or_gives_up() {
+    let mut r = Rng(0x2545_f491_4f6c_dd1d);
+    let (mut written, mut gave_up) = (0, 0);
+    for _ in 0..5000 {
+        let mut tags = random_tags(&mut r, 3);
+        few_keys(&mut tags);
+        let ev = Event {
+            version: 1,
+            timestamp: 0,
+            uuid: [7; 16],
+            tags,
+        };
+        let bytes = encode(&ev).expect("encodes");
+        let tree = Renderer { mapped: false }
+            .tags(&mut Cursor::new(&bytes, 25))
+            .expect("renders");
+        let mut text = String::new();
+        match TextRenderer::default().tags(&mut Cursor::new(&bytes, 25), &mut text) {
+            Some(()) => {
+                let mut want = String::new();
+                json::value(&mut want, &tree);
+                assert_eq!(text, want);
+                written += 1;
+            }
+            None => gave_up += 1,
+        }
+    }
+    assert!(
+        written > 2000 && gave_up > 500,
+        "{written} written, {gave_up} given up"
+    );
+}
+
+#[test]
+fn event_documents_are_written_as_text_unless_a_key_repeats() {
+    // a=Byte 1, b=Float NaN, c=String x 0xff " (not UTF-8), u=Vector<Uuid> of one
+    let tags = "0004016102010162077fc000000163090000000378ff22 0175800a000000010102030405060708090a0b0c0d0e0f10";
+    let recs = run(&event_bytes(tags), b"", 0);
+    let doc = messages(&recs, "event")[0].event.clone().expect("document");
+    assert!(matches!(doc, Document::Text(_)));
+    assert_eq!(
+        doc.to_string(),
+        "{\"a\":1,\"b\":\"NaN\",\"c\":\"x\u{fffd}\\\"\",\"u\":[\"01020304-0506-0708-090a-0b0c0d0e0f10\"]}"
+    );
+    // a=1, b=1, a=2: the key keeps its first position and its last value, as the tree has it
+    let recs = run(&event_bytes("0003016102010162020101610202"), b"", 0);
+    let doc = messages(&recs, "event")[0].event.clone().expect("document");
+    assert!(matches!(doc, Document::Parsed(_)));
+    assert_eq!(doc.to_string(), r#"{"a":2,"b":1}"#);
 }
 
 #[test]
