@@ -50,6 +50,26 @@ pub fn value(out: &mut String, v: &Value) {
     }
 }
 
+/// What a record field's value is written from: its values, or its text made beforehand.
+pub trait Json {
+    fn write_json(&self, out: &mut String);
+}
+
+impl Json for Value {
+    fn write_json(&self, out: &mut String) {
+        value(out, self);
+    }
+}
+
+impl Json for super::Field {
+    fn write_json(&self, out: &mut String) {
+        match self {
+            super::Field::Value(v) => value(out, v),
+            super::Field::Shared(s) => out.push_str(s.text()),
+        }
+    }
+}
+
 /// An integer's digits (itoa: without the formatting machinery `write!` goes through).
 pub fn integer(out: &mut String, v: impl itoa::Integer) {
     out.push_str(itoa::Buffer::new().format(v));

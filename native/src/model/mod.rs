@@ -7,10 +7,11 @@ mod sink;
 pub mod text;
 
 pub use json::Document;
-pub use record::{Message, Record, Stamp};
+pub use record::{Fields, Message, Record, Stamp};
 pub use sink::FindingSink;
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Direction of bytes inside a stream, relative to the (possibly inferred) client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -60,6 +61,63 @@ impl Severity {
 
 /// A machine-readable detail of a record (`fields` in the record contract): plain JSON data.
 pub use serde_json::Value;
+
+/// A message field's value: its own, or one shared by many records with its JSON text made once
+/// (a CQL connection's column specs, decoded once and carried by every result of the statement:
+/// cloning and writing them again for each was a third of a CQL conversion).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Field {
+    Value(Value),
+    Shared(Arc<Shared>),
+}
+
+/// A value and its JSON text (`json::value`).
+#[derive(Debug, PartialEq)]
+pub struct Shared {
+    value: Value,
+    text: Box<str>,
+}
+
+impl Shared {
+    pub fn new(value: Value) -> Arc<Self> {
+        let mut text = String::new();
+        json::value(&mut text, &value);
+        Arc::new(Shared {
+            value,
+            text: text.into_boxed_str(),
+        })
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+impl Field {
+    pub fn into_value(self) -> Value {
+        match self {
+            Field::Value(v) => v,
+            Field::Shared(s) => s.value.clone(),
+        }
+    }
+}
+
+impl std::ops::Deref for Field {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        match self {
+            Field::Value(v) => v,
+            Field::Shared(s) => &s.value,
+        }
+    }
+}
+
+impl From<Value> for Field {
+    fn from(v: Value) -> Self {
+        Field::Value(v)
+    }
+}
 
 /// A problem or notable fact with a stable dotted code (`tcp.gap`, `pcap.truncated`, ...).
 /// The protocol of a finding is its code's prefix.

@@ -1,7 +1,8 @@
 //! The record contract's two record types as the core builds them (docs/records.md): `Message`
 //! (anything a decoder decoded) and `Finding` (model/), and the stream a record belongs to.
 
-use super::{Direction, Document, Finding, Value};
+use super::{Direction, Document, Field, Finding, Value};
+use std::sync::Arc;
 
 /// Anything a decoder decoded: a frame, a request, a response, a log event. `fields` are the
 /// protocol fields in the order they are written; log events put their document in `event` and
@@ -16,7 +17,7 @@ pub struct Message {
     pub frame: Option<u64>,
     pub ts: Option<i64>,
     pub version: Option<&'static str>,
-    pub fields: Vec<(&'static str, Value)>,
+    pub fields: Fields,
     pub event: Option<Document>,
     pub acked: Option<bool>,
 }
@@ -32,7 +33,7 @@ impl Message {
             frame: None,
             ts: None,
             version: None,
-            fields: Vec::new(),
+            fields: Fields::default(),
             event: None,
             acked: None,
         }
@@ -40,16 +41,83 @@ impl Message {
 
     /// The value of a field (None when absent).
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.fields.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+        self.fields
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| &**v)
     }
 
     /// Set a field: replaced in place when present (its position kept), appended otherwise.
     pub fn set(&mut self, name: &'static str, value: impl Into<Value>) {
-        let value = value.into();
+        let value = Field::Value(value.into());
         match self.fields.iter_mut().find(|(n, _)| *n == name) {
             Some(slot) => slot.1 = value,
-            None => self.fields.push((name, value)),
+            None => self.fields.0.push((name, value)),
         }
+    }
+}
+
+/// A message's fields in the order they are written. Its own values go in as `Value`s, as a
+/// finding's do; `push_shared` adds a value many records share.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fields(Vec<(&'static str, Field)>);
+
+impl Fields {
+    pub fn with_capacity(n: usize) -> Self {
+        Fields(Vec::with_capacity(n))
+    }
+
+    pub fn push(&mut self, (name, value): (&'static str, Value)) {
+        self.0.push((name, Field::Value(value)));
+    }
+
+    pub fn push_shared(&mut self, name: &'static str, value: Arc<super::Shared>) {
+        self.0.push((name, Field::Shared(value)));
+    }
+
+    pub fn extend(&mut self, pairs: impl IntoIterator<Item = (&'static str, Value)>) {
+        self.0
+            .extend(pairs.into_iter().map(|(n, v)| (n, Field::Value(v))));
+    }
+}
+
+impl std::ops::Deref for Fields {
+    type Target = Vec<(&'static str, Field)>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Fields {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl<'a> IntoIterator for &'a Fields {
+    type Item = &'a (&'static str, Field);
+    type IntoIter = std::slice::Iter<'a, (&'static str, Field)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl IntoIterator for Fields {
+    type Item = (&'static str, Field);
+    type IntoIter = std::vec::IntoIter<(&'static str, Field)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl From<Vec<(&'static str, Value)>> for Fields {
+    fn from(pairs: Vec<(&'static str, Value)>) -> Self {
+        let mut f = Fields::default();
+        f.extend(pairs);
+        f
     }
 }
 

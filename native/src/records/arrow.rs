@@ -10,7 +10,7 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 
-use crate::model::json;
+use crate::model::json::{self, Json};
 use crate::model::{Record, Stamp, Value};
 
 /// The columns, in order (wirelog/export/parquet.py `SCHEMA`).
@@ -115,7 +115,7 @@ impl Rows {
 
     /// Protocol fields as one JSON object (null when there are none), keys as the decoder named
     /// them, then `tls` (its TLS stream's description, RecordOut::write_tls).
-    fn append_fields(&mut self, fields: &[(&'static str, Value)], tls: Option<&Value>) {
+    fn append_fields(&mut self, fields: &[(&'static str, impl Json)], tls: Option<&Value>) {
         if fields.is_empty() && tls.is_none() {
             self.fields.append_null();
             return;
@@ -123,15 +123,20 @@ impl Rows {
         let text = &mut self.text;
         text.clear();
         text.push('{');
-        let tls = tls.map(|v| ("tls", v));
-        let all = fields.iter().map(|(name, v)| (*name, v)).chain(tls);
-        for (i, (name, v)) in all.enumerate() {
+        for (i, (name, v)) in fields.iter().enumerate() {
             if i > 0 {
                 text.push(',');
             }
             json::string(text, name);
             text.push(':');
-            json::value(text, v);
+            v.write_json(text);
+        }
+        if let Some(tls) = tls {
+            if !fields.is_empty() {
+                text.push(',');
+            }
+            text.push_str("\"tls\":");
+            json::value(text, tls);
         }
         text.push('}');
         self.fields.append_value(&self.text);

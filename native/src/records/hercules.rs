@@ -31,7 +31,7 @@ use crate::decoders::hercules::types::{
 };
 use crate::model::json::integer;
 use crate::model::text::{days, hex};
-use crate::model::{Direction, Finding, Message, Severity, Stamp, Value};
+use crate::model::{Direction, Field, Finding, Message, Severity, Stamp, Value};
 
 /// wirelog's uuid5 namespace, 6f1d0e2a-4c57-5e6b-9a51-77697265c06f.
 const NAMESPACE: [u8; 16] = [
@@ -47,7 +47,7 @@ const HEADER: usize = 25;
 /// A message's protocol fields: the core's own list, or an object read back from JSON.
 #[derive(Clone, Copy)]
 pub enum Fields<'a> {
-    Pairs(&'a [(&'static str, Value)]),
+    Pairs(&'a [(&'static str, Field)]),
     Object(&'a Map<String, Value>),
 }
 
@@ -61,7 +61,7 @@ impl Fields<'_> {
 
     fn get(&self, name: &str) -> Option<&Value> {
         match self {
-            Fields::Pairs(p) => p.iter().find(|(n, _)| *n == name).map(|(_, v)| v),
+            Fields::Pairs(p) => p.iter().find(|(n, _)| *n == name).map(|(_, v)| &**v),
             Fields::Object(m) => m.get(name),
         }
     }
@@ -660,7 +660,7 @@ impl Mapper {
         }
     }
 
-    fn pairs(&mut self, out: &mut Vec<u8>, pairs: &[(&'static str, Value)]) {
+    fn pairs(&mut self, out: &mut Vec<u8>, pairs: &[(&'static str, Field)]) {
         let n = self.count(out, pairs.len());
         for (k, v) in &pairs[..n] {
             self.key(out, k);
@@ -913,7 +913,8 @@ mod tests {
     #[test]
     fn an_event_is_read_back_by_the_decoder() {
         let doc = json!({"@timestamp": "2019-01-23T00:00:00Z", "a b": [1, "x", null], "n": 18446744073709551615u64, "v": [[1]], "e": []});
-        let fields = [("seq", json!(1))];
+        // (a shared value is mapped as its value)
+        let fields = [("seq", Field::Shared(crate::model::Shared::new(json!(1))))];
         let (bytes, notes) = encode(&[view(Fields::Pairs(&fields), Some(&doc))]);
         let docs = crate::decoders::hercules::documents(&bytes, 1 << 20);
         assert_eq!(docs.len(), 1);

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::model::json::{integer, string, value};
+use crate::model::json::{integer, string, value, Json};
 use crate::model::text::datetime;
 use crate::model::{Finding, Message, Record, Stamp, Value};
 use crate::tcp::StreamInfo;
@@ -90,7 +90,7 @@ fn common(
 
 /// Protocol fields after the common keys; one named like a reserved key gets a protocol prefix
 /// (the reserved keys of a finding include the renamed ones already written, as in Python).
-fn fields(out: &mut String, protocol: &str, fields: &[(&str, Value)], message: bool) {
+fn fields(out: &mut String, protocol: &str, fields: &[(&str, impl Json)], message: bool) {
     // A finding's renamed keys count as taken too (as in Python); a message's never collide.
     let live = !message;
     let mut renamed: Vec<String> = Vec::new();
@@ -107,7 +107,7 @@ fn fields(out: &mut String, protocol: &str, fields: &[(&str, Value)], message: b
             string(out, name);
         }
         out.push(':');
-        value(out, v);
+        v.write_json(out);
     }
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::Map;
 
 use crate::decoders::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
-use crate::model::{Direction, Message, Record, Value};
+use crate::model::{Direction, Fields, Message, Record, Value};
 
 use super::delivery::Delivery;
 use super::findings::{bytes_repr, finding, hex, latin1, At, PROTOCOL};
@@ -396,7 +396,7 @@ impl Conn {
         (m.offset, m.frame, m.ts) = (at.offset, at.frame, at.ts);
         m.length = (HEADER + body.len()) as u64;
         m.version = self.version[ix(d)];
-        m.fields = fields;
+        m.fields = fields.into();
         out[slot] = m.into();
     }
 
@@ -679,7 +679,7 @@ impl Conn {
         (m.offset, m.frame, m.ts) = (st.at.offset, st.at.frame, st.at.ts);
         m.length = length;
         m.version = self.version[ix(d)];
-        m.fields = fields;
+        m.fields = fields.into();
         out[slot] = m.into();
     }
 
@@ -753,7 +753,7 @@ impl Conn {
                 (m.offset, m.frame, m.ts) = (at.offset, at.frame, at.ts);
                 m.length = raw.len() as u64;
                 m.version = version;
-                m.fields = Vec::with_capacity(6);
+                m.fields = Fields::with_capacity(6);
                 m.fields.extend([
                     ("nonce", Value::from(hexnonce.as_str())),
                     ("index", index.into()),
@@ -852,7 +852,7 @@ impl Conn {
         let first = self.first.unwrap_or_default();
         let mut m = Message::new(PROTOCOL, "connection");
         (m.offset, m.frame, m.ts) = (first.offset, first.frame, first.ts);
-        m.fields = fields;
+        m.fields = fields.into();
         m
     }
 }

@@ -328,7 +328,7 @@ impl Delivery {
             match &extra {
                 // the events' fifth field, set where it stands (no search per event)
                 Some(("ack_frame", v)) if ev.fields.get(4).is_some_and(|f| f.0 == "ack_frame") => {
-                    ev.fields[4].1 = v.clone();
+                    ev.fields[4].1 = v.clone().into();
                 }
                 Some((k, v)) => ev.set(k, v.clone()),
                 None => {}
@@ -379,7 +379,8 @@ impl Delivery {
             ("complete", p.complete().into()),
             ("resend", p.resend.into()),
             ("superseded", superseded.into()),
-        ];
+        ]
+        .into();
         out.push(m.into());
     }
 

@@ -415,7 +415,7 @@ impl CqlDecoder {
                 return Verdict::Reject;
             };
             let ctx = self.body_context(&head, None, prepared);
-            let decoded = decode(&head, &body, &ctx, Fields::new());
+            let decoded = decode(&head, &body, &ctx, Fields::default());
             return if decoded.error.is_none() && decoded.trailing == 0 {
                 Verdict::Accept
             } else {

@@ -7,9 +7,9 @@
 //! is kept all or nothing, as the record contract has it.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use crate::model::Value;
+use crate::model::{Shared, Value};
 
 use super::envelope::{self, Header};
 use super::types::{hex, Cell};
@@ -18,19 +18,19 @@ use super::types::{safe_value, CqlType, Malformed, Reader, Res};
 const DSE_V1: u8 = 0x41;
 pub const REDACTED: &str = "<redacted>";
 
-/// Record fields in the order they are written; setting a field again keeps its place.
-pub type Fields = Vec<(&'static str, Value)>;
+pub use crate::model::Fields;
 
+/// Set a field; setting it again keeps its place.
 pub fn put(f: &mut Fields, name: &'static str, value: impl Into<Value>) {
     let value = value.into();
     match f.iter_mut().find(|(n, _)| *n == name) {
-        Some(slot) => slot.1 = value,
+        Some(slot) => slot.1 = value.into(),
         None => f.push((name, value)),
     }
 }
 
 fn get<'f>(f: &'f Fields, name: &str) -> Option<&'f Value> {
-    f.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    f.iter().find(|(n, _)| *n == name).map(|(_, v)| &**v)
 }
 
 /// v5 features: PREPARE flags, result_metadata_id, keyspace flag (not in DSE v1).
@@ -83,7 +83,7 @@ struct Specs {
     global: bool,
     n: usize,
     raw: Vec<u8>,
-    specs: Value,
+    specs: Arc<Shared>,
     types: Vec<CqlType>,
 }
 
@@ -325,7 +325,7 @@ fn batch(r: &mut Reader<'_>, ctx: &BodyContext<'_>, f: &mut Fields) -> Res<()> {
     put(f, "batch_type", name);
     let mut statements = Vec::new();
     for _ in 0..r.short()? {
-        let mut st = Fields::new();
+        let mut st = Fields::default();
         let mut prep = None;
         if r.byte()? == 0 {
             put(&mut st, "query", r.long_string()?);
@@ -349,7 +349,12 @@ fn batch(r: &mut Reader<'_>, ctx: &BodyContext<'_>, f: &mut Fields) -> Res<()> {
 }
 
 fn object(fields: Fields) -> Value {
-    Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+    Value::Object(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.into_value()))
+            .collect(),
+    )
 }
 
 // ---- responses ---------------------------------------------------------------------------------
@@ -477,7 +482,7 @@ fn column_specs(
     ctx: &BodyContext<'_>,
     flags: i32,
     n: usize,
-) -> Res<(Value, Vec<CqlType>)> {
+) -> Res<(Arc<Shared>, Vec<CqlType>)> {
     let global = flags & 0x0001 != 0;
     let ahead = r.ahead();
     // (a decoder is Sync, hence the Mutex; one thread uses it, a poisoned one is left unused)
@@ -489,6 +494,7 @@ fn column_specs(
     }
     let start = r.pos;
     let (specs, types) = read_column_specs(r, ctx, global, n)?;
+    let specs = Shared::new(specs);
     let raw = &ahead[..r.pos - start];
     let cache = ctx.specs.filter(|_| raw.len() <= CACHED_SPEC_BYTES);
     if let Some(Ok(mut cache)) = cache.map(Mutex::lock) {
@@ -585,7 +591,7 @@ fn metadata(
         return Ok((n, None));
     }
     let (specs, types) = column_specs(r, ctx, flags, n)?;
-    put(f, names.columns, specs);
+    f.push_shared(names.columns, specs);
     Ok((n, Some(types)))
 }
 

@@ -40,6 +40,6 @@ fn envelope_decodes(data: &[u8]) -> bool {
         result_types: None,
         specs: None,
     };
-    let decoded = messages::decode(&head, body, &ctx, messages::Fields::new());
+    let decoded = messages::decode(&head, body, &ctx, messages::Fields::default());
     decoded.error.is_none() && decoded.trailing == 0
 }

@@ -194,7 +194,8 @@ impl Gateway {
             ("method", Value::Null),
             ("path", Value::Null),
             ("incomplete", true.into()),
-        ];
+        ]
+        .into();
         self.pending.push_back(Pending {
             request: req,
             events: Vec::new(),

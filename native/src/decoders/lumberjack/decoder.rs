@@ -370,7 +370,8 @@ impl Conn {
             ("seq_profile", self.seq.profile.into()),
             ("server_kind", delivery.server_kind.into()),
             ("acks_lost", lost.into()),
-        ];
+        ]
+        .into();
         m
     }
 

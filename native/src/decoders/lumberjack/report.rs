@@ -43,7 +43,7 @@ pub fn message(
     m.frame = pos.frame;
     m.ts = pos.ts;
     m.version = Some(version_str(version));
-    m.fields = fields;
+    m.fields = fields.into();
     m
 }
 
