@@ -23,7 +23,7 @@ use crate::capture::split::{Head, Scanner};
 use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
 use crate::decoders::detect::{self as detection, Decision, Sample};
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
-use crate::model::{Direction, Finding, FindingSink, Record, Severity, Stamp, Value};
+use crate::model::{Direction, Document, Finding, FindingSink, Record, Severity, Stamp, Value};
 use crate::pipeline::{Detection, Item, Pipeline as CorePipeline, Session};
 use crate::records::filter::Filter;
 use crate::records::hercules::{Encoder, Events, Fields, Note, View, Writer};
@@ -1498,7 +1498,7 @@ impl HerculesWriter {
             Value::Object(map) => map,
             _ => serde_json::Map::new(),
         };
-        let event = value_of(&m.getattr("event")?)?;
+        let event = Document::Parsed(value_of(&m.getattr("event")?)?);
         let (capture, client, server) = (text("capture")?, text("client")?, text("server")?);
         let (protocol, kind, version) = (text("protocol")?, text("kind")?, text("version")?);
         self.encoder.push(&View {

@@ -2,6 +2,7 @@
 //! messages and findings with their machine-readable fields, and the sink that rate-limits repeatable findings.
 
 pub mod json;
+pub mod json_text;
 mod record;
 mod sink;
 pub mod text;

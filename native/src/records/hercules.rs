@@ -9,6 +9,8 @@
 //! consecutive messages of one position, and for records without a time the previous event's.
 //! A renamed key is reported once per output (`Note`).
 
+mod text;
+
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -31,7 +33,7 @@ use crate::decoders::hercules::types::{
 };
 use crate::model::json::integer;
 use crate::model::text::{days, hex};
-use crate::model::{Direction, Field, Finding, Message, Severity, Stamp, Value};
+use crate::model::{Direction, Document, Field, Finding, Message, Severity, Stamp, Value};
 
 /// wirelog's uuid5 namespace, 6f1d0e2a-4c57-5e6b-9a51-77697265c06f.
 const NAMESPACE: [u8; 16] = [
@@ -84,18 +86,12 @@ pub struct View<'a> {
     pub version: Option<&'a str>,
     pub acked: Option<bool>,
     pub fields: Fields<'a>,
-    pub event: Option<&'a Value>,
+    pub event: Option<&'a Document>,
 }
 
 impl<'a> View<'a> {
-    /// A core message of `capture` (stamped with its stream when it has one); `event` is its
-    /// document's value.
-    pub fn message(
-        capture: &'a str,
-        stamp: Option<&'a Stamp>,
-        m: &'a Message,
-        event: Option<&'a Value>,
-    ) -> Self {
+    /// A core message of `capture` (stamped with its stream when it has one).
+    pub fn message(capture: &'a str, stamp: Option<&'a Stamp>, m: &'a Message) -> Self {
         View {
             capture,
             stream: stamp.map(|s| s.stream),
@@ -111,7 +107,7 @@ impl<'a> View<'a> {
             version: m.version,
             acked: m.acked,
             fields: Fields::Pairs(&m.fields),
-            event,
+            event: m.event.as_ref(),
         }
     }
 }
@@ -238,7 +234,9 @@ impl Encoder {
         let out = &mut self.events.data;
         out.extend_from_slice(&[0; HEADER]);
         let with_fields = !v.fields.is_empty();
-        let event = v.event.filter(|e| !e.is_null());
+        let event = v
+            .event
+            .filter(|e| !matches!(e, Document::Parsed(Value::Null)));
         let top = 1 + u16::from(with_fields) + u16::from(event.is_some());
         out.extend_from_slice(&top.to_be_bytes());
         name(out, b"wirelog");
@@ -254,7 +252,10 @@ impl Encoder {
         }
         if let Some(e) = event {
             name(out, b"event");
-            self.mapper.value(out, e);
+            match e {
+                Document::Text(t) if self.mapper.text(out, t).is_some() => {}
+                _ => self.mapper.value(out, &e.value()),
+            }
         }
         let keys = &mut self.events.keys;
         keys.push_str(v.capture);
@@ -335,7 +336,7 @@ impl Encoder {
                 Value::Object(map) => map,
                 _ => Map::new(),
             };
-            let event = json_at(&event, i);
+            let event = Document::Parsed(json_at(&event, i));
             let number = |name: &str| int_at(col(name), i).map(i128::from);
             self.push(&View {
                 capture: capture.get(i).unwrap_or(""),
@@ -441,11 +442,9 @@ fn event_ticks(v: &View<'_>) -> Option<i64> {
             _ => {}
         }
     }
-    if let Some(Value::Object(doc)) = v.event {
-        if let Some(Value::String(text)) = doc.get("@timestamp") {
-            if let Some(ticks) = iso_ticks(text) {
-                return Some(ticks);
-            }
+    if let Some(text) = v.event.and_then(|doc| doc.str_member("@timestamp")) {
+        if let Some(ticks) = iso_ticks(&text) {
+            return Some(ticks);
         }
     }
     v.ts.map(|ts| ts.div_euclid(100))
@@ -833,7 +832,7 @@ mod tests {
     use crate::decoders::hercules::types::unescape_name;
     use serde_json::json;
 
-    fn view<'a>(fields: Fields<'a>, event: Option<&'a Value>) -> View<'a> {
+    fn view<'a>(fields: Fields<'a>, event: Option<&'a Document>) -> View<'a> {
         View {
             capture: "c.pcap",
             stream: Some(3),
@@ -912,7 +911,9 @@ mod tests {
 
     #[test]
     fn an_event_is_read_back_by_the_decoder() {
-        let doc = json!({"@timestamp": "2019-01-23T00:00:00Z", "a b": [1, "x", null], "n": 18446744073709551615u64, "v": [[1]], "e": []});
+        let doc = Document::Parsed(
+            json!({"@timestamp": "2019-01-23T00:00:00Z", "a b": [1, "x", null], "n": 18446744073709551615u64, "v": [[1]], "e": []}),
+        );
         // (a shared value is mapped as its value)
         let fields = [("seq", Field::Shared(crate::model::Shared::new(json!(1))))];
         let (bytes, notes) = encode(&[view(Fields::Pairs(&fields), Some(&doc))]);
@@ -929,6 +930,70 @@ mod tests {
         assert_eq!(codes, ["hercules.export-key-renamed"; 2]);
         assert!(notes[0].message().contains("'@timestamp'"));
         assert!(notes[0].line().contains("\"stream\":3"));
+    }
+
+    /// A random document: every JSON type, keys that break the tag-name rules, arrays typed and
+    /// mixed, integers around the 64-bit limits, strings with escapes.
+    fn random_doc(seed: &mut u64, depth: u32) -> Value {
+        fn next(seed: &mut u64) -> u64 {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            *seed
+        }
+        match next(seed) % if depth == 0 { 7 } else { 9 } {
+            0 => Value::Null,
+            1 => json!(next(seed) % 2 == 0),
+            2 => json!(next(seed) as i64),
+            3 => json!(u64::MAX - next(seed) % 3),
+            4 => json!(f64::from_bits(next(seed) % (0x7ff0 << 48))),
+            5 => json!(["plain", "tab\tquote\"", "é\u{1}", "@timestamp"][next(seed) as usize % 4]),
+            6 => json!(next(seed) % 1000),
+            7 => {
+                let n = next(seed) % 4;
+                let same = next(seed) % 2 == 0;
+                let item = |i: u64, seed: &mut u64| {
+                    if same {
+                        json!(i)
+                    } else {
+                        random_doc(seed, depth - 1)
+                    }
+                };
+                Value::Array((0..n).map(|i| item(i, seed)).collect())
+            }
+            _ => {
+                let keys = ["a", "b c", "_x", "ok.key", ""];
+                let mut map = Map::new();
+                for _ in 0..next(seed) % 4 {
+                    let k = keys[next(seed) as usize % keys.len()].to_owned();
+                    let v = random_doc(seed, depth - 1);
+                    map.insert(k, v);
+                }
+                Value::Object(map)
+            }
+        }
+    }
+
+    #[test]
+    fn a_document_mapped_from_its_text_as_from_its_values() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..3000 {
+            let mut doc = random_doc(&mut seed, 4);
+            if !doc.is_object() {
+                doc = json!({ "v": doc });
+            }
+            let parsed = Document::Parsed(doc);
+            let text = Document::Text(parsed.to_string().into());
+            // (the text is mapped, not left to the values)
+            assert!(Mapper::default()
+                .text(&mut Vec::new(), &text.to_string())
+                .is_some());
+            let (want, want_notes) = encode(&[view(Fields::Pairs(&[]), Some(&parsed))]);
+            let (got, got_notes) = encode(&[view(Fields::Pairs(&[]), Some(&text))]);
+            assert_eq!(got, want, "{text}");
+            let lines = |notes: &[Note]| notes.iter().map(Note::line).collect::<Vec<_>>();
+            assert_eq!(lines(&got_notes), lines(&want_notes));
+        }
     }
 
     #[test]
@@ -950,10 +1015,14 @@ mod tests {
             map.insert(format!("k{i}"), json!(i));
         }
         map.insert("k".repeat(300), json!(1));
-        let doc = Value::Object(map);
+        let doc = Document::Parsed(Value::Object(map));
         let (bytes, notes) = encode(&[view(Fields::Pairs(&[]), Some(&doc))]);
         let codes: Vec<_> = notes.iter().map(|n| n.finding.code).collect();
         assert_eq!(codes, ["hercules.export-too-many-tags"]);
+        // its text is mapped from the values too (the text mapping leaves objects that are cut)
+        let text = Document::Text(doc.to_string().into());
+        let (from_text, _) = encode(&[view(Fields::Pairs(&[]), Some(&text))]);
+        assert_eq!(from_text, bytes);
         assert_eq!(
             crate::decoders::hercules::documents(&bytes, 1 << 30).len(),
             1

@@ -77,8 +77,7 @@ impl RecordOut {
             }
             Form::Hercules(encoder) => {
                 let Record::Message(m) = &r else { return };
-                let event = m.event.as_ref().map(|d| d.value());
-                encoder.push(&View::message(&self.capture, stamp, m, event.as_deref()));
+                encoder.push(&View::message(&self.capture, stamp, m));
             }
             Form::Records(list) => list.push((stamp.cloned(), r)),
         }
