@@ -67,23 +67,23 @@ def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs:
                     _account(session, future, part, output)
                     install(part, output)
         except BrokenProcessPool as e:
-            _stop(pool, futures)
+            _stop(pool)
             raise WorkerLost(str(e)) from e
         except BaseException:
-            _stop(pool, futures)
+            _stop(pool)
             raise
 
 
-def _stop(pool: ProcessPoolExecutor, futures: list[Future]) -> None:
-    """Kill the workers (they ignore stop signals, and their files die with the parts directory)."""
-    for future in futures:
-        future.cancel()
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Kill the workers (they ignore stop signals, and their files die with the parts directory).
+    Inputs still queued fail with the pool: a future cancelled here would make Python 3.11's pool
+    thread raise InvalidStateError when it fails them (a traceback on stderr)."""
     workers = multiprocessing.active_children()  # the pool's: this process starts no others
     for worker in workers:
         worker.kill()
     for worker in workers:
         worker.join()
-    pool.shutdown(wait=True, cancel_futures=True)
+    pool.shutdown(wait=True)
 
 
 def _account(session: Session, future: Future, part: str, output: str) -> None:
