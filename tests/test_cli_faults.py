@@ -99,6 +99,13 @@ def test_a_write_refused_by_the_kernel_leaves_the_previous_output(tmp_path, big,
     _assert_failed_cleanly(proc, tmp_path, previous, "File too large")
 
 
+def _stop_signals_default() -> None:
+    """In the child: a stop signal the test run inherited as ignored (under `nohup`, SIGHUP) is not;
+    wirelog keeps an ignored one ignored on purpose."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 # (signal, format, extra options, how many inputs (0: the capture on a standard input left open), output)
 SIGNALS = [
     pytest.param(signal.SIGTERM, "json", (), 0, "out.ndjson", id="SIGTERM-json"),
@@ -115,11 +122,29 @@ def test_a_stop_signal_removes_unfinished_outputs_and_ends_by_that_signal(
 ):
     out, previous = _prepare(tmp_path, output, str(big), fmt)
     if count:
-        proc = start("convert", *[str(big)] * count, "--to", fmt, *options, "-o", str(out))
+        proc = start(
+            "convert",
+            *[str(big)] * count,
+            "--to",
+            fmt,
+            *options,
+            "-o",
+            str(out),
+            preexec_fn=_stop_signals_default,
+        )
     else:
         # A conversion of a file can end before the signal comes (the whole capture takes ~1.5 s):
         # from a pipe that stays open it waits for more packets, as a live capture does.
-        proc = start("convert", "-", "--to", fmt, "-o", str(out), stdin=subprocess.PIPE)
+        proc = start(
+            "convert",
+            "-",
+            "--to",
+            fmt,
+            "-o",
+            str(out),
+            stdin=subprocess.PIPE,
+            preexec_fn=_stop_signals_default,
+        )
         proc.stdin.write(big.read_bytes())
         proc.stdin.flush()
     parallel = bool(options)
