@@ -6,11 +6,10 @@ laid into real TCP packets, so reassembly, detection, the decoder and the JSON w
 
 from __future__ import annotations
 
+import courier_codec as enc
 from capture_tools import ndjson, run_cli
 from courier_helpers import C2S, GO_HELO, RUBY_VERS, S2C, STUB_VERS, tcp_capture
 from pcap_helpers import write_pcap
-
-from wirelog.export import courier as enc
 
 NONCE = bytes.fromhex("0123456789abcdef0011223344556677")
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import courier_codec as enc
 from courier_helpers import C2S, GO_HELO, RUBY_VERS, S2C, Segment, context, decode_segments
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.core_decoders import CoreDecoder
 from tests.detect_helpers import Sample, detector
-from wirelog.export import courier as enc
 from wirelog.model import Chunk, Direction, Gap, Message
 
 detect = detector("courier")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import zlib
 
+import courier_codec as enc
 import pytest
 from courier_helpers import (
     C2S,
@@ -24,7 +25,6 @@ from courier_helpers import (
 )
 
 from tests.detect_helpers import Sample, choose
-from wirelog.export import courier as enc
 
 RUBY = "courier-ruby2.12-client-server.pcap"
 GO = "courier-go2.12-client-ruby2.12-server.pcap"

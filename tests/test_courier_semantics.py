@@ -8,6 +8,7 @@ import struct
 import zlib
 from collections import Counter
 
+import courier_codec as enc
 import pytest
 from courier_helpers import (
     C2S,
@@ -23,7 +24,6 @@ from courier_helpers import (
     messages,
 )
 
-from wirelog.export import courier as enc
 from wirelog.model import Severity
 
 N1 = bytes(range(16))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import zlib
 
+import courier_codec as enc
 import pytest
 from courier_helpers import (
     C2S,
@@ -28,8 +29,6 @@ from courier_helpers import (
     messages,
     split_events,
 )
-
-from wirelog.export import courier as enc
 
 GO_EVNT_NONCE = bytes.fromhex("1f8050fb57c75276df775331e97c67b5")
 RUBY_NONCE = bytes.fromhex("b7b84ca035a49023405f0ced89ed4cb4")

@@ -1,5 +1,5 @@
 //! The Lumberjack v1/v2 stream decoder: frames in both directions, C recursion,
-//! resynchronisation (decoder.py).
+//! resynchronisation.
 //!
 //! Client→server carries W/J/D/C frames, server→client only 6-byte A frames. Frames have no length
 //! prefix, so after a capture gap or a corrupt frame the decoder scans for the next plausible

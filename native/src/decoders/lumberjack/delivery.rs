@@ -1,4 +1,4 @@
-//! Windows, ACKs and the delivery truth of every event on one connection (delivery.py).
+//! Windows, ACKs and the delivery truth of every event on one connection.
 //!
 //! The first question about a log pipeline capture is "which events never made it", so event
 //! records are held back until their fate is known (acknowledged, or the stream ended without an

@@ -1,9 +1,9 @@
-//! Inflate the zlib body of a `C` frame with a hard output cap (inflate.py).
+//! Inflate the zlib body of a `C` frame with a hard output cap.
 //!
 //! Neither Logstash nor go-lumber caps the inflated size, so a capture can hold a decompression
 //! bomb: inflation stops at the cap instead of allocating it, and the output grows only as far as
-//! the data really inflates. The outcomes are those of Python's `zlib.decompressobj().decompress(
-//! body, cap)`, which the Python decoder used, worded as Python words them.
+//! the data really inflates. Outcomes and their wording are those of Python's
+//! `zlib.decompressobj().decompress(body, cap)`, so findings read as they did before the core.
 
 use crate::model::text::hex;
 use flate2::{Decompress, FlushDecompress, Status};

@@ -1,4 +1,4 @@
-//! Where a record sits in the stream, and findings stamped with that place (report.py).
+//! Where a record sits in the stream, and findings stamped with that place.
 
 use crate::model::{Direction, Finding, Message, Severity, Value};
 

@@ -1,4 +1,4 @@
-//! Recognise events resent on a later connection, by content (resend.py).
+//! Recognise events resent on a later connection, by content.
 //!
 //! Beats resend a batch after a timeout or a reconnect; their seqs restart at 1, so only the
 //! payload identifies a resend. Fingerprints live in the capture's `Shared` state, in two

@@ -1,4 +1,4 @@
-//! Sequence-number checks, per connection (sequence.py).
+//! Sequence-number checks, per connection.
 //!
 //! Two sender profiles exist and neither server checks continuity, so a validator must learn the
 //! profile from the traffic: Beats-style senders restart at 1 in every window (go-lumber client,

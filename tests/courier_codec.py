@@ -1,4 +1,4 @@
-"""Log Courier encoder: the bytes each message type puts on the wire (sans-IO, for fixtures and replay).
+"""Log Courier encoder for the tests: the bytes each message type puts on the wire (fixtures, replay).
 
 No Log Courier peer installs from a package registry, so wirelog builds its own messages; tests
 check them byte for byte against genuine captures and the vectors in reference/courier.md §4.
