@@ -161,7 +161,7 @@ impl Document {
         let mut scan = Scan {
             b: raw,
             pos: 0,
-            keys: Vec::new(),
+            keys: Vec::with_capacity(32), // one allocation for most events (it grew 1, 2, 4, ...)
             float: String::new(),
         };
         (scan.value(0) && scan.pos == raw.len()).then(|| Document::Text(text.into()))

@@ -16,7 +16,7 @@ use super::Shared;
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
 use crate::model::json::python_type;
-use crate::model::{Direction, Document, Finding, Message, Record, Severity, Value};
+use crate::model::{Direction, Document, Fields, Finding, Message, Record, Severity, Value};
 
 const C2S: usize = 0;
 const S2C: usize = 1;
@@ -477,7 +477,7 @@ impl Conn {
     ) {
         let payload = &frame[f.body..];
         let seq = f.value;
-        let mut fields = Vec::with_capacity(8);
+        let mut fields = Fields::with_capacity(8);
         fields.push(("seq", Value::from(seq)));
         fields.push(("window", Value::Null));
         fields.push(("ack_frame", Value::Null));
@@ -752,7 +752,7 @@ impl Conn {
 fn json_document(
     payload: &[u8],
     pos: &Pos,
-    fields: &mut Vec<(&'static str, Value)>,
+    fields: &mut Fields,
     out: &mut Vec<Record>,
 ) -> Option<Document> {
     if let Some(doc) = Document::verbatim(payload) {

@@ -1,6 +1,6 @@
 //! Where a record sits in the stream, and findings stamped with that place.
 
-use crate::model::{Direction, Finding, Message, Severity, Value};
+use crate::model::{Direction, Fields, Finding, Message, Severity, Value};
 
 pub const PROTOCOL: &str = "lumberjack";
 
@@ -34,7 +34,7 @@ pub fn message(
     pos: &Pos,
     length: u64,
     version: u8,
-    fields: Vec<(&'static str, Value)>,
+    fields: impl Into<Fields>,
 ) -> Message {
     let mut m = Message::new(PROTOCOL, kind);
     m.direction = Some(pos.direction);
