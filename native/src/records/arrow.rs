@@ -11,7 +11,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::model::json::{self, Json};
-use crate::model::{Record, Stamp, Value};
+use crate::model::{Document, Record, Stamp, Value};
 
 /// The columns, in order (wirelog/export/parquet.py `SCHEMA`).
 pub fn schema() -> SchemaRef {
@@ -170,6 +170,7 @@ impl Rows {
                 self.code.append_null();
                 self.severity.append_null();
                 match &m.event {
+                    Some(Document::Text(text)) => self.event.append_value(text),
                     Some(doc) => {
                         self.text.clear();
                         doc.write(&mut self.text);
@@ -220,6 +221,16 @@ impl Rows {
             Arc::new(self.event.finish()),
             Arc::new(self.fields.finish()),
         ];
+        // The text columns start the next batch at this one's size: grown from nothing, they were
+        // reallocated and copied a dozen times per batch (4 % of a Parquet conversion).
+        for (builder, column) in [
+            (&mut self.message, &columns[15]),
+            (&mut self.event, &columns[18]),
+            (&mut self.fields, &columns[19]),
+        ] {
+            let bytes = column.to_data().buffers().get(1).map_or(0, |b| b.len());
+            *builder = StringBuilder::with_capacity(self.len, bytes);
+        }
         self.len = 0;
         RecordBatch::try_new(schema(), columns)
     }
