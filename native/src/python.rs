@@ -3,6 +3,9 @@
 //! Work runs with the GIL released and inside `catch_unwind`: a panic never crosses into Python.
 //! It becomes an `internal.panic` finding (message and location; the Rust backtrace too when
 //! `set_debug(True)`), every record before it is kept, and the capture stops there.
+//!
+//! The only module allowed `unsafe` (the crate denies it): each block says why it is sound.
+#![allow(unsafe_code)]
 
 use std::cell::RefCell;
 use std::net::IpAddr;
