@@ -114,6 +114,28 @@ def test_validate_exit_status(tmp_path):
     assert run_cli("validate", str(text))[0] == 2
 
 
+@pytest.mark.parametrize(
+    "capture",
+    [
+        "public/cql-packetbeat/cassandra_mixed_frame.pcap",
+        "public/ndpi_cassandra.pcap",
+        "example",
+        "lumberjack-resend",
+    ],
+)
+def test_validate_prints_the_findings_convert_writes(capture):
+    """validate asks the core for findings only; they are the finding records of a conversion."""
+    repo = {
+        "example": EXAMPLE,
+        "lumberjack-resend": REPO / "tests/data/lumberjack/pylogbeat-stalled-resend.pcap",
+    }
+    path = repo[capture] if capture in repo else shared_capture(capture)
+    records = ndjson(run_cli("convert", str(path), "--to", "json")[1])
+    findings = [r for r in records if r["record"] == "finding"]
+    assert findings and len(findings) < len(records)
+    assert ndjson(run_cli("validate", str(path), "--json")[1]) == findings
+
+
 def test_parquet_matches_json_row_for_row(tmp_path):
     path = shared_capture("public/cql-packetbeat/cassandra_mixed_frame.pcap")
     out = tmp_path / "mixed.parquet"

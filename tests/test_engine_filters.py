@@ -37,6 +37,7 @@ filters = st.builds(
     events=st.booleans(),
     since=st.none() | st.integers(0, 20),
     until=st.none() | st.integers(0, 20),
+    findings=st.booleans(),
 )
 
 
@@ -50,6 +51,7 @@ def kept(f: RecordFilter, rec: Message | Finding, stream_protocol: str | None) -
         and (not f.kinds or rec.kind in f.kinds)
         and (not f.events or rec.event is not None)
     )
+    by_type = by_type and not (f.findings and isinstance(rec, Message))
     by_time = rec.ts is None or (
         (f.since is None or rec.ts >= f.since) and (f.until is None or rec.ts < f.until)
     )

@@ -36,6 +36,7 @@ FILTERS = {
     "protocol": RecordFilter(protocols=frozenset({"courier"})),
     "kinds": RecordFilter(kinds=frozenset({"ack", "delivery", "connection"})),
     "stream": RecordFilter(streams=frozenset({1})),
+    "findings": RecordFilter(findings=True),
 }
 
 

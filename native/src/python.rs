@@ -879,6 +879,7 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
             "events" => filter.events = value.extract()?,
             "since" => filter.since = value.extract()?,
             "until" => filter.until = value.extract()?,
+            "findings" => filter.findings = value.extract()?,
             "decode_as" => detection.decode_as = value.extract()?,
             "forced" => detection.forced = value.extract()?,
             "tls_keylogs" => keylogs = value.extract()?,

@@ -155,8 +155,9 @@ def read_keylogs(paths: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     return tuple(logs)
 
 
-def build_options(params: dict, **overrides) -> Options:
-    """Engine options from the shared command-line parameters."""
+def build_options(params: dict, findings_only: bool = False, **overrides) -> Options:
+    """Engine options from the shared command-line parameters (`findings_only`: the records kept
+    are findings only, as `validate` reads them)."""
     keep = RecordFilter(
         protocols=frozenset(params["protocols"]),
         streams=frozenset(params["streams"]),
@@ -164,6 +165,7 @@ def build_options(params: dict, **overrides) -> Options:
         events=params["events"],
         since=parse_time(params["since"], "--since"),
         until=parse_time(params["until"], "--until"),
+        findings=findings_only,
     )
     return Options(
         decode_as=parse_decode_as(params["decode_as"]),

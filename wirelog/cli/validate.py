@@ -38,7 +38,7 @@ def validate(ctx, fail_on, as_json, **params):
     Exit status: 0 no finding at or above --fail-on, 1 some, 2 no input could be read. The verdict
     covers every input even when the reader of stdout stops early (`| head`).
     """
-    session = Session(params)
+    session = Session(params, findings_only=True)  # no object is made for a message
     threshold = Severity(fail_on).rank
     failing = 0
     out: BinaryIO | None = sys.stdout.buffer

@@ -1,7 +1,8 @@
 """Which records a command keeps: `--protocol`, `--stream`, `--kind`, `--events`, `--since/--until`.
 
 A record matches `--protocol` by its own protocol or by its stream's (so `--protocol cql` keeps the
-TCP gaps of CQL streams too). `--kind` and `--events` select messages, so they drop findings.
+TCP gaps of CQL streams too). `--kind` and `--events` select messages, so they drop findings;
+`findings` (what `validate` reads) drops every message.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class RecordFilter:
     events: bool = False
     since: int | None = None  # ns since the epoch, inclusive
     until: int | None = None  # ns since the epoch, exclusive
+    findings: bool = False  # findings only: no message becomes an object only to be dropped
 
     @property
     def active(self) -> bool:
@@ -29,6 +31,7 @@ class RecordFilter:
             or self.events
             or self.since is not None
             or self.until is not None
+            or self.findings
         )
 
     def select(
@@ -46,6 +49,8 @@ class RecordFilter:
                 records = [r for r in records if r.kind in self.kinds]
             if self.events:
                 records = [r for r in records if r.event is not None]
+        if self.findings:
+            records = [r for r in records if isinstance(r, Finding)]
         if self.since is not None:
             records = [r for r in records if r.ts is None or r.ts >= self.since]
         if self.until is not None:

@@ -75,6 +75,7 @@ def decoding_options(opts: Options) -> dict[str, Any]:
             events=keep.events,
             since=keep.since,
             until=keep.until,
+            findings=keep.findings,
         )
     return d
 

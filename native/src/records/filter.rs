@@ -1,6 +1,7 @@
 //! Which records a command keeps: `--protocol`, `--stream`, `--kind`, `--events`, `--since/--until`
 //! (docs/commands). A record matches `--protocol` by its own protocol or by its stream's, so
-//! `--protocol cql` keeps the TCP gaps of CQL streams too; `--kind` and `--events` select messages.
+//! `--protocol cql` keeps the TCP gaps of CQL streams too; `--kind` and `--events` select messages;
+//! `findings` (what `validate` reads) drops every message.
 
 use std::collections::HashSet;
 
@@ -16,6 +17,8 @@ pub struct Filter {
     pub since: Option<i64>,
     /// ns since the epoch, exclusive.
     pub until: Option<i64>,
+    /// Findings only.
+    pub findings: bool,
 }
 
 impl Filter {
@@ -26,6 +29,7 @@ impl Filter {
             || self.events
             || self.since.is_some()
             || self.until.is_some()
+            || self.findings
     }
 
     /// Whether `r` (of the stream `stamp`, whose protocol is `stream_protocol`) is kept.
@@ -44,6 +48,9 @@ impl Filter {
             if !stream.is_some_and(|s| self.streams.contains(&s)) {
                 return false;
             }
+        }
+        if self.findings && matches!(r, Record::Message(_)) {
+            return false;
         }
         if !self.kinds.is_empty() || self.events {
             let Record::Message(m) = r else {
@@ -108,5 +115,20 @@ mod tests {
         assert!(!f.keeps(&m.into(), None, None));
         let finding: Record = Finding::new("tcp.gap", Severity::Info, String::new()).into();
         assert!(!f.keeps(&finding, None, None));
+    }
+
+    #[test]
+    fn findings_only_drops_every_message() {
+        let f = Filter {
+            findings: true,
+            ..Filter::default()
+        };
+        assert!(f.active());
+        let mut event = Message::new("lumberjack", "event");
+        event.event = Some(serde_json::json!({}).into());
+        assert!(!f.keeps(&event.into(), None, None));
+        assert!(!f.keeps(&Message::new("cql", "query").into(), None, None));
+        let finding: Record = Finding::new("tcp.gap", Severity::Info, String::new()).into();
+        assert!(f.keeps(&finding, None, None));
     }
 }
