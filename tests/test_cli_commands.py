@@ -312,3 +312,39 @@ def test_a_json_conversion_of_a_local_file_imports_no_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    "capture",
+    [
+        "example",
+        "lumberjack-resend",
+        "peers/courier-go2.12-client-ruby2.12-server.pcap",
+        "hercules",
+    ],
+)
+def test_inspect_summary_from_event_texts_equals_the_one_from_event_values(capture):
+    """inspect asks the core for event documents as text (records="summary"): its counts are those
+    made from the parsed documents, and the texts are the documents."""
+    from wirelog.cli.summary import Summary
+    from wirelog.engine.local import Options, run
+    from wirelog.model import Message
+
+    repo = {
+        "example": EXAMPLE,
+        "lumberjack-resend": REPO / "tests/data/lumberjack/pylogbeat-stalled-resend.pcap",
+        "hercules": REPO / "tests/data/hercules/gate-session.pcap",
+    }
+    path = str(repo[capture] if capture in repo else shared_capture(capture))
+    results, documents = [], []
+    for records in ("objects", "summary"):
+        summary = Summary()
+        items = list(run([path], options=Options(records=records)))
+        for item in items:
+            summary.add(item)
+        results.append(summary.result())
+        documents.append([m.event for m in items if isinstance(m, Message) and m.event is not None])
+    assert results[0] == results[1] and results[0]["totals"]["messages"] > 0
+    values, texts = documents
+    assert texts and all(isinstance(t, str) for t in texts)
+    assert [json.loads(t) for t in texts] == values

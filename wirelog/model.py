@@ -141,7 +141,8 @@ class Message:
     `fields` holds protocol fields (flat, JSON-compatible values only: str, int, float, bool, None,
     lists and dicts of those; bytes must be rendered as hex by the decoder). Their names must not
     collide with the common columns in `COMMON_MESSAGE_KEYS`. Log events put the decoded document
-    in `event` and their delivery state in `acked` (True/False; None when the protocol cannot say).
+    in `event` (its JSON text, a str, when the engine ran with records="summary") and their delivery
+    state in `acked` (True/False; None when the protocol cannot say).
     """
 
     protocol: str

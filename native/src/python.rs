@@ -105,6 +105,8 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, Box<Finding>> {
 
 /// The Python classes records become (wirelog.model), looked up once per object.
 struct Model {
+    /// Event documents as their JSON text (a str) rather than Python values (records="summary").
+    event_text: bool,
     message: Py<PyAny>,
     chunk: Py<PyAny>,
     gap: Py<PyAny>,
@@ -123,6 +125,7 @@ impl Model {
         let direction = m.getattr("Direction")?;
         let severity = m.getattr("Severity")?;
         Ok(Model {
+            event_text: false,
             message: m.getattr("Message")?.unbind(),
             chunk: m.getattr("Chunk")?.unbind(),
             gap: m.getattr("Gap")?.unbind(),
@@ -134,6 +137,19 @@ impl Model {
             warning: severity.getattr("WARNING")?.unbind(),
             error: severity.getattr("ERROR")?.unbind(),
         })
+    }
+
+    /// With the decoding option records="summary", event documents as text: a summary asks only
+    /// whether a message has one, and making Python values of every event was half its time.
+    fn texts(mut self, decoding: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        if let Some(records) = decoding
+            .map(|d| d.get_item("records"))
+            .transpose()?
+            .flatten()
+        {
+            self.event_text = records.extract::<String>()? == "summary";
+        }
+        Ok(self)
     }
 
     fn direction<'py>(&self, py: Python<'py>, d: Direction) -> Bound<'py, PyAny> {
@@ -183,6 +199,10 @@ impl Model {
                     fields.set_item(name, py_value(py, value)?)?;
                 }
                 let event = match &m.event {
+                    Some(Document::Text(text)) if self.event_text => {
+                        PyString::new(py, text).into_any()
+                    }
+                    Some(doc) if self.event_text => PyString::new(py, &doc.to_string()).into_any(),
                     Some(doc) => py_value(py, &doc.value())?,
                     None => py.None().into_bound(py),
                 };
@@ -560,7 +580,7 @@ impl Pipeline {
         Ok(Pipeline {
             inner,
             capture,
-            model: Model::load(py)?,
+            model: Model::load(py)?.texts(decoding)?,
             stopped: false,
             lines: stream_lines.then(StreamLines::default),
         })
@@ -688,7 +708,7 @@ impl Decoding {
         Ok(Decoding {
             session: session(capture, decoding)?,
             capture: capture.to_owned(),
-            model: Model::load(py)?,
+            model: Model::load(py)?.texts(decoding)?,
         })
     }
 
@@ -846,13 +866,14 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
             "records" => {
                 let name: String = value.extract()?;
                 form = match name.as_str() {
-                    "objects" => Form::Records(Vec::new()),
+                    "objects" | "summary" => Form::Records(Vec::new()),
                     "ndjson" => Form::Ndjson(String::new()),
                     "arrow" => Form::Arrow(Box::default()),
                     "hercules" => Form::Hercules(Box::default()),
                     _ => {
                         return Err(PyValueError::new_err(format!(
-                        "records must be 'objects', 'ndjson', 'arrow' or 'hercules', not {name:?}"
+                        "records must be 'objects', 'summary', 'ndjson', 'arrow' or 'hercules', \
+                         not {name:?}"
                     )))
                     }
                 };

@@ -54,7 +54,7 @@ def inspect(ctx, as_json, frame, wide, **params):
         session = Session(params)
         _show_streams(console, session)
     else:
-        session = Session(params)
+        session = Session(params, records="summary")  # counts events, never reads them
         summary = Summary()
         with progress(console) as tick:
             for item in session.items():

@@ -50,8 +50,9 @@ class Options:
     limits: Limits = field(default_factory=Limits)
     keep: RecordFilter = field(default_factory=RecordFilter)  # records not accepted are not yielded
     input_format: str = "auto"  # auto: captures, else raw bytes a decoder recognises; pcap; or a protocol
-    # How the records of the streams the core decodes come out: "objects" (Message/Finding), or for
-    # writers, "ndjson" (RecordLines) or "arrow" (RecordRows) with no Python object per record.
+    # How the records of the streams the core decodes come out: "objects" (Message/Finding),
+    # "summary" (the same, each event document as its JSON text: for counting, half the cost), or
+    # for writers, "ndjson" (RecordLines) or "arrow" (RecordRows) with no Python object per record.
     records: str = "objects"
 
 
