@@ -84,6 +84,12 @@ class Summary:
         self._cql = _CqlHighlights()
         self._courier = _CourierHighlights()
         self._hercules = _HerculesHighlights()
+        self._highlights = {
+            "lumberjack": self._lumberjack,
+            "cql": self._cql,
+            "courier": self._courier,
+            "hercules": self._hercules,
+        }
         self._delivery: dict[str, dict[str, Any]] = {}
 
     def add(self, item: Any) -> None:
@@ -115,12 +121,7 @@ class Summary:
                     t.acked += 1
                 elif m.acked is False:
                     t.unacked += 1
-        highlights = {
-            "lumberjack": self._lumberjack,
-            "cql": self._cql,
-            "courier": self._courier,
-            "hercules": self._hercules,
-        }.get(m.protocol)
+        highlights = self._highlights.get(m.protocol)
         if highlights is not None:
             highlights.add(m)
 
@@ -253,6 +254,8 @@ class _LumberjackHighlights:
         self.latencies_ms: list[float] = []
 
     def add(self, m: Message) -> None:
+        if m.kind == "event":  # most messages: nothing to note
+            return
         f = m.fields
         key = (m.capture, m.stream, f.get("window"))
         if m.kind == "window":
