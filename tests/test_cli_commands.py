@@ -323,12 +323,12 @@ def test_a_json_conversion_of_a_local_file_imports_no_heavy_library():
         "hercules",
     ],
 )
-def test_inspect_summary_from_event_texts_equals_the_one_from_event_values(capture):
-    """inspect asks the core for event documents as text (records="summary"): its counts are those
-    made from the parsed documents, and the texts are the documents."""
+def test_inspect_summary_from_event_counts_equals_the_one_from_event_objects(capture):
+    """inspect has the core count event messages instead of making objects of them
+    (records="summary"): its summary is the one made from every object."""
     from wirelog.cli.summary import Summary
     from wirelog.engine.local import Options, run
-    from wirelog.model import Message
+    from wirelog.model import EventCounts, Message
 
     repo = {
         "example": EXAMPLE,
@@ -336,15 +336,18 @@ def test_inspect_summary_from_event_texts_equals_the_one_from_event_values(captu
         "hercules": REPO / "tests/data/hercules/gate-session.pcap",
     }
     path = str(repo[capture] if capture in repo else shared_capture(capture))
-    results, documents = [], []
+    results, kinds = [], []
     for records in ("objects", "summary"):
         summary = Summary()
         items = list(run([path], options=Options(records=records)))
         for item in items:
             summary.add(item)
         results.append(summary.result())
-        documents.append([m.event for m in items if isinstance(m, Message) and m.event is not None])
-    assert results[0] == results[1] and results[0]["totals"]["messages"] > 0
-    values, texts = documents
-    assert texts and all(isinstance(t, str) for t in texts)
-    assert [json.loads(t) for t in texts] == values
+        kinds.append({type(i) for i in items})
+    assert results[0] == results[1] and results[0]["totals"]["events"] > 0
+    assert EventCounts not in kinds[0] and EventCounts in kinds[1]
+    objects, left = (
+        sum(1 for i in run([path], options=Options(records=r)) if isinstance(i, Message))
+        for r in ("objects", "summary")
+    )
+    assert left <= objects - results[0]["totals"]["events"]  # no event was made an object

@@ -101,6 +101,16 @@ class RecordLines:
 
 
 @dataclass(slots=True)
+class EventCounts:
+    """Event messages a summary run (records="summary") had the core count instead of making an
+    object of each: rows of (stream, protocol, version, acked, count). Only messages that carry an
+    event document and no `tls` field are counted; the others come as Message objects."""
+
+    capture: str
+    counts: list[tuple[int | None, str, str | None, bool | None, int]]
+
+
+@dataclass(slots=True)
 class RecordRows:
     """Records a native decoder wrote as Arrow rows in the Parquet schema (`convert --to parquet`)."""
 
@@ -141,8 +151,7 @@ class Message:
     `fields` holds protocol fields (flat, JSON-compatible values only: str, int, float, bool, None,
     lists and dicts of those; bytes must be rendered as hex by the decoder). Their names must not
     collide with the common columns in `COMMON_MESSAGE_KEYS`. Log events put the decoded document
-    in `event` (its JSON text, a str, when the engine ran with records="summary") and their delivery
-    state in `acked` (True/False; None when the protocol cannot say).
+    in `event` and their delivery state in `acked` (True/False; None when the protocol cannot say).
     """
 
     protocol: str

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from wirelog.model import CaptureInfo, Finding, Message, StreamInfo
+from wirelog.model import CaptureInfo, EventCounts, Finding, Message, StreamInfo
 
 EVERY = 2048  # items between refreshes: keeps the per-record cost to a counter increment
 
@@ -31,6 +31,8 @@ def progress(console: Console) -> Iterator[Callable[[Any], None]]:
                 counts["records"] += 1
                 if counts["records"] % EVERY:
                     return
+            elif isinstance(item, EventCounts):
+                counts["records"] += sum(row[-1] for row in item.counts)
             elif isinstance(item, StreamInfo):
                 counts["streams"] += 1
             elif isinstance(item, CaptureInfo):

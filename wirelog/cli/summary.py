@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wirelog.export.json import rfc3339
-from wirelog.model import CaptureInfo, Finding, Message, Severity, StreamInfo
+from wirelog.model import CaptureInfo, EventCounts, Finding, Message, Severity, StreamInfo
 
 FIRST_FRAMES = 5  # frame numbers kept per finding code
 TOP = 5  # slowest request/response pairs kept
@@ -95,6 +95,8 @@ class Summary:
     def add(self, item: Any) -> None:
         if isinstance(item, Message):
             self._message(item)
+        elif isinstance(item, EventCounts):
+            self._event_counts(item)
         elif isinstance(item, Finding):
             self._finding(item)
         elif isinstance(item, StreamInfo):
@@ -124,6 +126,21 @@ class Summary:
         highlights = self._highlights.get(m.protocol)
         if highlights is not None:
             highlights.add(m)
+
+    def _event_counts(self, c: EventCounts) -> None:
+        """What `_message` notes of event messages with a document (no highlight reads them)."""
+        for stream, protocol, version, acked, n in c.counts:
+            self._kinds[protocol]["event"] += n
+            if stream is None:
+                continue
+            t = self._tally[(c.capture, stream)]
+            t.messages += n
+            t.events += n
+            t.version = t.version or version
+            if acked is True:
+                t.acked += n
+            elif acked is False:
+                t.unacked += n
 
     def _finding(self, f: Finding) -> None:
         self._severities[f.severity.value] += 1

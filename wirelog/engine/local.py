@@ -21,6 +21,7 @@ from wirelog.inputs.sources import STDIN, open_input
 from wirelog.model import (
     CaptureInfo,
     Chunk,
+    EventCounts,
     Finding,
     Gap,
     Message,
@@ -30,7 +31,18 @@ from wirelog.model import (
     StreamLines,
 )
 
-Item = Message | Finding | StreamInfo | CaptureInfo | Chunk | Gap | StreamLines | RecordLines | RecordRows
+Item = (
+    Message
+    | Finding
+    | EventCounts
+    | StreamInfo
+    | CaptureInfo
+    | Chunk
+    | Gap
+    | StreamLines
+    | RecordLines
+    | RecordRows
+)
 
 REORDER_WINDOW = 2048  # packets a late segment may trail the ACK covering it (docs/records.md)
 
@@ -51,8 +63,8 @@ class Options:
     keep: RecordFilter = field(default_factory=RecordFilter)  # records not accepted are not yielded
     input_format: str = "auto"  # auto: captures, else raw bytes a decoder recognises; pcap; or a protocol
     # How the records of the streams the core decodes come out: "objects" (Message/Finding),
-    # "summary" (the same, each event document as its JSON text: for counting, half the cost), or
-    # for writers, "ndjson" (RecordLines) or "arrow" (RecordRows) with no Python object per record.
+    # "summary" (the same, but messages with an event document only counted: EventCounts), or for
+    # writers, "ndjson" (RecordLines) or "arrow" (RecordRows) with no Python object per record.
     records: str = "objects"
 
 
