@@ -172,6 +172,8 @@ impl Model {
         );
         let list = PyList::empty(py);
         let mut counts: Vec<(Key, u64)> = Vec::new();
+        // Where each key's row is: a batch may hold the events of thousands of connections.
+        let mut rows: foldhash::HashMap<Key, usize> = foldhash::HashMap::default();
         let mut place = 0;
         for (stamp, r) in records {
             match &r {
@@ -185,9 +187,12 @@ impl Model {
                     if counts.is_empty() {
                         place = list.len();
                     }
-                    match counts.iter_mut().find(|(k, _)| *k == key) {
-                        Some((_, n)) => *n += 1,
-                        None => counts.push((key, 1)),
+                    match rows.get(&key) {
+                        Some(&row) => counts[row].1 += 1,
+                        None => {
+                            rows.insert(key, counts.len());
+                            counts.push((key, 1));
+                        }
                     }
                 }
                 _ => list.append(self.record(py, capture, stamp.as_ref(), &r)?)?,
