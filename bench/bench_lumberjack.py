@@ -11,7 +11,8 @@ frame of `2J` events, zlib level 3 like Filebeat, answered by `2A n`) or Log Cou
     wirelog convert FILE --to json / --to parquet  wall time against
     tshark -r FILE -T fields -e tcp.stream         (targets: >= 6x and >= 4x)
 
-and peak RSS of the conversion on the capture and on one twice as long (it must stay flat).
+and peak RSS of the conversion on the capture and on one twice as long (it must stay flat), and the
+CPU time of `wirelog inspect --json` (its summary counts events in the core) beside the conversion's.
 
 tshark's `-e tcp.stream` only reassembles; it never inflates the events. So the CPU time of
 inflating them alone (`zlib.decompress`, C zlib) is printed as a multiple of tshark's: a
@@ -170,6 +171,11 @@ def bench(protocol: str, tmp: Path, args: argparse.Namespace) -> None:
             f" parquet {tshark / to_parquet:.1f}x (target >= 4)"
         )
     print(line)
+    inspected = statistics.median(
+        cpu_seconds([sys.executable, "-m", "wirelog.cli", "inspect", "--json", str(pcap)])
+        for _ in range(args.runs)
+    )
+    print(f"  inspect --json {inspected:.2f} s CPU = {inspected / cpu:.2f}x the --events conversion's")
     print(f"  peak RSS {rss // 1024} MiB; capture doubled: {rss_big // 1024} MiB")
 
 
