@@ -93,10 +93,9 @@ class StreamLines:
 
 @dataclass(slots=True)
 class RecordLines:
-    """Records a native decoder wrote as NDJSON lines (`convert --to json`), in record order.
-    `data` is the core's text lent through the buffer protocol (a file's `write()` takes it)."""
+    """Records a native decoder wrote as NDJSON lines (`convert --to json`), in record order."""
 
-    data: Any  # a bytes-like object (the buffer protocol)
+    data: bytes
     count: int
 
 

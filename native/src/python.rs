@@ -418,66 +418,15 @@ fn taken<'py>(
     t: Taken,
 ) -> PyResult<Bound<'py, PyAny>> {
     match t {
-        Taken::Ndjson(text, count) => {
-            Ok((Lines::new(py, text)?, count).into_pyobject(py)?.into_any())
-        }
+        Taken::Ndjson(text, count) => Ok((PyBytes::new(py, text.as_bytes()), count)
+            .into_pyobject(py)?
+            .into_any()),
         Taken::Batch(batch) => {
             let batch = batch.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
             Ok(Bound::new(py, ArrowRecords { batch: Some(batch) })?.into_any())
         }
         Taken::Hercules(events) => Ok(Bound::new(py, HerculesEvents(Some(events)))?.into_any()),
         Taken::Records(records) => Ok(model.records(py, capture, records)?.into_any()),
-    }
-}
-
-/// NDJSON text the core wrote, lent to Python through the buffer protocol: a writer's `write()`
-/// takes it as it takes bytes, without the copy into a bytes object (5 % of a Lumberjack
-/// conversion's CPU, the output being larger than the capture). `bytes(lines)` makes that copy.
-#[pyclass(module = "wirelog._core", frozen)]
-struct Lines {
-    text: String,
-}
-
-impl Lines {
-    fn new(py: Python<'_>, text: String) -> PyResult<Bound<'_, Lines>> {
-        Bound::new(py, Lines { text })
-    }
-}
-
-#[pymethods]
-impl Lines {
-    fn __len__(&self) -> usize {
-        self.text.len()
-    }
-
-    /// # Safety
-    /// Called by Python with a valid `view` to fill (the buffer protocol).
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut pyo3::ffi::Py_buffer,
-        flags: std::os::raw::c_int,
-    ) -> PyResult<()> {
-        let text = &slf.get().text;
-        let len = pyo3::ffi::Py_ssize_t::try_from(text.len())
-            .map_err(|_| PyValueError::new_err("text too long for a buffer"))?;
-        // SAFETY: the object is frozen, so `text` is never changed or moved while it lives, and
-        // PyBuffer_FillInfo keeps a reference to the object in `view.obj` until the view is
-        // released: the pointer stays valid as long as the view. The buffer is read-only (1), so
-        // the const pointer is never written through; `view` is the caller's, per the protocol.
-        let done = unsafe {
-            pyo3::ffi::PyBuffer_FillInfo(
-                view,
-                slf.as_ptr(),
-                text.as_ptr().cast_mut().cast(),
-                len,
-                1,
-                flags,
-            )
-        };
-        if done == -1 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        Ok(())
     }
 }
 
@@ -1710,7 +1659,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Pipeline>()?;
     m.add_class::<Decoding>()?;
     m.add_class::<ArrowRecords>()?;
-    m.add_class::<Lines>()?;
     m.add_function(wrap_pyfunction!(decode_stream, m)?)?;
     m.add_function(wrap_pyfunction!(detect, m)?)?;
     m.add_function(wrap_pyfunction!(detect_scores, m)?)?;
