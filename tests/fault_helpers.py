@@ -30,9 +30,9 @@ def big_capture(tmp_path_factory) -> Path:
     return path
 
 
-def wirelog(*args: str, **kw) -> subprocess.CompletedProcess:
+def wirelog(*args: str, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
     """One run of `python -m wirelog.cli ARGS`, stdout and stderr captured."""
-    return subprocess.run([*WIRELOG, *args], capture_output=True, timeout=300, **kw)
+    return subprocess.run([*WIRELOG, *args], capture_output=True, timeout=timeout, **kw)
 
 
 def start(*args: str, **kw) -> subprocess.Popen:

@@ -106,18 +106,27 @@ def test_out_of_memory_is_one_line_and_status_4(big):
     """
     every_stream = [a for i in range(20) for a in ("--stream", str(i))]  # the 20 connections of `big`
 
-    def inspect(limit: int, *debug: str, capture: Path = big) -> subprocess.CompletedProcess:
-        return wirelog(*debug, "inspect", *every_stream, str(capture), preexec_fn=_address_space(limit))
+    def inspect(limit: int, *debug: str, capture: Path = big) -> subprocess.CompletedProcess | None:
+        """The run, or None when it hung: once in a fresh clone under load, a failed Rust allocation
+        printed "memory allocation of N bytes failed" and the process did not end (a native
+        failure, like NATIVE_CRASHES, out of the Python front's reach; seen with --debug)."""
+        try:
+            return wirelog(
+                *debug, "inspect", *every_stream, str(capture), preexec_fn=_address_space(limit), timeout=60
+            )
+        except subprocess.TimeoutExpired:
+            return None
 
     for megabytes in range(24, 200, 2):
         proc = inspect(megabytes)
-        if proc.returncode in NATIVE_CRASHES:
+        if proc is None or proc.returncode in NATIVE_CRASHES:
             continue
         lines = proc.stderr.decode().splitlines()
         assert proc.returncode in (0, 4) and len(lines) <= 1, (megabytes, proc.stderr)
         if proc.returncode == 4:
             assert lines == [f"wirelog: {OUT_OF_MEMORY_MESSAGE}"]
-            if inspect(megabytes, capture=EXAMPLE).returncode == 0:
+            example = inspect(megabytes, capture=EXAMPLE)
+            if example is not None and example.returncode == 0:
                 break
     else:
         pytest.fail("no limit made the run out of memory in its middle")
@@ -125,7 +134,7 @@ def test_out_of_memory_is_one_line_and_status_4(big):
     # first failed allocation may be a native one (skipped, as above), so nearby limits are tried.
     for limit in [m for m in range(megabytes - 8, megabytes + 12, 2) for _ in "ab"]:
         debug = inspect(limit, "--debug")
-        if debug.returncode in NATIVE_CRASHES or debug.returncode == 0:
+        if debug is None or debug.returncode in NATIVE_CRASHES or debug.returncode == 0:
             continue
         lines = debug.stderr.decode().splitlines()
         assert debug.returncode == 4, (limit, debug.stderr)
