@@ -45,7 +45,7 @@ def _json(path: Path, keep: RecordFilter, records: str) -> bytes:
     writer = JsonWriter(out)
     for item in run([str(path)], options=Options(keep=keep, records=records)):
         if isinstance(item, RecordLines):
-            assert item.count == bytes(item.data).count(b"\n")
+            assert item.count == item.data.count(b"\n")
             writer.write_lines(item.data, item.count)
         elif isinstance(item, Message | Finding):
             writer.write(item)
