@@ -178,6 +178,7 @@ def tcp_segments(path: Path) -> Iterable[Segment]:
 
 REORDER_WINDOW = 2048  # wirelog's defaults: packets a late segment may trail in the file,
 REORDER_NS = 10**9  # or capture time
+MIN_REORDER_PACKETS = 32  # packets a hole waits whatever the capture time (tcp/reassembler.rs)
 
 
 def oracle(path: Path, window: int = REORDER_WINDOW) -> dict[tuple[str, str], Direction]:
@@ -185,7 +186,8 @@ def oracle(path: Path, window: int = REORDER_WINDOW) -> dict[tuple[str, str], Di
 
     The base is the first SYN's sequence number + 1 wherever the SYN sits in the file; without a
     SYN, the earliest sequence number of the direction's data segments written within `window`
-    packets and a second of capture time after its first packet (else that packet's; `window=0`: tshark's rule, the first
+    packets after its first packet, and within a second of capture time once past the first
+    MIN_REORDER_PACKETS (else that packet's; `window=0`: tshark's rule, the first
     packet's). Bytes before the base are not part of the stream. One connection per 4-tuple: captures that reuse ports are not for this oracle."""
     directions: dict[tuple[str, str], Direction] = {}
     segments = list(tcp_segments(path))
@@ -205,7 +207,7 @@ def oracle(path: Path, window: int = REORDER_WINDOW) -> dict[tuple[str, str], Di
                 if (s.src, s.dst) == key
                 and s.payload
                 and s.frame - head.frame <= window
-                and s.ts - head.ts <= REORDER_NS
+                and (s.frame - head.frame <= min(window, MIN_REORDER_PACKETS) or s.ts - head.ts <= REORDER_NS)
             ]
             first = head.seq
             d.base = min(starts, key=lambda seq: _signed(seq - first)) if starts else first

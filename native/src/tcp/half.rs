@@ -15,6 +15,8 @@ pub struct Piece {
     pub data: Vec<u8>,
     pub frame: u64,
     pub ts: i64,
+    /// The ACK (raw, of the other direction) its segment carried: what it must follow.
+    pub ack: Option<u32>,
 }
 
 /// The last `limit` bytes a direction delivered, with the segments they came in: a byte ring
@@ -237,13 +239,22 @@ impl Half {
         }
     }
 
-    /// Offset of the first pending piece when there is a hole before it.
+    /// Where the hole at the delivery point ends: at the first pending piece, or, with nothing
+    /// pending, at what the peer acknowledged beyond the delivered bytes (bytes a reordered capture
+    /// writes later, or never). One byte past the data with no FIN captured is the FIN.
     pub fn hole_end(&self) -> Option<i64> {
-        self.pending
-            .keys()
-            .next()
-            .copied()
-            .filter(|&first| first > self.next_off)
+        match self.pending.keys().next() {
+            Some(&first) => Some(first).filter(|&first| first > self.next_off),
+            None => {
+                let acked = self.acked_offset()?;
+                let end = match self.fin_off {
+                    Some(fin) => acked.min(fin),
+                    None if acked == self.next_off + 1 => return None,
+                    None => acked,
+                };
+                Some(end).filter(|&end| end > self.next_off && end - self.next_off < seq::HALF)
+            }
+        }
     }
 
     /// Whether the peer acknowledged bytes beyond the hole before the first pending piece.

@@ -15,6 +15,7 @@
 //! fills the hole. While a direction waits, the other direction's later bytes wait with it, so a
 //! decoder still sees a request before the response that follows it.
 
+mod causal;
 mod half;
 mod reassembler;
 mod seq;

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
+use super::causal::Merge;
 use super::half::{Half, Piece};
 use super::seq::{at_or_after, HALF, MOD};
 use super::{Config, Event, StreamInfo};
@@ -29,18 +30,20 @@ struct Conn {
     client_key: Key,
     /// Produce Chunk events (false once nobody wants this stream's bytes).
     emit: bool,
-    /// Data events waiting for a hole in one direction to be filled or declared (kept in order).
-    held: Vec<Event>,
-    held_of: [usize; 2], // held events per direction
-    /// Bytes the other direction delivered while a hole waits (emitted or not: every mode decides
-    /// the same gaps).
-    waiting_bytes: usize,
+    /// Data events in causal order across the two directions (tcp/causal.rs).
+    merge: Merge,
 }
+
+/// Capture packets a hole waits whatever the capture time: a late packet is a few places late, and
+/// in a sparse capture those few places may be seconds apart.
+const MIN_REORDER_PACKETS: u64 = 32;
 
 /// Whether the packet (`now`, `now_ts`) is still within the reorder window that began at
 /// (`frame`, `ts`): in packets and in capture time (time that went backwards counts as none).
 fn within(cfg: &Config, now: u64, now_ts: i64, frame: u64, ts: i64) -> bool {
-    now.saturating_sub(frame) <= cfg.reorder_packets && now_ts.saturating_sub(ts) <= cfg.reorder_ns
+    let packets = now.saturating_sub(frame);
+    packets <= cfg.reorder_packets
+        && (packets <= MIN_REORDER_PACKETS || now_ts.saturating_sub(ts) <= cfg.reorder_ns)
 }
 
 fn endpoint(ip: IpAddr, port: u16) -> String {
@@ -55,28 +58,29 @@ impl Conn {
         self.info.stream
     }
 
-    /// Send a data event (chunk, gap and its finding) out, or hold it while a hole waits. What the
-    /// waiting direction itself delivers (its hole filled or declared) precedes what was held.
-    fn route(&mut self, h: usize, event: Event, out: &mut Out) {
-        let resolving = self.halves[h].waiting() && self.held_of[h] == 0;
-        if !resolving && (self.halves[1 - h].waiting() || !self.held.is_empty()) {
-            self.held_of[h] += 1;
-            self.held.push(event);
-        } else {
-            out.events.push(event);
-        }
+    /// Send a data event (chunk, gap and its finding) of direction `h` out once the other
+    /// direction has put out the bytes its packet acknowledged (`ack`).
+    fn route(&mut self, h: usize, event: Event, frame: u64, ack: Option<u32>, out: &mut Out) {
+        self.merge
+            .push(h, event, frame, ack, &self.halves, out.events);
     }
 
-    /// Release held events once no direction waits for a hole.
+    /// Put out the data events whose wait is over.
     fn settle(&mut self, out: &mut Out) {
-        if !self.halves.iter().any(Half::waiting) {
-            out.events.append(&mut self.held);
-            self.held_of = [0, 0];
-            self.waiting_bytes = 0;
-        }
+        self.merge.drain(&self.halves, out.events, false);
     }
 
-    fn deliver(&mut self, h: usize, off: i64, data: &[u8], frame: u64, ts: i64, out: &mut Out) {
+    #[allow(clippy::too_many_arguments)]
+    fn deliver(
+        &mut self,
+        h: usize,
+        off: i64,
+        data: &[u8],
+        frame: u64,
+        ts: i64,
+        ack: Option<u32>,
+        out: &mut Out,
+    ) {
         let n = data.len();
         if self.emit {
             let event = Event::Chunk {
@@ -87,10 +91,7 @@ impl Conn {
                 frame,
                 ts,
             };
-            self.route(h, event, out);
-        }
-        if self.halves[1 - h].waiting() {
-            self.waiting_bytes += n;
+            self.route(h, event, frame, ack, out);
         }
         let half = &mut self.halves[h];
         half.next_off = off + n as i64;
@@ -138,9 +139,9 @@ impl Conn {
         finding.direction = Some(direction);
         finding.offset = Some(off.max(0) as u64);
         finding.stream = Some(stream);
-        self.route(h, gap, out);
-        self.route(h, Event::Finding(finding), out);
         self.halves[h].next_off = off + length;
+        self.route(h, gap, frame, None, out);
+        self.route(h, Event::Finding(finding), frame, None, out);
     }
 
     /// Deliver what a pending piece at `off` holds beyond the delivery point.
@@ -148,7 +149,7 @@ impl Conn {
         let next = self.halves[h].next_off;
         if off + piece.data.len() as i64 > next {
             let rest = &piece.data[(next - off) as usize..];
-            self.deliver(h, next, rest, piece.frame, piece.ts, out);
+            self.deliver(h, next, rest, piece.frame, piece.ts, piece.ack, out);
         }
     }
 
@@ -186,6 +187,7 @@ impl Conn {
     }
 
     /// The slow path: retransmissions, overlaps and out-of-order segments.
+    #[allow(clippy::too_many_arguments)]
     fn insert(
         &mut self,
         h: usize,
@@ -193,6 +195,7 @@ impl Conn {
         mut data: &[u8],
         frame: u64,
         ts: i64,
+        ack: Option<u32>,
         out: &mut Out,
     ) {
         let end = off + data.len() as i64;
@@ -209,7 +212,7 @@ impl Conn {
         } else if off > next && !provisional {
             self.info.out_of_order += 1;
         }
-        for (p_off, piece) in self.merge(h, off, data, frame, ts, out) {
+        for (p_off, piece) in self.fit(h, off, data, frame, ts, ack, out) {
             let half = &mut self.halves[h];
             half.pending_bytes += piece.data.len();
             half.pending.insert(p_off, piece);
@@ -225,13 +228,15 @@ impl Conn {
     }
 
     /// Fit a new segment among the pending ones under the policy; report differing bytes.
-    fn merge(
+    #[allow(clippy::too_many_arguments)]
+    fn fit(
         &mut self,
         h: usize,
         off: i64,
         data: &[u8],
         frame: u64,
         ts: i64,
+        ack: Option<u32>,
         out: &mut Out,
     ) -> Vec<(i64, Piece)> {
         let end = off + data.len() as i64;
@@ -248,6 +253,7 @@ impl Conn {
             data: data[(a - off) as usize..(b - off) as usize].to_vec(),
             frame,
             ts,
+            ack,
         };
         for s_off in touching {
             let (s_len, s_frame) = {
@@ -285,6 +291,7 @@ impl Conn {
                             data: head,
                             frame: s.frame,
                             ts: s.ts,
+                            ack: s.ack,
                         },
                     ));
                 }
@@ -296,6 +303,7 @@ impl Conn {
                             data: tail,
                             frame: s.frame,
                             ts: s.ts,
+                            ack: s.ack,
                         },
                     ));
                 }
@@ -386,12 +394,13 @@ impl Conn {
         out.events.push(Event::Finding(finding));
     }
 
-    /// The peer acknowledged more of direction `h`: release held bytes, detect holes it skipped.
+    /// The peer acknowledged more of direction `h`: release held bytes, detect holes it skipped
+    /// (before pending bytes, or past everything delivered: bytes still to come in the file).
     fn acked(&mut self, h: usize, frame: u64, ts: i64, out: &mut Out) {
-        self.release(h, out);
         if !self.halves[h].pending.is_empty() {
-            self.maybe_gap(h, frame, ts, out);
+            self.release(h, out);
         }
+        self.maybe_gap(h, frame, ts, out);
     }
 
     /// A hole the peer acknowledged past starts its reorder window (at the proving packet).
@@ -407,7 +416,7 @@ impl Conn {
         if let Some((first_frame, first_ts)) = self.halves[h].provisional {
             let half = &self.halves[h];
             if within(out.cfg, now, now_ts, first_frame, first_ts)
-                && half.pending_bytes + self.waiting_bytes <= out.cfg.reorder_bytes
+                && half.pending_bytes + self.merge.bytes <= out.cfg.reorder_bytes
             {
                 return;
             }
@@ -420,7 +429,7 @@ impl Conn {
                 Some(first) => {
                     let arrived = half.pending_bytes.saturating_sub(half.pending_at_proof);
                     if within(out.cfg, now, now_ts, proof_frame, proof_ts)
-                        && arrived + self.waiting_bytes <= out.cfg.reorder_bytes
+                        && arrived + self.merge.bytes <= out.cfg.reorder_bytes
                     {
                         return;
                     }
@@ -544,12 +553,12 @@ impl Conn {
                     .field("length", unseen);
                     finding.direction = Some(direction);
                     finding.stream = Some(stream);
-                    self.route(h, gap, out);
-                    self.route(h, Event::Finding(finding), out);
+                    self.route(h, gap, frame, None, out);
+                    self.route(h, Event::Finding(finding), frame, None, out);
                 }
             }
         }
-        self.settle(out);
+        self.merge.drain(&self.halves, out.events, true);
     }
 }
 
@@ -642,10 +651,12 @@ impl Reassembler {
                 }
             }
             seq_no = isn_next;
+            // a connection whose SYN is in the capture started in it, whatever came first in the file
+            conn.info.midstream = false;
         } else if conn.halves[h].base.is_none() {
             conn.halves[h].base = Some(seg.seq);
             conn.halves[h].provisional = Some((seg.frame, seg.ts));
-            conn.info.midstream = true;
+            conn.info.midstream = !conn.halves[p].syn_seen;
         }
         if seg.flags & ACK != 0 {
             let peer = &mut conn.halves[p];
@@ -654,11 +665,10 @@ impl Reassembler {
                     peer.ack_first = Some(seg.ack);
                 }
                 peer.ack_raw = Some(seg.ack);
-                if !peer.pending.is_empty() {
-                    conn.acked(p, seg.frame, seg.ts, &mut out);
-                }
+                conn.acked(p, seg.frame, seg.ts, &mut out);
             }
         }
+        let ack = (seg.flags & ACK != 0).then_some(seg.ack);
         // A hole whose window has passed becomes a gap before this packet's bytes are placed.
         for half in [C2S, S2C] {
             conn.check_window(half, seg.frame, seg.ts, &mut out);
@@ -668,7 +678,7 @@ impl Reassembler {
             let off = half.offset(seq_no);
             let in_order = off == half.next_off && half.pending.is_empty();
             if in_order && half.provisional.is_none() && !cfg.last_wins {
-                conn.deliver(h, off, seg.payload, seg.frame, seg.ts, &mut out);
+                conn.deliver(h, off, seg.payload, seg.frame, seg.ts, ack, &mut out);
                 if seg.missing > 0 {
                     let next = conn.halves[h].next_off;
                     conn.gap(
@@ -682,7 +692,7 @@ impl Reassembler {
                     );
                 }
             } else {
-                conn.insert(h, off, seg.payload, seg.frame, seg.ts, &mut out);
+                conn.insert(h, off, seg.payload, seg.frame, seg.ts, ack, &mut out);
             }
         }
         if seg.flags & (FIN | RST) != 0 {
@@ -780,9 +790,7 @@ impl Reassembler {
             closed: false,
             client_key,
             emit: self.cfg.emit_data,
-            held: Vec::new(),
-            held_of: [0, 0],
-            waiting_bytes: 0,
+            merge: Merge::default(),
         };
         let slot = match self.free.pop() {
             Some(slot) => {

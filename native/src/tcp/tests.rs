@@ -316,3 +316,141 @@ fn a_direction_without_its_syn_starts_at_its_earliest_byte_within_the_window() {
         [b"AAAAAAAAAA".to_vec(), b"BBBB".to_vec(), b"ok".to_vec()]
     );
 }
+
+/// The chunks each direction delivered, tagged, in the consumer's order.
+fn tagged(events: &[Event]) -> Vec<(Direction, Vec<u8>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Chunk {
+                direction, data, ..
+            } => Some((*direction, data.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_reply_written_before_its_request_reaches_the_consumer_after_it() {
+    let mut t = Conv::new(Config::default());
+    t.handshake(1000, 5000);
+    // the reply acknowledges the request's four bytes, yet the file has it first
+    t.send(false, 5001, b"ok", ACK, 1005);
+    assert!(
+        chunks(&t.events).is_empty(),
+        "the reply waits for the request"
+    );
+    t.send(true, 1001, b"AAAA", ACK, 5001);
+    let events = t.finish();
+    assert_eq!(
+        tagged(&events),
+        [
+            (Direction::C2S, b"AAAA".to_vec()),
+            (Direction::S2C, b"ok".to_vec())
+        ]
+    );
+    assert_eq!(info(&events).gaps, 0);
+}
+
+#[test]
+fn each_segment_follows_what_its_own_ack_proves_not_more() {
+    let mut t = Conv::new(Config::default());
+    t.handshake(1000, 5000);
+    // true order: W1 (c2s 0..4), ACK1 (s2c 0..2, acks W1), W2 (c2s 4..8, acks ACK1)
+    t.send(false, 5001, b"a1", ACK, 1005);
+    t.send(true, 1005, b"W2W2", ACK, 5003);
+    t.send(true, 1001, b"W1W1", ACK, 5001);
+    let events = t.finish();
+    assert_eq!(
+        tagged(&events),
+        [
+            (Direction::C2S, b"W1W1".to_vec()),
+            (Direction::S2C, b"a1".to_vec()),
+            (Direction::C2S, b"W2W2".to_vec())
+        ]
+    );
+}
+
+#[test]
+fn bytes_acknowledged_but_never_captured_become_a_gap_and_the_reply_goes_after_it() {
+    let mut t = Conv::new(Config {
+        reorder_packets: 3,
+        ..Config::default()
+    });
+    t.handshake(1000, 5000);
+    t.send(false, 5001, b"ok", ACK, 1005); // frame 4 acknowledges 4 bytes the capture lacks
+    for i in 0..4u32 {
+        t.send(false, 5003 + i, b"+", ACK, 1005);
+    }
+    let events = t.finish();
+    let order: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Gap { direction, .. } if *direction == Direction::C2S => Some("gap"),
+            Event::Chunk { data, .. } if data == b"ok" => Some("ok"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["gap", "ok"]);
+    let gap = events.iter().find_map(|e| match e {
+        Event::Gap {
+            offset,
+            length,
+            frame,
+            ..
+        } => Some((*offset, *length, *frame)),
+        _ => None,
+    });
+    assert_eq!(gap, Some((0, 4, 4)), "the gap is the proving packet's");
+    assert_eq!(data(&events, Direction::S2C), b"ok++++");
+}
+
+#[test]
+fn an_ack_one_past_the_data_without_a_fin_does_not_hold_the_reply() {
+    let mut t = Conv::new(Config::default());
+    t.handshake(1000, 5000);
+    t.send(true, 1001, b"AAAA", ACK, 5001);
+    t.send(false, 5001, b"ok", ACK, 1006); // the client's FIN is not in the capture
+    assert_eq!(chunks(&t.events).len(), 2, "nothing waits");
+    let events = t.finish();
+    assert_eq!(info(&events).gaps, 0);
+}
+
+#[test]
+fn forged_acks_that_wait_on_each_other_still_deliver_everything() {
+    let mut t = Conv::new(Config::default());
+    t.handshake(1000, 5000);
+    t.send(true, 1001, b"AAAA", ACK, 5003); // acks the reply's bytes before they exist
+    t.send(false, 5001, b"ok", ACK, 1005);
+    let events = t.finish();
+    assert_eq!(data(&events, Direction::C2S), b"AAAA");
+    assert_eq!(data(&events, Direction::S2C), b"ok");
+}
+
+#[test]
+fn a_refused_connection_is_not_midstream() {
+    let mut t = Conv::new(Config::default());
+    t.send(true, 1000, b"", SYN, 0);
+    t.send(false, 0, b"", crate::capture::RST | ACK, 1001);
+    let events = t.finish();
+    let info = info(&events);
+    assert!(info.reset && !info.midstream, "{info:?}");
+}
+
+#[test]
+fn a_handshake_written_after_the_first_bytes_is_still_a_start_not_midstream() {
+    let mut t = Conv::new(Config::default());
+    t.send(true, 1001, b"AAAA", ACK, 5001);
+    t.send(false, 5000, b"", SYN | ACK, 1001);
+    t.send(true, 1000, b"", SYN, 0);
+    t.send(false, 5001, b"ok", ACK, 1005);
+    let events = t.finish();
+    assert!(!info(&events).midstream);
+    assert_eq!(
+        tagged(&events),
+        [
+            (Direction::C2S, b"AAAA".to_vec()),
+            (Direction::S2C, b"ok".to_vec())
+        ]
+    );
+}
