@@ -209,3 +209,31 @@ def test_golumber_server_stops_acking(tmp_path: Path, mode: str) -> None:
     first = next(e for e in kind(records, "event") if e["window"] == 2)
     assert never["events"] == lost
     assert never["first"] | {"stream": first["stream"], "frame": first["frame"], "seq": 1} == never["first"]
+
+
+@pytest.mark.parametrize("level", [0, 3])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_golumber_captures_decode_the_same_when_impaired(tmp_path: Path, mode: str, level: int) -> None:
+    """Twenty windows of go-lumber, the copy with packets reordered or duplicated: the same events,
+    windows, ACK pairings, `acked` flags and verdicts (impair.assert_same_when_impaired)."""
+    from impair import assert_same_when_impaired
+
+    pcap = tmp_path / "golumber.pcap"
+    with GoServer() as server, capture(pcap, server.port):
+        run = run_client(server.port, mode=mode, level=level, batches=20, batch=3, size=2_000)
+    records = assert_same_when_impaired(pcap, tmp_path)
+    check_clean([r for r in records if r["protocol"] == "lumberjack"], run, level)
+
+
+def test_golumber_stalled_server_captures_decode_the_same_when_impaired(tmp_path: Path) -> None:
+    """A server that ACKs two windows and then stops: the unacknowledged events stay
+    unacknowledged and the acknowledged ones acknowledged in every impaired copy."""
+    from impair import assert_same_when_impaired
+
+    pcap = tmp_path / "stall.pcap"
+    with GoServer(keepalive="0s", ack_batches=2) as server, capture(pcap, server.port):
+        run = run_client(server.port, mode="async", level=3, batches=4, batch=2, timeout="700ms")
+    records = assert_same_when_impaired(pcap, tmp_path)
+    events = kind([r for r in records if r["protocol"] == "lumberjack"], "event")
+    assert [e["acked"] for e in events] == [run.acked(s.batch) for s in run.events]
+    assert any(e["acked"] for e in events) and not all(e["acked"] for e in events)

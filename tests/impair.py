@@ -1,0 +1,145 @@
+"""Impaired copies of real captures, as they come off real machines: packets written out of order
+(multi-queue NICs, SPAN ports, merged files) or twice, timestamps moving with their packets.
+
+Each copy remembers which original frame every packet of it is, so that its decoded records can be
+compared with those of the original (`normalise`): the same messages, findings, `acked` flags and
+delivery verdicts, up to frame numbers and stream ids (which follow the file's order by design).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import struct
+from pathlib import Path
+from typing import Any
+
+# Record fields holding frame numbers (counts such as `frames`, `compressed_frames` are not).
+FRAME_FIELDS = ("frame", "ack_frame", "request_frame", "first_frame", "proof_frame", "previous_frame")
+# Findings about the file itself, not about the traffic: an impaired copy has them by construction.
+FILE_FINDINGS = ("pcap.time-backwards",)
+
+
+def read_pcap(path: Path) -> tuple[bytes, list[bytes]]:
+    """(file header, records with their 16-byte headers) of a classic pcap file."""
+    data = path.read_bytes()
+    magic = data[:4]
+    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        endian = "<"
+    elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+        endian = ">"
+    else:
+        raise ValueError(f"{path}: not a classic pcap file")
+    records, pos = [], 24
+    while pos + 16 <= len(data):
+        (incl,) = struct.unpack_from(endian + "I", data, pos + 8)
+        records.append(data[pos : pos + 16 + incl])
+        pos += 16 + incl
+    return data[:24], records
+
+
+def write_pcap(path: Path, header: bytes, records: list[bytes]) -> None:
+    path.write_bytes(header + b"".join(records))
+
+
+def reorder(n: int, seed: int, fraction: float, max_move: int) -> list[int]:
+    """An order of `n` packets in which about `fraction` of them are each moved 1..`max_move`
+    places later: the original index of each packet of the copy."""
+    rng = random.Random(seed)
+    order = list(range(n))
+    moved = sorted(rng.sample(range(n), max(1, round(n * fraction)))) if n > 1 else []
+    for original in moved:
+        at = order.index(original)
+        order.insert(min(n - 1, at + rng.randint(1, max_move)), order.pop(at))
+    return order
+
+
+def duplicate(n: int, seed: int, fraction: float) -> list[int]:
+    """About `fraction` of `n` packets written twice, the copy right after the original."""
+    rng = random.Random(seed)
+    twice = set(rng.sample(range(n), max(1, round(n * fraction))))
+    return [i for i in range(n) for _ in range(2 if i in twice else 1)]
+
+
+def impaired_copy(src: Path, dst: Path, order: list[int]) -> dict[int, int]:
+    """Write the packets of `src` in `order` to `dst`: the copy's frame → the original frame."""
+    header, records = read_pcap(src)
+    write_pcap(dst, header, [records[i] for i in order])
+    return {copy + 1: original + 1 for copy, original in enumerate(order)}
+
+
+def normalise(records: list[dict[str, Any]], frames: dict[int, int] | None = None) -> list[str]:
+    """Messages and findings of a conversion as sorted canonical lines: frame numbers mapped back
+    to the original's (in fields, nested objects and finding texts), stream ids replaced by the
+    connection's endpoints, capture names dropped, file findings dropped."""
+    ends = {r["stream"]: (r["client"], r["server"]) for r in records if r.get("client") and "stream" in r}
+
+    def frame(value: Any) -> Any:
+        if frames is None or not isinstance(value, int):
+            return value
+        return frames.get(value, value)
+
+    def text(value: str) -> str:
+        value = re.sub(r"\bframes? (\d+)", lambda m: m[0].split()[0] + f" {frame(int(m[1]))}", value)
+        value = re.sub(r"\band (\d+)\)", lambda m: f"and {frame(int(m[1]))})", value)
+        return re.sub(r"\bstream (\d+)", lambda m: f"stream {ends.get(int(m[1]), m[1])}", value)
+
+    def clean(r: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for key, value in r.items():
+            if key == "capture":
+                continue
+            if key in FRAME_FIELDS:
+                value = frame(value)
+            elif key == "ack_frames" and isinstance(value, list):
+                value = [frame(f) for f in value]
+            elif key == "stream" and value is not None:
+                value = ends.get(value, value)
+            elif key == "message" and isinstance(value, str):
+                value = text(value)
+            elif isinstance(value, dict) and key != "event":
+                value = clean(value)
+            out[key] = value
+        return out
+
+    return sorted(
+        json.dumps(clean(r), sort_keys=True)
+        for r in records
+        if r["record"] in ("message", "finding") and r.get("code") not in FILE_FINDINGS
+    )
+
+
+# Impairments every real capture must survive: (name, the copy's order of original packets).
+def impairments(n: int) -> list[tuple[str, list[int]]]:
+    """Reorderings (5 % of packets moved up to 3 places, 10 % up to 8; three seeds each) and
+    duplications (3 %, two seeds) of a capture of `n` packets."""
+    return (
+        [(f"reorder-5%-3-seed{s}", reorder(n, s, 0.05, 3)) for s in (1, 2, 3)]
+        + [(f"reorder-10%-8-seed{s}", reorder(n, s, 0.10, 8)) for s in (1, 2, 3)]
+        + [(f"duplicate-3%-seed{s}", duplicate(n, s, 0.03)) for s in (1, 2)]
+    )
+
+
+def convert_json(path: Path, *extra: str) -> list[dict[str, Any]]:
+    """The records of `wirelog convert PATH --to json`."""
+    from capture_tools import ndjson, run_cli  # imports the CLI
+
+    code, out, err = run_cli("convert", str(path), "--to", "json", *extra)
+    assert code in (0, 1), err
+    return ndjson(out)
+
+
+def assert_same_when_impaired(pcap: Path, tmp: Path, *extra: str) -> list[dict[str, Any]]:
+    """Every impaired copy of `pcap` decodes to the records of `pcap` itself (see `normalise`);
+    returns those records so that a caller can check they are not vacuous."""
+    records = convert_json(pcap, *extra)
+    want = normalise(records)
+    n = len(read_pcap(pcap)[1])
+    for name, order in impairments(n):
+        copy = tmp / f"{pcap.stem}.{name}.pcap"
+        frames = impaired_copy(pcap, copy, order)
+        got = normalise(convert_json(copy, *extra), frames)
+        missing, extra_lines = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+        assert got == want, f"{pcap.name} {name}: lost {missing[:3]}, gained {extra_lines[:3]}"
+    return records
