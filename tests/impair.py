@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 # Record fields holding frame numbers (counts such as `frames`, `compressed_frames` are not).
-FRAME_FIELDS = ("frame", "ack_frame", "request_frame", "first_frame", "proof_frame", "previous_frame")
+FRAME_FIELDS = (
+    "frame", "ack_frame", "request_frame", "response_frame", "first_frame", "last_frame",
+    "previous_frame", "earlier_frame",
+)  # fmt: skip
 # Findings about the file itself, not about the traffic: an impaired copy has them by construction.
 FILE_FINDINGS = ("pcap.time-backwards",)
 
@@ -62,6 +65,45 @@ def duplicate(n: int, seed: int, fraction: float) -> list[int]:
     return [i for i in range(n) for _ in range(2 if i in twice else 1)]
 
 
+def timestamps(header: bytes, records: list[bytes]) -> list[int]:
+    """Each record's timestamp in ns."""
+    endian = "<" if header[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    nano = header[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    out = []
+    for r in records:
+        sec, frac = struct.unpack_from(endian + "II", r)
+        out.append(sec * 10**9 + (frac if nano else frac * 1000))
+    return out
+
+
+def shifted(header: bytes, record: bytes, ns: int) -> bytes:
+    """`record` with its timestamp moved by `ns`."""
+    endian = "<" if header[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    nano = header[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    (ts,) = timestamps(header, [record])
+    ts += ns
+    frac = ts % 10**9 if nano else (ts % 10**9) // 1000
+    return struct.pack(endian + "II", ts // 10**9, frac) + record[8:]
+
+
+def two_ended(src: Path, dst: Path, skew_ns: int, seed: int, drop: float = 0.03) -> dict[int, int]:
+    """The capture as taken on both ends of its connections and merged by timestamp (mergecap):
+    every packet twice, the far end's copy with its clock `skew_ns` off, each end missing about
+    `drop` of the packets (different ones). Returns the copy's frame → the original frame."""
+    header, records = read_pcap(src)
+    ts = timestamps(header, records)
+    rng = random.Random(seed)
+    near = [(ts[i], 0, i, records[i]) for i in range(len(records)) if rng.random() >= drop]
+    far = [
+        (ts[i] + skew_ns, 1, i, shifted(header, records[i], skew_ns))
+        for i in range(len(records))
+        if rng.random() >= drop
+    ]
+    merged = sorted(near + far, key=lambda p: (p[0], p[1]))
+    write_pcap(dst, header, [p[3] for p in merged])
+    return {copy + 1: p[2] + 1 for copy, p in enumerate(merged)}
+
+
 def impaired_copy(src: Path, dst: Path, order: list[int]) -> dict[int, int]:
     """Write the packets of `src` in `order` to `dst`: the copy's frame → the original frame."""
     header, records = read_pcap(src)
@@ -69,10 +111,14 @@ def impaired_copy(src: Path, dst: Path, order: list[int]) -> dict[int, int]:
     return {copy + 1: original + 1 for copy, original in enumerate(order)}
 
 
-def normalise(records: list[dict[str, Any]], frames: dict[int, int] | None = None) -> list[str]:
+def normalise(
+    records: list[dict[str, Any]], frames: dict[int, int] | None = None, timing: bool = True
+) -> list[str]:
     """Messages and findings of a conversion as sorted canonical lines: frame numbers mapped back
     to the original's (in fields, nested objects and finding texts), stream ids replaced by the
-    connection's endpoints, capture names dropped, file findings dropped."""
+    connection's endpoints, capture names dropped, file findings dropped. `timing=False` also drops
+    times and durations (timestamps, `*_ms`, latencies, and finding texts, which quote them): a
+    capture merged from two clocks keeps the verdicts, not the times."""
     ends = {r["stream"]: (r["client"], r["server"]) for r in records if r.get("client") and "stream" in r}
 
     def frame(value: Any) -> Any:
@@ -89,6 +135,8 @@ def normalise(records: list[dict[str, Any]], frames: dict[int, int] | None = Non
         out = {}
         for key, value in r.items():
             if key == "capture":
+                continue
+            if not timing and (key in ("ts", "message") or key.endswith("_ms") or "latency" in key):
                 continue
             if key in FRAME_FIELDS:
                 value = frame(value)

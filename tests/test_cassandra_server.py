@@ -923,3 +923,15 @@ def test_fixture_versions_are_the_ones_make_installs() -> None:
     mk = (REPO / "mk" / "cassandra.mk").read_text()
     line = re.search(r"^CASSANDRA_VERSIONS \?= (.+)$", mk, re.M)
     assert line is not None and tuple(line.group(1).split()) == VERSIONS
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_cassandra_captures_decode_the_same_when_impaired(
+    captures: dict[str, Capture], name: str, tmp_path: Path
+) -> None:
+    """Apache Cassandra's own captures with packets moved later or written twice: the same
+    requests, responses, events, CRC checks and findings (impair.assert_same_when_impaired)."""
+    from impair import assert_same_when_impaired
+
+    records = assert_same_when_impaired(captures[name].pcap, tmp_path)
+    assert cql(records, "result")

@@ -39,9 +39,20 @@ def test_shared_captures_decode_the_same_when_impaired(name: str, tmp_path: Path
     assert messages(assert_same_when_impaired(path, tmp_path))
 
 
-def test_the_bundled_lumberjack_capture_decodes_the_same_when_impaired(tmp_path: Path) -> None:
-    records = assert_same_when_impaired(ROOT / "examples" / "lumberjack-pylogbeat.pcap", tmp_path)
-    assert any(r.get("acked") for r in messages(records))
+# Loopback captures of real peers kept with the tests: pylogbeat to Logstash, pylogbeat against a
+# server that stalled then a resend on a new connection, a Hercules Gate session.
+BUNDLED = [
+    "examples/lumberjack-pylogbeat.pcap",
+    "tests/data/lumberjack/pylogbeat-logstash.pcap",
+    "tests/data/lumberjack/pylogbeat-stalled-resend.pcap",
+    "tests/data/hercules/gate-session.pcap",
+]
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_captures_decode_the_same_when_impaired(name: str, tmp_path: Path) -> None:
+    records = assert_same_when_impaired(ROOT / name, tmp_path)
+    assert any(r.get("event") for r in messages(records))
 
 
 def test_a_reply_written_before_its_request_changes_nothing(tmp_path: Path) -> None:
@@ -62,3 +73,32 @@ def test_a_reply_written_before_its_request_changes_nothing(tmp_path: Path) -> N
     got = convert_json(copy)
     assert normalise(got, frames) == normalise(records)
     assert not [r for r in got if r["record"] == "finding" and r["severity"] != "info"]
+
+
+@pytest.mark.parametrize("skew_ms", [-5, 5])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tests/data/lumberjack/pylogbeat-logstash.pcap",
+        "tests/data/lumberjack/pylogbeat-stalled-resend.pcap",
+        "tests/data/hercules/gate-session.pcap",
+        "../shared/captures/peers/courier-go2.12-client-ruby2.12-server.pcap",
+        "../shared/captures/public/cql-packetbeat/cassandra_compressed.pcap",
+    ],
+)
+def test_a_capture_taken_on_both_ends_gives_the_verdicts_of_one_end(
+    name: str, skew_ms: int, tmp_path: Path
+) -> None:
+    """Each packet captured on both ends (the far end's clock 5 ms off, each end missing 3 % of
+    the packets, different ones) and merged by timestamp: the verdicts of one end (the times are
+    those of whichever copy came first)."""
+    from impair import normalise, two_ended
+
+    path = ROOT / name
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    want = normalise(convert_json(path), timing=False)
+    for seed in (1, 2, 3):
+        copy = tmp_path / f"merged-{seed}.pcap"
+        frames = two_ended(path, copy, skew_ms * 1_000_000, seed)
+        assert normalise(convert_json(copy), frames, timing=False) == want, f"seed {seed}"

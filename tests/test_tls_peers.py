@@ -375,3 +375,15 @@ def test_parquet_rows_carry_the_tls_description_as_json_lines_do(captured, tmp_p
         fields = json.loads(row["fields"])
         assert list(fields)[-1] == "tls" and fields["tls"] == line["tls"]
         assert fields["tls"]["decrypted"] is True
+
+
+@pytest.mark.parametrize("variant", ["plain", *VARIANTS])
+def test_tls_captures_decode_the_same_when_impaired(captured, variant, tmp_path):
+    """Handshakes and records with packets moved later or written twice: the same decrypted
+    messages, TLS records and findings (impair.assert_same_when_impaired)."""
+    from impair import assert_same_when_impaired
+
+    pcap, keylog, _ = captured[variant]
+    extra = ("--tls-keylog", str(keylog)) if keylog else ()
+    rows = assert_same_when_impaired(pcap, tmp_path, *extra)
+    assert len(lumberjack(rows)) > len(BATCHES)
