@@ -17,6 +17,7 @@ FUZZ_SEED ?= 1
 .DEFAULT_GOAL := demo
 include mk/go-peers.mk
 include mk/cassandra.mk
+include mk/courier-peers.mk
 
 .PHONY: demo test lint bench clean peers native-test fuzz fuzz-long
 
@@ -40,7 +41,7 @@ demo: $(VENV)/.installed
 	$(BIN)/wirelog convert $(DEMO) --events --to json | head -n 3
 
 # Real npm Lumberjack clients for the peer tests (skipped by the tests when npm is unavailable).
-peers: peers-go peers-cassandra
+peers: peers-go peers-cassandra peers-courier
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --silent --no-audit --no-fund --prefix $(PEERS_NPM) || echo "peers: npm ci failed; npm peer tests will skip"; \
 	else echo "peers: npm not found; npm peer tests will skip"; fi
