@@ -241,3 +241,26 @@ def test_a_damaged_region_is_skipped_with_a_finding_and_the_rest_is_read(tmp_pat
     assert frames == sorted(set(frames)) and frames[-1] == sum(s.frames for s in splits)
     before = whole(path)  # the whole-file reader stops at the damage
     assert got[: len(before)] == before and len(got) > len(before) + 100
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "examples/lumberjack-pylogbeat.pcap",
+        "tests/data/lumberjack/pylogbeat-stalled-resend.pcap",
+        "tests/data/hercules/gate-session.pcap",
+    ],
+)
+def test_split_engine_on_impaired_copies_gives_the_local_engines_records(name, tmp_path):
+    """Packets moved later or written twice: each flow's packets reach the split engine's decoders
+    in the order TCP proves, as in the local engine (whose answer on such copies is the original's:
+    tests/test_impaired_copies.py)."""
+    from tests.impair import impaired_copy, impairments, read_pcap
+
+    path = Path(__file__).parents[1] / name
+    opts = Options()
+    for label, order in impairments(len(read_pcap(path)[1])):
+        copy = tmp_path / f"{label}.pcap"
+        impaired_copy(path, copy, order)
+        size = max(300, copy.stat().st_size // 4)
+        assert comparable(split_run(copy, size, opts)) == comparable(local_run(copy, opts)), label

@@ -115,7 +115,7 @@ impl Merge {
         let peer = &halves[1 - h];
         peer.base?;
         let need = peer.offset(queued.ack?);
-        Some(peer.fin_off.map_or(need, |fin| need.min(fin)))
+        Some(peer.fin().map_or(need, |fin| need.min(fin)))
     }
 
     /// Whether a queued event of direction `h` may go out now.
@@ -128,12 +128,7 @@ impl Merge {
             return true;
         };
         let have = self.emitted[1 - h];
-        // One byte past the data, no FIN captured: the FIN itself (as at the end of a connection).
-        let lost_fin = need == have + 1
-            && peer.fin_off.is_none()
-            && peer.next_off == have
-            && peer.pending.is_empty();
-        need <= have || need - have >= HALF || lost_fin
+        need <= have || need - have >= HALF
     }
 
     /// Whether each head waits for bytes the other direction has already delivered into its queue.

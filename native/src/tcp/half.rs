@@ -162,6 +162,9 @@ pub struct Half {
     pub ack_raw: Option<u32>,
     pub ack_first: Option<u32>,
     pub fin_off: Option<i64>,
+    /// Where a FIN the capture lacks is taken to be: the peer acknowledged one byte past the data
+    /// and nothing came for a reorder window (until data passes it).
+    pub fin_assumed: Option<i64>,
     pub syn_seen: bool,
     /// The packet (frame, ts) whose ACK first covered the hole before the first pending piece: the
     /// hole waits the reorder window from there.
@@ -186,6 +189,7 @@ impl Half {
             ack_raw: None,
             ack_first: None,
             fin_off: None,
+            fin_assumed: None,
             syn_seen: false,
             hole_proven: None,
             pending_at_proof: 0,
@@ -239,22 +243,28 @@ impl Half {
         }
     }
 
+    /// Where the FIN is (captured, or taken to be lost from the capture).
+    pub fn fin(&self) -> Option<i64> {
+        self.fin_off.or(self.fin_assumed)
+    }
+
     /// Where the hole at the delivery point ends: at the first pending piece, or, with nothing
     /// pending, at what the peer acknowledged beyond the delivered bytes (bytes a reordered capture
-    /// writes later, or never). One byte past the data with no FIN captured is the FIN.
+    /// writes later, or never; up to the FIN).
     pub fn hole_end(&self) -> Option<i64> {
         match self.pending.keys().next() {
             Some(&first) => Some(first).filter(|&first| first > self.next_off),
             None => {
                 let acked = self.acked_offset()?;
-                let end = match self.fin_off {
-                    Some(fin) => acked.min(fin),
-                    None if acked == self.next_off + 1 => return None,
-                    None => acked,
-                };
+                let end = self.fin().map_or(acked, |fin| acked.min(fin));
                 Some(end).filter(|&end| end > self.next_off && end - self.next_off < seq::HALF)
             }
         }
+    }
+
+    /// A hole of one byte past everything, no FIN captured: the FIN is what the peer acknowledged.
+    pub fn lost_fin(&self, hole_end: i64) -> bool {
+        self.fin_off.is_none() && self.pending.is_empty() && hole_end == self.next_off + 1
     }
 
     /// Whether the peer acknowledged bytes beyond the hole before the first pending piece.

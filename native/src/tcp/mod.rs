@@ -16,6 +16,8 @@
 //! decoder still sees a request before the response that follows it.
 
 mod causal;
+#[cfg(any(test, fuzzing))]
+pub mod fuzz;
 mod half;
 mod reassembler;
 mod seq;

@@ -95,6 +95,9 @@ impl Conn {
         }
         let half = &mut self.halves[h];
         half.next_off = off + n as i64;
+        if half.fin_assumed.is_some_and(|fin| fin < half.next_off) {
+            half.fin_assumed = None; // it was data after all
+        }
         if half.is_c2s() {
             self.info.bytes_c2s += n as u64;
         } else {
@@ -434,7 +437,11 @@ impl Conn {
                         return;
                     }
                     let next = half.next_off;
-                    self.gap(h, next, first - next, proof_frame, proof_ts, "", out);
+                    if half.lost_fin(first) {
+                        self.halves[h].fin_assumed = Some(next);
+                    } else {
+                        self.gap(h, next, first - next, proof_frame, proof_ts, "", out);
+                    }
                     self.release(h, out);
                     self.halves[h].hole_proven = None;
                 }

@@ -406,14 +406,48 @@ fn bytes_acknowledged_but_never_captured_become_a_gap_and_the_reply_goes_after_i
 }
 
 #[test]
-fn an_ack_one_past_the_data_without_a_fin_does_not_hold_the_reply() {
-    let mut t = Conv::new(Config::default());
+fn an_ack_one_past_the_data_waits_for_a_late_byte_then_is_a_lost_fin_not_a_gap() {
+    let mut t = Conv::new(Config {
+        reorder_packets: 2,
+        ..Config::default()
+    });
     t.handshake(1000, 5000);
     t.send(true, 1001, b"AAAA", ACK, 5001);
     t.send(false, 5001, b"ok", ACK, 1006); // the client's FIN is not in the capture
-    assert_eq!(chunks(&t.events).len(), 2, "nothing waits");
+    assert_eq!(
+        chunks(&t.events).len(),
+        1,
+        "the reply waits: it may be a one-byte segment"
+    );
+    for i in 0..3u32 {
+        t.send(false, 5003 + i, b"+", ACK, 1006);
+    }
+    assert_eq!(
+        data(&t.events, Direction::S2C),
+        b"ok+++",
+        "the window passed"
+    );
     let events = t.finish();
     assert_eq!(info(&events).gaps, 0);
+    assert!(!codes(&events).contains(&"tcp.gap"));
+}
+
+#[test]
+fn a_one_byte_segment_written_after_its_ack_still_comes_first() {
+    let mut t = Conv::new(Config::default());
+    t.handshake(1000, 5000);
+    t.send(true, 1001, b"AAAA", ACK, 5001);
+    t.send(false, 5001, b"ok", ACK, 1006);
+    t.send(true, 1005, b"B", ACK, 5001);
+    let events = t.finish();
+    assert_eq!(
+        tagged(&events),
+        [
+            (Direction::C2S, b"AAAA".to_vec()),
+            (Direction::C2S, b"B".to_vec()),
+            (Direction::S2C, b"ok".to_vec())
+        ]
+    );
 }
 
 #[test]
