@@ -183,6 +183,7 @@ class Shipper(Process):
         method: str = "random",
         multiline: bool = False,
         backoff: str = "200ms",
+        max_pending: int = 10,
     ) -> None:
         folder = tmp / "log-courier"
         (folder / "persist").mkdir(parents=True, exist_ok=True)
@@ -204,6 +205,7 @@ class Shipper(Process):
                 "method": method,
                 "failure backoff": backoff,
                 "reconnect backoff": backoff,
+                "max pending payloads": max_pending,
             },
             "files": [files],
         }
@@ -215,6 +217,14 @@ class Shipper(Process):
     def registered(self) -> int:
         """Events the shipper has seen acknowledged (its registrar counts each once)."""
         return sum(int(m[1]) for m in map(REGISTERED.search, self.lines()) if m is not None)
+
+    def sent_on(self, client: str) -> list[str]:
+        """Nonces of the payloads sent on the connection from `client`, in order."""
+        return [m["nonce"] for m in map(SENT.search, self.lines()) if m is not None and m["local"] == client]
+
+    def refusals(self) -> int:
+        """Connections the receiver's host refused (nothing listening)."""
+        return sum("connect: connection refused" in line for line in self.lines())
 
     def wait_registered(self, n: int, timeout: float = 20) -> None:
         wait_for(f"log-courier to see {n} events acknowledged", lambda: self.registered() >= n, timeout)
