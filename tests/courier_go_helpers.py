@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import time
 from collections import defaultdict
@@ -314,3 +315,29 @@ class Delivery:
             else:
                 out[line] = "lost"
         return out
+
+
+# Bytes before the IP header per pcap link type: null/loopback, Ethernet, raw IP, Linux SLL, SLL2.
+LINK_HEADER = {0: 4, 1: 14, 101: 0, 113: 16, 276: 20}
+
+
+def tcp_flags(header: bytes, record: bytes) -> int:
+    """The TCP flags of one pcap record (IPv4 or IPv6, no extension headers)."""
+    endian = "<" if header[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    (link,) = struct.unpack_from(endian + "I", header, 20)
+    ip = record[16 + LINK_HEADER[link & 0xFFFF] :]
+    tcp = ip[(ip[0] & 15) * 4 :] if ip[0] >> 4 == 4 else ip[40:]
+    return tcp[13]
+
+
+def refused_first(header: bytes, records: list[bytes]) -> list[int]:
+    """An order of the packets in which every refused connection's RST comes before its SYN (each
+    SYN directly followed by an RST is swapped with it): the original index of each packet."""
+    order, i = list(range(len(records))), 0
+    while i + 1 < len(records):
+        if tcp_flags(header, records[i]) == 0x02 and tcp_flags(header, records[i + 1]) & 0x04:
+            order[i], order[i + 1] = i + 1, i
+            i += 2
+        else:
+            i += 1
+    return order
