@@ -148,14 +148,39 @@ impl Lumberjack {
 
 #[derive(Debug, Default)]
 struct Payload {
+    /// Events of the payload as first sent (the most any sending carried).
     events: u64,
-    best_acked: u64,
+    /// Each sending's (events, acknowledged events). Log Courier resends only the events its
+    /// payload has not had acknowledged, under the same nonce, numbered from 1 again: a sending
+    /// of `n` events is the payload's last `n`, and its ACKN covers the first of those.
+    sent: Vec<(u64, u64)>,
     sendings: u64,
     complete_sendings: u64,
     /// (stream, frame) of the sendings that were not complete.
     open_sendings: Vec<(Option<u64>, Option<u64>)>,
     /// A sending was cut by the end of the capture, not by its connection's end.
     cut: bool,
+}
+
+impl Payload {
+    /// Distinct events acknowledged by any sending: the union of the acknowledged ranges.
+    fn delivered(&self) -> u64 {
+        let mut ranges: Vec<(u64, u64)> = self
+            .sent
+            .iter()
+            .map(|&(n, acked)| (self.events - n, self.events - n + acked))
+            .collect();
+        ranges.sort_unstable();
+        let (mut total, mut reach) = (0, 0);
+        for (start, end) in ranges {
+            let start = start.max(reach);
+            if end > start {
+                total += end - start;
+                reach = end;
+            }
+        }
+        total
+    }
 }
 
 #[derive(Debug, Default)]
@@ -188,8 +213,9 @@ impl Courier {
         };
         let int = |name| m.get(name).and_then(Value::as_u64).unwrap_or(0);
         let p = &mut self.payloads[i];
-        p.events = p.events.max(int("events"));
-        p.best_acked = p.best_acked.max(int("acked_events"));
+        let events = int("events");
+        p.events = p.events.max(events);
+        p.sent.push((events, int("acked_events").min(events)));
         p.sendings += 1;
         if m.get("complete").is_some_and(|c| c.as_bool() == Some(true)) {
             p.complete_sendings += 1;
@@ -210,14 +236,18 @@ impl Courier {
 
     fn result(&self, capture: &str) -> Value {
         let ps = &self.payloads;
-        let missing: Vec<&Payload> = ps.iter().filter(|p| p.best_acked < p.events).collect();
-        let lost: Vec<&&Payload> = missing.iter().filter(|p| !p.cut).collect();
-        let never: u64 = lost.iter().map(|p| p.events - p.best_acked).sum();
-        let unknown: u64 = missing
+        let missing: Vec<(&Payload, u64)> = ps
             .iter()
-            .filter(|p| p.cut)
-            .map(|p| p.events - p.best_acked)
-            .sum();
+            .map(|p| (p, p.events - p.delivered()))
+            .filter(|&(_, n)| n > 0)
+            .collect();
+        let lost: Vec<&Payload> = missing
+            .iter()
+            .filter(|(p, _)| !p.cut)
+            .map(|(p, _)| *p)
+            .collect();
+        let never: u64 = missing.iter().filter(|(p, _)| !p.cut).map(|(_, n)| n).sum();
+        let unknown: u64 = missing.iter().filter(|(p, _)| p.cut).map(|(_, n)| n).sum();
         let events: u64 = ps.iter().map(|p| p.events).sum();
         let mut first: Vec<Place> = lost
             .iter()
@@ -237,7 +267,7 @@ impl Courier {
             "delivered": events - never - unknown,
             "payloads_recovered_by_resend": ps
                 .iter()
-                .filter(|p| p.sendings > 1 && p.best_acked == p.events && p.complete_sendings < p.sendings)
+                .filter(|p| p.sendings > 1 && p.delivered() == p.events && p.complete_sendings < p.sendings)
                 .count(),
             "payloads_delivered_twice": ps.iter().filter(|p| p.complete_sendings > 1).count(),
             "never_acknowledged": never,
@@ -638,6 +668,44 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].code, "courier.delivered-twice");
         assert_eq!(f[0].fields, vec![("payloads", json!(1))]);
+    }
+
+    fn courier_sending(events: u64, acked: u64) -> Record {
+        let mut m = Message::new("courier", "delivery");
+        m.set("nonce", "cd");
+        m.set("events", events);
+        m.set("acked_events", acked);
+        m.set("complete", acked == events);
+        Record::from(m)
+    }
+
+    #[test]
+    fn courier_events_acknowledged_before_a_resend_are_delivered_not_lost() {
+        // 200 events, 24 acknowledged, the receiver gone; the 176 left are resent and acknowledged
+        let mut v = Verdict::default();
+        v.add(0, &[courier_sending(200, 24)]);
+        v.stream_ended(0, true);
+        v.add(1, &[courier_sending(176, 176)]);
+        v.stream_ended(1, true);
+        let r = &v.results("c")["courier"];
+        assert_eq!(r["distinct_events"], 200);
+        assert_eq!(r["delivered"], 200);
+        assert_eq!(r["never_acknowledged"], 0);
+        assert_eq!(r["payloads_recovered_by_resend"], 1);
+        assert!(v.findings("c").is_empty());
+    }
+
+    #[test]
+    fn courier_a_resend_acknowledged_in_part_leaves_only_its_tail_lost() {
+        // 200 sent, 24 acknowledged; the 176 resent, 50 of them acknowledged; then nothing
+        let mut v = Verdict::default();
+        v.add(0, &[courier_sending(200, 24)]);
+        v.stream_ended(0, true);
+        v.add(1, &[courier_sending(176, 50)]);
+        v.stream_ended(1, true);
+        let r = &v.results("c")["courier"];
+        assert_eq!(r["delivered"], 74);
+        assert_eq!(r["never_acknowledged"], 126);
     }
 
     fn gate_event(uuid: u8, frame: u64, acked: Option<bool>) -> Record {
