@@ -49,6 +49,10 @@ WROTE_ACK = re.compile(
     r"\[R (?P<local>\S+) > (?P<remote>\S+)\] Sending acknowledgement for nonce (?P<nonce>[0-9a-f]{32})"
     r" with sequence (?P<seq>\d+)"
 )
+RECEIVED = re.compile(
+    r"\[R (?P<local>\S+) < (?P<remote>\S+)\] Received payload with nonce (?P<nonce>[0-9a-f]{32})"
+    r" and (?P<n>\d+) events"
+)
 ACCEPTED = re.compile(r"Final event: (\{.*\})$")
 
 
@@ -161,6 +165,14 @@ class Carver(Process):
             if m is not None
         ]
 
+    def received(self) -> list[tuple[str, str, int]]:
+        """(shipper address, nonce, events) of every payload the receiver read, in order."""
+        return [
+            (m["remote"], m["nonce"], int(m["n"]))
+            for m in map(RECEIVED.search, self.lines())
+            if m is not None
+        ]
+
     def accepted(self) -> list[tuple[str, str]]:
         """(shipper address, message) of every event the receiver's pipeline took."""
         out = []
@@ -251,29 +263,29 @@ class Sending:
 
 @dataclass
 class Delivery:
-    """The fate of each line of the input, from the peers' own logs (not from wirelog).
+    """The fate of each line of the input, from the peers' own logs.
 
-    The shipper's `[E …] Sending payload` lines give the payloads in spool order (each one the next
-    lines of the input); its `[T …] Sending EVNT payload` lines the sendings per connection: a
-    resend keeps the nonce and carries the unacknowledged suffix. ACKN sequences come from the
-    receivers' logs (what went on the wire) and the shipper's (what it read)."""
+    What a payload holds is not in the logs: the Go shipper does not send its payloads in the
+    order of the file (payloads held back while others wait for ACKs go out in another order), so
+    `contents` (nonce -> the messages of its first, whole, sending) comes from the capture; the
+    tests check it against the input and the logs (`payload_problems`). The shipper's
+    `[T …] Sending EVNT payload` lines give the sendings per connection (a resend keeps the nonce
+    and carries the unacknowledged suffix), the receivers' logs the ACKN sequences they wrote
+    (what went on the wire) and the shipper's those it read."""
 
     messages: list[str]
     sendings: list[Sending] = field(default_factory=list)
     payloads: dict[str, list[int]] = field(default_factory=dict)
 
     @classmethod
-    def from_logs(cls, messages: list[str], shipper: Shipper, carvers: list[Carver]) -> Delivery:
+    def from_logs(
+        cls, messages: list[str], shipper: Shipper, carvers: list[Carver], contents: dict[str, list[str]]
+    ) -> Delivery:
         d = cls(messages)
-        lines = shipper.lines()
-        nxt = 0
-        for m in map(FIRST_SENT.search, lines):
-            if m is not None:
-                n = int(m["n"])
-                d.payloads[m["nonce"]] = list(range(nxt, nxt + n))
-                nxt += n
+        line_of = {m: i for i, m in enumerate(messages)}
+        d.payloads = {nonce: [line_of[m] for m in ms] for nonce, ms in contents.items()}
         current: dict[tuple[str, str], Sending] = {}
-        for line in lines:
+        for line in shipper.lines():
             if (m := SENT.search(line)) is not None:
                 first = d.payloads[m["nonce"]]
                 s = Sending(m["local"], m["nonce"], first[len(first) - int(m["n"]) :])
@@ -287,6 +299,22 @@ class Delivery:
                 s = current[(client, nonce)]
                 s.wrote = max(s.wrote, seq)
         return d
+
+    def payload_problems(self, shipper: Shipper) -> list[str]:
+        """How `payloads` disagrees with the input and the shipper's log: every line in exactly
+        one payload, each payload a run of consecutive lines, first sent with as many events as
+        the shipper's `[E …] Sending payload` line says."""
+        problems = []
+        lines = sorted(line for ls in self.payloads.values() for line in ls)
+        if lines != list(range(len(self.messages))):
+            problems.append(f"payloads hold lines {lines[:3]}…, not each of {len(self.messages)} once")
+        for nonce, ls in self.payloads.items():
+            if ls != list(range(ls[0], ls[0] + len(ls))):
+                problems.append(f"payload {nonce}: lines {ls} not consecutive")
+        logged = {m["nonce"]: int(m["n"]) for m in map(FIRST_SENT.search, shipper.lines()) if m is not None}
+        if logged != {nonce: len(ls) for nonce, ls in self.payloads.items()}:
+            problems.append(f"payload sizes {logged} in the shipper's log")
+        return problems
 
     def events(self, source: str = "wrote") -> list[tuple[str, str, int, str, bool]]:
         """(client, nonce, index, message, acked) of every event sent, by sending, in log order."""
