@@ -255,10 +255,10 @@ def multiline(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 @pytest.fixture(scope="module")
 def loadbalance(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """200 lines in payloads of 10 to two receivers (`method: loadbalance`); each holds its ACKs
-    1 s so that one endpoint's 10 pending payloads send the rest to the other."""
+    """100 lines in payloads of 5 to two receivers (`method: loadbalance`); each holds its ACKs
+    1 s, so that one endpoint's 10 pending payloads send the rest to the other."""
     return ship(
-        tmp_path_factory.mktemp("lb"), numbered(200), spool=10, carver_spool=4, loadbalance=True, delay=1
+        tmp_path_factory.mktemp("lb"), numbered(100), spool=5, carver_spool=4, loadbalance=True, delay=1
     )
 
 
@@ -366,7 +366,7 @@ def test_two_receivers_load_balanced(loadbalance: Run) -> None:
     events of its own connection."""
     records = check_clean(loadbalance)
     by_server = Counter(e["server"].rsplit(":", 1)[0] for e in kind(records, "event"))
-    assert set(by_server) == {"127.0.0.1", "127.0.0.2"} and sum(by_server.values()) == 200
+    assert set(by_server) == {"127.0.0.1", "127.0.0.2"} and sum(by_server.values()) == 100
     assert len(kind(records, "connection")) == 2
     for carver in loadbalance.carvers:
         ((client,),) = {(c,) for c, _ in carver.accepted()}
