@@ -256,7 +256,7 @@ def multiline(tmp_path_factory: pytest.TempPathFactory) -> Run:
 @pytest.fixture(scope="module")
 def loadbalance(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """100 lines in payloads of 5 to two receivers (`method: loadbalance`); each holds its ACKs
-    1 s, so that one endpoint's 10 pending payloads send the rest to the other."""
+    1 s, so that payloads wait and the shipper spreads them over both."""
     return ship(
         tmp_path_factory.mktemp("lb"), numbered(100), spool=5, carver_spool=4, loadbalance=True, delay=1
     )
@@ -273,8 +273,8 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> KilledRun:
     """250 lines in five payloads of 50, four in flight at most; the receiver acknowledges its
     batches of 4, ten at a time, after 1 s. The first receiver is killed (SIGKILL) just after its
     first ACKNs, which acknowledge part of the first payload; a second one on the same port gets
-    the four payloads again (the first one's unacknowledged suffix only), then the fifth, and is
-    killed as soon as it has acknowledged that resend. The shipper, reconnecting in vain (refused),
+    the payloads sent to the first again (the first one's unacknowledged suffix only), then the
+    others, and is killed as soon as it has acknowledged that resend. The shipper, reconnecting in vain (refused),
     is killed too: what the second receiver had not acknowledged is lost."""
     require_log_courier()
     tmp = tmp_path_factory.mktemp("killed")
@@ -298,15 +298,12 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> KilledRun:
             first.kill()
             second.start()
             resent = 50 - acked
-            client = wait_for("a new connection", lambda: {c for c, _, _ in second.acks_written()})
-            wait_for(
-                "the resend acknowledged and every payload sent again",
-                lambda: (
-                    (nonce, resent) in [(n, s) for _, n, s in second.acks_written()]
-                    and len(shipper.sent_on(next(iter(client)))) == 5
-                ),
-                timeout=25,
-            )
+
+            def resend_acked_and_all_sent() -> bool:
+                done = [c for c, n, s in second.acks_written() if (n, s) == (nonce, resent)]
+                return bool(done) and len(shipper.sent_on(done[0])) == 5
+
+            wait_for("the resend acknowledged and every payload sent again", resend_acked_and_all_sent, 25)
             refusals = shipper.refusals()
             second.kill()
             wait_for("a refused reconnection", lambda: shipper.refusals() > refusals)
@@ -515,3 +512,27 @@ def test_refused_connection_reset_before_syn(refused: Run, tmp_path: Path) -> No
     code, out, err = run_cli("streams", str(copy), "--json")
     assert code == 0, err
     assert [(s["client"], s["midstream"]) for s in ndjson(out) if s["midstream"]] == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a message whose packet is retransmitted is attributed to the copy that comes first in "
+    "the file: with the retransmission written before the original, `frame`/`ack_frame` name the "
+    "retransmission (the random copies of test_captures_decode_the_same_when_impaired hit this when "
+    "loopback retransmitted a segment)",
+)
+def test_retransmission_written_before_its_original(small_batches: Run, tmp_path: Path) -> None:
+    """The capture with one ACKN packet retransmitted 1 ms later (a real capture's retransmission),
+    and a copy of that in which the original is written after its retransmission: the same records,
+    the ACKN and the `ack_frame` of the events it acknowledged naming the original packet."""
+    from impair import convert_json, impaired_copy, normalise, read_pcap, shifted, write_pcap
+
+    header, packets = read_pcap(small_batches.pcap)
+    p = min(e["ack_frame"] for e in kind(small_batches.records, "event")) - 1
+    base = tmp_path / "retransmitted.pcap"
+    write_pcap(base, header, [*packets[: p + 1], shifted(header, packets[p], 1_000_000), *packets[p + 1 :]])
+    order = list(range(len(packets) + 1))
+    order[p], order[p + 1] = p + 1, p
+    copy = tmp_path / "retransmission-first.pcap"
+    frames = impaired_copy(base, copy, order)
+    assert normalise(convert_json(copy), frames) == normalise(convert_json(base))
