@@ -216,6 +216,26 @@ def short(path: str, connections: int, concurrency: int = 64, seed: int = 3) -> 
     return writer.frames
 
 
+def reorder(src: str, dst: str, fraction: float = 0.05, most: int = 3, seed: int = 1) -> None:
+    """Copy the classic pcap `src` to `dst` with about `fraction` of its packets each written 1 to
+    `most` places later (as multi-queue NICs and merged captures do), in one pass."""
+    rng = random.Random(seed)
+    with open(src, "rb") as f, open(dst, "wb") as out:
+        out.write(f.read(24))
+        held: list[list] = []  # [places still to wait, record]
+        while header := f.read(16):
+            record = header + f.read(struct.unpack_from("<I", header, 8)[0])
+            if rng.random() < fraction:
+                held.append([rng.randint(1, most), record])
+                continue
+            out.write(record)
+            for h in held:
+                h[0] -= 1
+            out.write(b"".join(h[1] for h in held if h[0] <= 0))
+            held = [h for h in held if h[0] > 0]
+        out.write(b"".join(h[1] for h in held))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("output")

@@ -416,6 +416,9 @@ impl Conn {
     /// that proved it, or bytes arrived since); forget it once filled. A later hole the peer also
     /// acknowledged then waits a window of its own, from now.
     fn check_window(&mut self, h: usize, now: u64, now_ts: i64, out: &mut Out) {
+        if !self.halves[h].waiting() {
+            return; // every packet asks: the common answer costs one test
+        }
         if let Some((first_frame, first_ts)) = self.halves[h].provisional {
             let half = &self.halves[h];
             if within(out.cfg, now, now_ts, first_frame, first_ts)
