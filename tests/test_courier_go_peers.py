@@ -427,11 +427,6 @@ def test_killed_receiver_events_and_resends(killed: KilledRun) -> None:
     assert {f["severity"] for f in findings(records, "courier.unacked-at-close")} == {"warning"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #28: the Courier verdict compares the best ACK count of any sending with the first "
-    "sending's size, so events a partial ACKN acknowledged before the resend count as never acknowledged",
-)
 def test_killed_receiver_verdict_counts_each_event_once(killed: KilledRun) -> None:
     """Across connections each distinct event counts once, by its best fate: acknowledged on its
     first sending (fully or by a partial ACKN) = delivered; acknowledged only on a later one =
