@@ -12,8 +12,8 @@
 //! multi-queue NICs, SPAN ports and merged files put segments after the ACK that covers them. So a
 //! hole the peer acknowledged waits a reorder window (`reorder_packets` capture packets or
 //! `reorder_ns` of capture time, `reorder_bytes` bytes held) before it is declared a gap; a late segment that arrives within it
-//! fills the hole. While a direction waits, the other direction's later bytes wait with it, so a
-//! decoder still sees a request before the response that follows it.
+//! fills the hole. Both directions reach the consumer in the order the ACKs prove (causal.rs), so a
+//! decoder sees a request before the response that answers it whatever the file's order.
 
 mod causal;
 #[cfg(any(test, fuzzing))]
