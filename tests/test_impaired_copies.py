@@ -102,3 +102,46 @@ def test_a_capture_taken_on_both_ends_gives_the_verdicts_of_one_end(
         copy = tmp_path / f"merged-{seed}.pcap"
         frames = two_ended(path, copy, skew_ms * 1_000_000, seed)
         assert normalise(convert_json(copy), frames, timing=False) == want, f"seed {seed}"
+
+
+def patched(src: Path, dst: Path, frame: int, old: bytes, new: bytes) -> Path:
+    """A copy of `src` whose packet `frame` has `old` replaced by `new` (same length)."""
+    from impair import write_pcap
+
+    header, records = read_pcap(src)
+    assert records[frame - 1].count(old) == 1, f"{old!r} in frame {frame}"
+    records[frame - 1] = records[frame - 1].replace(old, new)
+    write_pcap(dst, header, records)
+    return dst
+
+
+# (capture, frame, bytes, replacement, the fault's finding)
+FAULTS = {
+    "ack-above-the-window": (
+        "examples/lumberjack-pylogbeat.pcap", 8, b"2A\x00\x00\x00\x04", b"2A\x00\x00\x00\x09",
+        "lumberjack.ack-too-high",
+    ),
+    "pong-without-ping": (
+        "../shared/captures/peers/courier-go2.12-client-ruby2.12-server.pcap", 11, b"PING", b"PXNG",
+        "courier.pong-without-ping",
+    ),
+    "response-without-request": (
+        "../shared/captures/public/cql-packetbeat/cassandra_compressed.pcap", 9,
+        b"\x04\x01\x00\x40\x0b", b"\x04\x01\x00\x41\x0b", "cql.response-without-request",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_real_faults_are_still_reported_when_impaired(fault: str, tmp_path: Path) -> None:
+    """Causal ordering waits only for bytes the ACKs prove: a real fault (an ACK above anything
+    sent, a PONG to no PING, a response to a request never sent) is reported in the capture and in
+    every impaired copy of it, the same way."""
+    name, frame, old, new, code = FAULTS[fault]
+    src = ROOT / name
+    if not src.exists():
+        pytest.skip(f"{src} not present")
+    faulty = patched(src, tmp_path / "faulty.pcap", frame, old, new)
+    records = assert_same_when_impaired(faulty, tmp_path)
+    assert code in {r.get("code") for r in records}
+    assert code not in {r.get("code") for r in convert_json(src)}
