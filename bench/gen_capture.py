@@ -10,6 +10,7 @@ protocol traffic: Lumberjack v2 (Beats windows of JSON events, compressed, ackno
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import struct
@@ -85,10 +86,12 @@ def opaque(rng: random.Random, blob: bytes) -> Messages:
         yield rng.random() < 0.8, blob[start : start + size]
 
 
-def lumberjack(rng: random.Random, _blob: bytes) -> Messages:
-    """Beats-like: window of N JSON events (sequence restarting at 1), zlib-compressed, then the ACK."""
-    n = 0
+def lumberjack(rng: random.Random, _blob: bytes, ack_every: int = 1) -> Messages:
+    """Beats-like: window of N JSON events (sequence restarting at 1), zlib-compressed, then the ACK
+    (of every `ack_every`-th window only; 0: none, a stalled server)."""
+    n = windows = 0
     while True:
+        windows += 1
         count = rng.randrange(20, 60)
         frames = []
         for seq in range(1, count + 1):
@@ -104,7 +107,8 @@ def lumberjack(rng: random.Random, _blob: bytes) -> Messages:
             frames.append(b"2J" + struct.pack(">II", seq, len(body)) + body)
         packed = zlib.compress(b"".join(frames), 3)
         yield True, b"2W" + struct.pack(">I", count) + b"2C" + struct.pack(">I", len(packed)) + packed
-        yield False, b"2A" + struct.pack(">I", count)
+        if ack_every and windows % ack_every == 0:
+            yield False, b"2A" + struct.pack(">I", count)
 
 
 def cql(rng: random.Random, _blob: bytes) -> Messages:
@@ -129,8 +133,20 @@ GENERATORS: dict[str, Callable[[random.Random, bytes], Messages]] = {
 }
 
 
-def generate(path: str, packets: int, connections: int = 400, seed: int = 1, payload: str = "opaque") -> int:
-    """Write about `packets` packets to `path`; returns the exact number written."""
+def generate(
+    path: str,
+    packets: int,
+    connections: int = 400,
+    seed: int = 1,
+    payload: str = "opaque",
+    ack_every: int = 1,
+    close: bool = True,
+) -> int:
+    """Write about `packets` packets to `path`; returns the exact number written. Lumberjack only:
+    `ack_every` as in `lumberjack`; `close=False` leaves every connection open (no FINs)."""
+    make = GENERATORS[payload]
+    if payload == "lumberjack":
+        make = functools.partial(lumberjack, ack_every=ack_every)
     rng = random.Random(seed)
     blob = zlib.compress(rng.randbytes(1 << 16), 0) * 4
     server, sport = 0x0A010001, PORTS[payload]
@@ -149,7 +165,7 @@ def generate(path: str, packets: int, connections: int = 400, seed: int = 1, pay
             emit(_packet(server, client, sport, cport, sseq, cseq + 1, SYN | ACK, b""))
             emit(_packet(client, server, cport, sport, cseq + 1, sseq + 1, ACK, b""))
             conns.append({"c": client, "p": cport, "cs": cseq + 1, "ss": sseq + 1, "n": 0, "held": [],
-                          "msgs": GENERATORS[payload](random.Random(seed * 7919 + i), blob), "buf": b"", "dir": False})  # fmt: skip
+                          "msgs": make(random.Random(seed * 7919 + i), blob), "buf": b"", "dir": False})  # fmt: skip
         active = list(range(connections))
         while active:
             i = active[rng.randrange(len(active))]
@@ -157,10 +173,12 @@ def generate(path: str, packets: int, connections: int = 400, seed: int = 1, pay
             if c["n"] >= per_conn - 5 and not c["buf"] and not c["dir"]:
                 for frame in c["held"]:
                     emit(frame)
+                active.remove(i)
+                if not close:
+                    continue
                 emit(_packet(c["c"], server, c["p"], sport, c["cs"], c["ss"], FIN | ACK, b""))
                 emit(_packet(server, c["c"], sport, c["p"], c["ss"], c["cs"] + 1, FIN | ACK, b""))
                 emit(_packet(c["c"], server, c["p"], sport, c["cs"] + 1, c["ss"] + 1, ACK, b""))
-                active.remove(i)
                 continue
             if not c["buf"]:
                 c["dir"], c["buf"] = next(c["msgs"])
