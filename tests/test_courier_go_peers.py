@@ -458,12 +458,6 @@ def test_killed_receiver_verdict_counts_each_event_once(killed: KilledRun) -> No
 # Captures with refused connections (SYN, RST): a copy that moves a SYN after its RST decodes
 # differently (test_refused_connection_reset_before_syn), so their copies fail when the random
 # reordering happens to do that.
-REFUSED_REORDERED = pytest.mark.xfail(
-    strict=False,
-    reason="an RST written before its SYN opens a mid-stream stream and a tcp.port-reuse finding "
-    "(pinned by test_refused_connection_reset_before_syn); the Courier never-acknowledged finding's "
-    "`first` is the lowest frame of the file, which reordering can change",
-)
 
 
 @pytest.mark.parametrize(
@@ -472,8 +466,8 @@ REFUSED_REORDERED = pytest.mark.xfail(
         "small_batches",
         "multiline",
         "loadbalance",
-        pytest.param("killed", marks=REFUSED_REORDERED),
-        pytest.param("refused", marks=REFUSED_REORDERED),
+        "killed",
+        "refused",
     ],
 )
 def test_captures_decode_the_same_when_impaired(
@@ -489,11 +483,6 @@ def test_captures_decode_the_same_when_impaired(
     assert len(events) == len(run.delivery.events())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an RST written before the SYN it answers (packets reordered) opens a mid-stream stream "
-    "whose client is the server, and the SYN then a second stream with a tcp.port-reuse finding",
-)
 def test_refused_connection_reset_before_syn(refused: Run, tmp_path: Path) -> None:
     """The refused connections of the capture with each RST moved before its SYN: the same records,
     and still no mid-stream stream."""

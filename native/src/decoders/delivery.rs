@@ -28,6 +28,12 @@ const FIRST: usize = 5;
 /// Where an event is: (stream, frame, seq). None sorts last, as in the Python engine.
 type Place = (Option<u64>, Option<u64>, Option<i64>);
 
+/// By stream, None last; a stable sort keeps the order in which each stream decoded its events (not
+/// their frames: a packet written late in the file does not make its events later).
+fn by_stream(stream: Option<u64>) -> impl Ord {
+    (stream.is_none(), stream.unwrap_or(0))
+}
+
 fn order(p: &Place) -> impl Ord {
     (
         (p.0.is_none(), p.0.unwrap_or(0)),
@@ -118,7 +124,7 @@ impl Lumberjack {
             .filter(|(k, a)| *a == Some(false) && !ok.contains(k) && !pending.contains(k))
             .map(|(k, _)| k)
             .collect();
-        lost.sort_by_key(|k| order(k));
+        lost.sort_by_key(|k| by_stream(k.0));
         let unknown = self
             .open
             .iter()
@@ -254,7 +260,7 @@ impl Courier {
             .filter_map(|p| p.open_sendings.first())
             .map(|&(s, f)| (s, f, None))
             .collect();
-        first.sort_by_key(order);
+        first.sort_by_key(|p| by_stream(p.0));
         let at: Vec<Value> = first
             .iter()
             .take(FIRST)

@@ -58,6 +58,25 @@ impl Conn {
         self.info.stream
     }
 
+    /// Take over what a hollow connection of the same 4-tuple counted (its packets, its RST or
+    /// FINs, its place in the capture: it was this connection, written before its SYN).
+    fn adopt(&mut self, old: StreamInfo) {
+        let same_client = old.client == self.info.client;
+        let (c2s, s2c) = if same_client {
+            (old.packets_c2s, old.packets_s2c)
+        } else {
+            (old.packets_s2c, old.packets_c2s)
+        };
+        let info = &mut self.info;
+        info.packets_c2s += c2s;
+        info.packets_s2c += s2c;
+        info.first_frame = info.first_frame.min(old.first_frame);
+        info.first_ts = info.first_ts.min(old.first_ts);
+        info.port_reuse = old.port_reuse;
+        info.reset |= old.reset;
+        self.closed |= old.reset;
+    }
+
     /// Send a data event (chunk, gap and its finding) of direction `h` out once the other
     /// direction has put out the bytes its packet acknowledged (`ack`).
     fn route(&mut self, h: usize, event: Event, frame: u64, ack: Option<u32>, out: &mut Out) {
@@ -623,15 +642,28 @@ impl Reassembler {
         self.frame = self.frame.max(seg.frame);
         let key = (seg.src, seg.sport, seg.dst, seg.dport);
         let mut entry = self.keys.get(&key).copied();
+        let mut hollow = None;
         if let Some((slot, h)) = entry {
             if seg.flags & SYN != 0 && self.reopens(slot, h, seg.seq) {
                 entry = None;
+                hollow = self.take_hollow(slot);
             }
         }
         let (slot, h) = match entry {
             Some(e) => e,
             None => self.open(seg, events),
         };
+        if let (Some(old), Some(conn)) = (hollow, self.conns[slot].as_mut()) {
+            // the stream keeps the id its first packet gave it
+            let id = conn.info.stream;
+            self.live.remove(&id);
+            self.live.insert(old.stream, slot);
+            if !self.cfg.ids_by_frame && id + 1 == self.next_id {
+                self.next_id = id;
+            }
+            conn.info.stream = old.stream;
+            conn.adopt(old);
+        }
         let cfg = &self.cfg;
         let mut out = Out { cfg, events };
         let Some(conn) = self.conns[slot].as_mut() else {
@@ -730,6 +762,25 @@ impl Reassembler {
         if self.until_sweep == 0 {
             self.sweep(events);
         }
+    }
+
+    /// A connection of nothing but flags (no SYN, no byte: an RST or ACKs written before the SYN
+    /// that opened them), which that SYN takes over instead of opening a second one: removed
+    /// without being finished.
+    fn take_hollow(&mut self, slot: usize) -> Option<StreamInfo> {
+        let conn = self.conns[slot].as_ref()?;
+        let hollow = conn
+            .halves
+            .iter()
+            .all(|h| !h.syn_seen && h.pending.is_empty() && h.next_off == 0)
+            && conn.info.bytes_c2s + conn.info.bytes_s2c + conn.info.gap_bytes == 0
+            && conn.merge.is_empty();
+        if !hollow {
+            return None;
+        }
+        let conn = self.conns[slot].take()?;
+        self.forget(slot, &conn);
+        Some(conn.info)
     }
 
     /// A SYN on a known 4-tuple: a new connection unless it repeats the one we have.
@@ -848,6 +899,12 @@ impl Reassembler {
             cfg: &self.cfg,
             events,
         });
+        self.forget(slot, &conn);
+        events.push(Event::End(Box::new(conn.info)));
+    }
+
+    /// Free a connection's slot, its 4-tuples and its place among the live streams.
+    fn forget(&mut self, slot: usize, conn: &Conn) {
         let (c_ip, c_port, s_ip, s_port) = conn.client_key;
         for (key, h) in [
             ((c_ip, c_port, s_ip, s_port), C2S),
@@ -859,7 +916,6 @@ impl Reassembler {
         }
         self.live.remove(&conn.info.stream);
         self.free.push(slot);
-        events.push(Event::End(Box::new(conn.info)));
     }
 
     /// Evict idle connections and closed ones past their grace period (capture time); let holes

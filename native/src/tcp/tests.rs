@@ -488,3 +488,31 @@ fn a_handshake_written_after_the_first_bytes_is_still_a_start_not_midstream() {
         ]
     );
 }
+
+#[test]
+fn a_reset_written_before_the_syn_it_refuses_is_one_refused_connection() {
+    let mut t = Conv::new(Config::default());
+    t.send(false, 0, b"", crate::capture::RST | ACK, 1001);
+    t.send(true, 1000, b"", SYN, 0);
+    let events = t.finish();
+    let ends: Vec<&StreamInfo> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::End(i) => Some(i.as_ref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    let info = ends[0];
+    assert!(
+        info.reset && !info.midstream && !info.port_reuse,
+        "{info:?}"
+    );
+    assert_eq!(
+        (info.stream, info.client_by, info.first_frame),
+        (0, "syn", 1)
+    );
+    assert_eq!((info.packets_c2s, info.packets_s2c), (1, 1));
+    assert_eq!(info.client, "10.0.0.1:40000");
+    assert!(!codes(&events).contains(&"tcp.port-reuse"));
+}
