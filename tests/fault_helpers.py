@@ -44,6 +44,21 @@ def leftovers(directory: Path) -> list[str]:
     return sorted(str(p.relative_to(directory)) for p in directory.rglob(".wirelog-*"))
 
 
+def open_under(directory: Path, *pids: int) -> list[str]:
+    """The files processes `pids` hold open under `directory`: the outputs they are writing (a file
+    without a name, O_TMPFILE, reads `DIR/#INODE (deleted)`)."""
+    inside = os.path.realpath(directory) + os.sep
+    found = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith(inside):
+                        found.append(target)
+    return found
+
+
 def wait_for(condition: Callable[[], object], what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

@@ -23,6 +23,7 @@ from tests.fault_helpers import (
     big_capture,  # noqa: F401 - the `big` fixture
     fill,
     leftovers,
+    open_under,
     small_tmpfs,
     start,
     wait_for,
@@ -149,7 +150,11 @@ def test_a_stop_signal_removes_unfinished_outputs_and_ends_by_that_signal(
         proc.stdin.flush()
     parallel = bool(options)
     # wait until the output is being written: by this process, or by the workers in the parts directory
-    wait_for(lambda: len(leftovers(tmp_path)) >= 1 + parallel, "a temporary output", 120)
+    wait_for(
+        lambda: open_under(tmp_path, *workers(proc.pid)) if parallel else open_under(tmp_path, proc.pid),
+        "an output being written",
+        120,
+    )
     spawned = workers(proc.pid)
     time.sleep(0.3)
     proc.send_signal(sig)
@@ -165,7 +170,11 @@ def test_a_killed_worker_is_one_line_and_leaves_nothing(tmp_path, big):
     out = tmp_path / "all.parquet"
     out.write_bytes(PREVIOUS)
     proc = start("convert", str(big), str(big), str(big), "-j", "2", "--to", "parquet", "-o", str(out))
-    wait_for(lambda: len(workers(proc.pid)) == 2 and len(leftovers(tmp_path)) >= 2, "two busy workers", 120)
+    wait_for(
+        lambda: len(workers(proc.pid)) == 2 and len(open_under(tmp_path, *workers(proc.pid))) >= 2,
+        "two busy workers",
+        120,
+    )
     spawned = workers(proc.pid)
     os.kill(spawned[0], signal.SIGKILL)  # as the out-of-memory killer does
     _, err = proc.communicate(timeout=120)
