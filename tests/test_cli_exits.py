@@ -15,6 +15,7 @@ import pytest
 
 from tests.fault_helpers import (
     EXAMPLE,
+    WIRELOG,
     alive,
     big_capture,  # noqa: F401 - the `big` fixture
     leftovers,
@@ -75,6 +76,43 @@ def test_validate_keeps_its_verdict_when_the_reader_goes(fail_on, verdict):
     """validate's status is its verdict on every input, whoever reads its lines."""
     code, err = _reader_gone(start("validate", str(EXAMPLE), "--fail-on", fail_on), read_first=False)
     assert (code, err) == (verdict, b"")  # the example has info findings only
+
+
+def _stdout_closed() -> None:
+    os.close(1)  # as the shell's `>&-`: the process starts without a descriptor 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("convert", "EXAMPLE", "--to", "json"),
+        ("convert", "EXAMPLE", "--to", "hercules"),
+        ("convert", "EXAMPLE", "EXAMPLE", "-j", "2", "--to", "json"),
+        ("streams", "EXAMPLE", "--json"),
+        ("streams", "EXAMPLE", "--dump", "0"),
+        ("streams", "EXAMPLE"),
+        ("validate", "EXAMPLE"),
+        ("inspect", "EXAMPLE"),
+        ("inspect", "EXAMPLE", "--json"),
+    ],
+    ids=" ".join,
+)
+def test_a_stdout_closed_from_the_start_is_an_output_not_written(tmp_path, args):
+    """Unlike a reader that went away (EPIPE), nobody ever got the output: status 2, one line."""
+    args = [str(EXAMPLE) if a == "EXAMPLE" else a for a in args]
+    proc = subprocess.run(
+        [*WIRELOG, *args],
+        stdout=subprocess.DEVNULL,  # then closed in the child, before wirelog starts
+        stderr=subprocess.PIPE,
+        preexec_fn=_stdout_closed,
+        env=_tmpdir(tmp_path),
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.decode().splitlines() == [
+        "wirelog: stdout: Bad file descriptor (it was closed: redirect it to a file or /dev/null)"
+    ]
+    assert leftovers(tmp_path) == []
 
 
 # ---------------------------------------------------------------- 4. out of memory

@@ -3,7 +3,8 @@
 Exit statuses (README, docs/commands/*.md):
   0  done; also when the reader of stdout went away (EPIPE: `wirelog convert x | head` is not an error)
   1  `validate`: a finding at or above --fail-on
-  2  no input could be read, an output could not be written, or a usage error
+  2  no input could be read, an output could not be written (stdout closed from the start too), or a
+     usage error
   3  internal error: a bug to report
   4  out of memory, or a --jobs worker process killed (usually by the kernel's out-of-memory killer)
   a stop signal (SIGINT, SIGTERM, SIGHUP) ends the process by that signal: 128 + its number in a shell
@@ -38,6 +39,7 @@ _HINTS = {
     errno.ENOENT: "check the name and that its directory exists",
     errno.ENOTDIR: "a part of the path is a file, not a directory",
     errno.ENXIO: "nothing is there to write to (a socket?); give a file, a device or a FIFO",
+    errno.EBADF: "it was closed: redirect it to a file or /dev/null",
 }
 
 OUT_OF_MEMORY_MESSAGE = (
