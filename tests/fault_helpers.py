@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -57,6 +58,14 @@ def open_under(directory: Path, *pids: int) -> list[str]:
                     if target.startswith(inside):
                         found.append(target)
     return found
+
+
+def squeeze(pid: int, room: int = 1 << 20) -> None:
+    """Limit the address space of the running process `pid` to what it uses plus `room`: its next
+    large allocation fails (in Rust, an abort; in Python, a MemoryError)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    used = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmSize:"))) << 10
+    resource.prlimit(pid, resource.RLIMIT_AS, (used + room, used + room))
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout: float = 60) -> None:

@@ -3,9 +3,11 @@ line and exit 4, with --debug too; every message names what, why and what to do.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -19,6 +21,8 @@ from tests.fault_helpers import (
     alive,
     big_capture,  # noqa: F401 - the `big` fixture
     leftovers,
+    open_under,
+    squeeze,
     start,
     wait_for,
     wirelog,
@@ -180,6 +184,41 @@ def test_out_of_memory_is_one_line_and_status_4(big):
         assert lines[-1] == f"wirelog: {OUT_OF_MEMORY_MESSAGE}"
         return
     pytest.fail("--debug never ran out of memory near the same limit")
+
+
+def test_rust_backtrace_in_the_environment_is_for_debug_only(tmp_path, big):
+    """Memory running out inside the native core aborts the process (status 134): Rust writes its
+    line and, with RUST_BACKTRACE set, a backtrace, which only --debug shows. The process's address
+    space is limited to what it uses plus 1 MiB while it converts (from a pipe kept open)."""
+    env = {**os.environ, "RUST_BACKTRACE": "1"}
+
+    def abort(*debug: str) -> str | None:
+        """stderr of a run that aborted (None when Python's MemoryError came first)."""
+        proc = start(
+            *debug, "convert", "-", "-o", str(tmp_path / "out.ndjson"), stdin=subprocess.PIPE, env=env
+        )
+        proc.stdin.write(big.read_bytes()[: 1 << 20])
+        proc.stdin.flush()
+        wait_for(lambda: open_under(tmp_path, proc.pid), "the output to be written", 120)
+        squeeze(proc.pid)
+        with contextlib.suppress(BrokenPipeError):  # it may be gone already
+            proc.stdin.write(big.read_bytes()[1 << 20 :])
+            proc.stdin.close()
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode in (-signal.SIGABRT, 4), err
+        if proc.returncode == 4 and not debug:  # a MemoryError, or a core panic making an object
+            assert err.decode().splitlines() == [f"wirelog: {OUT_OF_MEMORY_MESSAGE}"]
+        return err.decode() if proc.returncode == -signal.SIGABRT else None
+
+    runs = [abort() for _ in range(3)]
+    quiet = next((err for err in runs if err is not None), None)
+    if quiet is None:
+        pytest.skip("Python ran out of memory before the core did")
+    lines = quiet.splitlines()
+    assert "backtrace:" not in quiet and len(lines) <= 2, lines
+    assert re.fullmatch(r"memory allocation of \d+ bytes failed", lines[0]), lines
+    shown = [abort("--debug") for _ in range(3)]
+    assert any(err is not None and "stack backtrace:" in err for err in shown), shown
 
 
 def _out_of_memory(*_args, **_kw):

@@ -7,6 +7,7 @@ tmpfs when mounting is permitted, else a file size limit (RLIMIT_FSIZE: EFBIG fr
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from tests.fault_helpers import (
     leftovers,
     open_under,
     small_tmpfs,
+    squeeze,
     start,
     wait_for,
     wirelog,
@@ -182,3 +184,27 @@ def test_a_killed_worker_is_one_line_and_leaves_nothing(tmp_path, big):
     assert proc.returncode == 4 and len(lines) == 1 and "worker process was killed" in lines[0], err
     assert out.read_bytes() == PREVIOUS and leftovers(tmp_path) == []
     wait_for(lambda: not any(alive(w) for w in spawned), "the other worker to end", 10)
+
+
+def test_a_worker_aborted_by_the_core_is_one_line(tmp_path, big):
+    """A failed allocation in the native core aborts its worker: Rust writes its own lines (with
+    RUST_BACKTRACE set, a backtrace too) to the worker's stderr. The run still says it in one line.
+    The worker's address space is limited to what it uses plus 1 MiB while it converts."""
+    env = {**os.environ, "RUST_BACKTRACE": "1"}
+    proc = start(
+        "convert", str(big), str(big), str(big), "-j", "2", "--to", "json", "-o", f"{tmp_path}/", env=env
+    )
+    wait_for(lambda: open_under(tmp_path, *workers(proc.pid)), "a busy worker", 120)
+    worker = next(w for w in workers(proc.pid) if open_under(tmp_path, w))
+    squeeze(worker)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.skip("the worker finished its input within the limit")
+    lines = err.decode().splitlines()
+    assert proc.returncode == 4 and len(lines) == 1, lines
+    assert re.fullmatch(
+        r"wirelog: (a --jobs worker process ran out of memory \(memory allocation of \d+ bytes failed\)|"
+        r"out of memory): the run stopped and removed its unfinished output files; .*",
+        lines[0],
+    ), lines
+    assert leftovers(tmp_path) == []

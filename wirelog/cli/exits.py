@@ -21,7 +21,12 @@ OUT_OF_MEMORY = 4
 
 
 class WorkerLost(Exception):
-    """A --jobs worker process ended without a result (killed by a signal or the system)."""
+    """A --jobs worker process ended without a result (killed by a signal or the system); `failed`:
+    the failed allocation the native core reported before it aborted the worker, if it did."""
+
+    def __init__(self, failed: str | None = None) -> None:
+        super().__init__(failed or "a --jobs worker process ended without a result")
+        self.failed = failed
 
 
 # glibc's loader, when mapping an extension module imported late (pyarrow for Parquet) is refused
@@ -51,6 +56,11 @@ WORKER_LOST_MESSAGE = (
     "removed its unfinished output files; use fewer --jobs or give it more memory"
 )
 
+WORKER_OUT_OF_MEMORY_MESSAGE = (
+    "a --jobs worker process ran out of memory ({failed}): the run stopped and removed its "
+    "unfinished output files; use fewer --jobs or give it more memory"
+)
+
 
 def oserror_message(e: OSError) -> str:
     """`name: what went wrong (what to do)`."""
@@ -59,11 +69,27 @@ def oserror_message(e: OSError) -> str:
     return f"{where}{e.strerror or e}" + (f" ({hint})" if hint else "")
 
 
+# PyO3's panic when a Python object the core makes comes back NULL: the Python API call failed (its
+# MemoryError goes to sys.unraisablehook first), which in the core's conversions is memory running out
+_CORE_NULL_OBJECT = "PyObject pointer is null"
+
+
+def is_core_panic(e: BaseException) -> bool:
+    """PyO3's PanicException (pyo3_runtime, not importable): a BaseException, like SystemExit."""
+    return type(e).__name__ == "PanicException" and type(e).__module__ == "pyo3_runtime"
+
+
 def outcome(e: BaseException) -> tuple[int, str]:
     """Exit status and message for an error that ended the run (not EPIPE nor a signal)."""
-    if isinstance(e, MemoryError) or (isinstance(e, ImportError) and _LOADER_OUT_OF_MEMORY in str(e)):
+    if (
+        isinstance(e, MemoryError)
+        or (isinstance(e, ImportError) and _LOADER_OUT_OF_MEMORY in str(e))
+        or (is_core_panic(e) and str(e) == _CORE_NULL_OBJECT)
+    ):
         return OUT_OF_MEMORY, OUT_OF_MEMORY_MESSAGE
     if isinstance(e, WorkerLost):
+        if e.failed:
+            return OUT_OF_MEMORY, WORKER_OUT_OF_MEMORY_MESSAGE.format(failed=e.failed)
         return OUT_OF_MEMORY, WORKER_LOST_MESSAGE
     if isinstance(e, OSError):
         return UNUSABLE, oserror_message(e)
