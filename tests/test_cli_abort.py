@@ -18,10 +18,12 @@ import pytest
 from tests.fault_helpers import (
     FORMATS,
     PREVIOUS,
+    alive,
     big_capture,  # noqa: F401 - the `big` fixture
     open_under,
     start,
     wait_for,
+    workers,
 )
 
 
@@ -82,3 +84,30 @@ def test_a_killed_run_leaves_no_new_output(tmp_path, big, sig):
     where.mkdir()
     code, _ = _killed_mid_run(big, where, "json", sig)
     assert code == -sig and os.listdir(where) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGABRT], ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize("output", ["out.parquet", "dir/"])
+def test_a_killed_jobs_run_leaves_nothing_beside_its_output(tmp_path, big, sig, output):
+    """With --jobs the workers write parts into a directory beside the output; when the main process
+    is killed they remove it and end."""
+    where = tmp_path / "out"
+    where.mkdir()
+    previous = where / "out.parquet"
+    previous.write_bytes(PREVIOUS)
+    proc = start(
+        "convert", *[str(big)] * 3, "-j", "2", "--to", "parquet", "-o", f"{where}/{output}",
+        cwd=where.parent, preexec_fn=_no_core_dump,
+    )  # fmt: skip
+    wait_for(
+        lambda: len(workers(proc.pid)) == 2 and open_under(where, *workers(proc.pid)), "busy workers", 120
+    )
+    spawned = workers(proc.pid)
+    os.kill(proc.pid, sig)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -sig
+    wait_for(lambda: not any(alive(w) for w in spawned), "the workers to end", 30)
+    assert sorted(os.listdir(where)) == sorted(["out.parquet", *(["dir"] if output == "dir/" else [])])
+    assert previous.read_bytes() == PREVIOUS
+    if output == "dir/":
+        assert os.listdir(where / "dir") == []

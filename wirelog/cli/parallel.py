@@ -8,7 +8,9 @@ groups are re-cut). Input errors are reported in input order.
 
 Whatever stops the run (an error, a full disk, EPIPE, a signal, a worker killed by the system), this
 process kills its workers and removes the parts directory: no unfinished file is left, and no final
-name is touched by an input that was not converted completely.
+name is touched by an input that was not converted completely. When this process is killed where it
+cannot clean up (SIGKILL, an abort), its workers see their parent change, remove the parts directory
+and end.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import os
 import re
 import shutil
 import sys
+import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -48,6 +52,7 @@ def _convert_one(fmt: str, path: str, output: str, options: Options) -> list[Cap
     return infos
 
 
+_WATCH = 0.1  # seconds between a worker's looks at its parent
 _NATIVE = "native-stderr-"  # + a worker's pid: what native code wrote to its descriptor 2
 _ALLOCATION_FAILED = re.compile(r"memory allocation of \d+ bytes failed")  # Rust's, before it aborts
 
@@ -56,11 +61,23 @@ def _start_worker(parts_dir: str) -> None:
     """First thing in each worker: what native code writes straight to descriptor 2 goes to a file
     in the parts directory (Rust's `memory allocation of N bytes failed`, then its note on
     RUST_BACKTRACE, before it aborts the worker), for this process to make one line of; Python's
-    own lines (sys.stderr: Hercules notes) still reach stderr as they come."""
+    own lines (sys.stderr: Hercules notes) still reach stderr as they come. And a watch for the
+    end of this process."""
     sys.stderr = open(os.dup(2), "w", encoding="utf-8", errors="backslashreplace", buffering=1)  # noqa: SIM115
     fd = os.open(os.path.join(parts_dir, f"{_NATIVE}{os.getpid()}"), os.O_WRONLY | os.O_CREAT, 0o600)
     os.dup2(fd, 2)
     os.close(fd)
+    threading.Thread(target=_orphaned, args=(os.getppid(), parts_dir), daemon=True).start()
+
+
+def _orphaned(parent: int, parts_dir: str) -> None:
+    """In a worker: when this process ended without its cleanup (SIGKILL, the out-of-memory killer,
+    an abort), remove the parts directory in its place and end: nothing is left beside the output
+    (the part being written has no name yet) and no orphan converts on for nobody."""
+    while os.getppid() == parent:
+        time.sleep(_WATCH)
+    shutil.rmtree(parts_dir, ignore_errors=True)
+    os._exit(1)
 
 
 def _native_output(parts_dir: str) -> str:
