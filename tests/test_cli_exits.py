@@ -119,6 +119,19 @@ def test_a_stdout_closed_from_the_start_is_an_output_not_written(tmp_path, args)
     assert leftovers(tmp_path) == []
 
 
+def test_a_closed_stdin_is_an_input_not_read():
+    """`wirelog convert - <&-`: no traceback, an input that could not be read."""
+    proc = subprocess.run(
+        [*WIRELOG, "convert", "-"],
+        stdin=subprocess.DEVNULL,  # then closed in the child, before wirelog starts
+        capture_output=True,
+        preexec_fn=lambda: os.close(0),
+        timeout=120,
+    )
+    assert (proc.returncode, proc.stdout) == (2, b"")
+    assert proc.stderr.decode().splitlines() == ["wirelog: -: cannot open: stdin is closed"]
+
+
 # ---------------------------------------------------------------- 4. out of memory
 
 

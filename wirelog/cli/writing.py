@@ -77,7 +77,7 @@ def _report(notes: list[tuple[str, bytes]], renamed: list[tuple[str, str]]) -> N
 
 
 def _renamed_line(renamed: list[tuple[str, str]]) -> str:
-    """`hercules: 2 keys outside the tag-name rules were escaped (reversible): '@a' as '_x40a', ...`"""
+    """`hercules: 2 keys outside the tag-name rules escaped (reversible, ...): '@a' as '_x40a', ...`"""
     shown = ", ".join(f"{key!r} as {name!r}" for key, name in renamed[:_SHOWN])
     more = f" and {len(renamed) - _SHOWN} more" if len(renamed) > _SHOWN else ""
     keys = "key" if len(renamed) == 1 else "keys"

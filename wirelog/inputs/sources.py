@@ -8,6 +8,7 @@ cannot seek, so the few magic bytes we look at are read once and replayed in fro
 from __future__ import annotations
 
 import bz2
+import errno
 import glob
 import gzip
 import io
@@ -210,6 +211,8 @@ def open_input(path: str, inflated_by_caller: frozenset[str] = frozenset()) -> t
         if remote.is_uri(path):
             raw: BinaryIO = remote.open_stream(path)
         else:
+            if path == STDIN and sys.stdin is None:  # started with descriptor 0 closed (`<&-`)
+                raise OSError(errno.EBADF, "stdin is closed")
             raw = sys.stdin.buffer if path == STDIN else open(path, "rb")  # noqa: SIM115
     except OSError as e:
         raise CaptureError(f"{path}: cannot open: {e.strerror or e}") from e
