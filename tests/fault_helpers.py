@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -42,6 +43,29 @@ def start(*args: str, **kw) -> subprocess.Popen:
 def leftovers(directory: Path) -> list[str]:
     """Every temporary file or parts directory of wirelog under `directory`."""
     return sorted(str(p.relative_to(directory)) for p in directory.rglob(".wirelog-*"))
+
+
+def open_under(directory: Path, *pids: int) -> list[str]:
+    """The files processes `pids` hold open under `directory`: the outputs they are writing (a file
+    without a name, O_TMPFILE, reads `DIR/#INODE (deleted)`)."""
+    inside = os.path.realpath(directory) + os.sep
+    found = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith(inside):
+                        found.append(target)
+    return found
+
+
+def squeeze(pid: int, room: int = 1 << 20) -> None:
+    """Limit the address space of the running process `pid` to what it uses plus `room`: its next
+    large allocation fails (in Rust, an abort; in Python, a MemoryError)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    used = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmSize:"))) << 10
+    resource.prlimit(pid, resource.RLIMIT_AS, (used + room, used + room))
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout: float = 60) -> None:

@@ -3,9 +3,11 @@ line and exit 4, with --debug too; every message names what, why and what to do.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -15,9 +17,12 @@ import pytest
 
 from tests.fault_helpers import (
     EXAMPLE,
+    WIRELOG,
     alive,
     big_capture,  # noqa: F401 - the `big` fixture
     leftovers,
+    open_under,
+    squeeze,
     start,
     wait_for,
     wirelog,
@@ -75,6 +80,56 @@ def test_validate_keeps_its_verdict_when_the_reader_goes(fail_on, verdict):
     """validate's status is its verdict on every input, whoever reads its lines."""
     code, err = _reader_gone(start("validate", str(EXAMPLE), "--fail-on", fail_on), read_first=False)
     assert (code, err) == (verdict, b"")  # the example has info findings only
+
+
+def _stdout_closed() -> None:
+    os.close(1)  # as the shell's `>&-`: the process starts without a descriptor 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("convert", "EXAMPLE", "--to", "json"),
+        ("convert", "EXAMPLE", "--to", "hercules"),
+        ("convert", "EXAMPLE", "EXAMPLE", "-j", "2", "--to", "json"),
+        ("streams", "EXAMPLE", "--json"),
+        ("streams", "EXAMPLE", "--dump", "0"),
+        ("streams", "EXAMPLE"),
+        ("validate", "EXAMPLE"),
+        ("inspect", "EXAMPLE"),
+        ("inspect", "EXAMPLE", "--json"),
+    ],
+    ids=" ".join,
+)
+def test_a_stdout_closed_from_the_start_is_an_output_not_written(tmp_path, args):
+    """Unlike a reader that went away (EPIPE), nobody ever got the output: status 2, one line."""
+    args = [str(EXAMPLE) if a == "EXAMPLE" else a for a in args]
+    proc = subprocess.run(
+        [*WIRELOG, *args],
+        stdout=subprocess.DEVNULL,  # then closed in the child, before wirelog starts
+        stderr=subprocess.PIPE,
+        preexec_fn=_stdout_closed,
+        env=_tmpdir(tmp_path),
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.decode().splitlines() == [
+        "wirelog: stdout: Bad file descriptor (it was closed: redirect it to a file or /dev/null)"
+    ]
+    assert leftovers(tmp_path) == []
+
+
+def test_a_closed_stdin_is_an_input_not_read():
+    """`wirelog convert - <&-`: no traceback, an input that could not be read."""
+    proc = subprocess.run(
+        [*WIRELOG, "convert", "-"],
+        stdin=subprocess.DEVNULL,  # then closed in the child, before wirelog starts
+        capture_output=True,
+        preexec_fn=lambda: os.close(0),
+        timeout=120,
+    )
+    assert (proc.returncode, proc.stdout) == (2, b"")
+    assert proc.stderr.decode().splitlines() == ["wirelog: -: cannot open: stdin is closed"]
 
 
 # ---------------------------------------------------------------- 4. out of memory
@@ -142,6 +197,41 @@ def test_out_of_memory_is_one_line_and_status_4(big):
         assert lines[-1] == f"wirelog: {OUT_OF_MEMORY_MESSAGE}"
         return
     pytest.fail("--debug never ran out of memory near the same limit")
+
+
+def test_rust_backtrace_in_the_environment_is_for_debug_only(tmp_path, big):
+    """Memory running out inside the native core aborts the process (status 134): Rust writes its
+    line and, with RUST_BACKTRACE set, a backtrace, which only --debug shows. The process's address
+    space is limited to what it uses plus 1 MiB while it converts (from a pipe kept open)."""
+    env = {**os.environ, "RUST_BACKTRACE": "1"}
+
+    def abort(*debug: str) -> str | None:
+        """stderr of a run that aborted (None when Python's MemoryError came first)."""
+        proc = start(
+            *debug, "convert", "-", "-o", str(tmp_path / "out.ndjson"), stdin=subprocess.PIPE, env=env
+        )
+        proc.stdin.write(big.read_bytes()[: 1 << 20])
+        proc.stdin.flush()
+        wait_for(lambda: open_under(tmp_path, proc.pid), "the output to be written", 120)
+        squeeze(proc.pid)
+        with contextlib.suppress(BrokenPipeError):  # it may be gone already
+            proc.stdin.write(big.read_bytes()[1 << 20 :])
+            proc.stdin.close()
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode in (-signal.SIGABRT, 4), err
+        if proc.returncode == 4 and not debug:  # a MemoryError, or a core panic making an object
+            assert err.decode().splitlines() == [f"wirelog: {OUT_OF_MEMORY_MESSAGE}"]
+        return err.decode() if proc.returncode == -signal.SIGABRT else None
+
+    runs = [abort() for _ in range(3)]
+    quiet = next((err for err in runs if err is not None), None)
+    if quiet is None:
+        pytest.skip("Python ran out of memory before the core did")
+    lines = quiet.splitlines()
+    assert "backtrace:" not in quiet and len(lines) <= 2, lines
+    assert re.fullmatch(r"memory allocation of \d+ bytes failed", lines[0]), lines
+    shown = [abort("--debug") for _ in range(3)]
+    assert any(err is not None and "stack backtrace:" in err for err in shown), shown
 
 
 def _out_of_memory(*_args, **_kw):

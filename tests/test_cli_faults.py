@@ -7,6 +7,7 @@ tmpfs when mounting is permitted, else a file size limit (RLIMIT_FSIZE: EFBIG fr
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -23,7 +24,9 @@ from tests.fault_helpers import (
     big_capture,  # noqa: F401 - the `big` fixture
     fill,
     leftovers,
+    open_under,
     small_tmpfs,
+    squeeze,
     start,
     wait_for,
     wirelog,
@@ -149,7 +152,11 @@ def test_a_stop_signal_removes_unfinished_outputs_and_ends_by_that_signal(
         proc.stdin.flush()
     parallel = bool(options)
     # wait until the output is being written: by this process, or by the workers in the parts directory
-    wait_for(lambda: len(leftovers(tmp_path)) >= 1 + parallel, "a temporary output", 120)
+    wait_for(
+        lambda: open_under(tmp_path, *workers(proc.pid)) if parallel else open_under(tmp_path, proc.pid),
+        "an output being written",
+        120,
+    )
     spawned = workers(proc.pid)
     time.sleep(0.3)
     proc.send_signal(sig)
@@ -165,7 +172,11 @@ def test_a_killed_worker_is_one_line_and_leaves_nothing(tmp_path, big):
     out = tmp_path / "all.parquet"
     out.write_bytes(PREVIOUS)
     proc = start("convert", str(big), str(big), str(big), "-j", "2", "--to", "parquet", "-o", str(out))
-    wait_for(lambda: len(workers(proc.pid)) == 2 and len(leftovers(tmp_path)) >= 2, "two busy workers", 120)
+    wait_for(
+        lambda: len(workers(proc.pid)) == 2 and len(open_under(tmp_path, *workers(proc.pid))) >= 2,
+        "two busy workers",
+        120,
+    )
     spawned = workers(proc.pid)
     os.kill(spawned[0], signal.SIGKILL)  # as the out-of-memory killer does
     _, err = proc.communicate(timeout=120)
@@ -173,3 +184,27 @@ def test_a_killed_worker_is_one_line_and_leaves_nothing(tmp_path, big):
     assert proc.returncode == 4 and len(lines) == 1 and "worker process was killed" in lines[0], err
     assert out.read_bytes() == PREVIOUS and leftovers(tmp_path) == []
     wait_for(lambda: not any(alive(w) for w in spawned), "the other worker to end", 10)
+
+
+def test_a_worker_aborted_by_the_core_is_one_line(tmp_path, big):
+    """A failed allocation in the native core aborts its worker: Rust writes its own lines (with
+    RUST_BACKTRACE set, a backtrace too) to the worker's stderr. The run still says it in one line.
+    The worker's address space is limited to what it uses plus 1 MiB while it converts."""
+    env = {**os.environ, "RUST_BACKTRACE": "1"}
+    proc = start(
+        "convert", str(big), str(big), str(big), "-j", "2", "--to", "json", "-o", f"{tmp_path}/", env=env
+    )
+    wait_for(lambda: open_under(tmp_path, *workers(proc.pid)), "a busy worker", 120)
+    worker = next(w for w in workers(proc.pid) if open_under(tmp_path, w))
+    squeeze(worker)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:
+        pytest.skip("the worker finished its input within the limit")
+    lines = err.decode().splitlines()
+    assert proc.returncode == 4 and len(lines) == 1, lines
+    assert re.fullmatch(
+        r"wirelog: (a --jobs worker process ran out of memory \(memory allocation of \d+ bytes failed\)|"
+        r"out of memory): the run stopped and removed its unfinished output files; .*",
+        lines[0],
+    ), lines
+    assert leftovers(tmp_path) == []

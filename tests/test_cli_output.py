@@ -3,6 +3,7 @@ regular files appear complete, with the mode a new file gets."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -73,3 +74,39 @@ def test_a_replaced_output_keeps_its_mode(tmp_path, umask_027):
     with open_output(str(path)) as out:
         out.write(b"new\n")
     assert stat.S_IMODE(path.stat().st_mode) == 0o664 and path.read_bytes() == b"new\n"
+
+
+@pytest.fixture
+def no_tmpfile(monkeypatch):
+    """A file system without O_TMPFILE (some network and FUSE file systems refuse it)."""
+    real_open = os.open
+
+    def refusing(path, flags, *args, **kw):
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP), path)
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(os, "open", refusing)
+
+
+@pytest.mark.parametrize("previous", [None, b"old"])
+def test_without_unnamed_files_a_temporary_name_is_used_and_removed(tmp_path, no_tmpfile, previous):
+    path = tmp_path / "out.ndjson"
+    if previous is not None:
+        path.write_bytes(previous)
+    with open_output(str(path)) as out:
+        out.write(b"new\n")
+        assert [n for n in os.listdir(tmp_path) if n.startswith(".wirelog-")]  # the fallback's name
+        assert path.read_bytes() == previous if previous else not path.exists()  # not yet replaced
+    assert path.read_bytes() == b"new\n" and os.listdir(tmp_path) == ["out.ndjson"]
+
+
+def test_an_unnamed_file_is_written_beside_the_output(tmp_path):
+    """No name appears in the directory while the output is written (a SIGKILL leaves none)."""
+    path = tmp_path / "out.ndjson"
+    with open_output(str(path)) as out:
+        out.write(b"x\n")
+        out.flush()
+        assert os.listdir(tmp_path) == []
+        assert os.readlink(f"/proc/self/fd/{out.fileno()}").startswith(f"{os.path.realpath(tmp_path)}/")
+    assert path.read_bytes() == b"x\n"

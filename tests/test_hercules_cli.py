@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from capture_tools import ndjson, run_cli
 from wirelog.model import COMMON_MESSAGE_KEYS
 
 HERE = Path(__file__).resolve().parent
+EXAMPLE = HERE.parent / "examples" / "lumberjack-pylogbeat.pcap"
 SHARED = HERE.parent.parent / "shared" / "captures"
 CAPTURES = [
     HERE / "data" / "lumberjack" / "pylogbeat-logstash.pcap",
@@ -43,4 +46,27 @@ def test_convert_to_hercules_and_back_gives_the_same_documents(capture: Path, tm
         )  # fmt: skip
         assert src["fields"] == {k: v for k, v in orig.items() if k not in COMMON_MESSAGE_KEYS}
     if "lumberjack" in capture.name:
-        assert err.count("'@timestamp' is outside the tag-name rules") == 1
+        assert err.count("'@timestamp' as '_x40timestamp'") == 1
+
+
+def test_renamed_keys_are_one_line(tmp_path: Path):
+    """Beats events rename `@timestamp` and `@metadata`: one summary line on stderr, not one per key."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wirelog.cli",
+            "convert",
+            str(EXAMPLE),
+            "--to",
+            "hercules",
+            "-o",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        timeout=120,
+    )
+    lines = proc.stderr.decode().splitlines()
+    assert proc.returncode == 0 and len(lines) == 1, lines
+    assert "2 keys" in lines[0] and "'@timestamp' as '_x40timestamp'" in lines[0]
+    assert "'@metadata' as '_x40metadata'" in lines[0]

@@ -3,7 +3,8 @@
 Exit statuses (README, docs/commands/*.md):
   0  done; also when the reader of stdout went away (EPIPE: `wirelog convert x | head` is not an error)
   1  `validate`: a finding at or above --fail-on
-  2  no input could be read, an output could not be written, or a usage error
+  2  no input could be read, an output could not be written (stdout closed from the start too), or a
+     usage error
   3  internal error: a bug to report
   4  out of memory, or a --jobs worker process killed (usually by the kernel's out-of-memory killer)
   a stop signal (SIGINT, SIGTERM, SIGHUP) ends the process by that signal: 128 + its number in a shell
@@ -20,7 +21,12 @@ OUT_OF_MEMORY = 4
 
 
 class WorkerLost(Exception):
-    """A --jobs worker process ended without a result (killed by a signal or the system)."""
+    """A --jobs worker process ended without a result (killed by a signal or the system); `failed`:
+    the failed allocation the native core reported before it aborted the worker, if it did."""
+
+    def __init__(self, failed: str | None = None) -> None:
+        super().__init__(failed or "a --jobs worker process ended without a result")
+        self.failed = failed
 
 
 # glibc's loader, when mapping an extension module imported late (pyarrow for Parquet) is refused
@@ -38,6 +44,7 @@ _HINTS = {
     errno.ENOENT: "check the name and that its directory exists",
     errno.ENOTDIR: "a part of the path is a file, not a directory",
     errno.ENXIO: "nothing is there to write to (a socket?); give a file, a device or a FIFO",
+    errno.EBADF: "it was closed: redirect it to a file or /dev/null",
 }
 
 OUT_OF_MEMORY_MESSAGE = (
@@ -49,6 +56,11 @@ WORKER_LOST_MESSAGE = (
     "removed its unfinished output files; use fewer --jobs or give it more memory"
 )
 
+WORKER_OUT_OF_MEMORY_MESSAGE = (
+    "a --jobs worker process ran out of memory ({failed}): the run stopped and removed its "
+    "unfinished output files; use fewer --jobs or give it more memory"
+)
+
 
 def oserror_message(e: OSError) -> str:
     """`name: what went wrong (what to do)`."""
@@ -57,11 +69,27 @@ def oserror_message(e: OSError) -> str:
     return f"{where}{e.strerror or e}" + (f" ({hint})" if hint else "")
 
 
+# PyO3's panic when a Python object the core makes comes back NULL: the Python API call failed (its
+# MemoryError goes to sys.unraisablehook first), which in the core's conversions is memory running out
+_CORE_NULL_OBJECT = "PyObject pointer is null"
+
+
+def is_core_panic(e: BaseException) -> bool:
+    """PyO3's PanicException (pyo3_runtime, not importable): a BaseException, like SystemExit."""
+    return type(e).__name__ == "PanicException" and type(e).__module__ == "pyo3_runtime"
+
+
 def outcome(e: BaseException) -> tuple[int, str]:
     """Exit status and message for an error that ended the run (not EPIPE nor a signal)."""
-    if isinstance(e, MemoryError) or (isinstance(e, ImportError) and _LOADER_OUT_OF_MEMORY in str(e)):
+    if (
+        isinstance(e, MemoryError)
+        or (isinstance(e, ImportError) and _LOADER_OUT_OF_MEMORY in str(e))
+        or (is_core_panic(e) and str(e) == _CORE_NULL_OBJECT)
+    ):
         return OUT_OF_MEMORY, OUT_OF_MEMORY_MESSAGE
     if isinstance(e, WorkerLost):
+        if e.failed:
+            return OUT_OF_MEMORY, WORKER_OUT_OF_MEMORY_MESSAGE.format(failed=e.failed)
         return OUT_OF_MEMORY, WORKER_LOST_MESSAGE
     if isinstance(e, OSError):
         return UNUSABLE, oserror_message(e)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
 
 from wirelog import __version__
 from wirelog.cli import exits
-from wirelog.cli.output import silence_stdout
+from wirelog.cli.output import silence_stdout, stand_in_for_closed_stdout
 from wirelog.cli.signals import Stopped, die_by, stopping_on_signals
 from wirelog.engine.gc_tuning import tune_gc
 
@@ -135,7 +136,11 @@ def _run(args: list[str], debug: bool) -> tuple[int, str | None]:
     except Stopped as e:  # the writers have removed their temporary files on the way here
         die_by(e.signum)
         return 128 + e.signum, None  # if the signal is blocked
-    except Exception as e:
+    except BaseException as e:
+        # besides errors: PyO3's PanicException, a BaseException (a panic of the core outside the
+        # guard that makes panics findings: memory ran out while it made Python objects)
+        if not isinstance(e, Exception) and not exits.is_core_panic(e):
+            raise
         if debug:
             import traceback  # imported here: ~5 ms of start-up that only --debug needs
 
@@ -147,11 +152,15 @@ def _run(args: list[str], debug: bool) -> tuple[int, str | None]:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: every way a run ends has a documented status (cli/exits.py)."""
     tune_gc()
+    stand_in_for_closed_stdout()
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     hooks = sys.unraisablehook, sys.excepthook
     if not debug:
         sys.unraisablehook = sys.excepthook = _quiet
+        # Rust's abort on a failed allocation prints a backtrace after its one line when this is
+        # set (read when it happens; --jobs workers inherit the environment): --debug's to show
+        os.environ.pop("RUST_BACKTRACE", None)
     try:
         with stopping_on_signals():
             code, message = _run(args, debug)

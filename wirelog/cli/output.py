@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import os
 import select
 import sys
@@ -49,3 +51,29 @@ def silence_stdout() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, fd)
     os.close(devnull)
+
+
+class _ClosedStdout(io.BufferedIOBase):
+    """stdout when the caller closed it (`wirelog ... >&-`): every write fails as a write to the
+    closed descriptor would (EBADF), named `stdout`, so the run ends as for any output that cannot
+    be written (status 2, one line); a run that writes nothing there is not affected."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # type: ignore[override]
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF), "stdout")
+
+
+def stand_in_for_closed_stdout() -> None:
+    """When the process started with descriptor 1 closed (Python then has no sys.stdout), give it
+    /dev/null, so that no file this run opens (an output, a capture) gets the number of stdout,
+    and make sys.stdout a stream whose writes fail with EBADF."""
+    if sys.stdout is not None:
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(os.devnull, os.O_WRONLY)
+        if fd != 1:
+            os.dup2(fd, 1)
+            os.close(fd)
+    sys.stdout = io.TextIOWrapper(_ClosedStdout(), encoding="utf-8", write_through=True)

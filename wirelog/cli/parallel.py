@@ -8,7 +8,9 @@ groups are re-cut). Input errors are reported in input order.
 
 Whatever stops the run (an error, a full disk, EPIPE, a signal, a worker killed by the system), this
 process kills its workers and removes the parts directory: no unfinished file is left, and no final
-name is touched by an input that was not converted completely.
+name is touched by an input that was not converted completely. When this process is killed where it
+cannot clean up (SIGKILL, an abort), its workers see their parent change, remove the parts directory
+and end.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import re
 import shutil
+import sys
+import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -46,6 +52,43 @@ def _convert_one(fmt: str, path: str, output: str, options: Options) -> list[Cap
     return infos
 
 
+_WATCH = 0.1  # seconds between a worker's looks at its parent
+_NATIVE = "native-stderr-"  # + a worker's pid: what native code wrote to its descriptor 2
+_ALLOCATION_FAILED = re.compile(r"memory allocation of \d+ bytes failed")  # Rust's, before it aborts
+
+
+def _start_worker(parts_dir: str) -> None:
+    """First thing in each worker: what native code writes straight to descriptor 2 goes to a file
+    in the parts directory (Rust's `memory allocation of N bytes failed`, then its note on
+    RUST_BACKTRACE, before it aborts the worker), for this process to make one line of; Python's
+    own lines (sys.stderr: Hercules notes) still reach stderr as they come. And a watch for the
+    end of this process."""
+    sys.stderr = open(os.dup(2), "w", encoding="utf-8", errors="backslashreplace", buffering=1)  # noqa: SIM115
+    fd = os.open(os.path.join(parts_dir, f"{_NATIVE}{os.getpid()}"), os.O_WRONLY | os.O_CREAT, 0o600)
+    os.dup2(fd, 2)
+    os.close(fd)
+    threading.Thread(target=_orphaned, args=(os.getppid(), parts_dir), daemon=True).start()
+
+
+def _orphaned(parent: int, parts_dir: str) -> None:
+    """In a worker: when this process ended without its cleanup (SIGKILL, the out-of-memory killer,
+    an abort), remove the parts directory in its place and end: nothing is left beside the output
+    (the part being written has no name yet) and no orphan converts on for nobody."""
+    while os.getppid() == parent:
+        time.sleep(_WATCH)
+    shutil.rmtree(parts_dir, ignore_errors=True)
+    os._exit(1)
+
+
+def _native_output(parts_dir: str) -> str:
+    texts = []
+    for name in sorted(os.listdir(parts_dir)):
+        if name.startswith(_NATIVE):
+            with open(os.path.join(parts_dir, name), encoding="utf-8", errors="backslashreplace") as f:
+                texts.append(f.read())
+    return "".join(texts)
+
+
 def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs: int) -> None:
     """`outputs`: one output per input (a directory's files), or the single output to join parts into."""
     with contextlib.ExitStack() as stack:  # the parts directory outlives the pool: workers write into it
@@ -54,7 +97,14 @@ def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs:
         )
         parts = [os.path.join(parts_dir, f"{i}{SUFFIX[fmt]}") for i in range(len(session.paths))]
         spawn = multiprocessing.get_context("spawn")
-        pool = stack.enter_context(ProcessPoolExecutor(min(jobs, len(session.paths)), mp_context=spawn))
+        pool = stack.enter_context(
+            ProcessPoolExecutor(
+                min(jobs, len(session.paths)),
+                mp_context=spawn,
+                initializer=_start_worker,
+                initargs=(parts_dir,),
+            )
+        )
         futures: list[Future] = []
         try:
             with ignored_by_children():  # the pool starts its workers in submit()
@@ -68,10 +118,16 @@ def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs:
                     install(part, output)
         except BrokenProcessPool as e:
             _stop(pool)
-            raise WorkerLost(str(e)) from e
+            # the one line says it all: what a worker's native code said is left out of it, but
+            # for the failed allocation that aborted it
+            failed = _ALLOCATION_FAILED.search(_native_output(parts_dir))
+            raise WorkerLost(failed.group(0) if failed else None) from e
         except BaseException:
             _stop(pool)
+            sys.stderr.write(_native_output(parts_dir))
             raise
+        pool.shutdown(wait=True)  # the workers' descriptors 2 are closed: the files hold all they said
+        sys.stderr.write(_native_output(parts_dir))
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:

@@ -89,7 +89,7 @@ def _dump(session: Session, stream: int, direction: Direction) -> int:
         elif isinstance(item, StreamInfo) and item.stream == stream:
             seen = True
     out.flush()
-    if not seen:
+    if not seen and not exit_code(session):  # else no input could be read: its line says why
         error(f"no stream {stream} in the input")
         return 1
     return exit_code(session)

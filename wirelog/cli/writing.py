@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import orjson
+
 from wirelog.cli.common import error
 from wirelog.cli.output import open_output
 from wirelog.export.hercules import HerculesWriter, is_events
@@ -44,14 +46,42 @@ def write_records(fmt: str, output: str, items: Iterable) -> None:
             write_hercules(out, records)
 
 
+_RENAMED = "hercules.export-key-renamed"
+_SHOWN = 3  # renamed keys named in the summary line
+
+
 def write_hercules(out, records: Iterable) -> None:
-    """Messages become events (docs/hercules.md); mapping notes (renamed keys, ...) are reported
-    once on stderr."""
+    """Messages become events (docs/hercules.md). Keys renamed by the mapping are summed up in one
+    line on stderr at the end (a capture of Beats events renames `@timestamp`, `@metadata`...); the
+    other notes (a key cut short, an object cut to 65535 tags: data changed) have a line each."""
     writer = HerculesWriter(out)
+    renamed: list[tuple[str, str]] = []
     for rec in records:
         if isinstance(rec, Finding):
             continue
         writer.write(rec)
-        for message, _ in writer.notes():
-            error(f"hercules: {message}")
+        _report(writer.notes(), renamed)
     writer.close()
+    _report(writer.notes(), renamed)
+    if renamed:
+        error(_renamed_line(renamed))
+
+
+def _report(notes: list[tuple[str, bytes]], renamed: list[tuple[str, str]]) -> None:
+    for message, line in notes:
+        finding = orjson.loads(line)
+        if finding["code"] == _RENAMED:
+            renamed.append((finding["key"], finding["name"]))
+        else:
+            error(f"hercules: {message}")
+
+
+def _renamed_line(renamed: list[tuple[str, str]]) -> str:
+    """`hercules: 2 keys outside the tag-name rules escaped (reversible, ...): '@a' as '_x40a', ...`"""
+    shown = ", ".join(f"{key!r} as {name!r}" for key, name in renamed[:_SHOWN])
+    more = f" and {len(renamed) - _SHOWN} more" if len(renamed) > _SHOWN else ""
+    keys = "key" if len(renamed) == 1 else "keys"
+    return (
+        f"hercules: {len(renamed)} {keys} outside the tag-name rules escaped (reversible, "
+        f"docs/hercules.md): {shown}{more}"
+    )

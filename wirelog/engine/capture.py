@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from wirelog import _core
 from wirelog.inputs.errors import CaptureError
-from wirelog.inputs.sources import READ_ERRORS, open_input
+from wirelog.inputs.sources import READ_ERRORS, open_input, read_error, said_once
 from wirelog.model import CaptureInfo, Finding, RecordLines, RecordRows, StreamInfo, StreamLines
 
 # Capture bytes per call into the core: log events inflate ~25x into NDJSON, so a read of 256 KiB
@@ -50,7 +50,9 @@ def native_records(out: Any) -> list:
     return [RecordRows(pa.RecordBatchReader.from_stream(out).read_next_batch())]
 
 
-def _reads(stream: BinaryIO, before_read: Callable[[], None] | None) -> Iterator[bytes | str]:
+def _reads(
+    stream: BinaryIO, compression: str | None, before_read: Callable[[], None] | None
+) -> Iterator[bytes | str]:
     """The input in reads of at most READ_SIZE, as soon as each is available (a live pipe yields
     packets as they come); a read error ends it with its reason (a str)."""
     read = getattr(stream, "read1", stream.read)  # read1: at most one wait on the source
@@ -60,7 +62,7 @@ def _reads(stream: BinaryIO, before_read: Callable[[], None] | None) -> Iterator
         try:
             data = read(READ_SIZE)
         except READ_ERRORS as e:
-            yield f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            yield read_error(e, compression)
             return
         if not data:
             return
@@ -70,9 +72,17 @@ def _reads(stream: BinaryIO, before_read: Callable[[], None] | None) -> Iterator
 def _fill(info: CaptureInfo, core: Any) -> None:
     for key, value in core.info().items():
         if key == "error":
-            info.error = info.error or value
+            info.error = info.error or (value and said_once(value, info.compression))
         else:
             setattr(info, key, value)
+
+
+def _unusable(message: str, read_error: str | None, compression: str | None) -> str:
+    """The line for an input the core found unusable: with why reading stopped early, once (a
+    header cut by a truncated compressed file is said to be both)."""
+    if read_error is not None and read_error not in message:
+        message = f"{message} ({read_error})"
+    return said_once(message, compression)
 
 
 class CoreCapture:
@@ -117,15 +127,15 @@ class CoreCapture:
         read_error = None
         try:
             try:
-                for data in _reads(self._stream, self._before_read):
+                for data in _reads(self._stream, info.compression, self._before_read):
                     if isinstance(data, str):
                         read_error = data
                         break
                     yield core.feed(data)
                 yield core.finish(read_error)
             except _core.CaptureFormatError as e:
-                info.error = str(e)
-                raise CaptureError(str(e)) from None
+                info.error = _unusable(str(e), read_error, info.compression)
+                raise CaptureError(info.error) from None
         finally:
             self._stream.close()
             _fill(info, core)
@@ -144,15 +154,15 @@ def iter_segments(path: str, info: CaptureInfo, findings: list[Finding]) -> Iter
     read_error = None
     try:
         try:
-            for data in _reads(stream, None):
+            for data in _reads(stream, info.compression, None):
                 if isinstance(data, str):
                     read_error = data
                     break
                 yield from _split(reader.feed(data), findings)
             yield from _split(reader.finish(read_error), findings)
         except _core.CaptureFormatError as e:
-            info.error = str(e)
-            raise CaptureError(str(e)) from None
+            info.error = _unusable(str(e), read_error, info.compression)
+            raise CaptureError(info.error) from None
     finally:
         stream.close()
         _fill(info, reader)

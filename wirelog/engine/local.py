@@ -17,7 +17,7 @@ from wirelog.engine.capture import CoreCapture, Decoding, native_records
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.protocols import Limits
 from wirelog.inputs.errors import CaptureError
-from wirelog.inputs.sources import STDIN, open_input
+from wirelog.inputs.sources import READ_ERRORS, STDIN, open_input
 from wirelog.model import (
     CaptureInfo,
     Chunk,
@@ -163,7 +163,7 @@ def _raw_protocol(path: str) -> bool:
         stream, _ = open_input(path)
         with stream:
             head = stream.read(RAW_SNIFF)
-    except (CaptureError, OSError):
+    except (CaptureError, *READ_ERRORS):  # unreadable, or a compressed file cut before any byte
         return False
     found = protocols.detect(head, closed=True)
     return bool(found) and found != "tls"

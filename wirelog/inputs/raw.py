@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wirelog.inputs.errors import CaptureError
-from wirelog.inputs.sources import STDIN, open_input
+from wirelog.inputs.sources import READ_ERRORS, STDIN, open_input, read_error
 from wirelog.model import Chunk, Direction, StreamInfo
 
 READ_SIZE = 256 * 1024
@@ -133,8 +133,9 @@ def iter_raw_chunks(
     for direction, path in stream.files.items():
         offset = 0
         hook = before_stdin_read if path == STDIN else None
+        compression = None
         try:
-            source, _ = open_input(path)
+            source, compression = open_input(path)
             read = getattr(source, "read1", source.read)
             with source:
                 while True:
@@ -145,8 +146,9 @@ def iter_raw_chunks(
                         break
                     yield Chunk(info.stream, direction, offset, block)
                     offset += len(block)
-        except OSError as e:
-            raise CaptureError(f"{path}: cannot read raw dump ({e.strerror or e})") from e
+        except READ_ERRORS as e:  # what was read before is decoded: a cut dump keeps its records
+            why = e.strerror or e if isinstance(e, OSError) else read_error(e, compression)
+            raise CaptureError(f"{path}: cannot read raw dump ({why})") from e
         if direction is Direction.C2S:
             info.bytes_c2s = offset
         else:
