@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from wirelog import _core
 from wirelog.inputs.errors import CaptureError
-from wirelog.inputs.sources import READ_ERRORS, open_input, read_error, said_once
+from wirelog.inputs.sources import READ_ERRORS, open_input, read_error
 from wirelog.model import CaptureInfo, Finding, RecordLines, RecordRows, StreamInfo, StreamLines
 
 # Capture bytes per call into the core: log events inflate ~25x into NDJSON, so a read of 256 KiB
@@ -72,17 +72,17 @@ def _reads(
 def _fill(info: CaptureInfo, core: Any) -> None:
     for key, value in core.info().items():
         if key == "error":
-            info.error = info.error or (value and said_once(value, info.compression))
+            info.error = info.error or value
         else:
             setattr(info, key, value)
 
 
-def _unusable(message: str, read_error: str | None, compression: str | None) -> str:
+def _unusable(message: str, read_error: str | None) -> str:
     """The line for an input the core found unusable: with why reading stopped early, once (a
     header cut by a truncated compressed file is said to be both)."""
     if read_error is not None and read_error not in message:
         message = f"{message} ({read_error})"
-    return said_once(message, compression)
+    return message
 
 
 class CoreCapture:
@@ -134,7 +134,7 @@ class CoreCapture:
                     yield core.feed(data)
                 yield core.finish(read_error)
             except _core.CaptureFormatError as e:
-                info.error = _unusable(str(e), read_error, info.compression)
+                info.error = _unusable(str(e), read_error)
                 raise CaptureError(info.error) from None
         finally:
             self._stream.close()
@@ -161,7 +161,7 @@ def iter_segments(path: str, info: CaptureInfo, findings: list[Finding]) -> Iter
                 yield from _split(reader.feed(data), findings)
             yield from _split(reader.finish(read_error), findings)
         except _core.CaptureFormatError as e:
-            info.error = _unusable(str(e), read_error, info.compression)
+            info.error = _unusable(str(e), read_error)
             raise CaptureError(info.error) from None
     finally:
         stream.close()

@@ -62,9 +62,6 @@ READ_ERRORS: tuple[type[BaseException], ...] = (
 
 # Python's readers raise EOFError with these words for a compressed stream cut before its end (the
 # core's gzip reader says the same, in Python's words: native/src/capture/gzip.rs)
-_CUT_EOF = "EOFError: Compressed file ended before the end-of-stream marker was reached"
-
-
 def truncated(compression: str, where: str = "before its end-of-stream marker") -> str:
     """The one sentence for a compressed input cut before its end."""
     return f"{compression}: the compressed file is truncated (it ends {where})"
@@ -75,23 +72,6 @@ def read_error(e: BaseException, compression: str | None) -> str:
     if isinstance(e, EOFError) and compression:
         return truncated(compression)
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-
-
-def said_once(message: str, compression: str | None) -> str:
-    """A reader's message about an input, saying why the input ended early in the words of
-    `truncated` and only once (the core appends its reason to a message that may already hold it)."""
-    if compression:
-        message = message.replace(_CUT_EOF, truncated(compression))
-    if message.endswith(")"):
-        depth = 0
-        for start in range(len(message) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(message[start], 0)
-            if depth == 0:
-                break
-        last, head = message[start:], message[:start].rstrip()
-        if last in head:
-            return head
-    return message
 
 
 def expand_inputs(patterns: Iterable[str]) -> list[str]:

@@ -129,7 +129,9 @@ impl CaptureInput {
             .finish(read_error.or(why.as_deref()), sink, on_segment);
         match (result, why) {
             // the capture is unusable because its compressed file is: say so
-            (Err(message), Some(why)) if !self.unusable => Err(format!("{message} ({why})")),
+            (Err(message), Some(why)) if !self.unusable && !message.contains(&why) => {
+                Err(format!("{message} ({why})"))
+            }
             (result, _) => result,
         }
     }
