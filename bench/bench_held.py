@@ -3,7 +3,7 @@ once its window is acknowledged or its connection ends), in three Lumberjack sha
 ~1M events, each also twice as long:
 
     acked    every window acknowledged, connections closed
-    lost     7 of 8 windows never acknowledged, connections closed (FIN both ways)
+    lost     7 of 8 connections never acknowledged, connections closed (FIN both ways)
     stalled  nothing acknowledged, nothing closed (a stalled Logstash: held to the capture's end)
 
 `wirelog convert FILE --to json` on each; prints peak RSS, CPU and each shape's CPU against the
@@ -41,7 +41,7 @@ def run(path: Path) -> tuple[float, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--packets", type=int, default=350_000, help="~1M events at the default")
+    ap.add_argument("--packets", type=int, default=100_000, help="~1M events at the default")
     ap.add_argument("--connections", type=int, default=400)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,7 +10,6 @@ protocol traffic: Lumberjack v2 (Beats windows of JSON events, compressed, ackno
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import random
 import struct
@@ -86,12 +85,11 @@ def opaque(rng: random.Random, blob: bytes) -> Messages:
         yield rng.random() < 0.8, blob[start : start + size]
 
 
-def lumberjack(rng: random.Random, _blob: bytes, ack_every: int = 1) -> Messages:
+def lumberjack(rng: random.Random, _blob: bytes, acked: bool = True) -> Messages:
     """Beats-like: window of N JSON events (sequence restarting at 1), zlib-compressed, then the ACK
-    (of every `ack_every`-th window only; 0: none, a stalled server)."""
-    n = windows = 0
+    (none when not `acked`: a stalled server)."""
+    n = 0
     while True:
-        windows += 1
         count = rng.randrange(20, 60)
         frames = []
         for seq in range(1, count + 1):
@@ -107,7 +105,7 @@ def lumberjack(rng: random.Random, _blob: bytes, ack_every: int = 1) -> Messages
             frames.append(b"2J" + struct.pack(">II", seq, len(body)) + body)
         packed = zlib.compress(b"".join(frames), 3)
         yield True, b"2W" + struct.pack(">I", count) + b"2C" + struct.pack(">I", len(packed)) + packed
-        if ack_every and windows % ack_every == 0:
+        if acked:
             yield False, b"2A" + struct.pack(">I", count)
 
 
@@ -143,10 +141,8 @@ def generate(
     close: bool = True,
 ) -> int:
     """Write about `packets` packets to `path`; returns the exact number written. Lumberjack only:
-    `ack_every` as in `lumberjack`; `close=False` leaves every connection open (no FINs)."""
-    make = GENERATORS[payload]
-    if payload == "lumberjack":
-        make = functools.partial(lumberjack, ack_every=ack_every)
+    the server acknowledges the windows of every `ack_every`-th connection only (0: none, a stalled
+    server); `close=False` leaves every connection open (no FINs)."""
     rng = random.Random(seed)
     blob = zlib.compress(rng.randbytes(1 << 16), 0) * 4
     server, sport = 0x0A010001, PORTS[payload]
@@ -165,7 +161,7 @@ def generate(
             emit(_packet(server, client, sport, cport, sseq, cseq + 1, SYN | ACK, b""))
             emit(_packet(client, server, cport, sport, cseq + 1, sseq + 1, ACK, b""))
             conns.append({"c": client, "p": cport, "cs": cseq + 1, "ss": sseq + 1, "n": 0, "held": [],
-                          "msgs": make(random.Random(seed * 7919 + i), blob), "buf": b"", "dir": False})  # fmt: skip
+                          "msgs": messages(payload, random.Random(seed * 7919 + i), blob, ack_every > 0 and i % ack_every == 0), "buf": b"", "dir": False})  # fmt: skip
         active = list(range(connections))
         while active:
             i = active[rng.randrange(len(active))]
@@ -201,6 +197,13 @@ def generate(
             else:
                 emit(frame)
     return writer.frames
+
+
+def messages(payload: str, rng: random.Random, blob: bytes, acked: bool) -> Messages:
+    """A connection's conversation (an unacknowledged one for Lumberjack when not `acked`)."""
+    if payload == "lumberjack":
+        return lumberjack(rng, blob, acked)
+    return GENERATORS[payload](rng, blob)
 
 
 def short(path: str, connections: int, concurrency: int = 64, seed: int = 3) -> int:
