@@ -6,8 +6,7 @@ server also stalls its ACKs (keep-alive ACK 0s) or stops ACKing. Every event the
 framed must come out of `wirelog convert --to json` exactly once, with its document, seq, window
 and ACK state, and the ACKs in the capture must be the ones the peers say they wrote and read.
 
-Log Courier's Go transport is not driven here: the Go module proxy refuses every version of
-github.com/driskell/log-courier (see tests/peers/go/README.md).
+Log Courier's own Go shipper and receiver are driven in tests/test_courier_go_peers.py.
 """
 
 from __future__ import annotations
