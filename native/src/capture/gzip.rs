@@ -235,7 +235,9 @@ mod tests {
         let data = vec![7u8; 100_000];
         let file = gz(&data);
         let (out, end) = inflate_in(&[&file[..file.len() / 2]]);
-        assert!(end.unwrap_err().contains("the compressed file is truncated"));
+        assert!(end
+            .unwrap_err()
+            .contains("the compressed file is truncated"));
         assert!(!out.is_empty() && out.iter().all(|&b| b == 7));
         let mut bad = file.clone();
         let n = bad.len();
