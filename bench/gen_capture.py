@@ -161,12 +161,14 @@ def generate(
             emit(_packet(server, client, sport, cport, sseq, cseq + 1, SYN | ACK, b""))
             emit(_packet(client, server, cport, sport, cseq + 1, sseq + 1, ACK, b""))
             conns.append({"c": client, "p": cport, "cs": cseq + 1, "ss": sseq + 1, "n": 0, "held": [],
-                          "msgs": messages(payload, random.Random(seed * 7919 + i), blob, ack_every > 0 and i % ack_every == 0), "buf": b"", "dir": False})  # fmt: skip
+                          "msgs": messages(payload, random.Random(seed * 7919 + i), blob, acked := ack_every > 0 and i % ack_every == 0),
+                          "answered": acked or payload != "lumberjack", "buf": b"", "dir": False})  # fmt: skip
         active = list(range(connections))
         while active:
             i = active[rng.randrange(len(active))]
             c = conns[i]
-            if c["n"] >= per_conn - 5 and not c["buf"] and not c["dir"]:
+            # a connection ends after a whole exchange (after the client's message when unanswered)
+            if c["n"] >= per_conn - 5 and not c["buf"] and not (c["dir"] and c["answered"]):
                 for frame in c["held"]:
                     emit(frame)
                 active.remove(i)
