@@ -7,6 +7,7 @@
 //! capture, stream and endpoints. State that spans the connections of one capture (resends seen on
 //! another connection) lives in `Shared`, handed to every call.
 
+pub mod budget;
 pub mod buffer;
 pub mod courier;
 pub mod cql;
