@@ -21,6 +21,7 @@ use crate::model::text::unhex;
 use crate::model::{Direction, Message, Record, Value};
 
 use super::compression::{lz4_block, lz4_body, snappy_body};
+use crate::decoders::budget::Budget;
 use super::envelope::{self, Header, HEADER};
 use super::findings::{finding, At};
 use super::frame_v5::{self, FrameHeader, MAX_PAYLOAD};
@@ -500,13 +501,15 @@ impl CqlDecoder {
             Some("snappy") => &["snappy"],
             _ => &["lz4", "snappy"],
         };
-        let cap = self.ctx.limits.max_inflated;
+        // The frame's budget (decoders/budget.rs): a body is one record, so its inflated bytes
+        // are what it spends; every algorithm tried may use all of it.
+        let budget = Budget::new(self.ctx.limits.max_inflated);
         let mut errors = Vec::new();
         for &algorithm in algorithms {
             let inflated = if algorithm == "lz4" {
-                lz4_body(body, cap)
+                lz4_body(body, budget.left())
             } else {
-                snappy_body(body, cap)
+                snappy_body(body, budget.left())
             };
             match inflated {
                 Ok(b) => return Ok(Cow::Owned(b)),
