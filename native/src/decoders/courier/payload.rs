@@ -307,7 +307,10 @@ mod tests {
         let mut inf = Inflater::new(1 << 20);
         inf.feed(&[], &z);
         assert!(inf.eof() && inf.consumed == stream_len && inf.output() == &block[..]);
-        assert_eq!(split_events(inf.output(), true, usize::MAX).events.len(), 1000);
+        assert_eq!(
+            split_events(inf.output(), true, usize::MAX).events.len(),
+            1000
+        );
         assert_eq!(inf.level(), Some("default"));
     }
 

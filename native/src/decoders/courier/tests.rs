@@ -321,7 +321,9 @@ fn events_of_an_inflated_payload_are_paid_from_the_cap() {
         ..Limits::default()
     };
     let mut c = Conv::new(limits, 0);
-    c.send(C2S, GO_HELO).raw(C2S, &jdat).raw(C2S, b"PING\0\0\0\0");
+    c.send(C2S, GO_HELO)
+        .raw(C2S, &jdat)
+        .raw(C2S, b"PING\0\0\0\0");
     let recs = c.close();
     let f = finding(&recs, "courier.inflate-limit");
     assert_eq!(f.frame, Some(2));
@@ -334,8 +336,15 @@ fn events_of_an_inflated_payload_are_paid_from_the_cap() {
         ]
     );
     assert_eq!(messages(&recs, "event").len(), 100);
-    assert_eq!(messages(&recs, "jdat")[0].get("events"), Some(&Value::from(100)));
-    assert_eq!(messages(&recs, "ping").len(), 1, "the stream goes on after the payload");
+    assert_eq!(
+        messages(&recs, "jdat")[0].get("events"),
+        Some(&Value::from(100))
+    );
+    assert_eq!(
+        messages(&recs, "ping").len(),
+        1,
+        "the stream goes on after the payload"
+    );
 }
 
 #[test]

@@ -21,12 +21,12 @@ use crate::model::text::unhex;
 use crate::model::{Direction, Message, Record, Value};
 
 use super::compression::{lz4_block, lz4_body, snappy_body};
-use crate::decoders::budget::Budget;
 use super::envelope::{self, Header, HEADER};
 use super::findings::{finding, At};
 use super::frame_v5::{self, FrameHeader, MAX_PAYLOAD};
 use super::messages::{decode, put, query_of, Body, BodyContext, Fields, PreparedMap, SpecCache};
 use super::types::hex;
+use crate::decoders::budget::Budget;
 
 pub const PROTOCOL: &str = "cql";
 /// Statements remembered per server.

@@ -873,7 +873,11 @@ fn lz4_body_events_are_paid_from_the_cap() {
             ("body_offset", Value::from(4 + 27 * 50)),
         ]
     );
-    assert_eq!(messages(&recs, "event").len(), 51, "50 paid for, then the next request's");
+    assert_eq!(
+        messages(&recs, "event").len(),
+        51,
+        "50 paid for, then the next request's"
+    );
     // a declared size over what the budget holds is refused before anything is allocated
     let over = format!(
         "Content-Encoding: lz4\r\nOriginal-Content-Length: {}\r\n",
