@@ -357,8 +357,9 @@ impl Gateway {
         if size == 0 {
             return Some(Cow::Owned(Vec::new()));
         }
-        // The output buffer is sized from the header, paid from the budget above.
-        let mut inflated = vec![0u8; size];
+        // The output buffer is sized from the header, paid from the budget above, and no larger
+        // than the block could fill (an LZ4 sequence writes at most 255 bytes per input byte).
+        let mut inflated = vec![0u8; size.min(raw.len().saturating_mul(255).saturating_add(64))];
         match lz4_flex::block::decompress_into(raw, &mut inflated) {
             Ok(n) => {
                 inflated.truncate(n);
