@@ -25,7 +25,8 @@ use crate::model::{Direction, Record, Value};
 pub struct Limits {
     /// One frame or message on the wire.
     pub max_frame: usize,
-    /// The output of one decompression (zlib/LZ4/Snappy bombs).
+    /// What one compressed frame may cost (zlib/LZ4/Snappy bombs): its inflated bytes plus
+    /// `budget::RECORD_COST` per record decoded from them (`budget.rs`).
     pub max_inflated: usize,
     /// Nesting of compressed frames, containers, ...
     pub max_depth: usize,
