@@ -304,17 +304,8 @@ impl HttpReader {
                 fatal: false,
                 fields: vec![("content_length", length.into())],
             });
-            return Ok(Some(HttpMessage {
-                offset,
-                length: (hlen as u64).saturating_add(length),
-                origin,
-                start: head.start,
-                headers: head.headers,
-                body: Body::Skipped,
-                chunked: false,
-                body_offset: None,
-                declared: Some(length),
-            }));
+            let total = (hlen as u64).saturating_add(length);
+            return Ok(Some(unread(head, offset, origin, total, Some(length))));
         }
         let length = length as usize;
         if buf.len() - self.pos < hlen + length {
@@ -353,17 +344,7 @@ impl HttpReader {
             fatal: false,
             fields: vec![("content_length", shown.into())],
         });
-        HttpMessage {
-            offset,
-            length: hlen as u64,
-            origin,
-            start: head.start,
-            headers: head.headers,
-            body: Body::Skipped,
-            chunked: false,
-            body_offset: None,
-            declared: None,
-        }
+        unread(head, offset, origin, hlen as u64, None)
     }
 
     /// The message at `pos` whose head and `length`-byte body are all in `buf`.
@@ -457,6 +438,27 @@ impl HttpReader {
             body_offset: None,
             declared: Some(declared),
         }))
+    }
+}
+
+/// A message whose body is not read (skipped, or of no believable length).
+fn unread(
+    head: Head,
+    offset: u64,
+    origin: Origin,
+    length: u64,
+    declared: Option<u64>,
+) -> HttpMessage {
+    HttpMessage {
+        offset,
+        length,
+        origin,
+        start: head.start,
+        headers: head.headers,
+        body: Body::Skipped,
+        chunked: false,
+        body_offset: None,
+        declared,
     }
 }
 
