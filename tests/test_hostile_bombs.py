@@ -5,7 +5,6 @@ of the rest of its stream, and a peak RSS of at most 400 MB (it was gigabytes, o
 from __future__ import annotations
 
 import json
-import os
 import struct
 import subprocess
 import tempfile
@@ -25,18 +24,36 @@ CAP = 64 * 1024 * 1024  # Limits.max_inflated, the default
 NONCE = bytes(range(16))
 
 
+# The run's own peak RSS. A child's ru_maxrss starts at its parent's resident size (Linux keeps the
+# high-water mark of the address space a fork copied, across exec), and pytest's is hundreds of MB
+# in a full run: so a small launcher forks the run and reports what wait4 says of it.
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}")
+"""
+
+
 def _measured(*args: str) -> tuple[int, int, bytes]:
-    """Run `python -m wirelog.cli ARGS`: (exit status, peak RSS in bytes, stdout). The child is
-    reaped by wait4 itself, which gives its own rusage (outputs go to files: no pipe to drain)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([*WIRELOG, *args], stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
+    """Run `python -m wirelog.cli ARGS`: (exit status, peak RSS in bytes, stdout)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err, report = (Path(tmp) / name for name in ("out", "err", "report"))
+        with out.open("wb") as stdout, err.open("wb") as stderr:
+            subprocess.run(
+                [WIRELOG[0], "-c", _LAUNCHER, str(report), *WIRELOG[1:], *args],
+                stdout=stdout,
+                stderr=stderr,
+                timeout=300,
+                check=True,
+            )
+        status, maxrss_kib = map(int, report.read_text().split())
+        stdout, stderr = out.read_bytes(), err.read_bytes()
     assert b"Traceback" not in stderr and b"memory allocation" not in stderr, stderr[-2000:]
-    return proc.returncode, usage.ru_maxrss * 1024, stdout
+    return status, maxrss_kib * 1024, stdout
 
 
 def _findings(ndjson: bytes, code: str) -> list[dict]:
