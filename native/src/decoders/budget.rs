@@ -13,6 +13,8 @@
 
 /// What one record decoded from a frame is charged, besides the bytes it was decoded from.
 pub const RECORD_COST: usize = 1024;
+/// What one value inside a record is charged (a CQL cell: a JSON value in a row's array).
+pub const VALUE_COST: usize = 128;
 
 /// Bytes one frame may still spend; see the module docs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +61,11 @@ impl Budget {
     /// How many more records it pays for (the most a decoder needs to keep ranges for).
     pub fn records_left(&self) -> usize {
         self.left() / RECORD_COST
+    }
+
+    /// How many more values inside a record it pays for.
+    pub fn values_left(&self) -> usize {
+        self.left() / VALUE_COST
     }
 }
 
