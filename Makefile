@@ -61,16 +61,18 @@ native-test:
 
 # Every fuzz target briefly (FUZZ_RUNS inputs or FUZZ_SECONDS, whichever ends first: at most ten
 # seconds per target; a fixed seed, so a run is the same every time); needs a nightly toolchain and
-# cargo-fuzz. Inputs a fuzzer ever failed on are replayed by `cargo test` (native/fuzz/regressions/).
+# cargo-fuzz. Each target gets the integer boundaries of native/fuzz/dicts/boundaries.dict and its
+# own tokens (dicts/<target>.dict) as a libFuzzer dictionary. Inputs a fuzzer ever failed on are replayed by `cargo test` (native/fuzz/regressions/).
 fuzz:
 	@if $(CARGO) +nightly --version >/dev/null 2>&1; then \
 		command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install --quiet --locked cargo-fuzz; \
-		cd $(NATIVE)/fuzz && log=$$(mktemp) && for t in $$($(CARGO) +nightly fuzz list); do \
+		cd $(NATIVE)/fuzz && log=$$(mktemp) && dict=$$(mktemp) && for t in $$($(CARGO) +nightly fuzz list); do \
+			cat dicts/boundaries.dict $$(ls dicts/$$t.dict 2>/dev/null) >$$dict; \
 			if ! $(CARGO) +nightly fuzz run $$t -- -seed=$(FUZZ_SEED) -runs=$(FUZZ_RUNS) \
-				-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-				>$$log 2>&1; then tail -n 40 $$log; rm -f $$log; exit 1; fi; \
+				-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -dict=$$dict \
+				>$$log 2>&1; then tail -n 40 $$log; rm -f $$log $$dict; exit 1; fi; \
 			echo "fuzz $$t: $$(grep -h 'stat::number_of_executed_units' $$log)"; \
-		done; rm -f $$log; \
+		done; rm -f $$log $$dict; \
 	else echo "fuzz: no nightly Rust toolchain; fuzz targets skipped"; fi
 
 # The long run whose figures the native-core issue asks for (an hour per target).

@@ -383,11 +383,21 @@ def test_event_over_the_10_mib_limit():
 
 
 def test_inflate_cap():
+    # past the cap in inflated bytes: nothing is left to pay for events (1 KiB each)
     conv = handshaken(max_inflated=1000)
     conv.c(enc.payload(N1, events(100)), enc.ping())
     recs = conv.records + conv.close()
     assert "courier.inflate-limit" in codes(recs)
-    assert 0 < len(messages(recs, "event")) < 100
+    assert not messages(recs, "event")
+    assert messages(recs, "ping")
+    # within it, but its events cost more than what the inflated bytes left: the first ten
+    block = enc.event_block(events(100))
+    conv = handshaken(max_inflated=len(block) + 10 * 1024 + 1)
+    conv.c(enc.payload(N1, events(100)), enc.ping())
+    recs = conv.records + conv.close()
+    [limit] = [f for f in recs if getattr(f, "code", None) == "courier.inflate-limit"]
+    assert (limit.fields["events"], limit.fields["cap"]) == (10, len(block) + 10 * 1024 + 1)
+    assert [e.fields["index"] for e in messages(recs, "event")] == list(range(10))
     assert messages(recs, "ping")
 
 

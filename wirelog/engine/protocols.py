@@ -20,7 +20,7 @@ class Limits:
     """Caps that protect memory against hostile input; decoders must honour them."""
 
     max_frame: int = 64 * 1024 * 1024  # one frame/message on the wire
-    max_inflated: int = 64 * 1024 * 1024  # output of one decompression (zlib/LZ4/Snappy bombs)
+    max_inflated: int = 64 * 1024 * 1024  # a compressed frame's bytes + 1 KiB per record (decoders/budget.rs)
     max_depth: int = 8  # nesting of compressed frames, containers, ...
     max_pending_events: int = 100_000  # events held back per stream while waiting for their ack
 

@@ -7,6 +7,7 @@
 //! capture, stream and endpoints. State that spans the connections of one capture (resends seen on
 //! another connection) lives in `Shared`, handed to every call.
 
+pub mod budget;
 pub mod buffer;
 pub mod courier;
 pub mod cql;
@@ -24,7 +25,8 @@ use crate::model::{Direction, Record, Value};
 pub struct Limits {
     /// One frame or message on the wire.
     pub max_frame: usize,
-    /// The output of one decompression (zlib/LZ4/Snappy bombs).
+    /// What one compressed frame may cost (zlib/LZ4/Snappy bombs): its inflated bytes plus
+    /// `budget::RECORD_COST` per record decoded from them (`budget.rs`).
     pub max_inflated: usize,
     /// Nesting of compressed frames, containers, ...
     pub max_depth: usize,

@@ -19,6 +19,7 @@ use super::framing::{self, Action, Verdict, HEADER, NONCE};
 use super::handshake::{self, KNOWN_LENGTHS};
 use super::payload::{parse_json, split_events, Inflater};
 use super::resend::{self, Sending};
+use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::fingerprint::fingerprint;
 
@@ -715,7 +716,10 @@ impl Conn {
             out.push(f("courier.decompress-failed", msg).into());
         } else if inf.over_cap {
             let cap = self.max_inflated;
-            let msg = format!("{kind} {hexnonce} inflates beyond the {cap}-byte inflate cap; later events dropped");
+            let msg = format!(
+                "{kind} {hexnonce} inflates beyond the {cap}-byte inflate cap; its events are not \
+                 decoded (the cap pays for the inflated bytes and {RECORD_COST} bytes per event)"
+            );
             out.push(f("courier.inflate-limit", msg).field("cap", cap).into());
         } else if !inf.eof() && whole {
             let msg = format!(
@@ -734,9 +738,27 @@ impl Conn {
                     .into(),
             );
         }
-        let cut = split_events(data, inf.eof());
+        // One budget per payload: its inflated bytes, then each event decoded from them.
+        let mut budget = Budget::new(self.max_inflated);
+        budget.spend(data.len());
+        let cut = split_events(data, inf.eof(), budget.records_left());
         if let Some((code, why)) = cut.problem {
             out.push(f(code, format!("{kind} {hexnonce}: {why}")).into());
+        }
+        if let Some(stopped) = cut.stopped.filter(|_| !inf.over_cap) {
+            let (cap, n) = (budget.cap(), cut.events.len());
+            let msg = format!(
+                "{kind} {hexnonce}: its {} inflated bytes and the events decoded from them exceed \
+                 the {cap}-byte inflate cap ({RECORD_COST} bytes per event besides its own); \
+                 {n} events decoded, the {} bytes after them skipped",
+                data.len(),
+                data.len() - stopped
+            );
+            let finding = f("courier.inflate-limit", msg)
+                .field("cap", cap)
+                .field("events", n)
+                .field("skipped", data.len() - stopped);
+            out.push(finding.into());
         }
         let version = self.version[0];
         let mut bad: Option<(usize, String)> = None;

@@ -179,20 +179,34 @@ fn zlib_error(e: &flate2::DecompressError) -> String {
 pub struct Framing {
     pub events: Vec<std::ops::Range<usize>>,
     pub problem: Option<(&'static str, String)>,
+    /// Where the cut stopped because `max` events were taken and bytes were left.
+    pub stopped: Option<usize>,
 }
 
-/// Cut `[u32 length][JSON]` records; `complete == false` means a cut tail is expected (not a finding).
-pub fn split_events(data: &[u8], complete: bool) -> Framing {
+/// Cut `[u32 length][JSON]` records, at most `max` (what the frame's budget pays for);
+/// `complete == false` means a cut tail is expected (not a finding).
+pub fn split_events(data: &[u8], complete: bool, max: usize) -> Framing {
     let mut events = Vec::new();
     let (mut pos, end) = (0usize, data.len());
     let cut = |msg: String| complete.then_some(("courier.bad-event-framing", msg));
     while pos < end {
+        if events.len() == max {
+            return Framing {
+                events,
+                problem: None,
+                stopped: Some(pos),
+            };
+        }
         if end - pos < 4 {
             let problem = cut(format!(
                 "{} stray bytes where an event length was expected",
                 end - pos
             ));
-            return Framing { events, problem };
+            return Framing {
+                events,
+                problem,
+                stopped: None,
+            };
         }
         let n = u32::from_be_bytes([data[pos], data[pos + 1], data[pos + 2], data[pos + 3]]);
         if u64::from(n) > MAX_EVENT {
@@ -203,6 +217,7 @@ pub fn split_events(data: &[u8], complete: bool) -> Framing {
             return Framing {
                 events,
                 problem: Some(("courier.event-over-limit", msg)),
+                stopped: None,
             };
         }
         let n = n as usize;
@@ -212,7 +227,11 @@ pub fn split_events(data: &[u8], complete: bool) -> Framing {
                 "event {} declares {n} bytes, only {left} left",
                 events.len()
             ));
-            return Framing { events, problem };
+            return Framing {
+                events,
+                problem,
+                stopped: None,
+            };
         }
         events.push(pos + 4..pos + 4 + n);
         pos += 4 + n;
@@ -220,6 +239,7 @@ pub fn split_events(data: &[u8], complete: bool) -> Framing {
     Framing {
         events,
         problem: None,
+        stopped: None,
     }
 }
 
@@ -287,20 +307,23 @@ mod tests {
         let mut inf = Inflater::new(1 << 20);
         inf.feed(&[], &z);
         assert!(inf.eof() && inf.consumed == stream_len && inf.output() == &block[..]);
-        assert_eq!(split_events(inf.output(), true).events.len(), 1000);
+        assert_eq!(
+            split_events(inf.output(), true, usize::MAX).events.len(),
+            1000
+        );
         assert_eq!(inf.level(), Some("default"));
     }
 
     #[test]
     fn event_framing_problems() {
-        let f = split_events(b"\0\0\0\x02{}\0\0", true);
+        let f = split_events(b"\0\0\0\x02{}\0\0", true, 9);
         assert_eq!(f.events.len(), 1);
         assert_eq!(
             f.problem.unwrap().1,
             "2 stray bytes where an event length was expected"
         );
-        assert!(split_events(b"\0\0\0\x09{}", false).problem.is_none());
-        let f = split_events(b"\x01\0\0\x01", true);
+        assert!(split_events(b"\0\0\0\x09{}", false, 9).problem.is_none());
+        let f = split_events(b"\x01\0\0\x01", true, 9);
         assert_eq!(f.problem.unwrap().0, "courier.event-over-limit");
         let (doc, err) = parse_json(b"[1]");
         assert_eq!(err.as_deref(), Some("a JSON list, not an object"));

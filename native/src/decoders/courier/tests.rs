@@ -296,7 +296,55 @@ fn inflate_cap_is_a_finding() {
     assert_eq!(f.fields, vec![("cap", Value::from(50))]);
     let jdat = messages(&recs, "jdat")[0];
     assert_eq!(jdat.get("inflated_length"), Some(&Value::from(50)));
-    assert_eq!(messages(&recs, "event").len(), 1);
+    // the cap is spent on the inflated bytes: nothing is left to pay for events
+    assert!(messages(&recs, "event").is_empty());
+}
+
+/// A bomb of zeros frames as millions of empty events: the events are paid from the same cap as
+/// the inflated bytes, so the payload stops at the cap with a finding, not at the end of memory.
+#[test]
+fn events_of_an_inflated_payload_are_paid_from_the_cap() {
+    use crate::decoders::budget::RECORD_COST;
+    use flate2::{write::ZlibEncoder, Compression};
+    use std::io::Write;
+    let zeros = 1 << 20; // 262 144 empty events
+    let mut z = ZlibEncoder::new(Vec::new(), Compression::best());
+    z.write_all(&vec![0u8; zeros]).unwrap();
+    let z = z.finish().unwrap();
+    let mut jdat = b"JDAT".to_vec();
+    jdat.extend_from_slice(&((16 + z.len()) as u32).to_be_bytes());
+    jdat.extend_from_slice(&[7u8; 16]);
+    jdat.extend_from_slice(&z);
+    let cap = zeros + 100 * RECORD_COST + 10;
+    let limits = Limits {
+        max_inflated: cap,
+        ..Limits::default()
+    };
+    let mut c = Conv::new(limits, 0);
+    c.send(C2S, GO_HELO)
+        .raw(C2S, &jdat)
+        .raw(C2S, b"PING\0\0\0\0");
+    let recs = c.close();
+    let f = finding(&recs, "courier.inflate-limit");
+    assert_eq!(f.frame, Some(2));
+    assert_eq!(
+        f.fields,
+        vec![
+            ("cap", Value::from(cap)),
+            ("events", Value::from(100)),
+            ("skipped", Value::from(zeros - 400)),
+        ]
+    );
+    assert_eq!(messages(&recs, "event").len(), 100);
+    assert_eq!(
+        messages(&recs, "jdat")[0].get("events"),
+        Some(&Value::from(100))
+    );
+    assert_eq!(
+        messages(&recs, "ping").len(),
+        1,
+        "the stream goes on after the payload"
+    );
 }
 
 #[test]

@@ -26,6 +26,7 @@ use super::findings::{finding, At};
 use super::frame_v5::{self, FrameHeader, MAX_PAYLOAD};
 use super::messages::{decode, put, query_of, Body, BodyContext, Fields, PreparedMap, SpecCache};
 use super::types::hex;
+use crate::decoders::budget::Budget;
 
 pub const PROTOCOL: &str = "cql";
 /// Statements remembered per server.
@@ -414,7 +415,7 @@ impl CqlDecoder {
             let Ok(body) = self.inflate(&head, body) else {
                 return Verdict::Reject;
             };
-            let ctx = self.body_context(&head, None, prepared);
+            let ctx = self.body_context(&head, &body, None, prepared);
             let decoded = decode(&head, &body, &ctx, Fields::default());
             return if decoded.error.is_none() && decoded.trailing == 0 {
                 Verdict::Accept
@@ -500,13 +501,15 @@ impl CqlDecoder {
             Some("snappy") => &["snappy"],
             _ => &["lz4", "snappy"],
         };
-        let cap = self.ctx.limits.max_inflated;
+        // The frame's budget (decoders/budget.rs): its inflated bytes spend it first (every
+        // algorithm tried may use all of it), then the cells of a rows result (body_context).
+        let budget = Budget::new(self.ctx.limits.max_inflated);
         let mut errors = Vec::new();
         for &algorithm in algorithms {
             let inflated = if algorithm == "lz4" {
-                lz4_body(body, cap)
+                lz4_body(body, budget.left())
             } else {
-                snappy_body(body, cap)
+                snappy_body(body, budget.left())
             };
             match inflated {
                 Ok(b) => return Ok(Cow::Owned(b)),
@@ -720,13 +723,19 @@ impl CqlDecoder {
 
     // ---- messages ------------------------------------------------------------------------------
 
-    /// The context a body is decoded in; `pending` is the request a response answers.
+    /// The context a body is decoded in; `pending` is the request a response answers. An
+    /// inflated body has spent its frame's budget on its bytes; its cells are paid from the rest.
     fn body_context<'a>(
         &'a self,
         head: &Header,
+        body: &[u8],
         pending: Option<&'a Pending>,
         prepared: &'a PreparedMap,
     ) -> BodyContext<'a> {
+        let mut budget = Budget::new(self.ctx.limits.max_inflated);
+        if head.flags & envelope::FLAG_COMPRESSION != 0 && head.version < 5 {
+            budget.spend(body.len());
+        }
         let request_query = pending
             .filter(|p| p.opcode == "prepare")
             .and_then(|p| p.query.as_deref());
@@ -742,6 +751,8 @@ impl CqlDecoder {
             request_query,
             result_types,
             specs: Some(&self.specs),
+            max_cells: budget.values_left(),
+            cap: budget.cap(),
         }
     }
 
@@ -777,7 +788,7 @@ impl CqlDecoder {
             Some(b) => decode(
                 head,
                 b,
-                &self.body_context(head, pending.as_ref(), prepared),
+                &self.body_context(head, b, pending.as_ref(), prepared),
                 fields,
             ),
             None => Body {

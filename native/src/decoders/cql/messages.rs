@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::decoders::budget::VALUE_COST;
 use crate::model::{Shared, Value};
 
 use super::envelope::{self, Header};
@@ -61,6 +62,9 @@ pub struct BodyContext<'a> {
     pub result_types: Option<&'a [CqlType]>,
     /// The connection's column specs decoded so far (None: nothing is remembered).
     pub specs: Option<&'a Mutex<SpecCache>>,
+    /// Cells of a rows result the frame's budget still pays for (decoders/budget.rs), and its cap.
+    pub max_cells: usize,
+    pub cap: usize,
 }
 
 /// Entries of a `SpecCache`, and the most bytes of column specs one may hold: a few KiB a
@@ -606,6 +610,15 @@ fn rows(r: &mut Reader<'_>, ctx: &BodyContext<'_>, f: &mut Fields) -> Res<()> {
     if ncols == 0 && nrows > 0 {
         // rows of no columns take no bytes: a hostile count would allocate without bound
         return Err(Malformed(format!("{nrows} rows of no columns")));
+    }
+    // A cell costs a JSON value however few bytes it had (a null is 4): an inflated body of
+    // nulls would cost thirty times its size. Refused before any row is decoded.
+    if (nrows as u64).saturating_mul(ncols as u64) > ctx.max_cells as u64 {
+        return Err(Malformed(format!(
+            "{nrows} rows of {ncols} columns: more cells than the {}-byte inflate cap pays for \
+             ({VALUE_COST} bytes a cell besides the inflated bytes)",
+            ctx.cap
+        )));
     }
     let mut rows = Vec::new();
     for _ in 0..nrows {

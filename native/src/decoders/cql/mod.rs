@@ -31,6 +31,8 @@ fn envelope_decodes(data: &[u8]) -> bool {
         return false;
     };
     let prepared = messages::PreparedMap::new();
+    let budget =
+        crate::decoders::budget::Budget::new(crate::decoders::Limits::default().max_inflated);
     let ctx = messages::BodyContext {
         version: head.version,
         show_secrets: false,
@@ -39,6 +41,8 @@ fn envelope_decodes(data: &[u8]) -> bool {
         request_query: None,
         result_types: None,
         specs: None,
+        max_cells: budget.values_left(),
+        cap: budget.cap(),
     };
     let decoded = messages::decode(&head, body, &ctx, messages::Fields::default());
     decoded.error.is_none() && decoded.trailing == 0

@@ -650,3 +650,34 @@ fn column_specs_remembered_are_those_of_the_same_bytes() {
     assert_eq!(field(results[3], "rows"), &serde_json::json!([["64", 7]]));
     assert_eq!(field(results[4], "rows"), &serde_json::json!([["e"]]));
 }
+
+/// A compressed Rows result of nulls: four bytes a cell on the wire, a JSON value each once
+/// decoded. Its cells are paid from the frame's budget after its inflated bytes, so a bomb of
+/// them is refused before any row is decoded; a result within the budget decodes.
+#[test]
+fn cells_of_an_inflated_rows_result_are_paid_from_the_cap() {
+    let result = |rows: u32| {
+        let mut body = h("00000002 00000001 00000001 0002 6b73 0003 74626c 0001 76 0009");
+        body.extend(rows.to_be_bytes());
+        body.extend(std::iter::repeat_n(0xFFu8, 4 * rows as usize));
+        let mut packed = (body.len() as u32).to_be_bytes().to_vec();
+        packed.extend(lz4_flex::block::compress(&body));
+        envelope::encode(0x84, 1, 0, 0x08, &packed)
+    };
+    let recs = run(&[(S2C, result(1000))]);
+    assert!(!codes(&recs).contains(&"cql.malformed-body"));
+    let recs = run(&[(S2C, result(600_000))]);
+    let f = recs
+        .iter()
+        .find_map(|r| match r {
+            Record::Finding(f) if f.code == "cql.malformed-body" => Some(f),
+            _ => None,
+        })
+        .expect("refused");
+    assert!(
+        f.message.contains("600000 rows of 1 columns")
+            && f.message.contains("67108864-byte inflate cap"),
+        "{}",
+        f.message
+    );
+}

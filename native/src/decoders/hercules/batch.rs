@@ -8,7 +8,8 @@ use crate::model::Severity;
 
 /// Where a batch's events and problems go, in the order they occur.
 pub trait BatchSink {
-    fn event(&mut self, body: &[u8], index: usize, ev: &Parsed);
+    /// One parsed event; false ends the batch there (the sink's budget is spent).
+    fn event(&mut self, body: &[u8], index: usize, ev: &Parsed) -> bool;
     fn problem(&mut self, p: Problem);
 }
 
@@ -49,7 +50,9 @@ pub fn decode_batch(
         }
         match parser.parse(body, pos, &mut problems) {
             Ok(ev) => {
-                sink.event(body, got, &ev);
+                if !sink.event(body, got, &ev) {
+                    return (Some(count as i32), got);
+                }
                 for p in problems.drain(..) {
                     sink.problem(p);
                 }

@@ -17,6 +17,7 @@ use super::reader::{hex, Parsed, Problem};
 use super::records::{event_message, Origin, PROTOCOL};
 use super::url;
 use super::Codec;
+use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Gap, StreamContext};
 use crate::model::{Direction, Finding, Message, Record, Severity, Value};
@@ -96,10 +97,18 @@ struct Collect<'c> {
     extra: Vec<(&'static str, Value)>,
     events: Vec<Message>,
     findings: Vec<Record>,
+    /// What the body may still cost (its inflated bytes were paid first).
+    budget: &'c mut Budget,
+    /// Offset in the part of the first event the budget could not pay for.
+    stopped: Option<usize>,
 }
 
 impl BatchSink for Collect<'_> {
-    fn event(&mut self, body: &[u8], index: usize, ev: &Parsed) {
+    fn event(&mut self, body: &[u8], index: usize, ev: &Parsed) -> bool {
+        if !self.budget.record() {
+            self.stopped = Some(ev.offset);
+            return false;
+        }
         let (offset, origin) = match self.base {
             None => (self.msg_offset, self.msg_origin),
             Some(base) => {
@@ -112,6 +121,7 @@ impl BatchSink for Collect<'_> {
         extra.push(("body_offset", (self.start + ev.offset).into()));
         self.events
             .push(event_message(body, ev, self.d, offset, origin, extra));
+        true
     }
 
     fn problem(&mut self, p: Problem) {
@@ -296,11 +306,12 @@ impl Gateway {
     }
 
     /// The body after Content-Encoding, or None (with findings saying why).
+    /// An lz4 body is paid from `budget` before it is inflated.
     fn body<'b>(
         msg: &'b HttpMessage,
         buf: &'b StreamBuffer,
         d: Direction,
-        ctx: &StreamContext,
+        budget: &mut Budget,
         out: &mut Vec<Record>,
     ) -> Option<Cow<'b, [u8]>> {
         let raw = msg.body(buf)?;
@@ -325,11 +336,11 @@ impl Gateway {
             return None;
         }
         let ocl = py_strip(msg.header("Original-Content-Length").unwrap_or(""));
-        let cap = MAX_ORIGINAL_LENGTH.min(ctx.limits.max_inflated);
+        let cap = MAX_ORIGINAL_LENGTH.min(budget.cap());
         let size = Some(ocl)
             .filter(|s| ascii_digits(s))
             .and_then(|s| s.parse::<usize>().ok())
-            .filter(|&n| n <= cap);
+            .filter(|&n| n <= MAX_ORIGINAL_LENGTH && budget.take(n));
         let Some(size) = size else {
             let shown: String = ocl.chars().take(40).collect();
             let text = format!(
@@ -346,8 +357,9 @@ impl Gateway {
         if size == 0 {
             return Some(Cow::Owned(Vec::new()));
         }
-        // The output buffer is sized from the header, which was checked against the cap above.
-        let mut inflated = vec![0u8; size];
+        // The output buffer is sized from the header, paid from the budget above, and no larger
+        // than the block could fill (an LZ4 sequence writes at most 255 bytes per input byte).
+        let mut inflated = vec![0u8; size.min(raw.len().saturating_mul(255).saturating_add(64))];
         match lz4_flex::block::decompress_into(raw, &mut inflated) {
             Ok(n) => {
                 inflated.truncate(n);
@@ -402,7 +414,8 @@ impl Gateway {
                 .into(),
             );
         }
-        let Some(body) = Self::body(msg, buf, Direction::C2S, ctx, out) else {
+        let mut budget = Budget::new(ctx.limits.max_inflated);
+        let Some(body) = Self::body(msg, buf, Direction::C2S, &mut budget, out) else {
             return;
         };
         let req = &mut entry.request;
@@ -411,7 +424,16 @@ impl Gateway {
         if let Some(name) = req.get("stream_name") {
             extra.push(("stream_name", name.clone()));
         }
-        let (count, events, findings) = events(msg, Direction::C2S, buf, &body, 0, extra, codec);
+        let (count, events, findings) = events(
+            msg,
+            Direction::C2S,
+            buf,
+            &body,
+            0,
+            extra,
+            codec,
+            &mut budget,
+        );
         req.fields.push(("count", count.into()));
         req.fields.push(("events", events.len().into()));
         entry.events = events;
@@ -513,7 +535,8 @@ impl Gateway {
         out: &mut Vec<Record>,
     ) {
         let mut notes = Vec::new();
-        let Some(body) = Self::body(msg, buf, Direction::S2C, ctx, &mut notes) else {
+        let mut budget = Budget::new(ctx.limits.max_inflated);
+        let Some(body) = Self::body(msg, buf, Direction::S2C, &mut budget, &mut notes) else {
             out.extend(notes);
             return;
         };
@@ -577,6 +600,7 @@ impl Gateway {
             start,
             extra,
             codec,
+            &mut budget,
         );
         resp.fields.push(("count", count.into()));
         resp.fields.push(("events", events.len().into()));
@@ -587,6 +611,8 @@ impl Gateway {
 }
 
 /// The `Count:i32` + events part of a body (`part` starts `start` bytes into the decoded body).
+/// Every event is paid from `budget`; past it the rest of the body is skipped, with a finding.
+#[allow(clippy::too_many_arguments)]
 fn events(
     msg: &HttpMessage,
     d: Direction,
@@ -595,6 +621,7 @@ fn events(
     start: usize,
     extra: Vec<(&'static str, Value)>,
     codec: &mut Codec<'_>,
+    budget: &mut Budget,
 ) -> (Option<i32>, Vec<Message>, Vec<Record>) {
     // Positions in the stream exist only for a plain Content-Length body; otherwise events and
     // findings sit at the message, with their place inside the decoded body in `body_offset`.
@@ -617,21 +644,37 @@ fn events(
         extra,
         events: Vec::new(),
         findings: Vec::new(),
+        budget,
+        stopped: None,
     };
-    let (count, _) = decode_batch(part, codec.parser, &mut sink);
+    let (count, got) = decode_batch(part, codec.parser, &mut sink);
+    if let Some(at) = sink.stopped {
+        let cap = sink.budget.cap();
+        let lz4 = if encoded { "inflated " } else { "" };
+        let text = format!(
+            "the events of this {}-byte {lz4}body exceed the {cap}-byte inflate cap \
+             ({RECORD_COST} bytes per event besides the inflated bytes): {got} of {} event(s) \
+             decoded, the {} bytes after them skipped",
+            start + part.len(),
+            count.unwrap_or(0),
+            part.len() - at
+        );
+        let f = finding(msg, d, "hercules.inflate-limit", Severity::Error, text)
+            .field("cap", cap)
+            .field("events", got)
+            .field("body_offset", start + at);
+        sink.findings.push(f.into());
+    }
     (count, sink.events, sink.findings)
 }
 
 fn framing_finding(d: Direction, p: HttpProblem) -> Finding {
-    let (code, message) = if p.fatal {
-        (
-            "hercules.http-malformed",
-            p.message + "; looking for the next message",
-        )
+    let message = if p.fatal {
+        p.message + "; looking for the next message"
     } else {
-        ("hercules.body-too-large", p.message)
+        p.message
     };
-    let mut f = Finding::new(code, Severity::Error, message).at(p.origin.0, p.origin.1);
+    let mut f = Finding::new(p.code, Severity::Error, message).at(p.origin.0, p.origin.1);
     f.direction = Some(d);
     f.offset = Some(p.offset);
     f.fields = p.fields;

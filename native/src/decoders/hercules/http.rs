@@ -79,6 +79,7 @@ impl HttpMessage {
 /// Framing trouble: `fatal` means the direction lost message boundaries until resync.
 #[derive(Debug)]
 pub struct HttpProblem {
+    pub code: &'static str,
     pub message: String,
     pub offset: u64,
     pub origin: Origin,
@@ -100,6 +101,8 @@ enum Framing {
     None,
     Chunked,
     Length(u64),
+    /// A Content-Length beyond i64 (its first 40 characters).
+    Absurd(String),
 }
 
 /// Splits one direction into HTTP messages; `response` picks status lines over request lines.
@@ -160,6 +163,7 @@ impl HttpReader {
                 Err(Broken(message)) => {
                     let offset = buf.offset() + self.pos as u64;
                     probs.push(HttpProblem {
+                        code: "hercules.http-malformed",
                         message,
                         offset,
                         origin: buf.origin_at(offset),
@@ -281,6 +285,7 @@ impl HttpReader {
                 0
             }
             Framing::Length(n) => n,
+            Framing::Absurd(shown) => return Ok(Some(self.absurd(buf, head, shown, probs))),
         };
         let offset = buf.offset() + self.pos as u64;
         let origin = buf.origin_at(offset);
@@ -289,6 +294,7 @@ impl HttpReader {
             self.pos += hlen;
             self.skip = length;
             probs.push(HttpProblem {
+                code: "hercules.body-too-large",
                 message: format!(
                     "body of {length} bytes is over the {}-byte limit; skipped",
                     self.max_body
@@ -298,17 +304,8 @@ impl HttpReader {
                 fatal: false,
                 fields: vec![("content_length", length.into())],
             });
-            return Ok(Some(HttpMessage {
-                offset,
-                length: hlen as u64 + length,
-                origin,
-                start: head.start,
-                headers: head.headers,
-                body: Body::Skipped,
-                chunked: false,
-                body_offset: None,
-                declared: Some(length),
-            }));
+            let total = (hlen as u64).saturating_add(length);
+            return Ok(Some(unread(head, offset, origin, total, Some(length))));
         }
         let length = length as usize;
         if buf.len() - self.pos < hlen + length {
@@ -316,6 +313,38 @@ impl HttpReader {
             return Ok(None);
         }
         Ok(Some(self.complete(buf, head, length)))
+    }
+
+    /// A message whose Content-Length no peer can mean (over 2^63 - 1: Java's `long`, where the
+    /// Gate answers 400 and closes): its head is the message, its body is not read, and the
+    /// next message is looked for right after the head (the bytes there, if not a message,
+    /// make the reader resynchronise). Skipping the declared length would lose the rest of the
+    /// connection to one number.
+    fn absurd(
+        &mut self,
+        buf: &StreamBuffer,
+        head: Head,
+        shown: String,
+        probs: &mut Vec<HttpProblem>,
+    ) -> HttpMessage {
+        let offset = buf.offset() + self.pos as u64;
+        let origin = buf.origin_at(offset);
+        let hlen = head.len;
+        self.pos += hlen;
+        probs.push(HttpProblem {
+            code: "hercules.bad-length",
+            message: format!(
+                "Content-Length {} is over 2^63 - 1 (the Gate's Java long: it answers 400 and \
+                 closes the connection); the body is not read, the next message is looked for \
+                 after the head",
+                str_repr(&shown)
+            ),
+            offset,
+            origin,
+            fatal: false,
+            fields: vec![("content_length", shown.into())],
+        });
+        unread(head, offset, origin, hlen as u64, None)
     }
 
     /// The message at `pos` whose head and `length`-byte body are all in `buf`.
@@ -370,7 +399,7 @@ impl HttpReader {
             if size == 0 {
                 break eol;
             }
-            if self.chunks.len() as u64 + size > self.max_body {
+            if (self.chunks.len() as u64).saturating_add(size) > self.max_body {
                 return Err(Broken(format!(
                     "chunked body over the {}-byte limit",
                     self.max_body
@@ -409,6 +438,27 @@ impl HttpReader {
             body_offset: None,
             declared: Some(declared),
         }))
+    }
+}
+
+/// A message whose body is not read (skipped, or of no believable length).
+fn unread(
+    head: Head,
+    offset: u64,
+    origin: Origin,
+    length: u64,
+    declared: Option<u64>,
+) -> HttpMessage {
+    HttpMessage {
+        offset,
+        length,
+        origin,
+        start: head.start,
+        headers: head.headers,
+        body: Body::Skipped,
+        chunked: false,
+        body_offset: None,
+        declared,
     }
 }
 
@@ -454,7 +504,10 @@ fn framing(headers: &[(String, String)]) -> Result<Framing, Broken> {
     }
     match find("content-length") {
         None => Ok(Framing::None),
-        Some(cl) if ascii_digits(cl) => Ok(Framing::Length(cl.parse::<u64>().unwrap_or(u64::MAX))),
+        Some(cl) if ascii_digits(cl) => Ok(match cl.parse::<i64>() {
+            Ok(n) => Framing::Length(n.unsigned_abs()),
+            Err(_) => Framing::Absurd(cl.chars().take(40).collect()),
+        }),
         Some(cl) => {
             let shown: String = cl.chars().take(40).collect();
             Err(Broken(format!("bad Content-Length {}", str_repr(&shown))))

@@ -741,3 +741,155 @@ fn documents_of_a_file_stop_at_the_first_bad_event() {
     );
     assert_eq!(docs[1]["tags"]["n"], serde_json::json!([null, null, null]));
 }
+
+/// A request with `Content-Length: cl` and no body.
+fn post_declaring(cl: &str) -> Vec<u8> {
+    format!("POST /stream/send?stream=logs HTTP/1.1\r\nContent-Length: {cl}\r\n\r\n").into_bytes()
+}
+
+const HUGE_LENGTHS: [&str; 4] = [
+    "18446744073709551614",
+    "18446744073709551615",
+    "18446744073709551616",
+    "1234567890123456789012345",
+];
+
+/// Content-Lengths at and past the u64 limit, first in their stream and between good requests:
+/// a finding each, never a panic, and the good requests on both sides keep their events and
+/// their answers (the bad message still takes its place in the answer order).
+#[test]
+fn content_length_at_integer_limits_is_a_finding() {
+    let ev = unhex(README_EVENT);
+    let good = post(&batch(&[&ev]), "");
+    for cl in HUGE_LENGTHS {
+        // the bad request first, then a good one; the bad one mid-stream, between good ones
+        let bad = post_declaring(cl);
+        for (c2s, answers) in [
+            ([bad.clone(), good.clone()].concat(), vec![400, 200]),
+            (
+                [good.clone(), bad.clone(), good.clone()].concat(),
+                vec![200, 400, 200],
+            ),
+        ] {
+            let s2c: Vec<u8> = answers.iter().flat_map(|&s| answer(s, "")).collect();
+            for step in [0, 9] {
+                let recs = run(&c2s, &s2c, step);
+                let found: Vec<_> = codes(&recs)
+                    .into_iter()
+                    .filter(|c| *c != "hercules.request-rejected")
+                    .collect();
+                assert_eq!(found, ["hercules.bad-length"], "{cl}");
+                let f = findings(&recs)[0];
+                assert_eq!(f.fields, vec![("content_length", Value::from(cl))]);
+                let reqs = messages(&recs, "request");
+                let statuses: Vec<_> = reqs.iter().map(|r| r.get("status").cloned()).collect();
+                let expect: Vec<_> = answers.iter().map(|&s| Some(Value::from(s))).collect();
+                assert_eq!(statuses, expect, "{cl}: every request, answered in order");
+                let acked: Vec<_> = messages(&recs, "event").iter().map(|e| e.acked).collect();
+                assert_eq!(acked, vec![Some(true); answers.len() - 1], "{cl}");
+            }
+        }
+    }
+}
+
+/// The same numbers in the Gate's answers: first answer and between good ones.
+#[test]
+fn response_content_length_at_integer_limits_is_a_finding() {
+    let ev = unhex(README_EVENT);
+    let good = post(&batch(&[&ev]), "");
+    let c2s = [good.clone(), good.clone(), good.clone()].concat();
+    for cl in HUGE_LENGTHS {
+        let bad = format!("HTTP/1.1 500 X\r\nContent-Length: {cl}\r\n\r\n").into_bytes();
+        for (s2c, bad_at) in [
+            ([bad.clone(), answer(200, ""), answer(200, "")].concat(), 0),
+            ([answer(200, ""), bad.clone(), answer(200, "")].concat(), 1),
+        ] {
+            let recs = run(&c2s, &s2c, 7);
+            let found: Vec<_> = codes(&recs)
+                .into_iter()
+                .filter(|c| *c != "hercules.request-rejected")
+                .collect();
+            assert_eq!(found, ["hercules.bad-length"], "{cl}");
+            let statuses: Vec<_> = messages(&recs, "response")
+                .iter()
+                .map(|r| r.get("status").cloned())
+                .collect();
+            let mut expect = vec![Some(Value::from(200)); 3];
+            expect[bad_at] = Some(Value::from(500));
+            assert_eq!(statuses, expect, "{cl}");
+            let acked: Vec<_> = messages(&recs, "event").iter().map(|e| e.acked).collect();
+            let mut want = vec![Some(true); 3];
+            want[bad_at] = Some(false);
+            assert_eq!(acked, want, "{cl}");
+        }
+    }
+}
+
+/// Chunk sizes at the u64 limit are framing errors, not overflows.
+#[test]
+fn chunk_size_at_the_integer_limit_is_a_finding() {
+    let ev = unhex(README_EVENT);
+    let mut c2s = b"POST /stream/sendAsync?stream=x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nA\r\nffffffffffffffff\r\n".to_vec();
+    c2s.extend(post(&batch(&[&ev]), ""));
+    let recs = run(&c2s, &answer(200, ""), 0);
+    assert!(codes(&recs).contains(&"hercules.http-malformed"));
+    assert_eq!(messages(&recs, "event").len(), 1);
+}
+
+/// An lz4 body of zeros in a small request: its events are paid from the inflate cap, so the
+/// body stops at the cap with a finding instead of holding a record per 27 bytes.
+#[test]
+fn lz4_body_events_are_paid_from_the_cap() {
+    use crate::decoders::budget::RECORD_COST;
+    let mut body = 0x7FFF_FFFFi32.to_be_bytes().to_vec();
+    body.extend(std::iter::repeat_n(0u8, 27 * 10_000));
+    let packed = lz4_flex::block::compress(&body);
+    let header = format!(
+        "Content-Encoding: lz4\r\nOriginal-Content-Length: {}\r\n",
+        body.len()
+    );
+    let cap = body.len() + 50 * RECORD_COST + 1;
+    let limited = StreamContext {
+        limits: Limits {
+            max_inflated: cap,
+            ..Limits::default()
+        },
+        ..ctx()
+    };
+    let ev = unhex(README_EVENT);
+    let c2s = [post(&packed, &header), post(&batch(&[&ev]), "")].concat();
+    let s2c = [answer(200, ""), answer(200, "")].concat();
+    let recs = run_with(limited, &c2s, &s2c, 0);
+    let f = findings(&recs)
+        .into_iter()
+        .find(|f| f.code == "hercules.inflate-limit")
+        .expect("a finding names the cap");
+    assert_eq!(f.frame, Some(1));
+    assert_eq!(
+        f.fields,
+        vec![
+            ("cap", Value::from(cap)),
+            ("events", Value::from(50)),
+            ("body_offset", Value::from(4 + 27 * 50)),
+        ]
+    );
+    assert_eq!(
+        messages(&recs, "event").len(),
+        51,
+        "50 paid for, then the next request's"
+    );
+    // a declared size over what the budget holds is refused before anything is allocated
+    let over = format!(
+        "Content-Encoding: lz4\r\nOriginal-Content-Length: {}\r\n",
+        cap + 1
+    );
+    let limited = StreamContext {
+        limits: Limits {
+            max_inflated: cap,
+            ..Limits::default()
+        },
+        ..ctx()
+    };
+    let recs = run_with(limited, &post(&packed, &over), &answer(400, ""), 0);
+    assert!(codes(&recs).contains(&"hercules.original-length"));
+}

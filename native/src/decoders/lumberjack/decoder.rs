@@ -13,6 +13,7 @@ use super::json;
 use super::report::{finding, message, py_repr_latin1, version_str, Pos, PROTOCOL};
 use super::sequence::{SeqIssue, SequenceChecker};
 use super::Shared;
+use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
 use crate::model::json::python_type;
@@ -228,7 +229,8 @@ impl LumberjackDecoder {
                     if d == S2C {
                         conn.ack(&f, &at, out);
                     } else {
-                        let budget = conn.limits.max_inflated;
+                        let mut budget = Budget::new(conn.limits.max_inflated);
+                        let budget = &mut budget;
                         conn.client_frame(&f, 0, data, &at, 0, None, budget, shared, out);
                     }
                     buf.skip(f.end);
@@ -387,7 +389,7 @@ impl Conn {
         pos: &Pos,
         depth: usize,
         c_frame: Option<u64>,
-        budget: usize,
+        budget: &mut Budget,
         shared: &mut Shared,
         out: &mut Vec<Record>,
     ) {
@@ -540,7 +542,7 @@ impl Conn {
         inner_offset: Option<u64>,
         pos: &Pos,
         depth: usize,
-        budget: usize,
+        budget: &mut Budget,
         shared: &mut Shared,
         out: &mut Vec<Record>,
     ) {
@@ -592,7 +594,11 @@ impl Conn {
             shared.scratch.resize_with(depth + 1, Vec::new);
         }
         let mut inflated = std::mem::take(&mut shared.scratch[depth]);
-        let inf = inflate(&frame[f.body..], budget, &mut inflated);
+        let inf = inflate(&frame[f.body..], budget.left(), &mut inflated);
+        budget.spend(match inf.problem {
+            Some((Problem::InflateLimit, _)) => usize::MAX,
+            _ => inflated.len(),
+        });
         let max_frame = self.limits.max_frame;
         let frames = count_frames(&inflated, max_frame);
         let fields = vec![
@@ -612,7 +618,11 @@ impl Conn {
         let problem = inf.problem.as_ref().map(|p| p.0);
         if let Some((problem, detail)) = inf.problem {
             let text = format!("{}: {detail}", problem.text());
-            out.push(finding(problem.code(), Severity::Error, text, pos, Vec::new()).into());
+            let fields = match problem {
+                Problem::InflateLimit => vec![("cap", budget.cap().into())],
+                _ => Vec::new(),
+            };
+            out.push(finding(problem.code(), Severity::Error, text, pos, fields).into());
         }
         if inf.trailing > 0 {
             out.push(
@@ -644,15 +654,29 @@ impl Conn {
         pos: &Pos,
         depth: usize,
         c_id: u64,
-        budget: usize,
+        budget: &mut Budget,
         shared: &mut Shared,
         out: &mut Vec<Record>,
     ) {
         let max_frame = self.limits.max_frame;
-        let inner_budget = budget.saturating_sub(inner.len());
         let end = inner.len();
         let mut p = 0;
         while p < end {
+            // Each frame is paid from the budget its inflated bytes came from (a bomb of tiny
+            // frames would otherwise cost a record per 10 bytes).
+            if !budget.record() {
+                let cap = budget.cap();
+                let text = format!(
+                    "{}: the frames decoded from it exceed the {cap}-byte cap ({RECORD_COST} \
+                     bytes per frame besides the inflated bytes); its last {} bytes skipped",
+                    Problem::InflateLimit.text(),
+                    end - p
+                );
+                let fields = vec![("cap", cap.into()), ("inflated_offset", (p as u64).into())];
+                let code = Problem::InflateLimit.code();
+                out.push(finding(code, Severity::Error, text, pos, fields).into());
+                break;
+            }
             // The Beats path: a whole 2J frame needs neither the general parser nor a version
             // check once the connection is known to be v2.
             if self.version == Some(b'2') {
@@ -680,7 +704,7 @@ impl Conn {
                         pos,
                         depth + 1,
                         Some(c_id),
-                        inner_budget,
+                        budget,
                         shared,
                         out,
                     );

@@ -699,3 +699,23 @@ fn an_event_that_is_not_utf8_keeps_its_bytes_in_base64() {
     );
     assert_eq!(findings(&out, "json-invalid").len(), 2);
 }
+
+/// A C frame of many small frames: each is paid from the frame's budget after its inflated
+/// bytes, so the frame stops at the cap with a finding naming it.
+#[test]
+fn frames_of_a_c_frame_are_paid_from_the_cap() {
+    use crate::decoders::budget::RECORD_COST;
+    let seqs: Vec<u32> = (1..=5000).collect();
+    let inner: Vec<u8> = seqs.iter().flat_map(|&s| jframe(s, b"{}")).collect();
+    let cap = inner.len() + 30 * RECORD_COST + 5;
+    let limits = Limits {
+        max_inflated: cap,
+        ..Limits::default()
+    };
+    let data = [window(5000, b'2'), cframe(&inner, 9)].concat();
+    let out = run_with(limits, &[Step::Data(C2S, &data)]);
+    let f = &findings(&out, "inflate-limit")[0];
+    assert_eq!(ffield(f, "cap"), &Value::from(cap));
+    assert_eq!(ffield(f, "inflated_offset"), &Value::from(30 * 12));
+    assert_eq!(messages(&out, "event").len(), 30);
+}
