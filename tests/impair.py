@@ -15,6 +15,9 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from differential_helpers import ip_offset
+from differential_helpers import read_pcap as read_records
+
 # Record fields holding frame numbers (counts such as `frames`, `compressed_frames` are not).
 FRAME_FIELDS = (
     "frame", "ack_frame", "request_frame", "response_frame", "first_frame", "last_frame",
@@ -26,20 +29,8 @@ FILE_FINDINGS = ("pcap.time-backwards",)
 
 def read_pcap(path: Path) -> tuple[bytes, list[bytes]]:
     """(file header, records with their 16-byte headers) of a classic pcap file."""
-    data = path.read_bytes()
-    magic = data[:4]
-    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
-        endian = "<"
-    elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
-        endian = ">"
-    else:
-        raise ValueError(f"{path}: not a classic pcap file")
-    records, pos = [], 24
-    while pos + 16 <= len(data):
-        (incl,) = struct.unpack_from(endian + "I", data, pos + 8)
-        records.append(data[pos : pos + 16 + incl])
-        pos += 16 + incl
-    return data[:24], records
+    pcap = read_records(path)
+    return pcap.header, [h + d for h, d in pcap.records]
 
 
 def write_pcap(path: Path, header: bytes, records: list[bytes]) -> None:
@@ -65,10 +56,17 @@ def duplicate(n: int, seed: int, fraction: float) -> list[int]:
     return [i for i in range(n) for _ in range(2 if i in twice else 1)]
 
 
+def clock(header: bytes) -> tuple[str, bool]:
+    """A classic pcap header's byte order and whether its timestamps are in nanoseconds."""
+    return ("<" if header[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"), header[:4] in (
+        b"\x4d\x3c\xb2\xa1",
+        b"\xa1\xb2\x3c\x4d",
+    )
+
+
 def timestamps(header: bytes, records: list[bytes]) -> list[int]:
     """Each record's timestamp in ns."""
-    endian = "<" if header[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    nano = header[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    endian, nano = clock(header)
     out = []
     for r in records:
         sec, frac = struct.unpack_from(endian + "II", r)
@@ -78,8 +76,7 @@ def timestamps(header: bytes, records: list[bytes]) -> list[int]:
 
 def shifted(header: bytes, record: bytes, ns: int) -> bytes:
     """`record` with its timestamp moved by `ns`."""
-    endian = "<" if header[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    nano = header[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    endian, nano = clock(header)
     (ts,) = timestamps(header, [record])
     ts += ns
     frac = ts % 10**9 if nano else (ts % 10**9) // 1000
@@ -178,35 +175,21 @@ def convert_json(path: Path, *extra: str) -> list[dict[str, Any]]:
     return ndjson(out)
 
 
-LINK_HEADER = {1: 14, 0: 4, 108: 4, 113: 16, 101: 0, 228: 0}  # Ethernet, NULL, LOOP, SLL, raw
-
-
-def canonical_frames(header: bytes, records: list[bytes]) -> dict[int, int]:
+def canonical_frames(path: Path) -> dict[int, int]:
     """Frame → the first frame carrying the same TCP bytes (same endpoints, sequence number and
     payload): a capture's own retransmissions are the same message wherever the file puts them,
     and a copy that writes the retransmission first names it, as "first copy wins" says."""
-    endian = "<" if header[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    (link,) = struct.unpack_from(endian + "I", header, 20)
-    skip = LINK_HEADER.get(link & 0xFFFF)
+    pcap = read_records(path)
     first: dict[bytes, int] = {}
     out = {}
-    for frame, record in enumerate(records, 1):
-        data = record[16:]
-        if skip is None or len(data) < skip + 20:
-            continue
-        ip = data[skip:]
-        if link & 0xFFFF == 1:  # Ethernet: step over 802.1Q tags
-            while data[12:14] in (b"\x81\x00", b"\x88\xa8") and len(ip) > 4:
-                data, ip = data[4:], ip[4:]
-        if ip[0] >> 4 != 4 or ip[9] != 6:
+    for frame, (_, data) in enumerate(pcap.records, 1):
+        at = ip_offset(pcap.linktype, data)
+        ip = data[at:] if at is not None else b""
+        if len(ip) < 20 or ip[0] >> 4 != 4 or ip[9] != 6:
             continue
         tcp = ip[(ip[0] & 15) * 4 : struct.unpack_from(">H", ip, 2)[0]]
-        if len(tcp) < 20:
-            continue
-        payload = tcp[(tcp[12] >> 4) * 4 :]
-        if payload:
-            key = ip[12:20] + tcp[:8] + payload
-            out[frame] = first.setdefault(key, frame)
+        if len(tcp) >= 20 and (payload := tcp[(tcp[12] >> 4) * 4 :]):
+            out[frame] = first.setdefault(ip[12:20] + tcp[:8] + payload, frame)
     return out
 
 
@@ -215,8 +198,8 @@ def assert_same_when_impaired(pcap: Path, tmp: Path, *extra: str) -> list[dict[s
     up to the capture's own retransmissions, `canonical_frames`); returns those records so that a
     caller can check they are not vacuous."""
     records = convert_json(pcap, *extra)
-    header, packets = read_pcap(pcap)
-    canon = canonical_frames(header, packets)
+    packets = read_pcap(pcap)[1]
+    canon = canonical_frames(pcap)
     want = normalise(records, canon)
     for name, order in impairments(len(packets)):
         copy = tmp / f"{pcap.stem}.{name}.pcap"
