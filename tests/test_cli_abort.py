@@ -88,9 +88,12 @@ def test_a_killed_run_leaves_no_new_output(tmp_path, big, sig):
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGABRT], ids=lambda s: signal.Signals(s).name)
 @pytest.mark.parametrize("output", ["out.parquet", "dir/"])
-def test_a_killed_jobs_run_leaves_nothing_beside_its_output(tmp_path, big, sig, output):
+@pytest.mark.parametrize("when", ["busy", "starting"])
+def test_a_killed_jobs_run_leaves_nothing_beside_its_output(tmp_path, big, sig, output, when):
     """With --jobs the workers write parts into a directory beside the output; when the main process
-    is killed they remove it and end."""
+    is killed they remove it and end: killed while both workers convert, or while they are still
+    starting (a worker that begins after its parent ended must not wait for it forever, holding the
+    pipes of the run)."""
     where = tmp_path / "out"
     where.mkdir()
     previous = where / "out.parquet"
@@ -99,9 +102,11 @@ def test_a_killed_jobs_run_leaves_nothing_beside_its_output(tmp_path, big, sig, 
         "convert", *[str(big)] * 3, "-j", "2", "--to", "parquet", "-o", f"{where}/{output}",
         cwd=where.parent, preexec_fn=_no_core_dump,
     )  # fmt: skip
-    wait_for(
-        lambda: len(workers(proc.pid)) == 2 and open_under(where, *workers(proc.pid)), "busy workers", 120
-    )
+    if when == "busy":
+        ready = lambda: len(workers(proc.pid)) == 2 and all(open_under(where, w) for w in workers(proc.pid))  # noqa: E731
+    else:
+        ready = lambda: len(workers(proc.pid)) == 2  # noqa: E731
+    wait_for(ready, f"{when} workers", 120)
     spawned = workers(proc.pid)
     os.kill(proc.pid, sig)
     proc.communicate(timeout=60)

@@ -57,17 +57,17 @@ _NATIVE = "native-stderr-"  # + a worker's pid: what native code wrote to its de
 _ALLOCATION_FAILED = re.compile(r"memory allocation of \d+ bytes failed")  # Rust's, before it aborts
 
 
-def _start_worker(parts_dir: str) -> None:
+def _start_worker(parts_dir: str, parent: int) -> None:
     """First thing in each worker: what native code writes straight to descriptor 2 goes to a file
     in the parts directory (Rust's `memory allocation of N bytes failed`, then its note on
     RUST_BACKTRACE, before it aborts the worker), for this process to make one line of; Python's
     own lines (sys.stderr: Hercules notes) still reach stderr as they come. And a watch for the
-    end of this process."""
+    end of `parent`, this process, which may already have ended while the worker started."""
     sys.stderr = open(os.dup(2), "w", encoding="utf-8", errors="backslashreplace", buffering=1)  # noqa: SIM115
     fd = os.open(os.path.join(parts_dir, f"{_NATIVE}{os.getpid()}"), os.O_WRONLY | os.O_CREAT, 0o600)
     os.dup2(fd, 2)
     os.close(fd)
-    threading.Thread(target=_orphaned, args=(os.getppid(), parts_dir), daemon=True).start()
+    threading.Thread(target=_orphaned, args=(parent, parts_dir), daemon=True).start()
 
 
 def _orphaned(parent: int, parts_dir: str) -> None:
@@ -102,7 +102,7 @@ def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs:
                 min(jobs, len(session.paths)),
                 mp_context=spawn,
                 initializer=_start_worker,
-                initargs=(parts_dir,),
+                initargs=(parts_dir, os.getpid()),
             )
         )
         futures: list[Future] = []
