@@ -594,6 +594,18 @@ impl Pipeline {
         self.records(py)
     }
 
+    /// The next records of the last call's input when it made more than one batch's worth (a
+    /// stream's or the capture's end), None when all are out: call until None.
+    fn more<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        if !self.inner.pending() {
+            return Ok(None);
+        }
+        let inner = &mut self.inner;
+        let result = py.detach(|| guarded(|| inner.more())).map(Ok);
+        self.settle(result)?;
+        self.records(py).map(Some)
+    }
+
     /// TCP segments of this capture read by other tasks (`segments`: an Arrow C stream of batches
     /// in the segment schema, records/segments.rs), in frame order; returns the records they
     /// completed.
@@ -885,6 +897,7 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
                         "max_inflated" => limits.max_inflated = v.extract()?,
                         "max_depth" => limits.max_depth = v.extract()?,
                         "max_pending_events" => limits.max_pending_events = v.extract()?,
+                        "held_memory" => limits.held_memory = v.extract()?,
                         other => {
                             return Err(PyTypeError::new_err(format!("unexpected limit {other:?}")))
                         }

@@ -132,13 +132,21 @@ class CoreCapture:
                         read_error = data
                         break
                     yield core.feed(data)
+                    yield from _rest(core)
                 yield core.finish(read_error)
+                yield from _rest(core)
             except _core.CaptureFormatError as e:
                 info.error = _unusable(str(e), read_error)
                 raise CaptureError(info.error) from None
         finally:
             self._stream.close()
             _fill(info, core)
+
+
+def _rest(core: Any) -> Iterator[list]:
+    """What the last call made past one batch (a stream's end, the capture's end), in batches."""
+    while (more := core.more()) is not None:
+        yield more
 
 
 def iter_segments(path: str, info: CaptureInfo, findings: list[Finding]) -> Iterator[Segment]:

@@ -212,6 +212,8 @@ def decode_flow(capture: str, batches: list[Any], opts: Options, delivery: dict 
     stream = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
     out = pipe.handle(core.feed_segments(stream))
     out += pipe.handle(core.finish())
+    while (more := core.more()) is not None:
+        out += pipe.handle(more)
     if delivery is not None:
         delivery.update(pipe.delivery())
     return out

@@ -47,17 +47,41 @@ fn text(v: Option<impl ToString>) -> String {
     v.map_or_else(|| "None".to_owned(), |v| v.to_string())
 }
 
+/// An event's place in 24 bytes (a `Place` takes 48): None is `u64::MAX` / `i64::MIN`, which sort
+/// last as None does.
+type Key = (u64, u64, i64);
+
+fn key(p: Place) -> Key {
+    (
+        p.0.unwrap_or(u64::MAX),
+        p.1.unwrap_or(u64::MAX),
+        p.2.unwrap_or(i64::MIN),
+    )
+}
+
+fn place(k: &Key) -> Place {
+    (
+        (k.0 != u64::MAX).then_some(k.0),
+        (k.1 != u64::MAX).then_some(k.1),
+        (k.2 != i64::MIN).then_some(k.2),
+    )
+}
+
+type Set<T> = HashSet<T, foldhash::fast::RandomState>;
+
 #[derive(Debug, Default)]
 struct Lumberjack {
     events: u64,
     resends: u64,
-    /// First copies not acknowledged: refused or lost (false) or unknown (None), in arrival order.
-    open: Vec<(Place, Option<bool>)>,
-    open_index: HashMap<Place, usize>,
-    open_in: HashMap<u64, Vec<Place>>,
-    resent_ok: HashSet<Place>,
-    resent_unknown: HashSet<Place>,
-    resends_in: HashMap<u64, Vec<Place>>,
+    /// First copies not acknowledged: their rank among them (decoding order) and state, refused
+    /// or lost (false) or unknown (None). ~32 bytes each: a stalled pipeline's capture has
+    /// millions.
+    open: HashMap<Key, (u32, Option<bool>), foldhash::fast::RandomState>,
+    /// Streams that ended without a close: their unacknowledged events are unknown.
+    unclosed: Set<u64>,
+    resent_ok: Set<Key>,
+    resent_unknown: Set<Key>,
+    resends_in: HashMap<u64, Vec<Key>>,
     resends_waiting: usize,
     capped: bool,
 }
@@ -71,80 +95,90 @@ impl Lumberjack {
         }
         if let Some(first) = resend_of {
             self.resends += 1;
-            let key = (
+            let k = key((
                 first.get("stream").and_then(Value::as_u64),
                 first.get("frame").and_then(Value::as_u64),
                 first.get("seq").and_then(Value::as_i64),
-            );
+            ));
             if self.resent_ok.len() + self.resent_unknown.len() + self.resends_waiting >= KEYS_LIMIT
             {
                 self.capped = true;
             } else if m.acked == Some(true) {
-                self.resent_ok.insert(key);
+                self.resent_ok.insert(k);
             } else if m.acked.is_none() {
-                self.resent_unknown.insert(key);
+                self.resent_unknown.insert(k);
             } else {
-                self.resends_in.entry(stream).or_default().push(key);
+                self.resends_in.entry(stream).or_default().push(k);
                 self.resends_waiting += 1;
             }
         } else if self.open.len() < KEYS_LIMIT {
-            let key = (Some(stream), m.frame, m.get("seq").and_then(Value::as_i64));
-            match self.open_index.get(&key) {
-                Some(&i) => self.open[i].1 = m.acked,
-                None => {
-                    self.open_index.insert(key, self.open.len());
-                    self.open.push((key, m.acked));
-                }
-            }
-            self.open_in.entry(stream).or_default().push(key);
+            let k = key((Some(stream), m.frame, m.get("seq").and_then(Value::as_i64)));
+            let rank = self.open.len() as u32; // below KEYS_LIMIT
+            self.open
+                .entry(k)
+                .and_modify(|e| e.1 = m.acked)
+                .or_insert((rank, m.acked));
         } else {
             self.capped = true;
         }
     }
 
     fn stream_ended(&mut self, stream: u64, closed: bool) {
-        let keys = self.open_in.remove(&stream).unwrap_or_default();
         let resent = self.resends_in.remove(&stream).unwrap_or_default();
         self.resends_waiting -= resent.len();
         if !closed {
-            for key in keys {
-                if let Some(&i) = self.open_index.get(&key) {
-                    self.open[i].1 = None;
-                }
-            }
+            self.unclosed.insert(stream);
             self.resent_unknown.extend(resent);
         }
     }
 
     fn result(&self, capture: &str) -> Value {
         let (ok, pending) = (&self.resent_ok, &self.resent_unknown);
-        let mut lost: Vec<&Place> = self
-            .open
-            .iter()
-            .filter(|(k, a)| *a == Some(false) && !ok.contains(k) && !pending.contains(k))
-            .map(|(k, _)| k)
-            .collect();
-        lost.sort_by_key(|k| by_stream(k.0));
-        let unknown = self
-            .open
-            .iter()
-            .filter(|(k, a)| !ok.contains(k) && (a.is_none() || pending.contains(k)))
-            .count() as u64;
+        let fate = |k: &Key, acked: Option<bool>| {
+            if self.unclosed.contains(&k.0) {
+                None
+            } else {
+                acked
+            }
+        };
+        let (mut lost, mut unknown, mut recovered) = (Vec::new(), 0u64, 0u64);
+        for (k, &(rank, acked)) in &self.open {
+            if ok.contains(k) {
+                recovered += 1;
+                continue;
+            }
+            let acked = fate(k, acked);
+            if acked.is_none() || pending.contains(k) {
+                unknown += 1;
+            } else if acked == Some(false) {
+                lost.push((k.0, rank, k));
+            }
+        }
+        // by stream, then in the order each stream decoded its events (not their frames: a packet
+        // written late in the file does not make its events later)
+        let never = lost.len() as u64;
+        let first = FIRST.min(lost.len());
+        if first > 0 {
+            lost.select_nth_unstable(first - 1);
+        }
+        lost.truncate(first);
+        lost.sort_unstable();
         let distinct = self.events - self.resends;
         let at: Vec<Value> = lost
             .iter()
-            .take(FIRST)
-            .map(|(s, f, q)| json!({"capture": capture, "stream": s, "frame": f, "seq": q}))
+            .map(|(_, _, k)| {
+                let (s, f, q) = place(k);
+                json!({"capture": capture, "stream": s, "frame": f, "seq": q})
+            })
             .collect();
-        let open_keys: HashSet<&Place> = self.open.iter().map(|(k, _)| k).collect();
         json!({
             "events": self.events,
             "distinct_events": distinct,
             "resent": self.resends,
-            "delivered": distinct - lost.len() as u64 - unknown,
-            "recovered_by_resend": self.open.iter().filter(|(k, _)| ok.contains(k)).count(),
-            "delivered_twice": ok.iter().filter(|k| !open_keys.contains(k)).count(),
-            "never_acknowledged": lost.len(),
+            "delivered": distinct - never - unknown,
+            "recovered_by_resend": recovered,
+            "delivered_twice": ok.iter().filter(|k| !self.open.contains_key(*k)).count(),
+            "never_acknowledged": never,
             "ack_unknown": unknown,
             "never_acknowledged_at": at,
             "lower_bounds": self.capped,

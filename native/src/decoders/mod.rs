@@ -16,6 +16,8 @@ pub mod detect;
 pub mod fingerprint;
 pub mod hercules;
 pub mod lumberjack;
+mod pack;
+pub mod spill;
 pub mod tls;
 
 use crate::model::{Direction, Record, Value};
@@ -32,6 +34,9 @@ pub struct Limits {
     pub max_depth: usize,
     /// Events held back per stream while they wait for their acknowledgement.
     pub max_pending_events: usize,
+    /// Packed bytes of the records of all streams waiting for their fate kept in memory; past it
+    /// they wait in a spill file (`spill.rs`).
+    pub held_memory: usize,
 }
 
 impl Default for Limits {
@@ -41,6 +46,7 @@ impl Default for Limits {
             max_inflated: 64 << 20,
             max_depth: 8,
             max_pending_events: 100_000,
+            held_memory: spill::DEFAULT_BUDGET,
         }
     }
 }
@@ -133,6 +139,33 @@ pub struct Shared {
     pub courier: courier::Shared,
     pub cql: cql::Shared,
     pub hercules: hercules::Shared,
+}
+
+impl Shared {
+    /// Each protocol holds the records waiting for their fate in its own store; the budget counts
+    /// the bytes of all (`spill.rs`).
+    pub fn new(limits: &Limits) -> Self {
+        let mut shared = Shared::default();
+        for store in shared.stores() {
+            store.set_budget(limits.held_memory);
+        }
+        shared
+    }
+
+    /// What went wrong with a spill file since the last call.
+    pub fn spill_findings(&mut self) -> impl Iterator<Item = crate::model::Finding> + '_ {
+        self.stores()
+            .into_iter()
+            .filter_map(spill::SpillStore::finding)
+    }
+
+    fn stores(&mut self) -> [&mut spill::SpillStore; 3] {
+        [
+            &mut self.lumberjack.held,
+            &mut self.courier.held,
+            &mut self.hercules.held,
+        ]
+    }
 }
 
 /// What the session calls; see the module docstring for the contract. Records go to `out`.

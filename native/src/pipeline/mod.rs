@@ -37,12 +37,19 @@ pub fn context(info: &StreamInfo) -> StreamContext {
     }
 }
 
+/// Records one call gives Python at most (about, a stream's end may pass it): the rest of the
+/// reassembler's output waits for `more`. Without it a stream's end (every held event of it) and
+/// the capture's end (every connection's) came out as one batch as large as the capture's output.
+const STEP_RECORDS: usize = 16_384;
+
 pub struct Pipeline {
     reader: CaptureInput,
     reasm: Reassembler,
     sink: FindingSink,
     events: Vec<Event>,
     items: Vec<Item>,
+    /// Records in `items`.
+    item_records: usize,
     pub session: Session,
     /// Streams are decoded (false: reassembly only, `wirelog streams`).
     decode: bool,
@@ -81,6 +88,7 @@ impl Pipeline {
             sink: FindingSink::default(),
             events: Vec::new(),
             items: Vec::new(),
+            item_records: 0,
             session,
             finished: false,
             read_elsewhere: false,
@@ -171,16 +179,17 @@ impl Pipeline {
     /// Give the reassembler's new output to the session (detection, the native decoders); what
     /// Python must see goes to the items, with the records made so far before it.
     fn route(&mut self) {
-        let events = std::mem::take(&mut self.events);
+        let mut events = std::mem::take(&mut self.events).into_iter();
         // Bytes a stream flushes when it ends come before its End, after the reassembler forgot it.
         let ending: Vec<StreamContext> = events
+            .as_slice()
             .iter()
             .filter_map(|e| match e {
                 Event::End(info) => Some(context(info)),
                 _ => None,
             })
             .collect();
-        for mut event in events {
+        for mut event in events.by_ref() {
             if !self.decode {
                 self.summarise(event);
                 continue;
@@ -212,8 +221,23 @@ impl Pipeline {
                 }
             }
             self.mute_unknown();
+            if self.item_records + self.session.out.pending() >= STEP_RECORDS {
+                break;
+            }
         }
+        // what is left comes before anything the next bytes make
+        self.events = events.collect();
         self.flush_records();
+    }
+
+    /// Whether output waits (then `more` gives the next part of it).
+    pub fn pending(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// The next part of the output that waits.
+    pub fn more(&mut self) {
+        self.route();
     }
 
     /// Reassembly only: every event goes to Python (the bytes only in chunks mode), TLS streams'
@@ -262,6 +286,7 @@ impl Pipeline {
     }
 
     fn flush_records(&mut self) {
+        self.item_records += self.session.out.pending();
         if let Some(taken) = self.session.out.take() {
             self.items.push(Item::Records(taken));
         }
@@ -269,6 +294,7 @@ impl Pipeline {
 
     /// The output produced since the last call.
     pub fn take_items(&mut self) -> Vec<Item> {
+        self.item_records = 0;
         std::mem::take(&mut self.items)
     }
 

@@ -100,13 +100,14 @@ pub struct Session {
 
 impl Session {
     pub fn new(capture: &str, out: RecordOut, show_secrets: bool, limits: Limits) -> Self {
+        let shared = Shared::new(&limits);
         Session {
             capture: capture.to_owned(),
             show_secrets,
             limits,
             detection: Detection::default(),
             streams: HashMap::new(),
-            shared: Shared::default(),
+            shared,
             verdict: Verdict::default(),
             out,
             scratch: Vec::new(),
@@ -531,6 +532,7 @@ impl Session {
             }
             records.push(finding.into());
         }
+        records.extend(self.shared.spill_findings().map(Record::from));
         self.verdict.add(stream, records);
         let tls = self.tls.get(&stream).map(|l| l.conn.info().to_value());
         for r in records.drain(..) {

@@ -84,6 +84,11 @@ impl RecordOut {
         self.written += 1;
     }
 
+    /// Records written since the last take.
+    pub fn pending(&self) -> usize {
+        self.written
+    }
+
     /// The records written since the last take, None when there are none.
     pub fn take(&mut self) -> Option<Taken> {
         if self.written == 0 {

@@ -19,9 +19,11 @@ use super::framing::{self, Action, Verdict, HEADER, NONCE};
 use super::handshake::{self, KNOWN_LENGTHS};
 use super::payload::{parse_json, split_events, Inflater};
 use super::resend::{self, Sending};
+use super::Shared;
 use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::fingerprint::fingerprint;
+use crate::decoders::spill::SpillStore;
 
 const EVNT_HEAD: usize = HEADER + NONCE;
 
@@ -141,7 +143,7 @@ impl CourierDecoder {
         }
     }
 
-    fn pump(&mut self, d: Direction, shared: &mut resend::Shared, out: &mut Vec<Record>) {
+    fn pump(&mut self, d: Direction, shared: &mut Shared, out: &mut Vec<Record>) {
         let Self { sides, conn } = self;
         let side = &mut sides[ix(d)];
         loop {
@@ -183,7 +185,7 @@ impl CourierDecoder {
                     if n < EVNT_HEAD {
                         return;
                     }
-                    conn.start_evnt(d, side);
+                    conn.start_evnt(d, side, &mut shared.held);
                 }
                 Action::Body | Action::Unknown => {
                     let end = HEADER as u64 + u64::from(length);
@@ -324,7 +326,7 @@ impl Conn {
         body: &[u8],
         at: At,
         verdict: &Verdict,
-        shared: &mut resend::Shared,
+        shared: &mut Shared,
         out: &mut Vec<Record>,
     ) {
         let kind = framing::kind(t);
@@ -357,7 +359,7 @@ impl Conn {
                 let nonce = hex(&body[..NONCE]);
                 let seq = u32::from_be_bytes([body[16], body[17], body[18], body[19]]);
                 if ok {
-                    self.delivery.ack(&nonce, seq, at, out);
+                    self.delivery.ack(&nonce, seq, at, &mut shared.held, out);
                 }
                 fields.push(("nonce", nonce.into()));
                 fields.push(("sequence", seq.into()));
@@ -372,7 +374,7 @@ impl Conn {
                 };
                 let mut nonce = [0u8; NONCE];
                 nonce.copy_from_slice(&body[..NONCE]);
-                let p = self.open(d, &nonce, kind, at, ok, out);
+                let p = self.open(d, &nonce, kind, at, ok, &mut shared.held, out);
                 self.payload(
                     d,
                     kind,
@@ -525,6 +527,7 @@ impl Conn {
         kind: &'static str,
         at: At,
         ok: bool,
+        held: &mut SpillStore,
         out: &mut Vec<Record>,
     ) -> Option<usize> {
         if !ok {
@@ -553,10 +556,10 @@ impl Conn {
                 .field("nonce", hexnonce.as_str());
             out.push(f.into());
         }
-        Some(self.delivery.open(&hexnonce, kind, at, out))
+        Some(self.delivery.open(&hexnonce, kind, at, held, out))
     }
 
-    fn start_evnt(&mut self, d: Direction, side: &mut Side) {
+    fn start_evnt(&mut self, d: Direction, side: &mut Side, held: &mut SpillStore) {
         let at = self.at(side);
         let mut nonce = [0u8; NONCE];
         nonce.copy_from_slice(side.buf.peek(HEADER, NONCE));
@@ -565,7 +568,7 @@ impl Conn {
         if ok {
             self.order_checks(d, b"EVNT", at, &mut found);
         }
-        let payload = self.open(d, &nonce, "evnt", at, ok, &mut found);
+        let payload = self.open(d, &nonce, "evnt", at, ok, held, &mut found);
         side.evnt = Some(Streaming {
             at,
             nonce,
@@ -580,7 +583,7 @@ impl Conn {
         &mut self,
         d: Direction,
         side: &mut Side,
-        shared: &mut resend::Shared,
+        shared: &mut Shared,
         out: &mut Vec<Record>,
     ) -> bool {
         let Some(st) = side.evnt.as_mut() else {
@@ -618,7 +621,7 @@ impl Conn {
         d: Direction,
         side: &mut Side,
         cut: Option<(&'static str, String)>,
-        shared: &mut resend::Shared,
+        shared: &mut Shared,
         out: &mut Vec<Record>,
     ) {
         let Some(st) = side.evnt.take() else {
@@ -698,7 +701,7 @@ impl Conn {
         trailing: u64,
         p: Option<usize>,
         whole: bool,
-        shared: &mut resend::Shared,
+        shared: &mut Shared,
         out: &mut Vec<Record>,
     ) {
         let hexnonce = hex(nonce);
@@ -831,8 +834,8 @@ impl Conn {
             digests,
             unseeded: self.fp.unseeded_possible(),
         };
-        resend::check(shared, sending, out);
-        self.delivery.fill(serial, events, out);
+        resend::check(&mut shared.nonces, sending, out);
+        self.delivery.fill(serial, events, &mut shared.held, out);
     }
 
     // -- summary ------------------------------------------------------------------------------
@@ -908,7 +911,7 @@ impl Decoder for CourierDecoder {
         self.sides[ix(d)]
             .buf
             .append(chunk.offset, chunk.data, chunk.frame, chunk.ts);
-        self.pump(d, &mut shared.courier.nonces, out);
+        self.pump(d, &mut shared.courier, out);
     }
 
     fn gap(&mut self, gap: &Gap, shared: &mut AllShared, out: &mut Vec<Record>) {
@@ -923,7 +926,7 @@ impl Decoder for CourierDecoder {
                 "courier.truncated",
                 "the capture lost bytes inside it".to_owned(),
             );
-            conn.end_evnt(d, side, Some(cut), &mut shared.courier.nonces, out);
+            conn.end_evnt(d, side, Some(cut), &mut shared.courier, out);
         }
         if side.mode == Mode::Resync {
             // an earlier loss still open: report it before this one
@@ -955,7 +958,7 @@ impl Decoder for CourierDecoder {
                     "courier.truncated",
                     "the stream ended before its zlib stream did".to_owned(),
                 );
-                conn.end_evnt(d, side, Some(cut), &mut shared.courier.nonces, out);
+                conn.end_evnt(d, side, Some(cut), &mut shared.courier, out);
             } else if side.mode == Mode::Resync {
                 let left = side.buf.len();
                 side.buf.skip(left);
@@ -964,7 +967,8 @@ impl Decoder for CourierDecoder {
                 conn.truncated(d, side, out);
             }
         }
-        conn.delivery.close(conn.acks_lost, out);
+        conn.delivery
+            .close(conn.acks_lost, &mut shared.courier.held, out);
         if conn.first.is_some() {
             out.push(conn.summary().into());
         }

@@ -11,6 +11,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::decoders::spill::{Held, SpillStore};
 use crate::model::{Direction, Message, Record, Value};
 
 use super::findings::{finding, At, PROTOCOL};
@@ -31,7 +32,7 @@ pub struct Payload {
     seen_at: At,
     ack_frames: Vec<Option<u64>>,
     /// Events not yet emitted; the first `released` of the payload are out.
-    events: VecDeque<Message>,
+    events: VecDeque<Held>,
     released: u64,
     pub resend: bool,
     over_count: bool,
@@ -168,11 +169,12 @@ impl Delivery {
         nonce: &str,
         kind: &'static str,
         at: At,
+        store: &mut SpillStore,
         out: &mut Vec<Record>,
     ) -> usize {
         let old = self.by_nonce.get(nonce).copied();
         if let Some(old) = old {
-            self.finish(old, Some(false), true, out);
+            self.finish(old, Some(false), true, store, out);
         }
         let serial = self.history.len();
         self.history.push(Payload {
@@ -202,22 +204,35 @@ impl Delivery {
     }
 
     /// The payload's events are known: hold them and apply any ACKN that came first (EVNT).
-    pub fn fill(&mut self, serial: usize, events: Vec<Message>, out: &mut Vec<Record>) {
+    pub fn fill(
+        &mut self,
+        serial: usize,
+        events: Vec<Message>,
+        store: &mut SpillStore,
+        out: &mut Vec<Record>,
+    ) {
         let p = &mut self.history[serial];
         p.count = Some(events.len() as u64);
         self.held += events.len() as u64;
-        p.events = events.into();
+        p.events = events.iter().map(|m| store.hold(m)).collect();
         if p.seen_seq > 0 {
             let at = p.seen_at;
-            self.apply(serial, at, out);
+            self.apply(serial, at, store, out);
         }
         if self.history[serial].complete() {
-            self.finish(serial, Some(true), false, out);
+            self.finish(serial, Some(true), false, store, out);
         }
-        self.bound(out);
+        self.bound(store, out);
     }
 
-    pub fn ack(&mut self, nonce: &str, seq: u32, at: At, out: &mut Vec<Record>) {
+    pub fn ack(
+        &mut self,
+        nonce: &str,
+        seq: u32,
+        at: At,
+        store: &mut SpillStore,
+        out: &mut Vec<Record>,
+    ) {
         let i = match self.run_index.get(nonce) {
             Some(&i) => i,
             None => {
@@ -277,14 +292,14 @@ impl Delivery {
         let p = &mut self.history[serial];
         (p.seen_seq, p.seen_at) = (seq, at);
         if p.count.is_some() {
-            self.apply(serial, at, out);
+            self.apply(serial, at, store, out);
             if self.history[serial].complete() {
-                self.finish(serial, Some(true), false, out);
+                self.finish(serial, Some(true), false, store, out);
             }
         }
     }
 
-    fn apply(&mut self, serial: usize, at: At, out: &mut Vec<Record>) {
+    fn apply(&mut self, serial: usize, at: At, store: &mut SpillStore, out: &mut Vec<Record>) {
         let p = &mut self.history[serial];
         let count = p.count.unwrap_or(0);
         let target = p.seen_seq;
@@ -306,7 +321,14 @@ impl Delivery {
             p.acked_live.store(target, Ordering::Relaxed);
             p.ack_frames.push(at.frame);
             let frame = at.frame.map_or(Value::Null, Value::from);
-            self.release(serial, target, Some(true), Some(("ack_frame", frame)), out);
+            self.release(
+                serial,
+                target,
+                Some(true),
+                Some(("ack_frame", frame)),
+                store,
+                out,
+            );
         }
     }
 
@@ -316,6 +338,7 @@ impl Delivery {
         upto: u64,
         acked: Option<bool>,
         extra: Option<(&'static str, Value)>,
+        store: &mut SpillStore,
         out: &mut Vec<Record>,
     ) {
         let p = &mut self.history[serial];
@@ -323,7 +346,10 @@ impl Delivery {
             return;
         }
         let n = (upto - p.released).min(p.events.len() as u64);
-        for mut ev in p.events.drain(..n as usize) {
+        for held in p.events.drain(..n as usize) {
+            let Some(mut ev) = store.take(held) else {
+                continue; // lost with the spill file: store.finding() says so
+            };
             ev.acked = acked;
             match &extra {
                 // the events' fifth field, set where it stands (no search per event)
@@ -349,6 +375,7 @@ impl Delivery {
         serial: usize,
         rest: Option<bool>,
         superseded: bool,
+        store: &mut SpillStore,
         out: &mut Vec<Record>,
     ) {
         if self.history[serial].closed {
@@ -358,7 +385,7 @@ impl Delivery {
         self.order.remove(&serial);
         let total = self.history[serial].total();
         let extra = superseded.then(|| ("resent", Value::Bool(true)));
-        self.release(serial, total, rest, extra, out);
+        self.release(serial, total, rest, extra, store, out);
         let p = &mut self.history[serial];
         let count = p.count.unwrap_or(0);
         let mut m = Message::new(PROTOCOL, "delivery");
@@ -385,7 +412,7 @@ impl Delivery {
     }
 
     /// Emit the oldest held events with acked = None when more than `max_pending` wait.
-    fn bound(&mut self, out: &mut Vec<Record>) {
+    fn bound(&mut self, store: &mut SpillStore, out: &mut Vec<Record>) {
         if self.held <= self.max_pending {
             return; // the usual case, without walking the open payloads
         }
@@ -396,7 +423,7 @@ impl Delivery {
             }
             let p = &self.history[serial];
             let upto = p.total().min(p.released + self.held - self.max_pending);
-            self.release(serial, upto, None, None, out);
+            self.release(serial, upto, None, None, store, out);
             if !self.overflowed {
                 self.overflowed = true;
                 let msg = format!(
@@ -413,7 +440,7 @@ impl Delivery {
 
     /// End of connection: unacknowledged events go out with acked = false (None when ACKNs may
     /// be lost).
-    pub fn close(&mut self, acks_lost: bool, out: &mut Vec<Record>) {
+    pub fn close(&mut self, acks_lost: bool, store: &mut SpillStore, out: &mut Vec<Record>) {
         for (nonce, run) in &mut self.runs {
             run.flush(nonce, out);
         }
@@ -442,6 +469,7 @@ impl Delivery {
                 serial,
                 if acks_lost { None } else { Some(false) },
                 false,
+                store,
                 out,
             );
         }

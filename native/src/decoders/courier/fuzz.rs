@@ -53,6 +53,7 @@ pub fn courier(data: &[u8]) {
         max_frame: if small { 300 } else { 64 << 20 },
         max_inflated: if small { 200 } else { 64 << 20 },
         max_pending_events: if settings & 4 != 0 { 3 } else { 100_000 },
+        held_memory: if small { 0 } else { 128 << 20 },
         ..Limits::default()
     };
     let ctx = StreamContext {
@@ -60,8 +61,8 @@ pub fn courier(data: &[u8]) {
         limits,
         ..StreamContext::default()
     };
+    let mut shared = Shared::new(&ctx.limits);
     let mut dec = CourierDecoder::new(ctx);
-    let mut shared = Shared::default();
     let mut out = Vec::new();
     let mut offsets = [0u64; 2];
     let mut frame = 0u64;

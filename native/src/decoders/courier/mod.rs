@@ -29,4 +29,6 @@ pub use decoder::CourierDecoder;
 #[derive(Debug, Default)]
 pub struct Shared {
     nonces: resend::Shared,
+    /// Events held until their payload's ACKN.
+    pub held: super::spill::SpillStore,
 }

@@ -4,9 +4,10 @@
 
 use super::gateway::Gateway;
 use super::reader::EventParser;
-use super::records::{Reporter, TagNames};
+use super::records::Reporter;
 use super::stream::RawEvents;
 use super::Codec;
+use super::Shared;
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Chunk, Gap, StreamContext};
 use crate::model::{Direction, Record};
@@ -67,9 +68,9 @@ impl HerculesDecoder {
         dec
     }
 
-    pub fn feed(&mut self, chunk: &Chunk<'_>, names: &mut TagNames, out: &mut Vec<Record>) {
+    pub fn feed(&mut self, chunk: &Chunk<'_>, shared: &mut Shared, out: &mut Vec<Record>) {
         self.bufs[ix(chunk.direction)].append(chunk.offset, chunk.data, chunk.frame, chunk.ts);
-        self.run(chunk.direction, false, names, out);
+        self.run(chunk.direction, false, shared, out);
     }
 
     pub fn gap(&mut self, gap: &Gap, out: &mut Vec<Record>) {
@@ -84,27 +85,29 @@ impl HerculesDecoder {
         }
     }
 
-    pub fn close(&mut self, names: &mut TagNames, out: &mut Vec<Record>) {
-        self.run(Direction::C2S, true, names, out);
-        self.run(Direction::S2C, true, names, out);
+    pub fn close(&mut self, shared: &mut Shared, out: &mut Vec<Record>) {
+        self.run(Direction::C2S, true, shared, out);
+        self.run(Direction::S2C, true, shared, out);
         if let Some(gw) = self.gateway.as_mut() {
             let mut codec = Codec {
                 parser: &mut self.parser,
                 reporter: &mut self.reporter,
-                names,
+                names: &mut shared.tag_names,
+                held: &mut shared.held,
             };
             gw.close(&mut self.bufs[1], &self.ctx, &mut codec, out);
         }
         self.reporter.summaries(out);
     }
 
-    fn run(&mut self, d: Direction, fin: bool, names: &mut TagNames, out: &mut Vec<Record>) {
+    fn run(&mut self, d: Direction, fin: bool, shared: &mut Shared, out: &mut Vec<Record>) {
         let i = ix(d);
         let buf = &mut self.bufs[i];
         let mut codec = Codec {
             parser: &mut self.parser,
             reporter: &mut self.reporter,
-            names,
+            names: &mut shared.tag_names,
+            held: &mut shared.held,
         };
         if let Some(raw) = self.raw[i].as_mut() {
             raw.feed(buf, &mut codec, fin, out);

@@ -19,6 +19,7 @@ use super::url;
 use super::Codec;
 use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
+use crate::decoders::spill::{Held, SpillStore};
 use crate::decoders::{Gap, StreamContext};
 use crate::model::{Direction, Finding, Message, Record, Severity, Value};
 
@@ -36,7 +37,7 @@ const REDACTED: &str = "<redacted>";
 #[derive(Debug)]
 struct Pending {
     request: Message,
-    events: Vec<Message>,
+    events: Vec<Held>,
 }
 
 /// Both directions of one Gate connection.
@@ -244,7 +245,7 @@ impl Gateway {
                 show("path"),
                 p.events.len()
             );
-            unanswered(p, "hercules.no-response", text, out);
+            unanswered(p, "hercules.no-response", text, codec.held, out);
         }
     }
 
@@ -302,7 +303,7 @@ impl Gateway {
         }
         self.held_events += entry.events.len();
         self.pending.push_back(entry);
-        self.release_overflow(ctx, out);
+        self.release_overflow(ctx, codec.held, out);
     }
 
     /// The body after Content-Encoding, or None (with findings saying why).
@@ -436,11 +437,16 @@ impl Gateway {
         );
         req.fields.push(("count", count.into()));
         req.fields.push(("events", events.len().into()));
-        entry.events = events;
+        entry.events = events.iter().map(|m| codec.held.hold(m)).collect();
         out.extend(findings);
     }
 
-    fn release_overflow(&mut self, ctx: &StreamContext, out: &mut Vec<Record>) {
+    fn release_overflow(
+        &mut self,
+        ctx: &StreamContext,
+        held: &mut SpillStore,
+        out: &mut Vec<Record>,
+    ) {
         let max = ctx.limits.max_pending_events;
         while self.held_events > max && self.pending.len() > 1 {
             let Some(p) = self.pending.pop_front() else {
@@ -451,7 +457,7 @@ impl Gateway {
                 "more than {max} events wait for Gate answers: the request at offset {} is emitted before its answer (acked unknown)",
                 p.request.offset.unwrap_or(0)
             );
-            unanswered(p, "hercules.pending-overflow", text, out);
+            unanswered(p, "hercules.pending-overflow", text, held, out);
         }
     }
 
@@ -503,12 +509,16 @@ impl Gateway {
         resp.fields
             .push(("request_offset", req.offset.unwrap_or(0).into()));
         let acked = status < 300;
-        for ev in &mut p.events {
+        let mut events: Vec<Message> = std::mem::take(&mut p.events)
+            .into_iter()
+            .filter_map(|h| codec.held.take(h))
+            .collect();
+        for ev in &mut events {
             ev.acked = Some(acked);
         }
         let path = field(req, "path").unwrap_or("").to_owned();
         let rejected = (status >= 400 && SEND_PATHS.contains(&path.as_str()))
-            .then(|| rejected(&p.request, &p.events, msg, status, reason, &text));
+            .then(|| rejected(&p.request, &events, msg, status, reason, &text));
         let mut read = Vec::new();
         if status == 200 && matches!(path.as_str(), "/stream/read" | "/timeline/read") {
             Self::read(
@@ -516,7 +526,7 @@ impl Gateway {
             );
         }
         out.push(p.request.into());
-        out.extend(p.events.into_iter().map(Record::from));
+        out.extend(events.into_iter().map(Record::from));
         out.push(resp.into());
         out.extend(rejected.map(Record::from));
         out.extend(read);
@@ -682,7 +692,13 @@ fn framing_finding(d: Direction, p: HttpProblem) -> Finding {
 }
 
 /// A request and its events emitted without an answer (acked stays None), and why.
-fn unanswered(p: Pending, code: &'static str, text: String, out: &mut Vec<Record>) {
+fn unanswered(
+    p: Pending,
+    code: &'static str,
+    text: String,
+    held: &mut SpillStore,
+    out: &mut Vec<Record>,
+) {
     let req = &p.request;
     let mut note = Finding::new(code, Severity::Info, text)
         .at(req.frame, req.ts)
@@ -690,7 +706,12 @@ fn unanswered(p: Pending, code: &'static str, text: String, out: &mut Vec<Record
     note.direction = Some(Direction::C2S);
     note.offset = req.offset;
     out.push(p.request.into());
-    out.extend(p.events.into_iter().map(Record::from));
+    out.extend(
+        p.events
+            .into_iter()
+            .filter_map(|h| held.take(h))
+            .map(Record::from),
+    );
     out.push(note.into());
 }
 

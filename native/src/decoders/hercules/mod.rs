@@ -35,6 +35,8 @@ pub use records::TagNames;
 #[derive(Debug, Default)]
 pub struct Shared {
     pub tag_names: TagNames,
+    /// Gate events held until their request's answer.
+    pub held: super::spill::SpillStore,
 }
 
 /// What the codec's users share per connection: the parser (with its tag-name cache), the
@@ -43,6 +45,7 @@ pub struct Codec<'a> {
     pub parser: &'a mut reader::EventParser,
     pub reporter: &'a mut records::Reporter,
     pub names: &'a mut TagNames,
+    pub held: &'a mut super::spill::SpillStore,
 }
 
 /// One Hercules connection (both directions).
@@ -62,7 +65,7 @@ impl HerculesDecoder {
 
 impl Decoder for HerculesDecoder {
     fn feed(&mut self, chunk: &Chunk<'_>, shared: &mut AllShared, out: &mut Vec<Record>) {
-        self.0.feed(chunk, &mut shared.hercules.tag_names, out);
+        self.0.feed(chunk, &mut shared.hercules, out);
     }
 
     fn gap(&mut self, gap: &Gap, _shared: &mut AllShared, out: &mut Vec<Record>) {
@@ -70,7 +73,7 @@ impl Decoder for HerculesDecoder {
     }
 
     fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) {
-        self.0.close(&mut shared.hercules.tag_names, out);
+        self.0.close(&mut shared.hercules, out);
     }
 }
 

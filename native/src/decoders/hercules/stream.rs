@@ -352,10 +352,12 @@ mod tests {
     fn waits(data: &[u8]) -> (Vec<u64>, Vec<Record>) {
         let mut parser = EventParser::new(64 << 20);
         let (mut reporter, mut names) = (Reporter::default(), TagNames::default());
+        let mut held = crate::decoders::spill::SpillStore::default();
         let mut codec = Codec {
             parser: &mut parser,
             reporter: &mut reporter,
             names: &mut names,
+            held: &mut held,
         };
         let (mut raw, mut buf) = (RawEvents::new(Direction::C2S), StreamBuffer::default());
         let (mut waits, mut out) = (Vec::new(), Vec::new());

@@ -15,6 +15,7 @@ use super::sequence::{SeqIssue, SequenceChecker};
 use super::Shared;
 use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
+use crate::decoders::spill::SpillStore;
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
 use crate::model::json::python_type;
 use crate::model::{Direction, Document, Fields, Finding, Message, Record, Severity, Value};
@@ -165,7 +166,7 @@ impl LumberjackDecoder {
         conn.delivery.gap(d == C2S);
     }
 
-    pub fn close(&mut self, out: &mut Vec<Record>) {
+    pub fn close(&mut self, held: &mut SpillStore, out: &mut Vec<Record>) {
         for d in [C2S, S2C] {
             let buf = &mut self.bufs[d];
             let conn = &mut self.conn;
@@ -177,7 +178,7 @@ impl LumberjackDecoder {
             }
             buf.skip(buf.len());
         }
-        self.conn.delivery.close(out);
+        self.conn.delivery.close(held, out);
         out.push(self.conn.summary().into());
     }
 
@@ -227,7 +228,7 @@ impl LumberjackDecoder {
                     conn.resume = None;
                     let at = pos(d, buf);
                     if d == S2C {
-                        conn.ack(&f, &at, out);
+                        conn.ack(&f, &at, &mut shared.held, out);
                     } else {
                         let mut budget = Budget::new(conn.limits.max_inflated);
                         let budget = &mut budget;
@@ -405,7 +406,8 @@ impl Conn {
                 let record = message("window", pos, f.end as u64, f.version, fields);
                 self.seq.start_window();
                 let in_c = c_frame.is_some();
-                self.delivery.open_window(f.value, record, pos, in_c, out);
+                self.delivery
+                    .open_window(f.value, record, pos, in_c, &mut shared.held, out);
             }
             b'C' => self.compressed(
                 f,
@@ -530,8 +532,16 @@ impl Conn {
         }
         let mut record = message("event", pos, frame.len() as u64, f.version, fields);
         record.event = doc;
-        self.delivery
-            .add_event(record, seq, payload, pos, c_frame, &mut shared.resends, out);
+        self.delivery.add_event(
+            record,
+            seq,
+            payload,
+            pos,
+            c_frame,
+            &mut shared.resends,
+            &mut shared.held,
+            out,
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -614,7 +624,8 @@ impl Conn {
         let record = message("compressed", pos, frame.len() as u64, f.version, fields);
         self.c_frames += 1;
         let c_id = self.c_frames;
-        self.delivery.begin_compressed(record, pos, out);
+        self.delivery
+            .begin_compressed(record, pos, &mut shared.held, out);
         let problem = inf.problem.as_ref().map(|p| p.0);
         if let Some((problem, detail)) = inf.problem {
             let text = format!("{}: {detail}", problem.text());
@@ -737,7 +748,7 @@ impl Conn {
 
     // server frames -------------------------------------------------------------------------------
 
-    fn ack(&mut self, f: &Frame, pos: &Pos, out: &mut Vec<Record>) {
+    fn ack(&mut self, f: &Frame, pos: &Pos, held: &mut SpillStore, out: &mut Vec<Record>) {
         let conn = *self.version.get_or_insert(f.version);
         if f.version != conn {
             if f.version == b'2' && f.value == 0 {
@@ -766,7 +777,7 @@ impl Conn {
         } else {
             self.keepalives += 1;
         }
-        self.delivery.ack(f.value, record, pos, out);
+        self.delivery.ack(f.value, record, pos, held, out);
     }
 }
 

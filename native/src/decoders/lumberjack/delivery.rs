@@ -15,6 +15,7 @@ use std::collections::VecDeque;
 
 use super::report::{finding, Pos, PROTOCOL};
 use super::resend::{FirstCopy, ResendRegistry};
+use crate::decoders::spill::{Held, SpillStore};
 use crate::model::{Message, Record, Severity, Value};
 
 const GO_LUMBER_MAX_WINDOW: u32 = 10_000;
@@ -45,9 +46,11 @@ struct Window {
     count: Option<u32>,
     record: Option<Message>, // taken when emitted
     pos: Pos,
-    items: Vec<Message>, // compressed frames and events, in order (emptied on emission)
-    events: Vec<u32>,    // positions in `items` of the held events
-    seqs: Vec<u32>,      // every event's seq: the window's size
+    items: Vec<Held>, // compressed frames and events, in order (emptied on emission)
+    events: Vec<u32>, // positions in `items` of the held events
+    /// The ACKs of the held events: (events acknowledged once it came, its frame, its offset).
+    acks: Vec<(usize, Option<u64>, u64)>,
+    seqs: Vec<u32>, // every event's seq: the window's size
     acked_n: usize,
     ack_value: Option<u32>,
     ack_frame: Option<u64>,
@@ -138,6 +141,7 @@ impl Delivery {
         record: Message,
         pos: &Pos,
         inside_c: bool,
+        held: &mut SpillStore,
         out: &mut Vec<Record>,
     ) {
         if inside_c {
@@ -152,7 +156,7 @@ impl Delivery {
                 .into(),
             );
         }
-        self.close_current(pos, out);
+        self.close_current(pos, held, out);
         if count == 0 {
             out.push(
                 finding(
@@ -180,11 +184,17 @@ impl Delivery {
                 .into(),
             );
         }
-        self.new_window(Some(count), record, *pos, out);
+        self.new_window(Some(count), record, *pos, held, out);
     }
 
     /// Attach a C frame's record to its window; flag a window spread over several C frames.
-    pub fn begin_compressed(&mut self, mut record: Message, pos: &Pos, out: &mut Vec<Record>) {
+    pub fn begin_compressed(
+        &mut self,
+        mut record: Message,
+        pos: &Pos,
+        held: &mut SpillStore,
+        out: &mut Vec<Record>,
+    ) {
         let Some(w) = self.windows.back_mut().filter(|w| !w.emitted) else {
             out.push(record.into());
             return;
@@ -211,7 +221,7 @@ impl Delivery {
         }
         w.c_frames += 1;
         record.set("window", w.index);
-        w.items.push(record);
+        w.items.push(held.hold(&record));
     }
 
     /// Add an event (the per-event path). `c_frame` identifies the enclosing C frame.
@@ -224,6 +234,7 @@ impl Delivery {
         pos: &Pos,
         c_frame: Option<u64>,
         resends: &mut ResendRegistry,
+        held: &mut SpillStore,
         out: &mut Vec<Record>,
     ) {
         let room = self.windows.back().is_some_and(|w| {
@@ -232,7 +243,7 @@ impl Delivery {
                 && !w.emitted
         });
         if !room {
-            self.place(&record, seq, pos, c_frame, out);
+            self.place(&record, seq, pos, c_frame, held, out);
         }
         let first = resends.first_copy(self.stream, payload, pos.frame, seq);
         let Some(w) = self.windows.back_mut() else {
@@ -249,10 +260,10 @@ impl Delivery {
             return;
         }
         w.events.push(w.items.len() as u32);
-        w.items.push(record);
+        w.items.push(held.hold(&record));
         self.pending += 1;
         if self.pending > self.max_pending {
-            self.overflow(pos, out);
+            self.overflow(pos, held, out);
         }
     }
 
@@ -264,6 +275,7 @@ impl Delivery {
         seq: u32,
         pos: &Pos,
         c_frame: Option<u64>,
+        held: &mut SpillStore,
         out: &mut Vec<Record>,
     ) {
         let new = match self.windows.back() {
@@ -288,7 +300,7 @@ impl Delivery {
             implicit.frame = pos.frame;
             implicit.ts = pos.ts;
             implicit.version = event.version;
-            self.new_window(None, implicit, *pos, out);
+            self.new_window(None, implicit, *pos, held, out);
             return;
         }
         let Some(w) = self.windows.back_mut() else {
@@ -360,7 +372,14 @@ impl Delivery {
     // server side --------------------------------------------------------------------------------
 
     /// Apply one ACK: released windows/events and findings, then the ACK record, go to `out`.
-    pub fn ack(&mut self, value: u32, mut record: Message, pos: &Pos, out: &mut Vec<Record>) {
+    pub fn ack(
+        &mut self,
+        value: u32,
+        mut record: Message,
+        pos: &Pos,
+        held: &mut SpillStore,
+        out: &mut Vec<Record>,
+    ) {
         record.set("keepalive", value == 0);
         record.set("window", Value::Null);
         record.set("acked_events", 0);
@@ -397,7 +416,7 @@ impl Delivery {
                         .into(),
                     );
                 }
-                Some(index) => self.apply(index, value, &mut record, pos, out),
+                Some(index) => self.apply(index, value, &mut record, pos, held, out),
             }
         }
         if pos.ts.is_some() {
@@ -412,6 +431,7 @@ impl Delivery {
         value: u32,
         record: &mut Message,
         pos: &Pos,
+        held: &mut SpillStore,
         out: &mut Vec<Record>,
     ) {
         let at = self.at(index);
@@ -537,18 +557,13 @@ impl Delivery {
         record.set("acked_events", (new - done) as u64);
         self.stats.acked_events += (new - done) as u64;
         if !w.emitted {
-            for &i in &w.events[done..new] {
-                let ev = &mut w.items[i as usize];
-                ev.acked = Some(true);
-                ev.set("ack_frame", pos.frame);
-                ev.set("ack_offset", pos.offset);
-            }
+            w.acks.push((new, pos.frame, pos.offset));
         }
         w.acked_n = new;
         w.ack_value = Some(value);
         w.ack_frame = pos.frame;
         if w.resolved() {
-            self.resolve(at, out);
+            self.resolve(at, held, out);
         }
         out.append(&mut found);
     }
@@ -588,7 +603,7 @@ impl Delivery {
     ///
     /// Events never acknowledged are `acked: false`, or `acked: null` when server→client bytes
     /// are missing from the capture (their ACK may be in the gap).
-    pub fn close(&mut self, out: &mut Vec<Record>) {
+    pub fn close(&mut self, held: &mut SpillStore, out: &mut Vec<Record>) {
         let unacked: Vec<&Window> = self
             .outstanding()
             .filter(|w| w.acked_n < w.seqs.len())
@@ -649,12 +664,19 @@ impl Delivery {
         for mut w in std::mem::take(&mut self.windows) {
             if w.outstanding && !w.emitted {
                 w.closed = true;
-                emit(&mut w, final_, &mut self.pending, out);
+                emit(&mut w, final_, &mut self.pending, held, out);
             }
         }
     }
 
-    fn new_window(&mut self, count: Option<u32>, record: Message, pos: Pos, out: &mut Vec<Record>) {
+    fn new_window(
+        &mut self,
+        count: Option<u32>,
+        record: Message,
+        pos: Pos,
+        held: &mut SpillStore,
+        out: &mut Vec<Record>,
+    ) {
         // The previous current window stays only while it is outstanding.
         if self.windows.back().is_some_and(|w| !w.outstanding) {
             self.windows.pop_back();
@@ -667,6 +689,7 @@ impl Delivery {
             pos,
             items: Vec::new(),
             events: Vec::new(),
+            acks: Vec::new(),
             seqs: Vec::new(),
             acked_n: 0,
             ack_value: None,
@@ -682,11 +705,11 @@ impl Delivery {
         });
         let at = self.windows.len() - 1;
         if self.windows[at].resolved() {
-            self.resolve(at, out);
+            self.resolve(at, held, out);
         }
     }
 
-    fn close_current(&mut self, pos: &Pos, out: &mut Vec<Record>) {
+    fn close_current(&mut self, pos: &Pos, held: &mut SpillStore, out: &mut Vec<Record>) {
         let Some(w) = self.windows.back_mut() else {
             return;
         };
@@ -727,26 +750,26 @@ impl Delivery {
         }
         if w.resolved() {
             let at = self.windows.len() - 1;
-            self.resolve(at, out);
+            self.resolve(at, held, out);
         }
     }
 
     /// A resolved window leaves the outstanding ones (the current one stays as current).
-    fn resolve(&mut self, at: usize, out: &mut Vec<Record>) {
+    fn resolve(&mut self, at: usize, held: &mut SpillStore, out: &mut Vec<Record>) {
         let current = at + 1 == self.windows.len();
         let Some(w) = self.windows.get_mut(at) else {
             return;
         };
         w.outstanding = false;
         if !w.emitted {
-            emit(w, true, &mut self.pending, out);
+            emit(w, true, &mut self.pending, held, out);
         }
         if !current {
             self.windows.remove(at);
         }
     }
 
-    fn overflow(&mut self, pos: &Pos, out: &mut Vec<Record>) {
+    fn overflow(&mut self, pos: &Pos, held: &mut SpillStore, out: &mut Vec<Record>) {
         if !self.overflowed {
             self.overflowed = true;
             out.push(
@@ -769,7 +792,7 @@ impl Delivery {
                 break;
             }
             if !w.emitted {
-                emit(w, false, &mut self.pending, out);
+                emit(w, false, &mut self.pending, held, out);
             }
         }
     }
@@ -779,7 +802,13 @@ impl Delivery {
 ///
 /// `final_`: the window's fate is known (resolved or stream end), so events without an ACK are
 /// `acked: false`; otherwise (early release) they are `acked: null`.
-fn emit(w: &mut Window, final_: bool, pending: &mut usize, out: &mut Vec<Record>) {
+fn emit(
+    w: &mut Window,
+    final_: bool,
+    pending: &mut usize,
+    held: &mut SpillStore,
+    out: &mut Vec<Record>,
+) {
     w.emitted = true;
     let n = w.seqs.len();
     if let Some(mut record) = w.record.take() {
@@ -798,13 +827,32 @@ fn emit(w: &mut Window, final_: bool, pending: &mut usize, out: &mut Vec<Record>
         record.set("resends", w.resends);
         out.push(record.into());
     }
-    let acked = if final_ { Some(false) } else { None };
-    for &i in w.events.iter().skip(w.acked_n) {
-        w.items[i as usize].acked = acked;
-    }
+    let unacked = if final_ { Some(false) } else { None };
     *pending -= w.events.len();
-    w.events = Vec::new();
-    out.extend(std::mem::take(&mut w.items).into_iter().map(Record::from));
+    let mut events = std::mem::take(&mut w.events).into_iter().peekable();
+    let (mut event, mut acks) = (0, w.acks.iter().peekable());
+    for (i, item) in std::mem::take(&mut w.items).into_iter().enumerate() {
+        // the ACK that covered the event, if any: ACKs cover events in order
+        let fate = events.next_if_eq(&(i as u32)).map(|_| {
+            while acks.next_if(|a| a.0 <= event).is_some() {}
+            event += 1;
+            acks.peek().map(|&&(_, frame, offset)| (frame, offset))
+        });
+        let Some(mut m) = held.take(item) else {
+            continue; // lost with the spill file: held.finding() says so
+        };
+        match fate {
+            Some(Some((frame, offset))) => {
+                m.acked = Some(true);
+                m.set("ack_frame", frame);
+                m.set("ack_offset", offset);
+            }
+            Some(None) => m.acked = unacked,
+            None => {}
+        }
+        out.push(m.into());
+    }
+    w.acks = Vec::new();
 }
 
 fn count_text(count: Option<u32>) -> String {

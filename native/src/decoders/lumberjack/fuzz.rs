@@ -25,6 +25,7 @@ pub fn lumberjack(data: &[u8]) {
             max_inflated: 1024,
             max_depth: 2,
             max_pending_events: 3,
+            held_memory: 0,
         }
     };
     let ctx = StreamContext {
@@ -32,8 +33,8 @@ pub fn lumberjack(data: &[u8]) {
         limits,
         ..StreamContext::default()
     };
+    let mut shared = Shared::new(&ctx.limits);
     let mut dec = LumberjackDecoder::new(ctx);
-    let mut shared = Shared::default();
     let mut out = Vec::new();
     let mut offsets = [0u64; 2];
     let mut frame = 0u64;

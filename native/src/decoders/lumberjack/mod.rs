@@ -20,6 +20,7 @@ mod report;
 mod resend;
 mod sequence;
 
+use super::spill::SpillStore;
 use super::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
 use crate::model::Record;
 
@@ -31,6 +32,8 @@ pub use resend::ResendRegistry;
 #[derive(Debug, Default)]
 pub struct Shared {
     pub resends: ResendRegistry,
+    /// Held events and compressed frames (waiting for their window's ACK).
+    pub held: SpillStore,
     scratch: Vec<Vec<u8>>,
 }
 
@@ -53,8 +56,8 @@ impl Decoder for LumberjackDecoder {
         self.0.gap(gap, out);
     }
 
-    fn close(&mut self, _shared: &mut AllShared, out: &mut Vec<Record>) {
-        self.0.close(out);
+    fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) {
+        self.0.close(&mut shared.lumberjack.held, out);
     }
 }
 

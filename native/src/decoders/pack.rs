@@ -1,0 +1,293 @@
+//! A `Message` as one byte string and back, exactly (`spill.rs` holds records this way).
+//!
+//! Hand-written because the message's names are `&'static str` (interned here per store, by
+//! address) and its values serde_json's: a serde format would need owned names and would not say
+//! whether a number was written as an integer or a float, which the record's text depends on.
+//! Integers are LEB128 varints, floats their 8 bytes; a shared field comes back as its own value
+//! (the same JSON text). Reading never panics: bytes that are not a packed message read as None.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Number};
+
+use crate::model::{Direction, Document, Message, Value};
+
+/// The `'static` names of packed messages (protocol, kind, version, field names).
+#[derive(Debug, Default)]
+pub struct Names {
+    list: Vec<&'static str>,
+    index: HashMap<(usize, usize), u32, foldhash::fast::RandomState>,
+}
+
+impl Names {
+    fn id(&mut self, name: &'static str) -> u32 {
+        let key = (name.as_ptr() as usize, name.len());
+        let next = self.list.len() as u32;
+        *self.index.entry(key).or_insert_with(|| {
+            self.list.push(name);
+            next
+        })
+    }
+
+    fn name(&self, id: u64) -> Option<&'static str> {
+        self.list.get(usize::try_from(id).ok()?).copied()
+    }
+}
+
+const NULL: u8 = 0;
+const FALSE: u8 = 1;
+const TRUE: u8 = 2;
+const UNSIGNED: u8 = 3;
+const NEGATIVE: u8 = 4;
+const FLOAT: u8 = 5;
+const STRING: u8 = 6;
+const ARRAY: u8 = 7;
+const OBJECT: u8 = 8;
+
+const NO_EVENT: u8 = 0;
+const TEXT: u8 = 1;
+const PARSED: u8 = 2;
+
+// header flags
+const C2S: u8 = 1;
+const S2C: u8 = 2;
+const ACKED_FALSE: u8 = 4;
+const ACKED_TRUE: u8 = 8;
+const OFFSET: u8 = 16;
+const FRAME: u8 = 32;
+const TS: u8 = 64;
+const VERSION: u8 = 128;
+
+/// Append `m` packed to `out`.
+pub fn pack(m: &Message, names: &mut Names, out: &mut Vec<u8>) {
+    let mut flags = match m.direction {
+        None => 0,
+        Some(Direction::C2S) => C2S,
+        Some(Direction::S2C) => S2C,
+    };
+    flags |= match m.acked {
+        None => 0,
+        Some(false) => ACKED_FALSE,
+        Some(true) => ACKED_TRUE,
+    };
+    for (set, bit) in [
+        (m.offset.is_some(), OFFSET),
+        (m.frame.is_some(), FRAME),
+        (m.ts.is_some(), TS),
+        (m.version.is_some(), VERSION),
+    ] {
+        if set {
+            flags |= bit;
+        }
+    }
+    out.push(flags);
+    varint(out, u64::from(names.id(m.protocol)));
+    varint(out, u64::from(names.id(m.kind)));
+    if let Some(v) = m.version {
+        varint(out, u64::from(names.id(v)));
+    }
+    for v in [m.offset, m.frame].into_iter().flatten() {
+        varint(out, v);
+    }
+    if let Some(ts) = m.ts {
+        varint(out, zigzag(ts));
+    }
+    varint(out, m.length);
+    varint(out, m.fields.len() as u64);
+    for (name, field) in &m.fields {
+        varint(out, u64::from(names.id(name)));
+        value(out, field);
+    }
+    match &m.event {
+        None => out.push(NO_EVENT),
+        Some(Document::Text(t)) => {
+            out.push(TEXT);
+            bytes(out, t.as_bytes());
+        }
+        Some(Document::Parsed(v)) => {
+            out.push(PARSED);
+            value(out, v);
+        }
+    }
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn bytes(out: &mut Vec<u8>, b: &[u8]) {
+    varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+fn value(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Null => out.push(NULL),
+        Value::Bool(false) => out.push(FALSE),
+        Value::Bool(true) => out.push(TRUE),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                out.push(UNSIGNED);
+                varint(out, u);
+            } else if let Some(i) = n.as_i64() {
+                out.push(NEGATIVE);
+                varint(out, zigzag(i));
+            } else {
+                out.push(FLOAT);
+                out.extend_from_slice(&n.as_f64().unwrap_or(f64::NAN).to_le_bytes());
+            }
+        }
+        Value::String(s) => {
+            out.push(STRING);
+            bytes(out, s.as_bytes());
+        }
+        Value::Array(items) => {
+            out.push(ARRAY);
+            varint(out, items.len() as u64);
+            for item in items {
+                value(out, item);
+            }
+        }
+        Value::Object(map) => {
+            out.push(OBJECT);
+            varint(out, map.len() as u64);
+            for (k, item) in map {
+                bytes(out, k.as_bytes());
+                value(out, item);
+            }
+        }
+    }
+}
+
+/// The message `b` holds (as `pack` wrote it with the same `names`).
+pub fn unpack(b: &[u8], names: &Names) -> Option<Message> {
+    let mut r = Reader { b, pos: 0 };
+    let flags = r.byte()?;
+    let mut m = Message::new(names.name(r.varint()?)?, names.name(r.varint()?)?);
+    m.direction = match flags & (C2S | S2C) {
+        C2S => Some(Direction::C2S),
+        S2C => Some(Direction::S2C),
+        _ => None,
+    };
+    m.acked = match flags & (ACKED_FALSE | ACKED_TRUE) {
+        ACKED_FALSE => Some(false),
+        ACKED_TRUE => Some(true),
+        _ => None,
+    };
+    if flags & VERSION != 0 {
+        m.version = Some(names.name(r.varint()?)?);
+    }
+    if flags & OFFSET != 0 {
+        m.offset = Some(r.varint()?);
+    }
+    if flags & FRAME != 0 {
+        m.frame = Some(r.varint()?);
+    }
+    if flags & TS != 0 {
+        let z = r.varint()?;
+        m.ts = Some(((z >> 1) as i64) ^ -((z & 1) as i64));
+    }
+    m.length = r.varint()?;
+    let n = r.count()?;
+    m.fields = crate::model::Fields::with_capacity(n);
+    for _ in 0..n {
+        let name = names.name(r.varint()?)?;
+        m.fields.push((name, r.value(0)?));
+    }
+    m.event = match r.byte()? {
+        NO_EVENT => None,
+        TEXT => Some(Document::Text(r.str()?.into())),
+        PARSED => Some(Document::Parsed(r.value(0)?)),
+        _ => return None,
+    };
+    (r.pos == b.len()).then_some(m)
+}
+
+/// serde_json's own nesting limit: deeper values were never packed.
+const MAX_DEPTH: usize = 256;
+
+struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self) -> Option<u8> {
+        let v = *self.b.get(self.pos)?;
+        self.pos += 1;
+        Some(v)
+    }
+
+    fn varint(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.byte()?;
+            v |= u64::from(byte & 0x7f).checked_shl(shift)?;
+            if byte < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// A count of items that each take at least one byte (so a bad count allocates nothing).
+    fn count(&mut self) -> Option<usize> {
+        let n = usize::try_from(self.varint()?).ok()?;
+        (n <= self.b.len() - self.pos).then_some(n)
+    }
+
+    fn str(&mut self) -> Option<&'a str> {
+        let n = self.count()?;
+        let s = std::str::from_utf8(&self.b[self.pos..self.pos + n]).ok()?;
+        self.pos += n;
+        Some(s)
+    }
+
+    fn value(&mut self, depth: usize) -> Option<Value> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        Some(match self.byte()? {
+            NULL => Value::Null,
+            FALSE => Value::Bool(false),
+            TRUE => Value::Bool(true),
+            UNSIGNED => Value::Number(self.varint()?.into()),
+            NEGATIVE => {
+                let z = self.varint()?;
+                Value::Number((((z >> 1) as i64) ^ -((z & 1) as i64)).into())
+            }
+            FLOAT => {
+                let raw = self.b.get(self.pos..self.pos + 8)?;
+                self.pos += 8;
+                Value::Number(Number::from_f64(f64::from_le_bytes(raw.try_into().ok()?))?)
+            }
+            STRING => Value::String(self.str()?.to_owned()),
+            ARRAY => {
+                let n = self.count()?;
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push(self.value(depth + 1)?);
+                }
+                Value::Array(items)
+            }
+            OBJECT => {
+                let n = self.count()?;
+                let mut map = Map::with_capacity(n);
+                for _ in 0..n {
+                    let k = self.str()?.to_owned();
+                    map.insert(k, self.value(depth + 1)?);
+                }
+                Value::Object(map)
+            }
+            _ => return None,
+        })
+    }
+}

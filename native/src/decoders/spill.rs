@@ -1,0 +1,354 @@
+//! Records that wait for their fate (log events until their ACK, Gate events until their answer),
+//! kept as packed bytes under one memory budget for the whole process and spilled to a temporary
+//! file past it (issue 28: a stalled pipeline's capture holds every event to its end).
+//!
+//! Why packed: a `Message` is a tree of allocations (fields, values, the document) that cost about
+//! three times the record's text; packed, an event costs its bytes plus a 16-byte handle. Why one
+//! budget: what each connection holds is bounded by `Limits::max_pending_events`, but not their sum.
+//! The spill file has no name (O_TMPFILE, or unlinked as soon as it is made), so no exit path,
+//! SIGKILL included, can leave it behind. A record comes back exactly as it went in (`pack.rs`), so
+//! the budget never changes an answer.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::pack::{pack, unpack, Names};
+use crate::model::{Finding, Message, Severity};
+
+/// Packed bytes held in memory by every store of the process (what the budget bounds).
+static IN_MEMORY: AtomicUsize = AtomicUsize::new(0);
+/// Spilled bytes written to the file at once.
+const WRITE_BUFFER: usize = 1 << 20;
+/// Bytes read from the file at once: records come back in the order they went out.
+const READ_AHEAD: usize = 256 << 10;
+
+/// One held record: its packed bytes in memory, or where they are in the spill file.
+#[derive(Debug)]
+pub struct Held(Place);
+
+#[derive(Debug)]
+enum Place {
+    Memory(Box<[u8]>),
+    File { at: u64, len: u32 },
+    Taken,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Place::Memory(bytes) = &self.0 {
+            IN_MEMORY.fetch_sub(bytes.len(), Ordering::Relaxed);
+        }
+    }
+}
+
+/// The held records of one session (a capture, or a part of one).
+#[derive(Debug)]
+pub struct SpillStore {
+    budget: usize,
+    names: Names,
+    scratch: Vec<u8>,
+    file: SpillFile,
+    /// Spilled records not taken back yet: at zero the file starts over.
+    spilled_live: usize,
+    lost: u64,
+    said: bool,
+    pub stats: Stats,
+}
+
+/// The spill file, created at the first record past the budget.
+#[derive(Debug, Default)]
+struct SpillFile {
+    file: Option<File>,
+    /// Bytes in the file; spilled bytes past it wait in `pending`.
+    written: u64,
+    pending: Vec<u8>,
+    read: Vec<u8>,
+    read_at: u64,
+    /// Why the file failed (the records stay in memory, or are lost when it fails on reading).
+    failure: Option<(io::ErrorKind, String)>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Stats {
+    pub spilled_records: u64,
+    pub spilled_bytes: u64,
+}
+
+impl Default for SpillStore {
+    fn default() -> Self {
+        SpillStore::new(DEFAULT_BUDGET)
+    }
+}
+
+/// `--held-memory`'s default.
+pub const DEFAULT_BUDGET: usize = 128 << 20;
+
+impl SpillStore {
+    pub fn new(budget: usize) -> Self {
+        SpillStore {
+            budget,
+            names: Names::default(),
+            scratch: Vec::new(),
+            file: SpillFile::default(),
+            spilled_live: 0,
+            lost: 0,
+            said: false,
+            stats: Stats::default(),
+        }
+    }
+
+    pub fn set_budget(&mut self, budget: usize) {
+        self.budget = budget;
+    }
+
+    /// Keep `m` until `take`.
+    pub fn hold(&mut self, m: &Message) -> Held {
+        self.scratch.clear();
+        pack(m, &mut self.names, &mut self.scratch);
+        let len = self.scratch.len();
+        let fits = IN_MEMORY.load(Ordering::Relaxed).saturating_add(len) <= self.budget;
+        if !fits && self.file.failure.is_none() {
+            if let Ok(len32) = u32::try_from(len) {
+                if let Some(at) = self.file.append(&self.scratch) {
+                    self.spilled_live += 1;
+                    self.stats.spilled_records += 1;
+                    self.stats.spilled_bytes += len as u64;
+                    return Held(Place::File { at, len: len32 });
+                }
+            }
+        }
+        IN_MEMORY.fetch_add(len, Ordering::Relaxed);
+        Held(Place::Memory(self.scratch.as_slice().into()))
+    }
+
+    /// The record `held` was made from; None when the spill file could not give it back (then
+    /// `finding` says so).
+    pub fn take(&mut self, mut held: Held) -> Option<Message> {
+        match std::mem::replace(&mut held.0, Place::Taken) {
+            Place::Memory(bytes) => {
+                IN_MEMORY.fetch_sub(bytes.len(), Ordering::Relaxed);
+                unpack(&bytes, &self.names)
+            }
+            Place::File { at, len } => {
+                let m = (self.file.read(at, len as usize)).and_then(|b| unpack(b, &self.names));
+                self.spilled_live -= 1;
+                if self.spilled_live == 0 {
+                    self.file.start_over();
+                }
+                if m.is_none() {
+                    self.lost += 1;
+                }
+                m
+            }
+            Place::Taken => None,
+        }
+    }
+
+    /// Once, what went wrong with the spill file.
+    pub fn finding(&mut self) -> Option<Finding> {
+        let (kind, why) = self.file.failure.as_ref()?;
+        if self.said && self.lost == 0 {
+            return None;
+        }
+        let lost = std::mem::take(&mut self.lost);
+        self.said = true;
+        let text = if lost > 0 {
+            format!("{lost} held record(s) could not be read back from the spill file: {why}")
+        } else {
+            format!(
+                "records waiting for their acknowledgement stay in memory past the budget of {} \
+                 bytes: the spill file failed ({why})",
+                self.budget
+            )
+        };
+        let severity = if lost > 0 {
+            Severity::Error
+        } else {
+            Severity::Warning
+        };
+        Some(
+            Finding::new("internal.spill-failed", severity, text)
+                .field("error", format!("{kind:?}"))
+                .field("lost", lost),
+        )
+    }
+}
+
+impl SpillFile {
+    /// Append a packed record to the file; its offset, None when the file fails.
+    fn append(&mut self, packed: &[u8]) -> Option<u64> {
+        if self.file.is_none() {
+            match spill_file() {
+                Ok(f) => self.file = Some(f),
+                Err(e) => return self.failed(e),
+            }
+        }
+        let at = self.written + self.pending.len() as u64;
+        self.pending.extend_from_slice(packed);
+        if self.pending.len() >= WRITE_BUFFER {
+            if let Err(e) = self.flush() {
+                return self.failed(e);
+            }
+        }
+        Some(at)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if let Some(f) = &self.file {
+            f.write_all_at(&self.pending, self.written)?;
+        }
+        self.written += self.pending.len() as u64;
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn failed<T>(&mut self, e: io::Error) -> Option<T> {
+        self.failure = Some((e.kind(), e.to_string()));
+        None
+    }
+
+    fn read(&mut self, at: u64, len: usize) -> Option<&[u8]> {
+        if at >= self.written {
+            let start = usize::try_from(at - self.written).ok()?;
+            return self.pending.get(start..start.checked_add(len)?);
+        }
+        let end = at.checked_add(len as u64)?;
+        let cached = at >= self.read_at && end <= self.read_at + self.read.len() as u64;
+        if !cached {
+            let want = (self.written - at).min(READ_AHEAD.max(len) as u64) as usize;
+            self.read.resize(want, 0);
+            let result = match &self.file {
+                Some(f) => f.read_exact_at(&mut self.read, at),
+                None => Err(io::ErrorKind::NotFound.into()),
+            };
+            if let Err(e) = result {
+                self.read.clear();
+                return self.failed(e);
+            }
+            self.read_at = at;
+        }
+        let start = (at - self.read_at) as usize;
+        self.read.get(start..start + len)
+    }
+
+    /// Every spilled record was taken back: the file's space is reused.
+    fn start_over(&mut self) {
+        self.pending.clear();
+        self.read.clear();
+        (self.written, self.read_at) = (0, 0);
+        if let Some(f) = &self.file {
+            if let Err(e) = f.set_len(0) {
+                self.failed::<()>(e);
+            }
+        }
+    }
+}
+
+/// A file in the temporary directory (TMPDIR) that has no name: nothing to remove on any exit.
+fn spill_file() -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = std::env::temp_dir();
+    let unnamed = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(O_TMPFILE)
+        .open(&dir);
+    if let Ok(f) = unnamed {
+        return Ok(f);
+    }
+    // file systems without O_TMPFILE: a name that lives only until the next line
+    let mut tries = 0u32;
+    loop {
+        let path = dir.join(format!(".wirelog-spill-{}-{tries}", std::process::id()));
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(f) => {
+                std::fs::remove_file(&path)?;
+                return Ok(f);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Linux's O_TMPFILE (__O_TMPFILE | O_DIRECTORY, the same on every architecture Rust targets but
+/// alpha, parisc and sparc); std has no constant for it and this crate no libc.
+#[cfg(target_os = "linux")]
+const O_TMPFILE: i32 = 0o20_000_000 | 0o200_000;
+#[cfg(not(target_os = "linux"))]
+const O_TMPFILE: i32 = 0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Direction, Document, Value};
+
+    fn event(i: u64) -> Message {
+        let mut m = Message::new("lumberjack", "event");
+        m.direction = Some(Direction::C2S);
+        m.offset = Some(100 * i);
+        m.length = 80;
+        m.frame = Some(i + 1);
+        m.ts = Some(-5 - i as i64);
+        m.version = Some("2");
+        m.set("seq", i);
+        m.set("f", 1.5_f64);
+        m.set("neg", -7_i64);
+        m.set(
+            "nested",
+            serde_json::json!({"a": [1, null, true, "x"], "b": {"c": 2.25e300}}),
+        );
+        m.event = Document::verbatim(format!(r#"{{"message":"event {i}"}}"#).as_bytes());
+        m
+    }
+
+    #[test]
+    fn records_come_back_as_they_went_whatever_the_budget() {
+        for budget in [0, 600, usize::MAX] {
+            let mut store = SpillStore::new(budget);
+            let held: Vec<Held> = (0..5000).map(|i| store.hold(&event(i))).collect();
+            for (i, h) in held.into_iter().enumerate() {
+                assert_eq!(store.take(h), Some(event(i as u64)), "budget {budget}");
+            }
+            if budget == 0 {
+                assert_eq!(store.stats.spilled_records, 5000);
+            }
+            assert!(store.finding().is_none());
+        }
+    }
+
+    #[test]
+    fn the_file_starts_over_when_every_spilled_record_is_back() {
+        let mut store = SpillStore::new(0);
+        for round in 0..3 {
+            let held: Vec<Held> = (0..20_000).map(|i| store.hold(&event(i))).collect();
+            assert!(store.file.written > 0, "round {round}");
+            for (i, h) in held.into_iter().enumerate().rev() {
+                assert_eq!(store.take(h), Some(event(i as u64)));
+            }
+            assert_eq!((store.file.written, store.file.pending.len()), (0, 0));
+        }
+    }
+
+    #[test]
+    fn a_parsed_document_and_a_null_field_survive() {
+        let mut store = SpillStore::new(0);
+        let mut m = event(3);
+        m.event = Some(Document::Parsed(
+            serde_json::json!({"z": 1, "a": [-1, 0.1]}),
+        ));
+        m.set("nothing", Value::Null);
+        m.acked = Some(false);
+        let h = store.hold(&m);
+        assert_eq!(store.take(h), Some(m));
+    }
+}
