@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -14,8 +15,10 @@ from tests.capture_tools import ndjson, run_cli
 from tests.conftest import REPO, shared_capture
 from tests.parquet_helpers import assert_wirelog_encodings
 from tests.pcap_helpers import tcp_frame, write_pcap
+from wirelog.cli import main as main_module
 from wirelog.cli import writing as writing_module
 from wirelog.cli.main import main
+from wirelog.engine import spark as spark_engine
 from wirelog.export.parquet import ParquetWriter
 
 EXAMPLE = REPO / "examples" / "lumberjack-pylogbeat.pcap"
@@ -215,10 +218,15 @@ def test_interrupted_parquet_write_leaves_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_version_lists_libraries():
+def test_version_lists_the_runtime_libraries(monkeypatch):
     code, out, _ = run_cli("--version")
     text = out.decode()
-    assert code == 0 and text.startswith("wirelog ") and "pyarrow" in text and "crcmod" in text
+    assert code == 0 and text.startswith("wirelog ") and f"  pyarrow {version('pyarrow')}\n" in text
+    assert not any(name in text for name in ("crcmod", "cramjam", "scapy"))  # the tests' libraries
+    monkeypatch.setattr(main_module, "LIBRARIES", ("pyarrow", "no-such-library"))
+    code, out, _ = run_cli("--version")
+    lines = out.decode().splitlines()
+    assert code == 0 and lines[1:] == [f"  pyarrow {version('pyarrow')}", "  no-such-library not installed"]
 
 
 def test_unexpected_error_is_one_line_unless_debug(monkeypatch, capsys):
@@ -279,6 +287,53 @@ def test_spark_engine_usage_errors_need_no_jvm(tmp_path):
         "convert", str(EXAMPLE), "--engine", "spark", "-o", str(tmp_path / "o"), "--conf", "x"
     )
     assert code == 2 and "KEY=VALUE" in err
+
+
+@pytest.mark.parametrize(
+    ("given", "size"),
+    [
+        ((), 128 << 20),
+        (("134217728",), 128 << 20),
+        (("64m",), 64 << 20),
+        (("1g",), 1 << 30),
+        (("1024k",), 1 << 20),
+        (("64M",), 64 << 20),
+        (("64MiB",), 64 << 20),
+        (("64mb",), 64 << 20),
+        (("2GB",), 2 << 30),
+        (("1048576b",), 1 << 20),
+    ],
+)
+def test_split_size_as_users_write_it(monkeypatch, tmp_path, given, size):
+    asked = []
+    monkeypatch.setattr(spark_engine, "convert_spark", lambda *args: asked.append(args[-1]) or 0)
+    split_size = [arg for value in given for arg in ("--split-size", value)]
+    code, _, err = run_cli("convert", str(EXAMPLE), "--engine", "spark", "-o", str(tmp_path), *split_size)
+    assert code == 0, err
+    assert asked == [size]
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("0", "is less than 1 MiB"),
+        ("512k", "is less than 1 MiB"),  # a size, under the floor: thousands of tasks for a small file
+        ("1048575", "is less than 1 MiB"),
+        ("-1", "is not a size"),
+        ("-64m", "is not a size"),
+        ("4x", "is not a size"),
+        ("1.5g", "is not a size"),
+        ("64ib", "is not a size"),
+        ("m", "is not a size"),
+        ("", "is not a size"),
+    ],
+)
+def test_split_size_refused_is_a_usage_error(monkeypatch, tmp_path, value, why):
+    monkeypatch.setattr(spark_engine, "convert_spark", lambda *args: pytest.fail("ran with a bad size"))
+    code, _, err = run_cli(
+        "convert", str(EXAMPLE), "--engine", "spark", "-o", str(tmp_path), "--split-size", value
+    )
+    assert code == 2 and "Invalid value for '--split-size'" in err and why in err, err
 
 
 def test_spark_engine_writes_the_same_rows(tmp_path):

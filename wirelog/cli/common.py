@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -45,6 +46,42 @@ def parse_decode_as(values: tuple[str, ...]) -> dict[int, str]:
         return dict(protocols.port_protocol(value) for value in values)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--decode-as") from None
+
+
+class ByteSize(click.ParamType):
+    """A byte count as users write it: 134217728, 512k, 64m, 64MiB, 1g, 1GB (binary multiples:
+    k = 1024, as `ls -h` and Spark's size settings mean them)."""
+
+    name = "size"
+    UNITS = "kmgt"  # each 1024 times the one before
+    FORM = re.compile(r"(\d+)(?:([kmgt])(?:i?b)?|b)?", re.IGNORECASE)
+
+    def __init__(self, *, min: int) -> None:
+        self.min = min
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):  # click may pass a value through twice (defaults, default_map)
+            size = value
+        else:
+            m = self.FORM.fullmatch(str(value).strip())
+            if m is None:
+                self.fail(
+                    f"{value!r} is not a size: write bytes or k, m, g, t (e.g. 134217728, 64m, 1g)",
+                    param,
+                    ctx,
+                )
+            size = int(m[1]) << (10 * (self.UNITS.index(m[2].lower()) + 1) if m[2] else 0)
+        if size < self.min:
+            self.fail(f"{value!r} is less than {_binary(self.min)}", param, ctx)
+        return size
+
+
+def _binary(size: int) -> str:
+    """1048576 → '1 MiB': a limit in the unit users would write it in."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size} bytes"
 
 
 def input_options(f: Callable) -> Callable:

@@ -7,7 +7,7 @@ import stat
 
 import click
 
-from wirelog.cli.common import Session, build_options, error, exit_code, input_options
+from wirelog.cli.common import ByteSize, Session, build_options, error, exit_code, input_options
 from wirelog.cli.writing import RECORDS, SUFFIX, write_records
 from wirelog.inputs import remote
 
@@ -60,11 +60,12 @@ Examples:
 )
 @click.option(
     "--split-size",
-    type=click.IntRange(min=1 << 20),
-    default=128 << 20,
+    type=ByteSize(min=1 << 20),
+    default="128m",
     show_default=True,
-    metavar="BYTES",
-    help="With --engine spark: an uncompressed capture larger than this is read by several tasks.",
+    metavar="SIZE",
+    help="With --engine spark: an uncompressed capture larger than this is read by several tasks "
+    "(bytes, or k, m, g: 64m, 1g; at least 1m).",
 )
 @click.pass_context
 def convert(ctx, fmt, output, jobs, engine, master, conf, split_size, **params):

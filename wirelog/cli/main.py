@@ -19,11 +19,8 @@ LIBRARIES = (
     "rich",
     "pyarrow",
     "lz4",
-    "crcmod",
-    "cramjam",
     "zstandard",
     "orjson",
-    "scapy",
     "pyspark",
 )
 
