@@ -131,6 +131,18 @@ def input_options(f: Callable) -> Callable:
             ),
             click.option("--show-secrets", is_flag=True, help="Keep credentials (SASL tokens, API keys)."),
             click.option(
+                "--held-memory",
+                "held_memory",
+                type=ByteSize(min=0),
+                default="128m",
+                show_default=True,
+                envvar="WIRELOG_HELD_MEMORY",
+                metavar="SIZE",
+                help="Memory for events waiting for their ACK, all connections together; past it they "
+                "wait in an unnamed temporary file in TMPDIR. Never changes the output. "
+                "WIRELOG_HELD_MEMORY sets it too.",
+            ),
+            click.option(
                 "--tls-keylog",
                 "tls_keylogs",
                 multiple=True,
@@ -212,6 +224,7 @@ def build_options(params: dict, findings_only: bool = False, **overrides) -> Opt
         tls_keylogs=read_keylogs(params["tls_keylogs"]),
         keep=keep,
         input_format=params["input_format"],
+        limits=protocols.Limits(held_memory=params["held_memory"]),
         **overrides,
     )
 

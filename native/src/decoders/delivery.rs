@@ -20,8 +20,9 @@ use serde_json::{json, Map};
 
 use crate::model::{Direction, Finding, Message, Record, Severity, Value};
 
-/// Unacknowledged events and resends remembered; beyond, counts are lower bounds.
-pub const KEYS_LIMIT: usize = 1_000_000;
+/// Unacknowledged events and resends remembered; beyond, counts are lower bounds. 7/8 of 2^21, the
+/// most a table of 2^21 slots holds before it doubles (~52 MB of Lumberjack keys).
+pub const KEYS_LIMIT: usize = 1_835_008;
 /// Places of never-acknowledged events listed.
 const FIRST: usize = 5;
 
@@ -47,23 +48,25 @@ fn text(v: Option<impl ToString>) -> String {
     v.map_or_else(|| "None".to_owned(), |v| v.to_string())
 }
 
-/// An event's place in 24 bytes (a `Place` takes 48): None is `u64::MAX` / `i64::MIN`, which sort
-/// last as None does.
-type Key = (u64, u64, i64);
+/// An event's place in 16 bytes (a `Place` takes 48): (stream, seq, frame), None as the type's
+/// MAX, which sorts last as None does. Lumberjack seqs are u32 on the wire; None when a stream id
+/// does not fit (then the counts are lower bounds).
+type Key = (u32, u32, u64);
 
-fn key(p: Place) -> Key {
-    (
-        p.0.unwrap_or(u64::MAX),
-        p.1.unwrap_or(u64::MAX),
-        p.2.unwrap_or(i64::MIN),
-    )
+fn key(p: Place) -> Option<Key> {
+    let stream = match p.0 {
+        None => u32::MAX,
+        Some(s) => u32::try_from(s).ok().filter(|&s| s != u32::MAX)?,
+    };
+    let seq = p.2.and_then(|q| u32::try_from(q).ok()).unwrap_or(u32::MAX);
+    Some((stream, seq, p.1.unwrap_or(u64::MAX)))
 }
 
 fn place(k: &Key) -> Place {
     (
-        (k.0 != u64::MAX).then_some(k.0),
-        (k.1 != u64::MAX).then_some(k.1),
-        (k.2 != i64::MIN).then_some(k.2),
+        (k.0 != u32::MAX).then_some(u64::from(k.0)),
+        (k.2 != u64::MAX).then_some(k.2),
+        (k.1 != u32::MAX).then_some(i64::from(k.1)),
     )
 }
 
@@ -74,11 +77,11 @@ struct Lumberjack {
     events: u64,
     resends: u64,
     /// First copies not acknowledged: their rank among them (decoding order) and state, refused
-    /// or lost (false) or unknown (None). ~32 bytes each: a stalled pipeline's capture has
+    /// or lost (false) or unknown (None). 24 bytes each: a stalled pipeline's capture has
     /// millions.
     open: HashMap<Key, (u32, Option<bool>), foldhash::fast::RandomState>,
     /// Streams that ended without a close: their unacknowledged events are unknown.
-    unclosed: Set<u64>,
+    unclosed: Set<u32>,
     resent_ok: Set<Key>,
     resent_unknown: Set<Key>,
     resends_in: HashMap<u64, Vec<Key>>,
@@ -100,10 +103,13 @@ impl Lumberjack {
                 first.get("frame").and_then(Value::as_u64),
                 first.get("seq").and_then(Value::as_i64),
             ));
-            if self.resent_ok.len() + self.resent_unknown.len() + self.resends_waiting >= KEYS_LIMIT
-            {
+            let Some(k) = k.filter(|_| {
+                self.resent_ok.len() + self.resent_unknown.len() + self.resends_waiting < KEYS_LIMIT
+            }) else {
                 self.capped = true;
-            } else if m.acked == Some(true) {
+                return;
+            };
+            if m.acked == Some(true) {
                 self.resent_ok.insert(k);
             } else if m.acked.is_none() {
                 self.resent_unknown.insert(k);
@@ -111,8 +117,9 @@ impl Lumberjack {
                 self.resends_in.entry(stream).or_default().push(k);
                 self.resends_waiting += 1;
             }
-        } else if self.open.len() < KEYS_LIMIT {
-            let k = key((Some(stream), m.frame, m.get("seq").and_then(Value::as_i64)));
+        } else if let Some(k) = key((Some(stream), m.frame, m.get("seq").and_then(Value::as_i64)))
+            .filter(|_| self.open.len() < KEYS_LIMIT)
+        {
             let rank = self.open.len() as u32; // below KEYS_LIMIT
             self.open
                 .entry(k)
@@ -127,7 +134,8 @@ impl Lumberjack {
         let resent = self.resends_in.remove(&stream).unwrap_or_default();
         self.resends_waiting -= resent.len();
         if !closed {
-            self.unclosed.insert(stream);
+            self.unclosed
+                .insert(u32::try_from(stream).unwrap_or(u32::MAX));
             self.resent_unknown.extend(resent);
         }
     }

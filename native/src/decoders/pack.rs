@@ -13,20 +13,42 @@ use serde_json::{Map, Number};
 use crate::model::{Direction, Document, Message, Value};
 
 /// The `'static` names of packed messages (protocol, kind, version, field names).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Names {
     list: Vec<&'static str>,
     index: HashMap<(usize, usize), u32, foldhash::fast::RandomState>,
+    /// Recent names by address, in front of `index`: the same few dozen names come with every
+    /// record, and hashing each was a fifth of what holding a record cost.
+    recent: [(usize, usize, u32); RECENT],
+}
+
+const RECENT: usize = 64;
+
+impl Default for Names {
+    fn default() -> Self {
+        Names {
+            list: Vec::new(),
+            index: HashMap::default(),
+            recent: [(0, 0, 0); RECENT],
+        }
+    }
 }
 
 impl Names {
     fn id(&mut self, name: &'static str) -> u32 {
         let key = (name.as_ptr() as usize, name.len());
+        let slot = (key.0 >> 3) % RECENT;
+        let (ptr, len, id) = self.recent[slot];
+        if (ptr, len) == key {
+            return id;
+        }
         let next = self.list.len() as u32;
-        *self.index.entry(key).or_insert_with(|| {
+        let id = *self.index.entry(key).or_insert_with(|| {
             self.list.push(name);
             next
-        })
+        });
+        self.recent[slot] = (key.0, key.1, id);
+        id
     }
 
     fn name(&self, id: u64) -> Option<&'static str> {

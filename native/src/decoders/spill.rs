@@ -3,43 +3,137 @@
 //! file past it (issue 28: a stalled pipeline's capture holds every event to its end).
 //!
 //! Why packed: a `Message` is a tree of allocations (fields, values, the document) that cost about
-//! three times the record's text; packed, an event costs its bytes plus a 16-byte handle. Why one
+//! three times the record's text; packed, an event costs its bytes plus a 16-byte handle. Packed
+//! records share 64 KiB pages, each freed when its last record is taken: one allocation per record
+//! cost its malloc overhead and fragmented the heap (128 MiB of records took 188 MB). Why one
 //! budget: what each connection holds is bounded by `Limits::max_pending_events`, but not their sum.
 //! The spill file has no name (O_TMPFILE, or unlinked as soon as it is made), so no exit path,
 //! SIGKILL included, can leave it behind. A record comes back exactly as it went in (`pack.rs`), so
 //! the budget never changes an answer.
 
 use std::fs::File;
-use std::io;
+use std::io::{self, Read, Seek};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::pack::{pack, unpack, Names};
 use crate::model::{Finding, Message, Severity};
 
-/// Packed bytes held in memory by every store of the process (what the budget bounds).
+/// Bytes of the pages of every store of the process (what the budget bounds).
 static IN_MEMORY: AtomicUsize = AtomicUsize::new(0);
+/// A page of packed records (a bigger record has a page of its own).
+const PAGE: usize = 64 << 10;
 /// Spilled bytes written to the file at once.
 const WRITE_BUFFER: usize = 1 << 20;
-/// Bytes read from the file at once: records come back in the order they went out.
-const READ_AHEAD: usize = 256 << 10;
+/// Bytes read from the file at once: a window's events went out together and come back together,
+/// but the windows of many connections are interleaved in the file.
+const READ_AHEAD: usize = 32 << 10;
 
-/// One held record: its packed bytes in memory, or where they are in the spill file.
+/// One held record in 16 bytes: where its packed bytes are, in a page or in the spill file (page
+/// `IN_FILE`). Millions wait in a stalled pipeline's capture.
 #[derive(Debug)]
-pub struct Held(Place);
-
-#[derive(Debug)]
-enum Place {
-    Memory(Box<[u8]>),
-    File { at: u64, len: u32 },
-    Taken,
+pub struct Held {
+    at: u64,
+    len: u32,
+    page: u32,
 }
 
-impl Drop for Held {
-    fn drop(&mut self) {
-        if let Place::Memory(bytes) = &self.0 {
-            IN_MEMORY.fetch_sub(bytes.len(), Ordering::Relaxed);
+const IN_FILE: u32 = u32::MAX;
+
+#[derive(Debug)]
+struct Page {
+    bytes: Vec<u8>,
+    /// Records in it not taken yet.
+    live: u32,
+}
+
+/// The pages of one store; a freed page's slot is reused.
+#[derive(Debug, Default)]
+struct Pages {
+    slots: Vec<Option<Page>>,
+    free: Vec<u32>,
+    /// The page new records go to.
+    current: Option<u32>,
+}
+
+impl Pages {
+    /// Room for `len` bytes within `budget`: (page, offset), None when the budget is spent.
+    fn place(&mut self, len: usize, budget: usize) -> Option<(u32, u32)> {
+        if let Some(i) = self.current {
+            let page = self.slots[i as usize].as_mut()?;
+            if page.bytes.len() + len <= page.bytes.capacity() {
+                page.live += 1;
+                return Some((i, u32::try_from(page.bytes.len()).ok()?));
+            }
         }
+        if let Some(old) = self.current.take() {
+            self.release_empty(old); // an empty current page too small for this record
+        }
+        let size = len.max(PAGE);
+        if IN_MEMORY.load(Ordering::Relaxed).saturating_add(size) > budget {
+            return None;
+        }
+        IN_MEMORY.fetch_add(size, Ordering::Relaxed);
+        let page = Page {
+            bytes: Vec::with_capacity(size),
+            live: 1,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(page);
+                i
+            }
+            None => {
+                self.slots.push(Some(page));
+                u32::try_from(self.slots.len() - 1).ok()?
+            }
+        };
+        self.current = Some(i);
+        Some((i, 0))
+    }
+
+    fn bytes(&self, page: u32, at: u32, len: u32) -> Option<&[u8]> {
+        let page = self.slots.get(page as usize)?.as_ref()?;
+        page.bytes
+            .get(at as usize..(at as usize).checked_add(len as usize)?)
+    }
+
+    /// One record of `page` was taken: the page goes when it was the last (the current page
+    /// stays, to be filled).
+    fn release(&mut self, i: u32) {
+        let Some(Some(page)) = self.slots.get_mut(i as usize) else {
+            return;
+        };
+        page.live -= 1;
+        if page.live > 0 {
+            return;
+        }
+        if self.current == Some(i) {
+            page.bytes.clear(); // the current page starts again from its beginning
+        } else {
+            self.release_empty(i);
+        }
+    }
+
+    fn release_empty(&mut self, i: u32) {
+        if let Some(slot) = self.slots.get_mut(i as usize) {
+            if let Some(page) = slot.take_if(|p| p.live == 0) {
+                IN_MEMORY.fetch_sub(page.bytes.capacity(), Ordering::Relaxed);
+                self.free.push(i);
+            }
+        }
+    }
+}
+
+impl Drop for Pages {
+    fn drop(&mut self) {
+        let held: usize = self
+            .slots
+            .iter()
+            .flatten()
+            .map(|p| p.bytes.capacity())
+            .sum();
+        IN_MEMORY.fetch_sub(held, Ordering::Relaxed);
     }
 }
 
@@ -49,6 +143,7 @@ pub struct SpillStore {
     budget: usize,
     names: Names,
     scratch: Vec<u8>,
+    pages: Pages,
     file: SpillFile,
     /// Spilled records not taken back yet: at zero the file starts over.
     spilled_live: usize,
@@ -91,6 +186,7 @@ impl SpillStore {
             budget,
             names: Names::default(),
             scratch: Vec::new(),
+            pages: Pages::default(),
             file: SpillFile::default(),
             spilled_live: 0,
             lost: 0,
@@ -108,30 +204,44 @@ impl SpillStore {
         self.scratch.clear();
         pack(m, &mut self.names, &mut self.scratch);
         let len = self.scratch.len();
-        let fits = IN_MEMORY.load(Ordering::Relaxed).saturating_add(len) <= self.budget;
-        if !fits && self.file.failure.is_none() {
-            if let Ok(len32) = u32::try_from(len) {
-                if let Some(at) = self.file.append(&self.scratch) {
-                    self.spilled_live += 1;
-                    self.stats.spilled_records += 1;
-                    self.stats.spilled_bytes += len as u64;
-                    return Held(Place::File { at, len: len32 });
+        let len32 = u32::try_from(len).unwrap_or(u32::MAX); // a record is far below 4 GiB
+                                                            // past the budget, in memory anyway when the file failed
+        let budget = if self.file.failure.is_none() {
+            self.budget
+        } else {
+            usize::MAX
+        };
+        if let Some((page, at)) = self.pages.place(len, budget) {
+            if let Some(Some(p)) = self.pages.slots.get_mut(page as usize) {
+                p.bytes.extend_from_slice(&self.scratch);
+            }
+            return Held {
+                at: u64::from(at),
+                len: len32,
+                page,
+            };
+        }
+        match self.file.append(&self.scratch) {
+            Some(at) => {
+                self.spilled_live += 1;
+                self.stats.spilled_records += 1;
+                self.stats.spilled_bytes += len as u64;
+                Held {
+                    at,
+                    len: len32,
+                    page: IN_FILE,
                 }
             }
+            None => self.hold(m), // the file failed: now in memory
         }
-        IN_MEMORY.fetch_add(len, Ordering::Relaxed);
-        Held(Place::Memory(self.scratch.as_slice().into()))
     }
 
     /// The record `held` was made from; None when the spill file could not give it back (then
     /// `finding` says so).
-    pub fn take(&mut self, mut held: Held) -> Option<Message> {
-        match std::mem::replace(&mut held.0, Place::Taken) {
-            Place::Memory(bytes) => {
-                IN_MEMORY.fetch_sub(bytes.len(), Ordering::Relaxed);
-                unpack(&bytes, &self.names)
-            }
-            Place::File { at, len } => {
+    pub fn take(&mut self, held: Held) -> Option<Message> {
+        let Held { at, len, page } = held;
+        match page {
+            IN_FILE => {
                 let m = (self.file.read(at, len as usize)).and_then(|b| unpack(b, &self.names));
                 self.spilled_live -= 1;
                 if self.spilled_live == 0 {
@@ -142,7 +252,12 @@ impl SpillStore {
                 }
                 m
             }
-            Place::Taken => None,
+            page => {
+                let at = u32::try_from(at).unwrap_or(u32::MAX);
+                let m = (self.pages.bytes(page, at, len)).and_then(|b| unpack(b, &self.names));
+                self.pages.release(page);
+                m
+            }
         }
     }
 
@@ -217,10 +332,13 @@ impl SpillFile {
         let end = at.checked_add(len as u64)?;
         let cached = at >= self.read_at && end <= self.read_at + self.read.len() as u64;
         if !cached {
-            let want = (self.written - at).min(READ_AHEAD.max(len) as u64) as usize;
-            self.read.resize(want, 0);
-            let result = match &self.file {
-                Some(f) => f.read_exact_at(&mut self.read, at),
+            let want = (self.written - at).min(READ_AHEAD.max(len) as u64);
+            self.read.clear();
+            // read_to_end fills the vector's spare capacity without zeroing it first
+            let result = match &mut self.file {
+                Some(f) => f
+                    .seek(io::SeekFrom::Start(at))
+                    .and_then(|_| f.take(want).read_to_end(&mut self.read)),
                 None => Err(io::ErrorKind::NotFound.into()),
             };
             if let Err(e) = result {

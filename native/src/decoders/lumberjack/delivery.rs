@@ -44,10 +44,10 @@ enum Extra {
 struct Window {
     index: u64,
     count: Option<u32>,
-    record: Option<Message>, // taken when emitted
+    record: Option<Held>, // taken when emitted
     pos: Pos,
     items: Vec<Held>, // compressed frames and events, in order (emptied on emission)
-    events: Vec<u32>, // positions in `items` of the held events
+    frames_at: Vec<u32>, // positions in `items` of the compressed frames (the rest are events)
     /// The ACKs of the held events: (events acknowledged once it came, its frame, its offset).
     acks: Vec<(usize, Option<u64>, u64)>,
     seqs: Vec<u32>, // every event's seq: the window's size
@@ -68,6 +68,12 @@ impl Window {
     fn full(&self) -> bool {
         self.count
             .is_some_and(|c| self.seqs.len() as u64 >= u64::from(c))
+    }
+
+    /// Held events waiting for an ACK cost their vectors' capacity, not only their length.
+    fn shrink(&mut self) {
+        self.items.shrink_to_fit();
+        self.seqs.shrink_to_fit();
     }
 
     fn resolved(&self) -> bool {
@@ -221,6 +227,7 @@ impl Delivery {
         }
         w.c_frames += 1;
         record.set("window", w.index);
+        w.frames_at.push(w.items.len() as u32);
         w.items.push(held.hold(&record));
     }
 
@@ -259,8 +266,10 @@ impl Delivery {
             out.push(record.into());
             return;
         }
-        w.events.push(w.items.len() as u32);
         w.items.push(held.hold(&record));
+        if w.full() {
+            w.shrink();
+        }
         self.pending += 1;
         if self.pending > self.max_pending {
             self.overflow(pos, held, out);
@@ -682,15 +691,18 @@ impl Delivery {
             self.windows.pop_back();
         }
         self.stats.windows += 1;
+        // some room at once; a window's vectors are cut to size when it is complete (a W costs 6
+        // bytes on the wire: its announced count is no reason to allocate)
+        let room = count.map_or(0, |c| c.min(64) as usize);
         self.windows.push_back(Window {
             index: self.stats.windows,
             count,
-            record: Some(record),
+            record: Some(held.hold(&record)),
             pos,
-            items: Vec::new(),
-            events: Vec::new(),
+            items: Vec::with_capacity(room + 1),
+            frames_at: Vec::new(),
             acks: Vec::new(),
-            seqs: Vec::new(),
+            seqs: Vec::with_capacity(room),
             acked_n: 0,
             ack_value: None,
             ack_frame: None,
@@ -717,6 +729,7 @@ impl Delivery {
             return;
         }
         w.closed = true;
+        w.shrink();
         if let Some(count) = w.count.filter(|&c| (w.seqs.len() as u64) < u64::from(c)) {
             w.truncated = true;
             let why = if w.gap {
@@ -811,7 +824,7 @@ fn emit(
 ) {
     w.emitted = true;
     let n = w.seqs.len();
-    if let Some(mut record) = w.record.take() {
+    if let Some(mut record) = w.record.take().and_then(|r| held.take(r)) {
         record.acked = (n > 0).then_some(w.acked_n == n);
         record.set("window", w.index);
         record.set("count", w.count);
@@ -828,12 +841,12 @@ fn emit(
         out.push(record.into());
     }
     let unacked = if final_ { Some(false) } else { None };
-    *pending -= w.events.len();
-    let mut events = std::mem::take(&mut w.events).into_iter().peekable();
+    *pending -= w.items.len() - w.frames_at.len();
+    let mut frames = std::mem::take(&mut w.frames_at).into_iter().peekable();
     let (mut event, mut acks) = (0, w.acks.iter().peekable());
     for (i, item) in std::mem::take(&mut w.items).into_iter().enumerate() {
-        // the ACK that covered the event, if any: ACKs cover events in order
-        let fate = events.next_if_eq(&(i as u32)).map(|_| {
+        // an event's ACK, if any: ACKs cover events in order
+        let fate = frames.next_if_eq(&(i as u32)).is_none().then(|| {
             while acks.next_if(|a| a.0 <= event).is_some() {}
             event += 1;
             acks.peek().map(|&&(_, frame, offset)| (frame, offset))
