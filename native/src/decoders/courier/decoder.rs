@@ -520,6 +520,7 @@ impl Conn {
 
     // -- payloads -----------------------------------------------------------------------------
 
+    #[allow(clippy::too_many_arguments)]
     fn open(
         &mut self,
         d: Direction,
