@@ -258,18 +258,29 @@ def test_snaplen_truncated_segment_becomes_gap():
     assert t.data() == b"abcxyz"
 
 
-def test_fin_both_sides_closes_and_evicts_after_grace():
+def test_fin_both_sides_ends_at_the_last_ack_else_after_grace():
+    """A clean close (FIN both ways, both acknowledged) ends the stream at its last ACK (issue 28:
+    its held events wait for no timer); without that ACK it waits its grace period for late packets."""
     t = Conv(close_grace=0, sweep_every=1)
     t.handshake()
     t.send(True, 1001, b"bye", flags=FIN | ACK, ack=5001)
     t.send(False, 5001, flags=FIN | ACK, ack=1005)
+    assert not t.of(StreamInfo)  # the server's FIN is not acknowledged yet
     t.send(True, 1005, flags=ACK, ack=5002)
+    infos = t.of(StreamInfo)
+    assert len(infos) == 1 and infos[0].fin_c2s and infos[0].fin_s2c
+    assert not t.of(Gap)  # the FIN's sequence number is not a missing byte
+
+    t = Conv(close_grace=0, sweep_every=1)
+    t.handshake()
+    t.send(True, 1001, b"bye", flags=FIN | ACK, ack=5001)
+    t.send(False, 5001, flags=FIN | ACK, ack=1005)  # the last ACK is not in the capture
+    t.items += t.r.drain()
     assert not t.of(StreamInfo)  # still within its grace period
     t.r.segment(99, 10**9, C, 1, S, 2, 1, 0, SYN, b"")  # another connection, later: sweep
     t.items += t.r.drain()
     infos = t.of(StreamInfo)
     assert len(infos) == 1 and infos[0].fin_c2s and infos[0].fin_s2c
-    assert not t.of(Gap)  # the FIN's sequence number is not a missing byte
 
 
 def test_buffer_limit_forces_delivery_with_gap():

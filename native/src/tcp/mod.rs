@@ -18,6 +18,7 @@
 mod causal;
 #[cfg(any(test, fuzzing))]
 pub mod fuzz;
+mod graves;
 mod half;
 mod reassembler;
 mod seq;

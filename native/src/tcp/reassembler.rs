@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 use super::causal::Merge;
+use super::graves::Graves;
 use super::half::{Half, Piece};
 use super::seq::{at_or_after, HALF, MOD};
 use super::{Config, Event, StreamInfo};
@@ -11,7 +12,7 @@ use crate::capture::{Segment, ACK, FIN, RST, SYN};
 use crate::model::text::hex;
 use crate::model::{Direction, Finding, Severity};
 
-type Key = (IpAddr, u16, IpAddr, u16);
+use super::graves::Key;
 
 const C2S: usize = 0;
 const S2C: usize = 1;
@@ -56,6 +57,30 @@ fn endpoint(ip: IpAddr, port: u16) -> String {
 impl Conn {
     fn stream(&self) -> u64 {
         self.info.stream
+    }
+
+    /// FIN both ways, every byte delivered, both FINs acknowledged: nothing more can come (issue
+    /// 28: such a connection waits for no timer).
+    fn closed_cleanly(&self) -> bool {
+        self.closed
+            && !self.info.reset
+            && self.merge.is_empty()
+            && self.halves.iter().all(|h| {
+                h.fin_off.is_some_and(|fin| {
+                    h.next_off == fin
+                        && h.pending.is_empty()
+                        && h.acked_offset().is_some_and(|a| a > fin)
+                })
+            })
+    }
+
+    /// Each direction's sequence numbers, its SYN to one past its FIN (`closed_cleanly`).
+    fn seq_spaces(&self) -> [(u32, u32); 2] {
+        self.halves.each_ref().map(|h| {
+            let base = h.base.unwrap_or(0);
+            let past_fin = h.fin_off.unwrap_or(0).saturating_add(1).rem_euclid(MOD) as u32;
+            (base.wrapping_sub(1), base.wrapping_add(past_fin))
+        })
     }
 
     /// Take over what a hollow connection of the same 4-tuple counted (its packets, its RST or
@@ -603,6 +628,7 @@ pub struct Reassembler {
     now: i64,
     frame: u64,
     until_sweep: u32,
+    graves: Graves,
 }
 
 impl Reassembler {
@@ -618,6 +644,7 @@ impl Reassembler {
             now: i64::MIN,
             frame: 0,
             until_sweep,
+            graves: Graves::default(),
         }
     }
 
@@ -651,6 +678,15 @@ impl Reassembler {
         }
         let (slot, h) = match entry {
             Some(e) => e,
+            None if self.graves.absorbs(
+                &key,
+                seg.flags & SYN != 0,
+                seg.seq,
+                seg.payload.len() as u32,
+            ) =>
+            {
+                return; // a late copy of a packet of a connection finished when it closed
+            }
             None => self.open(seg, events),
         };
         if let (Some(old), Some(conn)) = (hollow, self.conns[slot].as_mut()) {
@@ -757,6 +793,18 @@ impl Reassembler {
         }
         for half in [C2S, S2C] {
             conn.check_window(half, seg.frame, seg.ts, &mut out);
+        }
+        if conn.closed_cleanly() {
+            let (key, spaces) = (conn.client_key, conn.seq_spaces());
+            self.finish_slot(slot, events);
+            let (c_ip, c_port, s_ip, s_port) = key;
+            let (until, most) = (
+                seg.ts.saturating_add(self.cfg.close_grace_ns),
+                2 * self.cfg.max_connections,
+            );
+            self.graves.bury(key, spaces[C2S], until, most);
+            self.graves
+                .bury((s_ip, s_port, c_ip, c_port), spaces[S2C], until, most);
         }
         self.until_sweep -= 1;
         if self.until_sweep == 0 {
@@ -865,6 +913,8 @@ impl Reassembler {
         };
         self.keys.insert(client_key, (slot, C2S));
         self.keys.insert((s_ip, s_port, c_ip, c_port), (slot, S2C));
+        self.graves.forget(&client_key);
+        self.graves.forget(&(s_ip, s_port, c_ip, c_port));
         self.live.insert(stream, slot);
         if let Some((prev, reset)) = previous {
             let how = if reset {
@@ -923,6 +973,7 @@ impl Reassembler {
     fn sweep(&mut self, events: &mut Vec<Event>) {
         self.until_sweep = self.cfg.sweep_every.max(1);
         let now = self.now;
+        self.graves.expire(now);
         let mut done = Vec::new();
         for &slot in self.live.values() {
             let Some(conn) = self.conns[slot].as_mut() else {

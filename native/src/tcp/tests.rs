@@ -516,3 +516,70 @@ fn a_reset_written_before_the_syn_it_refuses_is_one_refused_connection() {
     assert_eq!(info.client, "10.0.0.1:40000");
     assert!(!codes(&events).contains(&"tcp.port-reuse"));
 }
+
+fn ends(events: &[Event]) -> Vec<&StreamInfo> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::End(i) => Some(i.as_ref()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// SYN, data both ways, FIN both ways, the last ACK: client ISN 1000 (next 1004), server 5000
+/// (next 5003).
+fn clean_exchange(conv: &mut Conv) {
+    conv.handshake(999, 4999);
+    conv.send(true, 1000, b"abc", ACK, 5000);
+    conv.send(false, 5000, b"ok", ACK, 1003);
+    conv.send(true, 1003, b"", FIN | ACK, 5002);
+    conv.send(false, 5002, b"", FIN | ACK, 1004);
+    conv.send(true, 1004, b"", ACK, 5003);
+}
+
+#[test]
+fn a_connection_closed_cleanly_ends_at_its_last_ack_without_a_timer() {
+    let mut conv = Conv::new(Config::default());
+    conv.handshake(999, 4999);
+    conv.send(true, 1000, b"abc", ACK, 5000);
+    conv.send(false, 5000, b"ok", ACK, 1003);
+    conv.send(true, 1003, b"", FIN | ACK, 5002);
+    conv.send(false, 5002, b"", FIN | ACK, 1004);
+    assert!(
+        ends(&conv.events).is_empty(),
+        "the server's FIN is not acknowledged yet"
+    );
+    conv.send(true, 1004, b"", ACK, 5003);
+    let ended = ends(&conv.events);
+    assert_eq!(ended.len(), 1);
+    assert!(ended[0].fin_c2s && ended[0].fin_s2c && !ended[0].midstream);
+    assert_eq!(data(&conv.events, Direction::C2S), b"abc");
+}
+
+#[test]
+fn late_copies_of_a_finished_connections_packets_open_nothing() {
+    let mut conv = Conv::new(Config::default());
+    clean_exchange(&mut conv);
+    conv.send(true, 1004, b"", ACK, 5003); // the last ACK twice
+    conv.send(false, 5002, b"", FIN | ACK, 1004); // the server's FIN again
+    conv.send(true, 1000, b"abc", ACK, 5000); // a retransmission of the data
+    let events = conv.finish();
+    assert_eq!(ends(&events).len(), 1);
+    assert_eq!(data(&events, Direction::C2S), b"abc");
+}
+
+#[test]
+fn a_new_connection_on_the_same_ports_is_its_own_after_a_clean_close() {
+    for syn in [true, false] {
+        let mut conv = Conv::new(Config::default());
+        clean_exchange(&mut conv);
+        if syn {
+            conv.handshake(69_999, 90_000);
+        }
+        conv.send(true, 70_000, b"second", ACK, 90_001); // far from the first one's numbers
+        let events = conv.finish();
+        assert_eq!(ends(&events).len(), 2, "syn {syn}: {:?}", codes(&events));
+        assert_eq!(data(&events, Direction::C2S), b"abcsecond", "syn {syn}");
+    }
+}
