@@ -144,3 +144,15 @@ def test_the_end_of_a_stalled_capture_comes_out_in_batches(tmp_path: Path) -> No
     assert sum(sizes) > 3 * 16_384
     per_stream = 2 * sum(sizes) // 40  # a step ends after the stream end that passed it
     assert max(sizes) <= 16_384 + per_stream
+
+
+@pytest.mark.parametrize(
+    "name", ["tests/data/lumberjack/pylogbeat-stalled-resend.pcap", "tests/data/hercules/gate-session.pcap"]
+)
+def test_impaired_copies_through_the_spill_file_keep_the_verdict(name: str, tmp_path: Path) -> None:
+    """Packets reordered and duplicated, every held record through the spill file: the records and
+    verdicts of the capture itself."""
+    from impair import assert_same_when_impaired
+
+    records = assert_same_when_impaired(ROOT / name, tmp_path, "--held-memory", "0")
+    assert any(r.get("acked") is not None for r in records)
