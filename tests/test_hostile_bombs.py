@@ -119,6 +119,23 @@ def test_courier_zeros_bomb_stops_at_the_cap(courier_bomb):
     assert {"ping", "pong"} <= set(_kinds(out)), "the stream is decoded after the bomb"
 
 
+def test_many_bombs_in_one_capture_stay_under_the_bound(tmp_path):
+    """Ten connections, each with the zeros bomb: each is capped, and the output leaves the core in
+    steps (native/src/pipeline/mod.rs), so memory is one bomb's, not ten (it was 876 MB)."""
+    zeros = zlib.compress(bytes(16 << 20), 9)
+    packets = []
+    for i in range(10):
+        turns = [("c", courier.helo()), ("s", courier.vers()), ("c", courier.jdat(NONCE, zeros))]
+        packets += tcp_conversation(
+            turns, client=("10.1.0.5", 41000 + i), server=("10.1.0.9", 5043), mss=1400
+        )
+    path = write_pcap(tmp_path / "bombs.pcap", packets)
+    status, rss, out = _measured("convert", str(path), "--to", "json")
+    assert status == 0
+    assert rss <= MAX_RSS, f"peak RSS {rss >> 20} MiB"
+    assert len(_findings(out, "courier.inflate-limit")) == 10
+
+
 def test_courier_zeros_bomb_fails_validate(courier_bomb):
     status, rss, out = _measured("validate", str(courier_bomb), "--json")
     assert status == 1  # an error finding (docs/commands/validate.md)
