@@ -17,6 +17,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
+from wirelog.engine import spark_ship
 from wirelog.engine.local import Options
 from wirelog.inputs import remote
 from wirelog.inputs.errors import CaptureError
@@ -103,6 +104,8 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
             builder = builder.master(master)
         if (master or "local").startswith("local"):
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        elif (conf or {}).get(spark_ship.SHIP_CONF, "true") != "false":
+            conf = {**(conf or {}), **_shipping(conf or {})}
         log_file = _log_config()
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_file}")
     for key, value in {**SESSION_CONF, **parquet_conf(), **(conf or {})}.items():
@@ -116,6 +119,18 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
         spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def _shipping(conf: dict[str, str]) -> dict[str, str]:
+    """Settings that ship wirelog to a cluster's executors (engine/spark_ship.py); the driver's own
+    Python workers get the same files through PYTHONPATH, read when the JVM starts."""
+    try:
+        wheel, here = spark_ship.prepare(conf.get(spark_ship.WHEEL_CONF))
+    except spark_ship.ShipError as e:
+        raise SparkEngineError(str(e)) from None
+    log.info("executors get %s and its dependencies (spark.archives)", wheel)
+    os.environ["PYTHONPATH"] = spark_ship.driver_pythonpath(here)
+    return spark_ship.executor_conf(conf, here)
 
 
 def register(spark: SparkSession) -> None:
