@@ -45,17 +45,17 @@ demo: $(VENV)/.installed
 
 # The wheel users install and the Spark engine ships to a cluster's executors (docs/spark.md):
 # manylinux (maturin audits the core's glibc symbols and tags it), abi3 (one wheel for Python >= 3.11).
-# Same cargo profile, features and native/target as the editable install, so the core is not rebuilt.
+# Same cargo profile, features and native/target as the editable install: the same core, bit for bit
+# (pyo3's build script reruns for maturin's other environment, so a changed core compiles twice).
 wheel: $(DIST)/.built
 
 $(MATURIN_VENV)/bin/maturin:
 	$(PYTHON) -m venv $(MATURIN_VENV)
 	$(MATURIN_VENV)/bin/python -m pip install --quiet 'maturin>=1.5,<2'
 
-# The venv's interpreter, as pip's build of the editable install uses: pyo3 rebuilds for another one.
-$(DIST)/.built: $(MATURIN_VENV)/bin/maturin $(BIN)/python pyproject.toml $(NATIVE_SRC) $(PY_SRC)
+$(DIST)/.built: $(MATURIN_VENV)/bin/maturin pyproject.toml $(NATIVE_SRC) $(PY_SRC)
 	rm -f $(DIST)/wirelog-*.whl
-	$(MATURIN_VENV)/bin/maturin build --quiet --release --interpreter $(BIN)/python --out $(DIST)
+	$(MATURIN_VENV)/bin/maturin build --quiet --release --out $(DIST)
 	touch $@
 
 # Real npm Lumberjack clients for the peer tests (skipped by the tests when npm is unavailable).
