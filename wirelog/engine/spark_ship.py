@@ -204,3 +204,16 @@ def driver_pythonpath(here: Path) -> str:
     path = [str(here / WHEEL), str(here / DEPS)]
     path += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in path]
     return os.pathsep.join(path)
+
+
+def main() -> None:
+    """`spark-submit $(python -m wirelog.engine.spark_ship) job.py`: the options that ship wirelog."""
+    _, here = prepare(os.environ.get("WIRELOG_WHEEL"))
+    conf = executor_conf({}, here)
+    print(
+        f"--archives {conf['spark.archives']} --conf spark.executorEnv.PYTHONPATH={conf['spark.executorEnv.PYTHONPATH']}"
+    )
+
+
+if __name__ == "__main__":
+    main()
