@@ -36,6 +36,7 @@ from wirelog.engine.spark_source import ARROW_SCHEMA
 from wirelog.export import parquet
 
 JOB_TIMEOUT = 600
+pytestmark = pytest.mark.slow  # a minute or so each; `make test` (CI) runs them
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +164,7 @@ def test_a_worker_killed_during_a_split_job(cluster, lean_python, split_capture,
         assert "Running task" in cluster.executor_logs(0)  # worker 0 had work
         cluster.kill_worker(0)
         killed_at = time.monotonic() - started
+        assert proc.poll() is None  # the job was still running when the worker went
         finish(proc, out)
     finally:
         if proc.poll() is None:

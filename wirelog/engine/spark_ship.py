@@ -7,7 +7,7 @@ into every executor's working directory, and `spark.executorEnv.PYTHONPATH` name
 
 - `wirelog-wheel.zip#wirelog-wheel`: the wirelog wheel itself (a wheel is a zip; Spark picks how to
   extract by the name's suffix, hence the copy named `.zip`). It is the wheel `make wheel` put in
-  `dist/` when that wheel holds exactly the running code (its RECORD hashes), else one packed from the
+  `dist/` when that wheel holds exactly the running code (byte for byte), else one packed from the
   running package, so driver and executors always run the same code.
 - `wirelog-deps.zip#wirelog-deps`: wirelog's runtime dependencies as installed beside the driver
   (click, rich, lz4, zstandard, orjson and theirs), but for pyarrow, pandas and numpy, which PySpark's
@@ -63,22 +63,20 @@ def _digest(data: bytes) -> str:
 
 
 def wheel_files(wheel: Path) -> dict[str, str]:
-    """The package files a wheel's RECORD lists, with their digests (its dist-info left out)."""
+    """The package files a wheel holds (its dist-info left out), with digests of their bytes."""
     with zipfile.ZipFile(wheel) as z:
-        record = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
-        lines = z.read(record).decode().splitlines()
-    rows = (line.rsplit(",", 2) for line in lines if line)
-    return {name: digest for name, digest, _ in rows if ".dist-info/" not in name}
+        return {n: _digest(z.read(n)) for n in z.namelist() if not n.endswith("/") and ".dist-info/" not in n}
 
 
-def find_wheel(named: str | None, cache: Path) -> Path:
-    """The wheel to ship: `named`, else a `dist/` wheel of the running code, else one packed here."""
+def find_wheel(named: str | None, cache: Path, dist: Path | None = None) -> Path:
+    """The wheel to ship: `named`, else a wheel of the running code in `dist` (default: the checkout's
+    dist/, where `make wheel` puts it), else one packed into `cache`."""
     running = package_files(package_dir())
     if named:
         if wheel_files(Path(named)) != running:
             raise ShipError(f"{named}: this wheel does not hold the wirelog code running here")
         return Path(named)
-    dist = package_dir().parent / "dist"
+    dist = dist or package_dir().parent / "dist"
     pattern = f"wirelog-{_version()}-*.whl"
     for wheel in sorted(dist.glob(pattern), key=lambda p: p.stat().st_mtime, reverse=True):
         if wheel_files(wheel) == running:
