@@ -351,3 +351,17 @@ def test_tls_key_logs_reach_the_workers(spark, tmp_path):
         want, _ = local_rows([pcap], opts)
         assert got == {pcap: [micro(r) for r in want[pcap]]}
         assert ("tls.no-key" in {r[code] for r in got[pcap]}) is no_key
+
+
+def test_java_reason_is_the_error_not_py4js_call_line():
+    """A job aborted without a `Caused by:` (a lost checkpoint block) still says why in one line."""
+    text = (
+        "An error occurred while calling o221.parquet.\n"
+        ": org.apache.spark.SparkException: [CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_16_0 not found!\n"
+        "\tat org.apache.spark.rdd.LocalCheckpointRDD.compute(LocalCheckpointRDD.scala:64)\n"
+    )
+    assert engine.java_reason(RuntimeError(text)) == (
+        "org.apache.spark.SparkException: [CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_16_0 not found!"
+    )
+    nested = text + "Caused by: java.io.IOException: disk full\n\tat x.y(Z.java:1)\n"
+    assert engine.java_reason(RuntimeError(nested)) == "java.io.IOException: disk full"

@@ -287,7 +287,9 @@ def java_reason(e: BaseException) -> str:
             "session, e.g. --conf spark.jars.packages=org.apache.hadoop:hadoop-aws:HADOOP_VERSION for s3a://"
         )
     causes = [line for line in text.splitlines() if line.startswith("Caused by: ")]
-    line = (
-        causes[-1][len("Caused by: ") :] if causes else next((x for x in text.splitlines() if x.strip()), "")
+    # py4j's own first line ("An error occurred while calling o221.parquet.") names no reason
+    lines = (
+        x for x in text.splitlines() if x.strip() and not x.startswith("An error occurred while calling")
     )
+    line = causes[-1][len("Caused by: ") :] if causes else next(lines, "")
     return line.strip().lstrip(": ") or type(e).__name__
