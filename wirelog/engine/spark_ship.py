@@ -160,29 +160,35 @@ def dependency_files(wheel: Path) -> dict[str, Path]:
 
 
 def _zip(files: dict[str, Path], out: Path) -> None:
-    tmp = out.with_suffix(".tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         for arcname, path in sorted(files.items()):
             z.write(path, arcname)
-    os.replace(tmp, out)
 
 
 def prepare(named_wheel: str | None = None, cache: Path | None = None) -> tuple[Path, Path]:
-    """The two archives, made once per wheel in `cache`, and extracted beside them for the driver."""
+    """The wheel shipped and the directory of the two archives (extracted beside them for the
+    driver), made once per wheel, Python and set of installed dependencies in `cache`."""
     cache = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wirelog" / "spark"
     wheel = find_wheel(named_wheel, cache / "packed")
-    key = hashlib.sha256(wheel.read_bytes() + sys.version.encode()).hexdigest()[:16]
-    here = cache / key
-    if not (here / "ready").exists():
-        here.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(wheel, here / "wheel.tmp")
-        os.replace(here / "wheel.tmp", here / f"{WHEEL}.zip")
-        _zip(dependency_files(wheel), here / f"{DEPS}.zip")
+    deps = dependency_files(wheel)  # their dist-info names carry the versions installed
+    key = hashlib.sha256(wheel.read_bytes() + sys.version.encode() + "\n".join(sorted(deps)).encode())
+    here = cache / key.hexdigest()[:16]
+    if here.is_dir():
+        return wheel, here
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".making-"))
+    try:
+        shutil.copyfile(wheel, tmp / f"{WHEEL}.zip")
+        _zip(deps, tmp / f"{DEPS}.zip")
         for leaf in (WHEEL, DEPS):
-            shutil.rmtree(here / leaf, ignore_errors=True)
-            with zipfile.ZipFile(here / f"{leaf}.zip") as z:
-                z.extractall(here / leaf)
-        (here / "ready").touch()
+            with zipfile.ZipFile(tmp / f"{leaf}.zip") as z:
+                z.extractall(tmp / leaf)
+        os.rename(tmp, here)  # whole or not at all; a concurrent run's copy may have won
+    except OSError:
+        if not here.is_dir():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return wheel, here
 
 
