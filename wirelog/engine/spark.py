@@ -88,7 +88,8 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
     """The active SparkSession or a new quiet one, with the wirelog data sources registered.
 
     `master` is applied only when not running under spark-submit. For a local master the workers use
-    this Python (PYSPARK_PYTHON, unless set), and Spark binds to loopback (SPARK_LOCAL_IP, unless set).
+    this Python (PYSPARK_PYTHON, unless set); any other master gets wirelog shipped to its executors
+    (engine/spark_ship.py). Spark binds to loopback (SPARK_LOCAL_IP, unless set).
     """
     try:
         from pyspark.sql import SparkSession
