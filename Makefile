@@ -9,6 +9,9 @@ DEMO ?= examples/lumberjack-pylogbeat.pcap
 PEERS_NPM := tests/peers/lumberjack
 NATIVE := native
 NATIVE_SRC := $(shell find $(NATIVE)/src -name '*.rs') $(NATIVE)/Cargo.toml $(NATIVE)/Cargo.lock
+PY_SRC := $(shell find wirelog -name '*.py')
+MATURIN_VENV := .cache/maturin
+DIST := dist
 FUZZ_SECONDS ?= 10
 FUZZ_RUNS ?= 150000
 FUZZ_SEED ?= 1
@@ -19,7 +22,7 @@ include mk/go-peers.mk
 include mk/cassandra.mk
 include mk/courier-peers.mk
 
-.PHONY: demo test lint bench clean peers native-test fuzz fuzz-long
+.PHONY: demo test lint bench clean peers native-test fuzz fuzz-long wheel
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,13 +43,28 @@ demo: $(VENV)/.installed
 	$(BIN)/wirelog inspect $(DEMO)
 	$(BIN)/wirelog convert $(DEMO) --events --to json | head -n 3
 
+# The wheel users install and the Spark engine ships to a cluster's executors (docs/spark.md):
+# manylinux (maturin audits the core's glibc symbols and tags it), abi3 (one wheel for Python >= 3.11).
+# Same cargo profile, features and native/target as the editable install: the same core, bit for bit
+# (pyo3's build script reruns for maturin's other environment, so a changed core compiles twice).
+wheel: $(DIST)/.built
+
+$(MATURIN_VENV)/bin/maturin:
+	$(PYTHON) -m venv $(MATURIN_VENV)
+	$(MATURIN_VENV)/bin/python -m pip install --quiet 'maturin>=1.5,<2'
+
+$(DIST)/.built: $(MATURIN_VENV)/bin/maturin pyproject.toml $(NATIVE_SRC) $(PY_SRC)
+	rm -f $(DIST)/wirelog-*.whl
+	$(MATURIN_VENV)/bin/maturin build --quiet --release --out $(DIST)
+	touch $@
+
 # Real npm Lumberjack clients for the peer tests (skipped by the tests when npm is unavailable).
 peers: peers-go peers-cassandra peers-courier
 	@if command -v npm >/dev/null 2>&1; then \
 		npm ci --silent --no-audit --no-fund --prefix $(PEERS_NPM) || echo "peers: npm ci failed; npm peer tests will skip"; \
 	else echo "peers: npm not found; npm peer tests will skip"; fi
 
-test: $(VENV)/.installed-test peers native-test fuzz
+test: $(VENV)/.installed-test wheel peers native-test fuzz
 	$(BIN)/python -m pytest -q
 
 # Throughput against tshark and in-run floors (bench/; minutes, and the machine must be quiet).
@@ -80,4 +98,4 @@ fuzz-long:
 	$(MAKE) fuzz FUZZ_SECONDS=3600 FUZZ_RUNS=-1 FUZZ_SEED=0
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache $(PEERS_NPM)/node_modules wirelog/_core*.so tests/peers/go/bin
+	rm -rf $(VENV) $(DIST) $(MATURIN_VENV) build *.egg-info .pytest_cache $(PEERS_NPM)/node_modules wirelog/_core*.so tests/peers/go/bin

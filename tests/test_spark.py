@@ -11,30 +11,27 @@ import io
 import itertools
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from courier_helpers import RUBY_ACKN, RUBY_HELO, RUBY_JDAT, RUBY_VERS
-from hercules_helpers import README_EVENT
 from lumberjack_helpers import ack, cframe, jframe, window, write_capture
 from pcap_helpers import T0_NS, damaged_pcap, tcp_conversation, write_pcap
 from s3_helpers import BUCKET, s3_server
 from s3_helpers import ENV as S3_ENV
+from spark_helpers import DATA, ROOT, SHARED, TS, local_rows, make_captures, micro, spark_rows
 
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.local import Options, run
 from wirelog.export import parquet
 from wirelog.export.hercules import HerculesWriter
 from wirelog.inputs.errors import CaptureError
-from wirelog.model import CaptureInfo, Direction, Finding, Message
+from wirelog.model import Direction, Message
 
 pytest.importorskip("pyspark")
 if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
@@ -46,66 +43,11 @@ from wirelog.engine.spark_source import ARROW_SCHEMA, Capture, expand, option_st
 from wirelog.engine.splits import plan
 
 C2S, S2C = Direction.C2S, Direction.S2C
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "tests" / "data"
-SHARED = ROOT.parent / "shared" / "captures"
-TS = parquet.COLUMNS.index("ts")
-
-
-def conversation(
-    path: Path, turns: list[tuple[Direction, bytes]], port: int, drop: int | None = None
-) -> Path:
-    """write_capture's TCP connection, re-timed into a nanosecond pcap (every ts has 9 digits set)."""
-    from scapy.utils import rdpcap
-
-    packets = rdpcap(str(write_capture(path, turns, port, drop)))
-    return write_pcap(path, [(T0_NS + i * 1_000_001, bytes(p)) for i, p in enumerate(packets)], nano=True)
-
-
-def cql_v4_startup_query() -> list[tuple[Direction, bytes]]:
-    from cassandra.protocol import QueryMessage, StartupMessage
-    from cql_helpers import driver_envelope
-
-    ready = bytes([0x84, 0, 0, 1, 0x02, 0, 0, 0, 0])
-    void = bytes([0x84, 0, 0, 2, 0x08, 0, 0, 0, 4, 0, 0, 0, 1])
-    return [
-        (C2S, driver_envelope(StartupMessage(cqlversion="3.0.0", options={}), 1, 4)),
-        (S2C, ready),
-        (C2S, driver_envelope(QueryMessage("INSERT INTO t (k) VALUES (1)", 1), 2, 4)),
-        (S2C, void),
-    ]
 
 
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory) -> list[str]:
-    """Captures of every protocol: generated here, committed under tests/data, and ../shared's."""
-    tmp = tmp_path_factory.mktemp("generated")
-    docs = [{"message": f"line {n}", "@timestamp": "2026-11-21T04:41:22.123456789Z"} for n in range(4)]
-    lj = [
-        (C2S, window(2) + jframe(1, docs[0]) + jframe(2, docs[1])),
-        (S2C, ack(2)),
-        (C2S, cframe(window(2) + jframe(3, docs[2]) + jframe(4, docs[3]))),
-        (S2C, ack(4)),
-    ]
-    made = [
-        conversation(tmp / "lumberjack.pcap", lj, 5044),
-        conversation(tmp / "lumberjack-gap.pcap", lj, 5044, drop=2),
-        conversation(
-            tmp / "courier.pcap",
-            [(C2S, RUBY_HELO), (S2C, RUBY_VERS), (C2S, RUBY_JDAT), (S2C, RUBY_ACKN)],
-            12345,
-        ),
-        conversation(tmp / "hercules-events.pcap", [(C2S, bytes.fromhex(README_EVENT) * 3)], 6306),
-        conversation(tmp / "cql.pcap", cql_v4_startup_query(), 9042),
-    ]
-    whole = made[0].read_bytes()
-    (tmp / "truncated.pcap").write_bytes(whole[: len(whole) * 2 // 3])
-    (tmp / "garbage.pcap").write_bytes(random.Random(8).randbytes(3000))
-    paths = [str(p) for p in made] + [str(tmp / "truncated.pcap"), str(tmp / "garbage.pcap")]
-    paths += [str(p) for p in sorted(DATA.glob("*/*.pcap"))]
-    if SHARED.is_dir():
-        paths += [str(p) for p in sorted(SHARED.rglob("*.pcap"))]
-    return paths
+    return make_captures(tmp_path_factory.mktemp("generated"))
 
 
 @pytest.fixture(scope="module")
@@ -120,32 +62,6 @@ def spark():
     session = engine.session("local[2]", {"spark.sql.shuffle.partitions": "2", **s3_env})
     yield session
     session.stop()
-
-
-def local_rows(paths: list[str], options: Options | None = None) -> tuple[dict[str, list[tuple]], set[str]]:
-    """Per capture, the local engine's rows in order (ts as exact ns), and the unreadable captures."""
-    rows: dict[str, list[tuple]] = {p: [] for p in paths}
-    unreadable = set()
-    for item in run(paths, (), options or Options()):
-        if isinstance(item, Message | Finding):
-            rows[item.capture].append(parquet.row(item))
-        elif isinstance(item, CaptureInfo) and item.error and not item.packets:
-            unreadable.add(item.capture)
-    return rows, unreadable
-
-
-def spark_rows(table: pa.Table) -> dict[str, list[tuple]]:
-    """Per capture, Spark's rows in order, with ts as integer microseconds."""
-    table = table.set_column(TS, "ts", table.column("ts").cast(pa.int64()))
-    out: dict[str, list[tuple]] = {}
-    for r in table.to_pylist():
-        out.setdefault(r["capture"], []).append(tuple(r.values()))
-    return out
-
-
-def micro(row: tuple) -> tuple:
-    ts = row[TS]
-    return (*row[:TS], None if ts is None else ts // 1000, *row[TS + 1 :])
 
 
 def test_rows_equal_the_local_engine_row_for_row(spark, captures):
@@ -435,3 +351,17 @@ def test_tls_key_logs_reach_the_workers(spark, tmp_path):
         want, _ = local_rows([pcap], opts)
         assert got == {pcap: [micro(r) for r in want[pcap]]}
         assert ("tls.no-key" in {r[code] for r in got[pcap]}) is no_key
+
+
+def test_java_reason_is_the_error_not_py4js_call_line():
+    """A job aborted without a `Caused by:` (a lost checkpoint block) still says why in one line."""
+    text = (
+        "An error occurred while calling o221.parquet.\n"
+        ": org.apache.spark.SparkException: [CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_16_0 not found!\n"
+        "\tat org.apache.spark.rdd.LocalCheckpointRDD.compute(LocalCheckpointRDD.scala:64)\n"
+    )
+    assert engine.java_reason(RuntimeError(text)) == (
+        "org.apache.spark.SparkException: [CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_16_0 not found!"
+    )
+    nested = text + "Caused by: java.io.IOException: disk full\n\tat x.y(Z.java:1)\n"
+    assert engine.java_reason(RuntimeError(nested)) == "java.io.IOException: disk full"

@@ -23,9 +23,8 @@ class Limits:
     max_inflated: int = 64 * 1024 * 1024  # a compressed frame's bytes + 1 KiB per record (decoders/budget.rs)
     max_depth: int = 8  # nesting of compressed frames, containers, ...
     max_pending_events: int = 100_000  # events held back per stream while waiting for their ack
-    held_memory: int = (
-        128 * 1024 * 1024
-    )  # bytes of held records kept in memory, all streams; then a spill file
+    # bytes of held records kept in memory, all streams; then a spill file
+    held_memory: int = 128 * 1024 * 1024
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
+from wirelog.engine import spark_ship
 from wirelog.engine.local import Options
 from wirelog.inputs import remote
 from wirelog.inputs.errors import CaptureError
@@ -87,7 +88,8 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
     """The active SparkSession or a new quiet one, with the wirelog data sources registered.
 
     `master` is applied only when not running under spark-submit. For a local master the workers use
-    this Python (PYSPARK_PYTHON, unless set), and Spark binds to loopback (SPARK_LOCAL_IP, unless set).
+    this Python (PYSPARK_PYTHON, unless set); any other master gets wirelog shipped to its executors
+    (engine/spark_ship.py). Spark binds to loopback (SPARK_LOCAL_IP, unless set).
     """
     try:
         from pyspark.sql import SparkSession
@@ -103,6 +105,8 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
             builder = builder.master(master)
         if (master or "local").startswith("local"):
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        elif (conf or {}).get(spark_ship.SHIP_CONF, "true") != "false":
+            conf = {**(conf or {}), **_shipping(conf or {})}
         log_file = _log_config()
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_file}")
     for key, value in {**SESSION_CONF, **parquet_conf(), **(conf or {})}.items():
@@ -116,6 +120,18 @@ def session(master: str | None = None, conf: dict[str, str] | None = None) -> Sp
         spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def _shipping(conf: dict[str, str]) -> dict[str, str]:
+    """Settings that ship wirelog to a cluster's executors (engine/spark_ship.py); the driver's own
+    Python workers get the same files through PYTHONPATH, read when the JVM starts."""
+    try:
+        wheel, here = spark_ship.prepare(conf.get(spark_ship.WHEEL_CONF))
+    except spark_ship.ShipError as e:
+        raise SparkEngineError(str(e)) from None
+    log.info("executors get %s and its dependencies (spark.archives)", wheel)
+    os.environ["PYTHONPATH"] = spark_ship.driver_pythonpath(here)
+    return spark_ship.executor_conf(conf, here)
 
 
 def register(spark: SparkSession) -> None:
@@ -272,7 +288,9 @@ def java_reason(e: BaseException) -> str:
             "session, e.g. --conf spark.jars.packages=org.apache.hadoop:hadoop-aws:HADOOP_VERSION for s3a://"
         )
     causes = [line for line in text.splitlines() if line.startswith("Caused by: ")]
-    line = (
-        causes[-1][len("Caused by: ") :] if causes else next((x for x in text.splitlines() if x.strip()), "")
+    # py4j's own first line ("An error occurred while calling o221.parquet.") names no reason
+    lines = (
+        x for x in text.splitlines() if x.strip() and not x.startswith("An error occurred while calling")
     )
+    line = causes[-1][len("Caused by: ") :] if causes else next(lines, "")
     return line.strip().lstrip(": ") or type(e).__name__

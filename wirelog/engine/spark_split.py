@@ -71,6 +71,8 @@ SEGMENTS_PER_BATCH = 512
 # what the decode stage hands the aggregation: record batches (Arrow IPC), opened streams, verdicts
 RECORDS, OPENED, DELIVERY = "records", "opened", "delivery"
 BLOB_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")  # records are kept on disk until written
+CACHE_BATCH_CONF = "spark.sql.inMemoryColumnarStorage.batchSize"
+BLOBS_PER_CACHED_BATCH = 16
 DECODED = pa.schema(
     [("kind", pa.string()), ("frame", pa.int64()), ("text", pa.string()), ("batch", pa.binary())]
 )
@@ -249,12 +251,20 @@ def _renumber_fields(text: str, rank: dict[int, int]) -> str:
 
 
 def _kept(decoded: DataFrame) -> DataFrame:
-    """`decoded` computed once and kept on the executors' disks for its two readings. A local
-    checkpoint keeps rows one after the other; `persist` would build Spark's columnar cache, which
-    gathers thousands of rows in the heap first (record blobs are up to a few MB each)."""
+    """`decoded` computed once and kept on the executors' disks for its two readings. Spark's cache,
+    not a local checkpoint: a cached block lost with its executor is computed again from its lineage,
+    where a checkpoint's is gone and fails the job (CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND). The cache
+    gathers rows into column batches in the heap first: a few rows each, as a record blob is up to a
+    few MB (the setting is read when the cache is planned, so it is put back at once)."""
     from pyspark import StorageLevel
 
-    return decoded.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
+    conf = decoded.sparkSession.conf
+    before = conf.get(CACHE_BATCH_CONF)
+    conf.set(CACHE_BATCH_CONF, str(BLOBS_PER_CACHED_BATCH))
+    try:
+        return decoded.persist(StorageLevel.DISK_ONLY)
+    finally:
+        conf.set(CACHE_BATCH_CONF, before)
 
 
 def spark_plan(spark: SparkSession, path: str, split_size: int) -> list[Split]:
