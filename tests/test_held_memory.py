@@ -1,5 +1,5 @@
 """Events waiting for their fate are held under one memory budget (`--held-memory`, default 128m;
-WIRELOG_HELD_MEMORY) and wait in an unnamed temporary file past it (native/src/decoders/spill.rs).
+WIRELOG_HELD_MEMORY) and wait in an unnamed temporary file past it (native/src/held/spill.rs).
 The budget never changes an answer: with a budget of nothing, every held record goes through the
 file and comes back, and the outputs are byte for byte (JSON, Hercules) or row for row (Parquet)
 those of the default. The file has no name, so no exit leaves it behind."""

@@ -7,6 +7,7 @@ pub mod capture;
 pub mod decoders;
 #[cfg(any(test, fuzzing))]
 pub mod fuzzing;
+pub mod held;
 pub mod model;
 pub mod pipeline;
 pub mod records;

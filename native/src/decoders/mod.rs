@@ -16,8 +16,6 @@ pub mod detect;
 pub mod fingerprint;
 pub mod hercules;
 pub mod lumberjack;
-mod pack;
-pub mod spill;
 pub mod tls;
 
 use crate::model::{Direction, Record, Value};
@@ -46,7 +44,7 @@ impl Default for Limits {
             max_inflated: 64 << 20,
             max_depth: 8,
             max_pending_events: 100_000,
-            held_memory: spill::DEFAULT_BUDGET,
+            held_memory: crate::held::spill::DEFAULT_BUDGET,
         }
     }
 }
@@ -156,10 +154,10 @@ impl Shared {
     pub fn spill_findings(&mut self) -> impl Iterator<Item = crate::model::Finding> + '_ {
         self.stores()
             .into_iter()
-            .filter_map(spill::SpillStore::finding)
+            .filter_map(crate::held::spill::SpillStore::finding)
     }
 
-    fn stores(&mut self) -> [&mut spill::SpillStore; 3] {
+    fn stores(&mut self) -> [&mut crate::held::spill::SpillStore; 3] {
         [
             &mut self.lumberjack.held,
             &mut self.courier.held,

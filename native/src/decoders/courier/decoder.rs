@@ -23,7 +23,7 @@ use super::Shared;
 use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::fingerprint::fingerprint;
-use crate::decoders::spill::SpillStore;
+use crate::held::spill::SpillStore;
 
 const EVNT_HEAD: usize = HEADER + NONCE;
 

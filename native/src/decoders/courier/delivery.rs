@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::decoders::spill::{Held, SpillStore};
+use crate::held::spill::{Held, SpillStore};
 use crate::model::{Direction, Message, Record, Value};
 
 use super::findings::{finding, At, PROTOCOL};

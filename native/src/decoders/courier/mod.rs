@@ -30,5 +30,5 @@ pub use decoder::CourierDecoder;
 pub struct Shared {
     nonces: resend::Shared,
     /// Events held until their payload's ACKN.
-    pub held: super::spill::SpillStore,
+    pub held: crate::held::spill::SpillStore,
 }

@@ -19,8 +19,8 @@ use super::url;
 use super::Codec;
 use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
-use crate::decoders::spill::{Held, SpillStore};
 use crate::decoders::{Gap, StreamContext};
+use crate::held::spill::{Held, SpillStore};
 use crate::model::{Direction, Finding, Message, Record, Severity, Value};
 
 const SEND_PATHS: [&str; 2] = ["/stream/send", "/stream/sendAsync"];

@@ -36,7 +36,7 @@ pub use records::TagNames;
 pub struct Shared {
     pub tag_names: TagNames,
     /// Gate events held until their request's answer.
-    pub held: super::spill::SpillStore,
+    pub held: crate::held::spill::SpillStore,
 }
 
 /// What the codec's users share per connection: the parser (with its tag-name cache), the
@@ -45,7 +45,7 @@ pub struct Codec<'a> {
     pub parser: &'a mut reader::EventParser,
     pub reporter: &'a mut records::Reporter,
     pub names: &'a mut TagNames,
-    pub held: &'a mut super::spill::SpillStore,
+    pub held: &'a mut crate::held::spill::SpillStore,
 }
 
 /// One Hercules connection (both directions).

@@ -352,7 +352,7 @@ mod tests {
     fn waits(data: &[u8]) -> (Vec<u64>, Vec<Record>) {
         let mut parser = EventParser::new(64 << 20);
         let (mut reporter, mut names) = (Reporter::default(), TagNames::default());
-        let mut held = crate::decoders::spill::SpillStore::default();
+        let mut held = crate::held::spill::SpillStore::default();
         let mut codec = Codec {
             parser: &mut parser,
             reporter: &mut reporter,

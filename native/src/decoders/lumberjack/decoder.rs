@@ -15,8 +15,8 @@ use super::sequence::{SeqIssue, SequenceChecker};
 use super::Shared;
 use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
-use crate::decoders::spill::SpillStore;
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
+use crate::held::spill::SpillStore;
 use crate::model::json::python_type;
 use crate::model::{Direction, Document, Fields, Finding, Message, Record, Severity, Value};
 

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 
 use super::report::{finding, Pos, PROTOCOL};
 use super::resend::{FirstCopy, ResendRegistry};
-use crate::decoders::spill::{Held, SpillStore};
+use crate::held::spill::{Held, SpillStore};
 use crate::model::{Message, Record, Severity, Value};
 
 const GO_LUMBER_MAX_WINDOW: u32 = 10_000;

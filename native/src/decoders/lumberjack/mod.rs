@@ -20,8 +20,8 @@ mod report;
 mod resend;
 mod sequence;
 
-use super::spill::SpillStore;
 use super::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
+use crate::held::spill::SpillStore;
 use crate::model::Record;
 
 pub use resend::ResendRegistry;
