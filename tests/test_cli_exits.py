@@ -7,6 +7,7 @@ import contextlib
 import errno
 import gzip
 import os
+import pickle
 import re
 import resource
 import signal
@@ -28,6 +29,7 @@ from tests.fault_helpers import (
     wirelog,
     workers,
 )
+from wirelog.cli import exits
 from wirelog.cli import writing as writing_module
 from wirelog.cli.exits import OUT_OF_MEMORY_MESSAGE, oserror_message
 from wirelog.cli.main import main
@@ -205,7 +207,7 @@ def test_rust_backtrace_in_the_environment_is_for_debug_only(tmp_path, big):
     space is limited to what it uses plus 1 MiB while it converts (from a pipe kept open)."""
     env = {**os.environ, "RUST_BACKTRACE": "1"}
 
-    def abort(*debug: str) -> str | None:
+    def abort(*debug: str, room: int = 1 << 20) -> str | None:
         """stderr of a run that aborted (None when Python's MemoryError came first)."""
         proc = start(
             *debug, "convert", "-", "-o", str(tmp_path / "out.ndjson"), stdin=subprocess.PIPE, env=env
@@ -213,7 +215,7 @@ def test_rust_backtrace_in_the_environment_is_for_debug_only(tmp_path, big):
         proc.stdin.write(big.read_bytes()[: 1 << 20])
         proc.stdin.flush()
         wait_for(lambda: open_under(tmp_path, proc.pid), "the output to be written", 120)
-        squeeze(proc.pid)
+        squeeze(proc.pid, room)
         with contextlib.suppress(BrokenPipeError):  # it may be gone already
             proc.stdin.write(big.read_bytes()[1 << 20 :])
             proc.stdin.close()
@@ -230,7 +232,8 @@ def test_rust_backtrace_in_the_environment_is_for_debug_only(tmp_path, big):
     lines = quiet.splitlines()
     assert "backtrace:" not in quiet and len(lines) <= 2, lines
     assert re.fullmatch(r"memory allocation of \d+ bytes failed", lines[0]), lines
-    shown = [abort("--debug") for _ in range(3)]
+    # which allocation fails first, Python's or the core's, depends on the room left: try several
+    shown = [abort("--debug", room=room << 10) for room in (1024, 0, 256, 2048, 4096, 8192)]
     assert any(err is not None and "stack backtrace:" in err for err in shown), shown
 
 
@@ -282,3 +285,30 @@ def test_a_truncated_capture_is_named(tmp_path):
     proc = wirelog("inspect", str(cut), "--json")
     lines = proc.stderr.decode().splitlines()
     assert proc.returncode == 0 and len(lines) == 1 and lines[0].startswith(f"wirelog: {cut}: "), lines
+
+
+def _core_panic(message: str) -> BaseException:
+    """An exception of the kind PyO3 raises for a panic: pyo3_runtime.PanicException, a BaseException
+    whose module cannot be imported (so it cannot be pickled)."""
+    panic = type("PanicException", (BaseException,), {"__module__": "pyo3_runtime"})
+    return panic(message)
+
+
+@pytest.mark.parametrize(
+    ("message", "status", "line"),
+    [
+        ("PyObject pointer is null", exits.OUT_OF_MEMORY, OUT_OF_MEMORY_MESSAGE),
+        ("index out of bounds", exits.INTERNAL, "internal error: CorePanic: index out of bounds"),
+    ],
+)
+def test_a_core_panic_in_a_worker_reaches_the_run_as_its_own_outcome(message, status, line):
+    """A --jobs worker sends its parent what went wrong through pickle: a core panic must get there
+    with the same exit status and line as in a run without --jobs."""
+    panic = _core_panic(message)
+    with pytest.raises(pickle.PicklingError):
+        pickle.dumps(panic)
+    received = pickle.loads(pickle.dumps(exits.sendable(panic)))
+    assert exits.outcome(received)[0] == exits.outcome(panic)[0] == status
+    assert exits.outcome(received)[1].startswith(line)
+    other = ValueError("x")
+    assert exits.sendable(other) is other

@@ -29,6 +29,11 @@ class WorkerLost(Exception):
         self.failed = failed
 
 
+class CorePanic(Exception):
+    """A panic of the core in a --jobs worker, as it reaches this process: PyO3's PanicException
+    cannot be pickled (its module, pyo3_runtime, cannot be imported)."""
+
+
 # glibc's loader, when mapping an extension module imported late (pyarrow for Parquet) is refused
 _LOADER_OUT_OF_MEMORY = "failed to map segment from shared object"
 
@@ -77,6 +82,23 @@ _CORE_NULL_OBJECT = "PyObject pointer is null"
 def is_core_panic(e: BaseException) -> bool:
     """PyO3's PanicException (pyo3_runtime, not importable): a BaseException, like SystemExit."""
     return type(e).__name__ == "PanicException" and type(e).__module__ == "pyo3_runtime"
+
+
+def quiet(*_: object) -> None:
+    """Errors Python prints by itself, outside any handler (a generator closed while memory runs
+    out, a destructor at exit, a C extension's PyErr_Print, PyO3's unraisable error before its panic
+    on a NULL object): without --debug, the one line about what stopped the run is the message.
+    Installed as sys.excepthook and sys.unraisablehook, in --jobs workers too."""
+
+
+def sendable(e: BaseException) -> BaseException:
+    """What a --jobs worker sends its parent for `e`: a core panic as an error that pickles, one
+    from memory running out as the MemoryError it is."""
+    if not is_core_panic(e):
+        return e
+    if str(e) == _CORE_NULL_OBJECT:
+        return MemoryError()
+    return CorePanic(str(e))
 
 
 def outcome(e: BaseException) -> tuple[int, str]:

@@ -116,12 +116,6 @@ def cli() -> None:
     """
 
 
-def _quiet(*_: object) -> None:
-    """Errors Python prints by itself, outside any handler (a generator closed while memory runs
-    out, a destructor at exit, a C extension's PyErr_Print): without --debug, the one line about
-    what stopped the run is the message."""
-
-
 def _run(args: list[str], debug: bool) -> tuple[int, str | None]:
     """The exit status and the line to print, returned once the failed run's frames are gone (an
     out-of-memory message needs the memory they held)."""
@@ -154,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args
     hooks = sys.unraisablehook, sys.excepthook
     if not debug:
-        sys.unraisablehook = sys.excepthook = _quiet
+        sys.unraisablehook = sys.excepthook = exits.quiet
         # Rust's abort on a failed allocation prints a backtrace after its one line when this is
         # set (read when it happens; --jobs workers inherit the environment): --debug's to show
         os.environ.pop("RUST_BACKTRACE", None)

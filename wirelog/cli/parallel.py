@@ -26,8 +26,8 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from wirelog.cli import exits
 from wirelog.cli.common import Session
-from wirelog.cli.exits import WorkerLost
 from wirelog.cli.output import open_output
 from wirelog.cli.signals import ignored_by_children
 from wirelog.cli.writing import SUFFIX, write_records
@@ -48,7 +48,13 @@ def _convert_one(fmt: str, path: str, output: str, options: Options) -> list[Cap
                 infos.append(item)
             yield item
 
-    write_records(fmt, output, items())
+    try:
+        write_records(fmt, output, items())
+    except BaseException as e:
+        sent = exits.sendable(e)
+        if sent is e:
+            raise
+        raise sent from None
     return infos
 
 
@@ -57,12 +63,15 @@ _NATIVE = "native-stderr-"  # + a worker's pid: what native code wrote to its de
 _ALLOCATION_FAILED = re.compile(r"memory allocation of \d+ bytes failed")  # Rust's, before it aborts
 
 
-def _start_worker(parts_dir: str, parent: int) -> None:
+def _start_worker(parts_dir: str, parent: int, quiet: bool) -> None:
     """First thing in each worker: what native code writes straight to descriptor 2 goes to a file
     in the parts directory (Rust's `memory allocation of N bytes failed`, then its note on
     RUST_BACKTRACE, before it aborts the worker), for this process to make one line of; Python's
     own lines (sys.stderr: Hercules notes) still reach stderr as they come. And a watch for the
-    end of `parent`, this process, which may already have ended while the worker started."""
+    end of `parent`, this process, which may already have ended while the worker started. `quiet`:
+    Python's own error printing is silenced as in this process (without --debug)."""
+    if quiet:
+        sys.unraisablehook = sys.excepthook = exits.quiet
     sys.stderr = open(os.dup(2), "w", encoding="utf-8", errors="backslashreplace", buffering=1)  # noqa: SIM115
     fd = os.open(os.path.join(parts_dir, f"{_NATIVE}{os.getpid()}"), os.O_WRONLY | os.O_CREAT, 0o600)
     os.dup2(fd, 2)
@@ -102,7 +111,7 @@ def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs:
                 min(jobs, len(session.paths)),
                 mp_context=spawn,
                 initializer=_start_worker,
-                initargs=(parts_dir, os.getpid()),
+                initargs=(parts_dir, os.getpid(), sys.excepthook is exits.quiet),
             )
         )
         futures: list[Future] = []
@@ -121,7 +130,7 @@ def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs:
             # the one line says it all: what a worker's native code said is left out of it, but
             # for the failed allocation that aborted it
             failed = _ALLOCATION_FAILED.search(_native_output(parts_dir))
-            raise WorkerLost(failed.group(0) if failed else None) from e
+            raise exits.WorkerLost(failed.group(0) if failed else None) from e
         except BaseException:
             _stop(pool)
             sys.stderr.write(_native_output(parts_dir))
