@@ -1,6 +1,8 @@
 //! The bodies of the fuzz targets (native/fuzz/), here so that `cargo test` replays every input a
 //! fuzzer ever crashed on (native/fuzz/regressions/<target>/) through the same checks.
 
+pub mod numbers;
+
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
