@@ -3,14 +3,23 @@
 //! The core parses hostile bytes: `unsafe` is refused everywhere but the FFI glue (python.rs).
 #![deny(unsafe_code)]
 
+//! No arithmetic on a number from the wire may overflow (issue 29): in the layers that parse,
+//! every `+ - * /` is checked, saturating or wrapping by choice, or allowed where a comment
+//! proves its bound. Test code is exempt (`not(test)`); `held/` and python.rs are reviewed apart.
+#[cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 pub mod capture;
+#[cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 pub mod decoders;
 #[cfg(any(test, fuzzing))]
 pub mod fuzzing;
 pub mod held;
+#[cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 pub mod model;
+#[cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 pub mod pipeline;
+#[cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 pub mod records;
+#[cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 pub mod tcp;
 
 #[cfg(feature = "python")]

@@ -10,6 +10,10 @@
 //!
 //! Written here rather than taken from etherparse: its `IpDefragPool` is documented as not safe
 //! against out-of-memory attacks, and its buffer lets the last copy of a byte win without a word.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "fragment offsets are 13-bit units of 8 bytes and lengths are below 2^16, so their sums fit u32 and u64; stored bytes and fragment counts are bounded by the pool's caps and only subtract what was added"
+)]
 
 use std::collections::{BTreeMap, HashMap};
 

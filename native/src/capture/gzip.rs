@@ -5,6 +5,10 @@
 //! and length trailer) is read here because flate2's gzip types are pull-based (`Read`), and the
 //! reader is fed, not reading. Errors use the texts of Python's gzip module, which read these
 //! captures before the core did, so a damaged file reads the same as ever.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions inside a gzip header capped at MAX_HEADER bytes (an extra field's u16 length plus a position fits usize); zlib's total_in/total_out only grow, so their differences are the bytes of one call"
+)]
 
 use flate2::{Crc, Decompress, FlushDecompress, Status};
 

@@ -1,6 +1,10 @@
 //! One capture input as the core reads it: its bytes, inflated first when they are gzip or zstd,
 //! into the capture reader. A damaged or cut compressed stream ends the input like a read error:
 //! every packet before the damage is kept and the reader reports where it stopped, with the reason.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "the staging buffer is emptied once it holds CHUNK bytes, so it never holds more"
+)]
 
 use super::gzip::Gunzip;
 use super::inflate::Inflate;

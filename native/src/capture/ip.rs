@@ -7,6 +7,10 @@
 //! header that is not first, which the reader accepts.
 //!
 //! `cut` and `missing` count bytes the packet had on the wire but the capture lacks (snaplen).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "header lengths are u8/u16 fields scaled by 4 or 8 (at most 2 KiB) added to positions inside one packet; IPv6 payload lengths are u16"
+)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -3,6 +3,10 @@
 //! Ethernet's fixed header is sliced by etherparse; 802.1Q/802.1ad tag stacks, Linux SLL/SLL2, BSD
 //! loopback and the raw-IP types are a few bytes each and written here (etherparse validates SLL's
 //! packet and ARPHRD types, which would turn packets the reader accepts into errors).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "each tag read is inside the packet (be16 at pos + 2 succeeded), so pos + 4 is at most its length"
+)]
 
 use etherparse::Ethernet2HeaderSlice;
 

@@ -1,5 +1,9 @@
 //! Classic pcap: the 24-byte file header and the records after it (either byte order, µs or ns),
 //! parsed with pcap-parser's nom-level functions on the reader's buffer.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "a record's captured length is a u32 checked against the cap before 16 is added; ts_sec (u32) * 10^9 + ts_usec (u32) * 1000 < 2^63"
+)]
 
 use pcap_parser::{parse_pcap_frame, parse_pcap_frame_be, parse_pcap_header};
 

@@ -7,6 +7,10 @@
 //! length exceeds its block (clamped here), collect every block's options into a Vec (an
 //! allocation per packet), and fail a block on a malformed option list (ignored here from the
 //! first bad option on).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "block lengths are u32 checked (>= 12, 4-aligned, <= MAX_BLOCK, and per type >= the fixed part) before any subtraction; option positions stay inside a block; clock products are u128 of u64 * u64 and |offset| * 10^9 fits i128"
+)]
 
 use super::bytes::{array, u16_in, u32_in};
 use super::reader::{Handler, Progress, MAX_BLOCK};

@@ -5,6 +5,10 @@
 //! every byte is copied at most once and nothing consumed is kept. `need` (how much the first
 //! pending record needs) comes from a length field only after that field passed its cap, and the
 //! tail never grows beyond the bytes actually fed.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "frame numbers and packet and byte counts grow by one packet at a time (bounded by the input); times are widened to i128 before subtracting"
+)]
 
 use super::packet::{Packet, PacketParser};
 use super::pcap::{self, Pcap};

@@ -11,6 +11,10 @@
 //! split 0 starts at the file's first record, and wherever split i+1's `start` differs from split
 //! i's `next`, split i+1 is scanned again from `next`. Frame numbers follow from the per-split
 //! frame counts.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "file positions (u64) and record lengths (u32 + 16) of one input; positions only move forward inside the buffer it holds"
+)]
 
 use super::bytes::u32_in;
 use super::pcap;

@@ -1,5 +1,9 @@
 //! The TCP header: ports, sequence numbers, flags and where the payload starts (sliced by
 //! etherparse, whose checks come in the order the findings need).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "a packet length plus a u32 of missing bytes, in u64"
+)]
 
 use std::net::IpAddr;
 

@@ -3,6 +3,10 @@
 //! it is at least half the buffer, so consuming many short frames costs O(bytes), never O(n²).
 //! It also remembers which frame (and time) carried each stream offset, so a message is stamped
 //! with the frame of its first byte.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within the buffer; its base is a stream offset (below 2^63, see tcp/)"
+)]
 
 use std::collections::VecDeque;
 

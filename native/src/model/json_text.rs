@@ -6,6 +6,10 @@
 //! `json::value`): compact, no key repeated in an object, only the escapes `json::string` writes,
 //! integers within 64 bits. Every step still checks the bytes it reads and gives None on anything
 //! else, so a caller can fall back to the parsed values and never reads garbage.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within one in-memory document; nesting depth counts brackets seen; surrogate arithmetic follows the range checks"
+)]
 
 use std::borrow::Cow;
 

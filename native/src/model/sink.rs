@@ -1,5 +1,6 @@
 //! Capture-level findings, collected the moment they occur and rate-limited where a capture can
 //! repeat the same problem in every packet (a small snaplen would otherwise bury everything else).
+#![allow(clippy::arithmetic_side_effects, reason = "a finding count per code")]
 
 use super::{Finding, Severity};
 

@@ -1,5 +1,9 @@
 //! Text forms of bytes and days that every layer writes: lowercase hex, RFC 4122 UUIDs, civil
 //! dates and times (one implementation each, so records of every protocol agree).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "calendar arithmetic on days from i64 nanoseconds or 100-ns ticks (|days| < 2^38) and 4-digit years; positions in fixed buffers"
+)]
 
 use std::fmt::Write;
 

@@ -6,6 +6,10 @@
 //! would stay unknown. For such streams the session keeps searching the client's bytes, up to
 //! HUNT_LIMIT, with every protocol's `find_start` signature, and starts that protocol's decoder at
 //! the frame found.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "lengths of held chunks (bounded by HUNT_LIMIT searched bytes); `at` only subtracts the chunks it walks past"
+)]
 
 use super::held::OwnedChunk;
 use crate::decoders::detect;

@@ -9,6 +9,10 @@
 //! A TLS stream's bytes go through its connection's TLS layer first (decoders/tls/): the decrypted
 //! bytes of each direction then take the same way as a plaintext stream's (held, detected,
 //! decoded), and the stream's records carry its `tls` description.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "the hunt's first chunk is at or before the frame start it found (same direction, offsets only grow)"
+)]
 
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};

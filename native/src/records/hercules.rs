@@ -8,6 +8,10 @@
 //! `Writer` gives the bodies their headers in output order: the uuid5 id, with a counter for
 //! consecutive messages of one position, and for records without a time the previous event's.
 //! A renamed key is reported once per output (`Note`).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "ISO times have 4-digit years (seconds below 2^38, ticks below 2^62); counts and positions are of records and buffers in memory; tag counts are below u16::MAX by construction"
+)]
 
 mod text;
 
@@ -202,12 +206,20 @@ fn int_at(a: Option<&ArrayRef>, i: usize) -> Option<i64> {
     Some(match a.data_type() {
         DataType::Int64 => a.as_primitive::<Int64Type>().value(i),
         DataType::Int32 => i64::from(a.as_primitive::<Int32Type>().value(i)),
+        // a time past the i64 nanosecond range (years beyond 2262) is no time
         DataType::Timestamp(unit, _) => match unit {
-            TimeUnit::Second => a.as_primitive::<TimestampSecondType>().value(i) * 1_000_000_000,
-            TimeUnit::Millisecond => {
-                a.as_primitive::<TimestampMillisecondType>().value(i) * 1_000_000
-            }
-            TimeUnit::Microsecond => a.as_primitive::<TimestampMicrosecondType>().value(i) * 1000,
+            TimeUnit::Second => a
+                .as_primitive::<TimestampSecondType>()
+                .value(i)
+                .checked_mul(1_000_000_000)?,
+            TimeUnit::Millisecond => a
+                .as_primitive::<TimestampMillisecondType>()
+                .value(i)
+                .checked_mul(1_000_000)?,
+            TimeUnit::Microsecond => a
+                .as_primitive::<TimestampMicrosecondType>()
+                .value(i)
+                .checked_mul(1000)?,
             TimeUnit::Nanosecond => a.as_primitive::<TimestampNanosecondType>().value(i),
         },
         _ => return None,

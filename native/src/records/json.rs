@@ -1,5 +1,9 @@
 //! NDJSON written by the core, byte for byte what the Python writer (orjson) writes for the same
 //! record: keys in the contract's order, no spaces, UTF-8 as is, the control characters escaped.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "a stream id counter (stream ids are consecutive)"
+)]
 
 use std::collections::BTreeMap;
 use std::fmt::Write;

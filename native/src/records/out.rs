@@ -1,4 +1,8 @@
 //! Where the records of a capture go: NDJSON text, Arrow rows or Hercules events, after the filter.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "counts and lengths of records and text in memory"
+)]
 
 use arrow_array::RecordBatch;
 use arrow_schema::ArrowError;

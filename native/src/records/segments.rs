@@ -1,5 +1,6 @@
 //! TCP segments as Arrow rows: what a task reading one split of a capture hands to the shuffle that
 //! groups them by connection (docs/spark.md), and what the task decoding a group reads back.
+#![allow(clippy::arithmetic_side_effects, reason = "a count of rows in memory")]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;

@@ -9,6 +9,10 @@
 //! byte below that ACK. What the other direction owes is a hole the reorder window watches
 //! (`Half::hole_end`): filled by the late segment or declared a gap, either way the head goes.
 //! Among heads free to go, the earlier frame goes first, so an ordered capture keeps its order.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "stream offsets as in reassembler.rs; `1 - h` for a direction index of 0 or 1; queued bytes are the sum of chunks held (bounded by the reorder window)"
+)]
 
 use std::collections::VecDeque;
 

@@ -1,5 +1,9 @@
 //! One direction of a connection: where delivery stands, what waits out of order, and the recent
 //! history of delivered bytes that retransmissions are compared with.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "ring and history positions are below the ring's length (at most the 32 KiB history); stream offsets (i64) advance at most 2^31 a segment from 0, so they stay far from i64's ends for any capture under 2^32 segments"
+)]
 
 use std::collections::{BTreeMap, VecDeque};
 

@@ -1,4 +1,8 @@
 //! The flow table and the per-segment logic (see the module docs in mod.rs).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "stream offsets (i64) come from seq::unwrap, within 2^31 of where the direction stands, and advance at most 2^31 a segment: below 2^63 for any capture under 2^32 segments; byte and packet counts are bounded by the capture's size; pending bytes by the reorder window"
+)]
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;

@@ -1,4 +1,8 @@
 //! 32-bit sequence numbers (RFC 1982 serial arithmetic) and their unwrapping into stream offsets.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "`rel` is below 2^32 and `near` a stream offset (see reassembler.rs): the sum stays far from i64's ends"
+)]
 
 pub const MOD: i64 = 1 << 32;
 pub const HALF: i64 = 1 << 31;

@@ -4,6 +4,10 @@
 //! state until its zlib stream ends. Semantics that span directions live here: handshake order,
 //! PING/PONG pairing, which side may send what; acknowledgement bookkeeping is in `delivery`,
 //! cross-connection resends in `resend`, the software fingerprint in `fingerprint`.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "frame lengths are u32 in u64; positions within a message held in memory (its length checked against max_frame); counts of messages and events"
+)]
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,9 @@
 //! Content-based detection: Log Courier has no well-known port, only four-letter types and
 //! strict lengths.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within the detection sample"
+)]
 
 use super::framing::{self, CLIENT_TYPES, HEADER, NONCE, SERVER_TYPES};
 use crate::decoders::detect::Sample;

@@ -1,6 +1,10 @@
 //! The Log Courier finding catalogue (every code this decoder emits with its default severity),
 //! one constructor, and the bits of Python text formatting the sentences quote (`bytes` repr).
 //! One table, so the code, docs/ and the tests agree on the stable codes.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "a capacity of a length plus 3"
+)]
 
 use crate::model::{Direction, Finding, Severity};
 

@@ -4,6 +4,7 @@
 //! payload's header (78 5e = Go level 3, 78 9c = Ruby default) and Go's stream tail, and nonces:
 //! Go's `Intn(255)` never yields 0xFF, and the unseeded Go 2.0–2.6.3 always starts with the same
 //! nonce.
+#![allow(clippy::arithmetic_side_effects, reason = "a count of nonces seen")]
 
 use std::collections::BTreeSet;
 

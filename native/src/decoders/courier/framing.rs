@@ -1,6 +1,10 @@
 //! Log Courier framing: `type[4]` + `length` (u32 BE) + body, and the per-type length rules.
 //! EVNT alone carries length 0xFFFFFFFF ("no length": the message ends where its zlib stream
 //! ends). These functions only judge a header; the decoder acts on the verdict.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within the buffered bytes plus the 8-byte header; lengths are u32 in u64"
+)]
 
 use crate::model::Direction;
 

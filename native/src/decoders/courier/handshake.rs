@@ -5,6 +5,10 @@
 //! 20 bytes = flags, major, minor, patch as u32 + client[4] (Ruby >= 2.7.2), 32 bytes = the
 //! 20-byte layout + 12 reserved zero bytes (Go >= 2.6.4). Receivers zero-pad shorter bodies to 32
 //! and read flag byte 0, so any other length is parsed the same way and reported.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within a padded 16-byte handshake body"
+)]
 
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};

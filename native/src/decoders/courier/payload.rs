@@ -4,6 +4,10 @@
 //! arrive and learns from it where the message ends (zlib's end of stream, after the Adler-32).
 //! Nobody on the wire limits the inflated size, so the cap comes from `Limits::max_inflated`: the
 //! output never grows past cap + 1 bytes, whatever the input claims.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "output lengths are bounded by the inflate cap; zlib's totals only grow; event lengths are u32 compared with the bytes left before they are added"
+)]
 
 use flate2::{Decompress, FlushDecompress, Status};
 

@@ -2,6 +2,10 @@
 //! that text in `json_error` and `courier.invalid-json`; serde_json does the parsing, and this
 //! module only runs on documents serde_json refused, re-reading them as CPython's scanner
 //! (Modules/_json.c) does to find the same message and position (counted in characters).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within one in-memory document plus constants, after checks that the characters are there; nesting depth is bounded by the parser's limit"
+)]
 
 /// Python's deepest nesting is its recursion limit (1000) less the caller's frames.
 const MAX_DEPTH: usize = 990;

@@ -2,6 +2,10 @@
 //! is checked against the cap before anything is allocated, so a hostile length never makes us
 //! inflate gigabytes. Pre-v5 LZ4 bodies carry a 4-byte big-endian length; v5 LZ4 frames carry it
 //! in the frame header; Snappy has its own varint.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "at most five 7-bit groups shifted into a u64"
+)]
 
 /// An LZ4 sequence turns one input byte into at most 255 output bytes: the most a block can inflate to.
 fn lz4_bound(input: usize) -> usize {

@@ -11,6 +11,10 @@
 //! candidate that needs more bytes to be confirmed makes the search wait, and only the end of the
 //! data may give up on it. A frame candidate needs a valid CRC24 and CRC32; an envelope candidate a
 //! plausible header and a body that decodes without leftovers.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within one frame's payload (in memory) and frame lengths of 17 bits; stream offsets below 2^63 (see tcp/); counts of frames and messages"
+)]
 
 use std::borrow::Cow;
 use std::sync::Mutex;
@@ -925,8 +929,14 @@ impl CqlDecoder {
         };
         put(fields, "request_opcode", pending.opcode);
         put(fields, "request_frame", pending.at.frame);
-        if let (Some(ts), Some(then)) = (at.ts, pending.at.ts) {
-            put(fields, "latency_ns", ts - then);
+        // pcapng interfaces' time offsets put capture times anywhere in i64: a latency that
+        // does not fit one is no latency
+        if let Some(latency) = at
+            .ts
+            .zip(pending.at.ts)
+            .and_then(|(ts, then)| ts.checked_sub(then))
+        {
+            put(fields, "latency_ns", latency);
         }
         Some(pending)
     }

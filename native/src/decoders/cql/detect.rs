@@ -3,6 +3,10 @@
 //! Strong evidence: a v5 frame header whose CRC24 holds (1 in 16.7 M by chance), or an envelope
 //! header of the right direction whose body decodes cleanly. Mid-stream samples are searched for a
 //! CRC24-valid frame carrying a v5 envelope, or for two envelope headers back to back.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within the detection sample (at most SAMPLE_LIMIT bytes) plus an envelope length (u32 + 9) or a 17-bit frame length"
+)]
 
 use super::envelope::{self, Header, FLAG_COMPRESSION, HEADER};
 use super::frame_v5::crc24;

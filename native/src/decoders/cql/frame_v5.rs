@@ -2,6 +2,10 @@
 //! a payload, and a CRC32 trailer over the payload as transmitted. CRC frame = 3 header bytes +
 //! CRC24 (6); LZ4 frame = 5 header bytes + CRC24 (8). An LZ4 frame with uncompressed length 0
 //! carries its payload stored raw.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "header values of at most 40 bits read from 5 bytes; payload lengths of 17 bits plus fixed header and trailer sizes"
+)]
 
 use crc::{Algorithm, Crc, Table, CRC_32_ISO_HDLC};
 

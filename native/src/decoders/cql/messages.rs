@@ -5,6 +5,10 @@
 //! in read/write failures from v5. Bodies may grow in later revisions, so unread bytes are reported
 //! as `trailing`, not as an error. A field group read by one Python statement (`a, b = r.x(), r.y()`)
 //! is kept all or nothing, as the record contract has it.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within one body and a cache index modulo its size"
+)]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -681,3 +681,37 @@ fn cells_of_an_inflated_rows_result_are_paid_from_the_cap() {
         f.message
     );
 }
+
+/// A request and its answer at the two ends of the i64 time range (pcapng interfaces with
+/// if_tsoffset put capture times anywhere in it): no latency, and no overflow (it panicked).
+#[test]
+fn latency_beyond_i64_is_left_out() {
+    let request = envelope::encode(4, 0, 7, 0x05, b"");
+    let answer = envelope::encode(0x84, 0, 7, 0x06, &[0, 0]);
+    for (asked, answered, latency) in [
+        (i64::MIN, i64::MAX, None),
+        (i64::MAX, i64::MIN, None),
+        (-5, i64::MAX - 10, None),
+        (i64::MIN, -1, Some(i64::MAX)),
+    ] {
+        let mut dec = CqlDecoder::new(ctx(false));
+        let (mut shared, mut out) = (Shared::default(), Vec::new());
+        for (i, (d, data, ts)) in [(C2S, &request, asked), (S2C, &answer, answered)]
+            .into_iter()
+            .enumerate()
+        {
+            let chunk = Chunk {
+                direction: d,
+                offset: 0,
+                data,
+                frame: Some(i as u64 + 1),
+                ts: Some(ts),
+            };
+            dec.feed(&chunk, &mut shared, &mut out);
+        }
+        let answer = messages(&out)[1];
+        assert_eq!(answer.kind, "SUPPORTED");
+        let got = answer.get("latency_ns").map(|v| v.clone());
+        assert_eq!(got, latency.map(Value::from), "{asked} {answered}");
+    }
+}

@@ -4,6 +4,10 @@
 //! 64 bits strings; non-finite floats "NaN"/"Infinity". Every text is what the Python decoder
 //! wrote (its `str()` of UUIDs, addresses, dates and Decimals), so the NDJSON is the same. A short
 //! read is a `Malformed`, which the message layer turns into a finding.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within one body (in memory), checked before reading; nesting depth is bounded by max_depth; varint and decimal digits are bounded by the value's bytes (decimal exponents are an i32 widened to i64)"
+)]
 
 use std::fmt::Write;
 

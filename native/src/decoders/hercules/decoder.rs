@@ -75,7 +75,7 @@ impl HerculesDecoder {
 
     pub fn gap(&mut self, gap: &Gap, out: &mut Vec<Record>) {
         let i = ix(gap.direction);
-        let resume = gap.offset + gap.length;
+        let resume = gap.end();
         if let Some(raw) = self.raw[i].as_mut() {
             raw.gap(&mut self.bufs[i], resume);
         } else if let Some(gw) = self.gateway.as_mut() {

@@ -4,6 +4,10 @@
 //! Gate traffic is identified by path, not port (6306 by default, 8080 per the Gate's README). Bare
 //! events have no magic number: a version byte 1 followed by a plausible timestamp is a hint, and
 //! an event that parses completely (or up to the end of the sample) makes it near-certain.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within the detection sample"
+)]
 
 use super::decoder::looks_like_http;
 use super::reader::{EventParser, Stop};

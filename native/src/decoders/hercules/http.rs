@@ -9,6 +9,10 @@
 //! Heads are parsed by `httparse`. Where it refuses a head wirelog has always read (control bytes,
 //! non-ASCII, header names outside the token set, ...), the head is read by line rules instead
 //! (`head_by_lines`, those of wirelog's first, Python, decoder), so such heads still give records.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within the buffered bytes (in memory) and header lengths capped at MAX_HEAD; wire numbers are checked where they are read: a Content-Length over 2^63 - 1 is hercules.bad-length, one over the body cap hercules.body-too-large (saturating), chunk sizes are at most 16 hex digits and checked against the cap (saturating) before they are added"
+)]
 
 use super::pyrepr::{bytes_repr, str_repr};
 use super::records::Origin;

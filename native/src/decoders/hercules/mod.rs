@@ -7,6 +7,10 @@
 //! `http` (HTTP/1.1 framing), `url` (request targets), `gateway` (Gate requests and answers), `decoder` (the per-connection state machine),
 //! `detect` (recognising Hercules traffic), `pyrepr` (Python's repr in finding texts). The receive
 //! buffer is the decoders' shared one (`decoders/buffer.rs`).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within one event (in memory)"
+)]
 
 mod batch;
 mod decoder;

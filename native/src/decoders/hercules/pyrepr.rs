@@ -1,5 +1,9 @@
 //! Python's `repr` of str and bytes, as the Python decoder quotes wire text inside finding
 //! messages (`f"{key!r}"`): the quote choice, the escapes, and which characters print as they are.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "a capacity of a length plus 3"
+)]
 
 use std::fmt::Write;
 

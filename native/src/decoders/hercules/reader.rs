@@ -7,6 +7,10 @@
 //! Events carry no length prefix and a value of an unknown type cannot be skipped, so a corrupt
 //! value ends the parse (`Stop::Corrupt`); running out of bytes is `Stop::Truncated`, with the end
 //! offset that could complete the event. Offsets are relative to the slice handed to `parse`.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within one event (in memory); wire lengths are i32 checked non-negative, vector sizes multiply them by at most 16 in u64, and `need` compares every end with the bytes present and the event limit before it is used"
+)]
 
 use foldhash::HashMap;
 

@@ -5,6 +5,10 @@
 //! codec problems into findings: a tag name that breaks the convention is reported once per capture,
 //! and any one code is reported individually only `REPEAT_LIMIT` times per stream, then summed up
 //! in one finding at the end (a hostile body would otherwise give a finding per event).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within one event (in memory) and finding counts"
+)]
 
 use std::collections::HashSet;
 

@@ -6,6 +6,10 @@
 //! Events that wirelog itself exported carry a `wirelog` container; for them the export mapping is
 //! undone (`mapped`): escaped tag names, wrapped arrays and big integers come back as the original
 //! document.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within one event (in memory), after checked takes"
+)]
 
 use serde_json::{Map, Number};
 

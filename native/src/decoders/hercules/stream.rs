@@ -6,6 +6,10 @@
 //! and has grown by half. After a corrupt event nothing can be located, so the parser scans for the
 //! next plausible event start (version 1, timestamp in 2000..2100, and the event parses) and says
 //! how many bytes it skipped.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within the buffered bytes; stream offsets (below 2^63, see tcp/); batch counts are i32 in i64; event indexes count parsed events"
+)]
 
 use super::reader::{EventParser, Stop};
 use super::records::{event_message, Origin, PROTOCOL};

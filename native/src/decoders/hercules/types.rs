@@ -1,5 +1,9 @@
 //! The one definition of Hercules wire constants, and the
 //! reversible tag-name escaping of wirelog's own exports, undone when such events are decoded.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within a tag name and hex digit values"
+)]
 
 /// Type codes of protocol/Type.java (the .NET TagType uses the same numbers).
 pub const CONTAINER: u8 = 0x01;

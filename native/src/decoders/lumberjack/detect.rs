@@ -4,6 +4,10 @@
 //! a server side made of `?A` frames confirms it. TLS bytes score 0 (TLS is reported by its own
 //! detector). On the Beats ports, anything else is still claimed at a low score, so that the
 //! decoder can say what Logstash would say ("Invalid version of beats protocol: 123" for raw JSON).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within the detection sample"
+)]
 
 use super::framing::{is_version, plausible};
 use crate::decoders::detect::Sample;

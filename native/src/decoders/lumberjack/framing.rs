@@ -5,6 +5,10 @@
 //! incomplete frame says how many bytes it needs at least) and the inflated content of `C` frames.
 //! `D` frames are walked pair by pair; the walk resumes where it stopped, so a huge `D` arriving in
 //! many segments costs O(bytes), not O(segments × pairs).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "lengths are u32 (a u32 plus a position fits a 64-bit usize; in u64 elsewhere) and are checked against max_frame and the bytes present before they are used"
+)]
 
 use crate::model::Value;
 

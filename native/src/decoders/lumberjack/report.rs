@@ -1,4 +1,8 @@
 //! Where a record sits in the stream, and findings stamped with that place.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "a capacity of a length plus 2"
+)]
 
 use crate::model::{Direction, Fields, Finding, Message, Severity, Value};
 

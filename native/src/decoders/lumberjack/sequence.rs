@@ -4,6 +4,10 @@
 //! profile from the traffic: Beats-style senders restart at 1 in every window (go-lumber client,
 //! lumberjack-client), others keep one counter across windows (pylogbeat, logstash-forwarder, v1
 //! clients). The profile is decided by the first window that follows another one.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "sequence numbers are u32 widened to u64"
+)]
 
 use crate::model::{Severity, Value};
 

@@ -8,6 +8,10 @@
 //! record is read normally (its sequence number is the next one). After lost bytes (`tls.gap`) the
 //! framer scans for a plausible header and a candidate is confirmed by decrypting it under the
 //! sequence numbers the lost bytes could have held.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "record sequence numbers and counts grow by one per record; plaintext offsets by the bytes decrypted (or saturate, for gaps)"
+)]
 
 use std::sync::Arc;
 
@@ -146,10 +150,11 @@ impl TlsConnection {
     pub fn gap(&mut self, gap: &Gap, out: &mut Vec<Output>) {
         let h = &mut self.halves[side(gap.direction)];
         let partial = h.framer.pending() as u64;
-        h.framer.gap(gap.offset, gap.length);
+        h.framer.gap(gap.end());
         h.hs.reset();
-        h.lost = Some(h.lost.unwrap_or(0) + gap.length + partial);
-        let lost = gap.length + partial;
+        // gap lengths are TCP's (below 2^32 each); a raw dump's come from Python: they saturate
+        let lost = gap.length.saturating_add(partial);
+        h.lost = Some(h.lost.unwrap_or(0).saturating_add(lost));
         out.push(Output::Record(
             finding(
                 "tls.gap",
@@ -171,7 +176,7 @@ impl TlsConnection {
                 length: lost,
                 ..*gap
             }));
-            h.plain_offset += lost;
+            h.plain_offset = h.plain_offset.saturating_add(lost);
         }
     }
 

@@ -4,6 +4,10 @@
 //!
 //! Hand-written rather than `tls-parser`: wirelog reads a dozen fields from three messages, and
 //! that crate would bring nom, phf and its own record layer for it; each read below is bounded.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "a 24-bit handshake length and the 4-byte header"
+)]
 
 use crate::model::text::hex;
 

@@ -2,6 +2,7 @@
 //! `keylog_filename`, Node's `keylog` event and Wireshark all write, one secret per line:
 //! `LABEL <client random, 64 hex digits> <secret, hex>`. Lines are keyed by the ClientHello's
 //! random, so one file serves every connection of a capture.
+#![allow(clippy::arithmetic_side_effects, reason = "line numbers of a key log")]
 
 use std::collections::HashMap;
 

@@ -1,5 +1,9 @@
 //! From a key log's secrets to record keys: the TLS 1.2 PRF key block (RFC 5246 §5, §6.3) and the
 //! TLS 1.3 traffic keys, IVs and key updates (RFC 8446 §7.1-§7.3, HKDF-Expand-Label).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "key, IV and MAC sizes of a cipher suite"
+)]
 
 use hkdf::Hkdf;
 use hmac::{Hmac, Mac};

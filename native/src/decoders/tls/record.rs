@@ -2,6 +2,10 @@
 //! checked against the protocol's cap before they are buffered, and resynchronisation after lost
 //! bytes: like Wireshark, scan for the next plausible record header; the caller confirms a
 //! candidate (its tag verifies, or nothing can be checked) or rejects it and the scan goes on.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "a u16 record length plus 5 in u64; positions within the buffer"
+)]
 
 use crate::decoders::buffer::StreamBuffer;
 
@@ -83,10 +87,9 @@ impl Framer {
         self.buf.append(offset, data, frame, ts);
     }
 
-    /// Bytes from `offset` on are missing: what is buffered is dropped and the scan starts at
-    /// `offset + length`. True when a partial record was dropped or boundaries were known.
-    pub fn gap(&mut self, offset: u64, length: u64) {
-        self.buf.reset(offset + length);
+    /// Bytes are missing up to `resume`: what is buffered is dropped and the scan starts there.
+    pub fn gap(&mut self, resume: u64) {
+        self.buf.reset(resume);
         self.lost = true;
     }
 

@@ -1,6 +1,10 @@
 //! A document's JSON text mapped straight to Hercules values: what `Mapper::value` writes of the
 //! parsed values, read step by step (`json_text::Reader`) instead of parsed into a tree first,
 //! which was most of the export's cost for log events.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "tag counts of one event (below u16::MAX by construction) and positions in its text"
+)]
 
 use super::{bigint, length, name, string, Mapper};
 use crate::decoders::hercules::types::{
