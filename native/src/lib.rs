@@ -1,11 +1,15 @@
 //! wirelog's native core: the per-packet and per-message path (capture reading, TCP reassembly,
 //! record emission). Layers import one way: python → pipeline → records → tcp → capture → model.
 //! The core parses hostile bytes: `unsafe` is refused everywhere but the FFI glue (python.rs).
-#![deny(unsafe_code)]
-
 //! No arithmetic on a number from the wire may overflow (issue 29): in the layers that parse,
 //! every `+ - * /` is checked, saturating or wrapping by choice, or allowed where a comment
 //! proves its bound. Test code is exempt (`not(test)`); `held/` and python.rs are reviewed apart.
+#![deny(unsafe_code)]
+
+// The bounds those comments state take a 64-bit usize (a u32 length plus a position fits it).
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("the core is built for 64-bit targets only");
+
 #[cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 pub mod capture;
 #[cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]

@@ -409,17 +409,23 @@ impl HttpReader {
                     self.max_body
                 )));
             }
-            let size = size as usize;
-            if data.len() < eol + 2 + size + 2 {
+            // size <= max_body, a limit from the API: checked all the same (16 hex digits)
+            let start = eol + 2;
+            let Some(end) = usize::try_from(size)
+                .ok()
+                .and_then(|n| start.checked_add(n))
+            else {
+                return Err(Broken("chunk size beyond memory".into()));
+            };
+            let Some(after) = data.get(end..).and_then(|rest| rest.get(..2)) else {
                 self.chunk_pos = pos - base;
                 return Ok(None);
-            }
-            if &data[eol + 2 + size..eol + 4 + size] != b"\r\n" {
+            };
+            if after != b"\r\n" {
                 return Err(Broken("chunk data not followed by CRLF".into()));
             }
-            self.chunks
-                .extend_from_slice(&data[eol + 2..eol + 2 + size]);
-            pos = eol + 2 + size + 2;
+            self.chunks.extend_from_slice(&data[start..end]);
+            pos = end + 2;
         };
         let Some(trailer_end) = buf.find(b"\r\n\r\n", eol) else {
             self.chunk_pos = pos - base;

@@ -5,10 +5,6 @@
 //! incomplete frame says how many bytes it needs at least) and the inflated content of `C` frames.
 //! `D` frames are walked pair by pair; the walk resumes where it stopped, so a huge `D` arriving in
 //! many segments costs O(bytes), not O(segments × pairs).
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "lengths are u32 (a u32 plus a position fits a 64-bit usize; in u64 elsewhere) and are checked against max_frame and the bytes present before they are used"
-)]
 
 use crate::model::Value;
 
@@ -75,8 +71,9 @@ pub enum Parsed {
     Error(FrameError),
 }
 
+/// The big-endian u32 at `at` (the caller has checked that its four bytes are there).
 fn u32_at(data: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]])
+    u32::from_be_bytes(*data[at..].first_chunk().expect("four bytes checked"))
 }
 
 /// Parse the frame starting at `data[0]` (every byte of `data` is available).
@@ -132,7 +129,8 @@ pub fn parse(data: &[u8], max_frame: usize, resume: Option<Resume>) -> Parsed {
     if size as u64 > max_frame as u64 {
         return Parsed::Error(too_long(typ, u64::from(size), max_frame));
     }
-    let total = head + size as usize;
+    // size <= max_frame: saturating only for a max_frame near usize::MAX (then it is Incomplete)
+    let total = head.saturating_add(size as usize);
     if have < total {
         return Parsed::Incomplete {
             need: total as u64,
@@ -157,7 +155,7 @@ pub fn whole_j2(data: &[u8], max_frame: usize) -> Option<(u32, usize)> {
         return None;
     }
     let size = u32_at(data, 6) as usize;
-    (size <= max_frame && data.len() - 10 >= size).then(|| (u32_at(data, 2), size))
+    (size <= max_frame && data[10..].len() >= size).then(|| (u32_at(data, 2), size))
 }
 
 fn too_long(typ: u8, size: u64, limit: usize) -> FrameError {
@@ -184,7 +182,9 @@ fn walk_pairs(
     max_frame: usize,
     resume: Option<Resume>,
 ) -> Parsed {
-    if u64::from(npairs) * 8 > max_frame as u64 {
+    // u32 counts times 2 or 8 and u32 lengths plus a position in u64 cannot overflow
+    let npairs64 = u64::from(npairs);
+    if npairs64.saturating_mul(8) > max_frame as u64 {
         return Parsed::Error(FrameError {
             code: "lumberjack.bad-length",
             detail: format!(
@@ -198,16 +198,18 @@ fn walk_pairs(
         });
     }
     let (mut rel, mut done) = resume.unwrap_or((10, 0));
-    let lengths = u64::from(npairs) * 2; // keys and values alike: u32 length + bytes
+    let lengths = npairs64.saturating_mul(2); // keys and values alike: u32 length + bytes
     while done < lengths {
-        if data.len() - rel < 4 {
+        // `rel` is the end of the last complete field: inside `data`
+        let length_end = (rel as u64).saturating_add(4);
+        if (data.len() as u64) < length_end {
             return Parsed::Incomplete {
-                need: rel as u64 + 4,
+                need: length_end,
                 resume: Some((rel, done)),
             };
         }
         let size = u64::from(u32_at(data, rel));
-        let need = rel as u64 + 4 + size;
+        let need = length_end.saturating_add(size);
         if need > max_frame as u64 {
             return Parsed::Error(too_long(b'D', need, max_frame));
         }
@@ -218,7 +220,7 @@ fn walk_pairs(
             };
         }
         rel = need as usize;
-        done += 1;
+        done = done.saturating_add(1); // below `lengths`
     }
     Parsed::Frame(Frame {
         version,
@@ -235,16 +237,17 @@ fn walk_pairs(
 pub fn decode_pairs(body: &[u8]) -> (serde_json::Map<String, Value>, bool) {
     let mut out = serde_json::Map::new();
     let mut bad = false;
-    let mut p = 0;
-    let text = |at: &mut usize| -> &[u8] {
-        let len = u32_at(body, *at) as usize;
-        let s = &body[*at + 4..*at + 4 + len];
-        *at += 4 + len;
+    let mut rest = body;
+    // the body was walked by `walk_pairs`: every length and its bytes are inside it
+    fn text<'a>(rest: &mut &'a [u8]) -> &'a [u8] {
+        let (len, after) = rest.split_first_chunk::<4>().expect("walked");
+        let (s, after) = after.split_at(u32::from_be_bytes(*len) as usize);
+        *rest = after;
         s
-    };
-    while p < body.len() {
-        let key = text(&mut p);
-        let val = text(&mut p);
+    }
+    while !rest.is_empty() {
+        let key = text(&mut rest);
+        let val = text(&mut rest);
         match (std::str::from_utf8(key), std::str::from_utf8(val)) {
             (Ok(k), Ok(v)) => {
                 out.insert(k.to_owned(), Value::String(v.to_owned()));
