@@ -50,4 +50,3 @@ def test_cql_latency_across_the_whole_time_range(tmp_path):
         assert len(answers) == 2, records
         assert "latency_ns" not in answers[0]
         assert answers[1]["latency_ns"] == 1_000_000
-
