@@ -6,10 +6,6 @@
 //! would stay unknown. For such streams the session keeps searching the client's bytes, up to
 //! HUNT_LIMIT, with every protocol's `find_start` signature, and starts that protocol's decoder at
 //! the frame found.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "lengths of held chunks (bounded by HUNT_LIMIT searched bytes); `at` only subtracts the chunks it walks past"
-)]
 
 use super::held::OwnedChunk;
 use crate::decoders::detect;
@@ -37,7 +33,7 @@ impl Hunt {
 
     /// Server bytes: not searched, but they count toward the limit.
     pub fn skip_bytes(&mut self, n: usize) {
-        self.searched += n as u64;
+        self.searched = self.searched.saturating_add(n as u64);
     }
 
     /// A gap: the client bytes before it are not contiguous with what comes next.
@@ -70,21 +66,30 @@ impl Hunt {
         };
         if let Some((protocol, mut at)) = detect::find_start(data) {
             let recent = std::mem::take(&mut self.recent);
-            let i = recent.iter().position(|c| {
-                let inside = at < c.data.len();
-                if !inside {
-                    at -= c.data.len();
-                }
-                inside
-            })?;
-            let mut parts = vec![recent[i].from(at)];
-            parts.extend(recent.into_iter().skip(i + 1));
+            // the chunk holding byte `at` of the joined bytes, and where in it
+            let i = recent
+                .iter()
+                .position(|c| match at.checked_sub(c.data.len()) {
+                    Some(past) => {
+                        at = past;
+                        false
+                    }
+                    None => true,
+                })?;
+            let mut rest = recent.into_iter().skip(i);
+            let mut parts = vec![rest.next()?.from(at)];
+            parts.extend(rest);
             return Some((protocol, parts));
         }
-        self.searched += n as u64;
+        self.searched = self.searched.saturating_add(n as u64);
+        // the oldest chunk goes while the others still hold CARRY bytes
         let mut total: usize = self.recent.iter().map(|c| c.data.len()).sum();
-        while total - self.recent[0].data.len() >= CARRY {
-            total -= self.recent.remove(0).data.len();
+        while let Some(others) = total
+            .checked_sub(self.recent[0].data.len())
+            .filter(|&others| others >= CARRY)
+        {
+            self.recent.remove(0);
+            total = others;
         }
         None
     }

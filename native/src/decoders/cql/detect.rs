@@ -3,10 +3,6 @@
 //! Strong evidence: a v5 frame header whose CRC24 holds (1 in 16.7 M by chance), or an envelope
 //! header of the right direction whose body decodes cleanly. Mid-stream samples are searched for a
 //! CRC24-valid frame carrying a v5 envelope, or for two envelope headers back to back.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "positions within the detection sample (at most SAMPLE_LIMIT bytes) plus an envelope length (u32 + 9) or a 17-bit frame length"
-)]
 
 use super::envelope::{self, Header, FLAG_COMPRESSION, HEADER};
 use super::frame_v5::crc24;
@@ -16,22 +12,22 @@ pub const PORTS: [u16; 2] = [9042, 9142];
 /// A first envelope larger than this is not evidence of CQL.
 const SANE_LENGTH: u32 = 16 << 20;
 
-/// A v5 frame header (5 bytes for LZ4 frames, else 3) with zero padding bits and a valid CRC24.
-fn frame_at(data: &[u8], pos: usize, lz4: bool) -> bool {
-    let n = if lz4 { 5 } else { 3 };
-    let Some(head) = data.get(pos..pos + n + 3) else {
+/// A v5 frame header (5 bytes for LZ4 frames, else 3) with zero padding bits and a valid CRC24
+/// at the start of `data`.
+fn frame_at(data: &[u8], lz4: bool) -> bool {
+    let (n, top_bits) = if lz4 { (5, 3) } else { (3, 2) };
+    let Some((value, [c0, c1, c2, ..])) = data.get(..n).zip(data.get(n..)) else {
         return false;
     };
-    if head[n - 1] >> (if lz4 { 3 } else { 2 }) != 0 {
+    if value.last().is_some_and(|&b| b >> top_bits != 0) {
         return false; // the bits above the self-contained flag are written as 0
     }
-    let stored = u32::from_le_bytes([head[n], head[n + 1], head[n + 2], 0]);
-    crc24(&head[..n]) == stored
+    crc24(value) == u32::from_le_bytes([*c0, *c1, *c2, 0])
 }
 
-/// A plausible envelope header sent in this direction.
-fn envelope_at(data: &[u8], pos: usize, response: bool) -> Option<Header> {
-    let h = envelope::parse(data.get(pos..)?)?;
+/// A plausible envelope header sent in this direction at the start of `data` (None past its end).
+fn envelope_at(data: Option<&[u8]>, response: bool) -> Option<Header> {
+    let h = envelope::parse(data?)?;
     let opcode_ok = if response {
         envelope::is_response(h.opcode)
     } else {
@@ -47,10 +43,10 @@ fn envelope_at(data: &[u8], pos: usize, response: bool) -> Option<Header> {
 
 /// Confidence that `data` starts at a CQL boundary.
 fn score_start(data: &[u8], response: bool) -> f64 {
-    if frame_at(data, 0, false) || frame_at(data, 0, true) {
+    if frame_at(data, false) || frame_at(data, true) {
         return 0.95;
     }
-    let Some(head) = envelope_at(data, 0, response) else {
+    let Some(head) = envelope_at(Some(data), response) else {
         return 0.0;
     };
     let total = head.total() as usize;
@@ -68,16 +64,18 @@ fn score_start(data: &[u8], response: bool) -> f64 {
 /// Confidence from a boundary found later in the sample (mid-stream capture).
 fn score_inside(data: &[u8], response: bool) -> f64 {
     for pos in 1..data.len().saturating_sub(HEADER) {
+        let here = &data[pos..];
         for (lz4, skip) in [(false, 6), (true, 8)] {
-            if frame_at(data, pos, lz4)
-                && envelope_at(data, pos + skip, response)
+            if frame_at(here, lz4)
+                && envelope_at(here.get(skip..), response)
                     .is_some_and(|h| envelope::framed(h.version))
             {
                 return 0.9;
             }
         }
-        if let Some(head) = envelope_at(data, pos, response) {
-            if envelope_at(data, pos + head.total() as usize, response).is_some() {
+        if let Some(head) = envelope_at(Some(here), response) {
+            // total() is a u32 length plus 9: a usize on 64-bit targets
+            if envelope_at(here.get(head.total() as usize..), response).is_some() {
                 return 0.7;
             }
         }

@@ -4,10 +4,6 @@
 //! Gate traffic is identified by path, not port (6306 by default, 8080 per the Gate's README). Bare
 //! events have no magic number: a version byte 1 followed by a plausible timestamp is a hint, and
 //! an event that parses completely (or up to the end of the sample) makes it near-certain.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "positions within the detection sample"
-)]
 
 use super::decoder::looks_like_http;
 use super::reader::{EventParser, Stop};
@@ -39,19 +35,23 @@ fn request_line(data: &[u8]) -> Option<(&[u8], &[u8])> {
         .take(11)
         .take_while(|b| b.is_ascii_uppercase())
         .count();
-    if !(3..=10).contains(&m) || data.get(m) != Some(&b' ') || data.get(m + 1) != Some(&b'/') {
+    if !(3..=10).contains(&m) {
         return None;
     }
-    let t = m + 1;
-    let n = data[t..]
+    let (method, rest) = data.split_at(m);
+    let rest = rest
+        .strip_prefix(b" ")
+        .filter(|r| r.first() == Some(&b'/'))?;
+    let n = rest
         .iter()
         .take_while(|b| !matches!(b, b' ' | b'\r' | b'\n'))
         .count();
-    let rest = data.get(t + n..t + n + 11)?;
+    let (target, rest) = rest.split_at(n);
+    let rest = rest.get(..11)?;
     if &rest[..8] != b" HTTP/1." || !matches!(rest[8], b'0' | b'1') || &rest[9..] != b"\r\n" {
         return None;
     }
-    Some((&data[..m], &data[t..t + n]))
+    Some((method, target))
 }
 
 fn http(data: &[u8], closed: bool) -> Option<f64> {
@@ -95,7 +95,8 @@ fn events(data: &[u8], closed: bool) -> Option<f64> {
         }
         pos = 4;
     }
-    if data.len() - pos < MIN_EVENT {
+    let events = &data[pos..];
+    if events.len() < MIN_EVENT {
         let waiting = matches!(data.get(pos), None | Some(1));
         return if !closed && waiting { None } else { Some(0.0) };
     }
@@ -105,7 +106,7 @@ fn events(data: &[u8], closed: bool) -> Option<f64> {
     match EventParser::new(64 << 20).parse(data, pos, &mut Vec::new()) {
         Err(Stop::Truncated { .. }) => Some(if closed { 0.3 } else { 0.7 }),
         Err(Stop::Corrupt { .. }) => Some(0.1),
-        Ok(ev) if ev.length >= 40 || pos + ev.length == data.len() => Some(0.95),
+        Ok(ev) if ev.length >= 40 || ev.length == events.len() => Some(0.95),
         Ok(_) => Some(0.8),
     }
 }

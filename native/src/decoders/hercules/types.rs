@@ -1,9 +1,5 @@
 //! The one definition of Hercules wire constants, and the
 //! reversible tag-name escaping of wirelog's own exports, undone when such events are decoded.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "positions within a tag name and hex digit values"
-)]
 
 /// Type codes of protocol/Type.java (the .NET TagType uses the same numbers).
 pub const CONTAINER: u8 = 0x01;
@@ -107,25 +103,24 @@ pub fn unescape_name(name: &str) -> String {
     }
     let b = name.as_bytes();
     let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'_' && i + 3 < b.len() && b[i + 1] == b'x' {
-            if let (Some(h), Some(l)) = (lower_hex(b[i + 2]), lower_hex(b[i + 3])) {
+    let mut rest = b;
+    while let Some((&c, tail)) = rest.split_first() {
+        if let (b'_', [b'x', h, l, after @ ..]) = (c, tail) {
+            if let (Some(h), Some(l)) = (lower_hex(*h), lower_hex(*l)) {
                 out.push(h << 4 | l);
-                i += 4;
+                rest = after;
                 continue;
             }
         }
-        out.push(b[i]);
-        i += 1;
+        out.push(c);
+        rest = tail;
     }
     String::from_utf8(out).unwrap_or_else(|_| name.to_owned())
 }
 
 fn lower_hex(c: u8) -> Option<u8> {
     match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'0'..=b'9' | b'a'..=b'f' => (c as char).to_digit(16).map(|d| d as u8),
         _ => None,
     }
 }

@@ -1,9 +1,5 @@
 //! The parts of a request target the Gate looks at, read as Python's `urlsplit` and `parse_qs`
 //! read them (the Python decoder's `path` and `stream_name` fields).
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "positions within a URL and hex digit values"
-)]
 
 /// (path, query) of a request target.
 pub fn split(target: &str) -> (String, String) {
@@ -14,15 +10,13 @@ pub fn split(target: &str) -> (String, String) {
         .filter(|c| !matches!(c, '\t' | '\r' | '\n'))
         .collect();
     let mut rest = url.as_str();
-    if let Some(i) = rest.find(':') {
-        let scheme = &rest[..i];
-        if i > 0
-            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+    if let Some((scheme, after)) = rest.split_once(':') {
+        if scheme.starts_with(|c: char| c.is_ascii_alphabetic())
             && scheme
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
         {
-            rest = &rest[i + 1..];
+            rest = after;
         }
     }
     if let Some(after) = rest.strip_prefix("//") {
@@ -82,19 +76,19 @@ fn unquote(s: &str) -> String {
 }
 
 fn percent(b: &[u8]) -> Vec<u8> {
+    let hex = |c: &u8| (*c as char).to_digit(16);
     let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            let hex = |c: u8| (c as char).to_digit(16);
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
+    let mut rest = b;
+    while let Some((&c, tail)) = rest.split_first() {
+        if let (b'%', [h, l, after @ ..]) = (c, tail) {
+            if let (Some(h), Some(l)) = (hex(h), hex(l)) {
+                out.push((h << 4 | l) as u8); // two hex digits: below 256
+                rest = after;
                 continue;
             }
         }
-        out.push(b[i]);
-        i += 1;
+        out.push(c);
+        rest = tail;
     }
     out
 }
