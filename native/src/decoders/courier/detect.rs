@@ -1,9 +1,5 @@
 //! Content-based detection: Log Courier has no well-known port, only four-letter types and
 //! strict lengths.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "positions within the detection sample"
-)]
 
 use super::framing::{self, CLIENT_TYPES, HEADER, NONCE, SERVER_TYPES};
 use crate::decoders::detect::Sample;
@@ -31,13 +27,14 @@ fn opens(data: &[u8], types: &[&[u8; 4]; 4]) -> Option<bool> {
 /// The first client message in bytes from the middle of a stream: `framing::find_header`'s
 /// strict check (a JDAT/EVNT also needs its nonce and zlib byte), client types only.
 pub fn find_start(data: &[u8]) -> Option<usize> {
-    let mut pos = 0;
+    let mut pos = 0usize;
     loop {
-        let at = framing::find_header(&data[pos..], MAX_FRAME).0?;
-        if framing::is_client_type(&data[pos + at..pos + at + 4]) {
-            return Some(pos + at);
+        // find_header answers positions inside the slice it is given: the sums stay in `data`
+        let start = pos.checked_add(framing::find_header(&data[pos..], MAX_FRAME).0?)?;
+        if data[start..].get(..4).is_some_and(framing::is_client_type) {
+            return Some(start);
         }
-        pos += at + 1;
+        pos = start.checked_add(1)?;
     }
 }
 

@@ -4,10 +4,6 @@
 //! a server side made of `?A` frames confirms it. TLS bytes score 0 (TLS is reported by its own
 //! detector). On the Beats ports, anything else is still claimed at a low score, so that the
 //! decoder can say what Logstash would say ("Invalid version of beats protocol: 123" for raw JSON).
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "positions within the detection sample"
-)]
 
 use super::framing::{is_version, plausible};
 use crate::decoders::detect::Sample;
@@ -59,38 +55,28 @@ pub fn detect(s: &Sample<'_>) -> Option<f64> {
 
 /// The server side holds at least one whole `?A` frame and only `?A` frames so far.
 fn server_acks(s2c: &[u8]) -> bool {
-    let whole = s2c.len() - s2c.len() % 6;
-    whole > 0
-        && s2c[..whole]
-            .chunks_exact(6)
-            .all(|f| is_version(f[0]) && f[1] == b'A')
+    let mut frames = s2c.chunks_exact(6);
+    frames.len() > 0 && frames.all(|f| is_version(f[0]) && f[1] == b'A')
 }
 
 /// The first window start in client bytes from the middle of a stream: a plausible `?W` header
 /// directly followed by a plausible data frame (`?J`, `?C`, `?D`) of the same version, a 12-byte
 /// signature that compressed or JSON bytes do not spell by chance.
 pub fn find_start(data: &[u8]) -> Option<usize> {
-    let end = data.len();
-    let mut at = 1;
-    while at + 7 < end {
-        at += memchr(b'W', &data[at..end - 7])?;
-        let pos = at - 1;
-        let version = data[pos];
-        if is_version(version)
-            && data[pos + 6] == version
-            && matches!(data[pos + 7], b'J' | b'C' | b'D')
-            && plausible(&data[pos..], MAX_FRAME) == Some(true)
-            && plausible(&data[pos + 6..], MAX_FRAME) == Some(true)
-        {
-            return Some(pos);
-        }
-        at += 1;
-    }
-    None
-}
-
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&b| b == needle)
+    memchr::memchr_iter(b'W', data)
+        .filter_map(|w| w.checked_sub(1))
+        .find(|&pos| {
+            let window = &data[pos..];
+            let Some((_, next)) = window.split_at_checked(6) else {
+                return false;
+            };
+            let version = window[0];
+            is_version(version)
+                && next.first() == Some(&version)
+                && matches!(next.get(1), Some(b'J' | b'C' | b'D'))
+                && plausible(window, MAX_FRAME) == Some(true)
+                && plausible(next, MAX_FRAME) == Some(true)
+        })
 }
 
 #[cfg(test)]
