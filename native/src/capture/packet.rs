@@ -5,7 +5,6 @@
 //! `non_tcp` counts packets that carry no TCP (other protocols, non-IP frames, unsupported link
 //! types, IP headers too broken to tell). Fragments of TCP datagrams count as TCP packets, and so do
 //! TCP packets with a broken TCP header.
-#![allow(clippy::arithmetic_side_effects, reason = "a count of packets")]
 
 use std::fmt::Display;
 
@@ -112,7 +111,7 @@ impl PacketParser {
             }
         };
         if verdict == Verdict::NotTcp {
-            self.non_tcp += 1;
+            self.non_tcp = self.non_tcp.saturating_add(1);
         }
     }
 

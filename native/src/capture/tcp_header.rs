@@ -1,9 +1,5 @@
 //! The TCP header: ports, sequence numbers, flags and where the payload starts (sliced by
 //! etherparse, whose checks come in the order the findings need).
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "a packet length plus a u32 of missing bytes, in u64"
-)]
 
 use std::net::IpAddr;
 
@@ -71,7 +67,7 @@ fn short(p: &mut Packet, data: &[u8], missing: u64) {
         return;
     }
     let doff = u64::from(data.get(12).copied().unwrap_or(0) >> 4) * 4;
-    if doff <= data.len() as u64 + missing {
+    if doff <= (data.len() as u64).saturating_add(missing) {
         p.snaplen("its TCP options");
     } else {
         p.tcp_malformed(format_args!("TCP data offset {doff} exceeds the segment"));

@@ -1,6 +1,5 @@
 //! Capture-level findings, collected the moment they occur and rate-limited where a capture can
 //! repeat the same problem in every packet (a small snaplen would otherwise bury everything else).
-#![allow(clippy::arithmetic_side_effects, reason = "a finding count per code")]
 
 use super::{Finding, Severity};
 
@@ -59,7 +58,7 @@ impl FindingSink {
         let code = finding.code;
         let n = match self.counts.iter_mut().find(|(c, _, _)| *c == code) {
             Some(entry) => {
-                entry.1 += 1;
+                entry.1 = entry.1.saturating_add(1);
                 entry.1
             }
             None => {
@@ -69,7 +68,7 @@ impl FindingSink {
         };
         if n <= self.limit {
             self.out.push(finding);
-        } else if n == self.limit + 1 {
+        } else if n == self.limit.saturating_add(1) {
             self.exceeded.push(code);
         }
     }

@@ -3,10 +3,6 @@
 //! suite, SNI; with a key log, until the server's Finished, so that the encrypted extensions give
 //! the ALPN and `decrypted` tells the key works). Then, and at the first bytes of any other
 //! stream, the source stops producing the stream's bytes: the cost is a handshake per TLS stream.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "bytes read of one handshake, stopped past HANDSHAKE_BUDGET"
-)]
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -49,7 +45,7 @@ impl Hellos {
             return true;
         };
         conn.feed(chunk, &mut Vec::new());
-        *read += chunk.data.len() as u64;
+        *read = read.saturating_add(chunk.data.len() as u64);
         if conn.handshake_read() || *read > HANDSHAKE_BUDGET {
             *sniff = Sniff::Read(conn.info().clone());
             return true;

@@ -1,10 +1,6 @@
 //! One capture through the core: bytes in, the records out, in the order a consumer must see them
 //! (a capture finding before the segment that follows it, each segment's reassembly output right
 //! after it, the records a native decoder made of it in its place).
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "record counts of one step (about STEP_RECORDS)"
-)]
 
 mod held;
 mod hellos;
@@ -225,7 +221,7 @@ impl Pipeline {
                 }
             }
             self.mute_unknown();
-            if self.item_records + self.session.out.pending() >= STEP_RECORDS {
+            if self.item_records.saturating_add(self.session.out.pending()) >= STEP_RECORDS {
                 break;
             }
         }
@@ -290,7 +286,7 @@ impl Pipeline {
     }
 
     fn flush_records(&mut self) {
-        self.item_records += self.session.out.pending();
+        self.item_records = self.item_records.saturating_add(self.session.out.pending());
         if let Some(taken) = self.session.out.take() {
             self.items.push(Item::Records(taken));
         }

@@ -9,10 +9,6 @@
 //! A TLS stream's bytes go through its connection's TLS layer first (decoders/tls/): the decrypted
 //! bytes of each direction then take the same way as a plaintext stream's (held, detected,
 //! decoded), and the stream's records carry its `tls` description.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "the hunt's first chunk is at or before the frame start it found (same direction, offsets only grow)"
-)]
 
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
@@ -390,7 +386,9 @@ impl Session {
         };
         let first = p.hunt.take().and_then(|h| h.first);
         let start = &parts[0];
-        let skipped = start.offset - first.map_or(start.offset, |f| f.offset);
+        let skipped = start
+            .offset
+            .saturating_sub(first.map_or(start.offset, |f| f.offset));
         let mut finding = Finding::new(
             "stream.midstream-start",
             Severity::Info,

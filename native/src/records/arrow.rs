@@ -1,7 +1,6 @@
 //! Records as Arrow columns in the Parquet schema of docs/schema.md (wirelog/export/parquet.py
 //! holds the same schema for pyarrow): typed common columns, then the event document and the
 //! protocol fields as JSON text. Batches leave the core through the Arrow C stream interface.
-#![allow(clippy::arithmetic_side_effects, reason = "a count of rows in memory")]
 
 use std::sync::Arc;
 
@@ -195,7 +194,7 @@ impl Rows {
                 self.append_fields(&f.fields, tls);
             }
         }
-        self.len += 1;
+        self.len = self.len.saturating_add(1);
     }
 
     /// The rows so far as one batch; the builders start over.

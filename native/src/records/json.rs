@@ -1,9 +1,5 @@
 //! NDJSON written by the core, byte for byte what the Python writer (orjson) writes for the same
 //! record: keys in the contract's order, no spaces, UTF-8 as is, the control characters escaped.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "a stream id counter (stream ids are consecutive)"
-)]
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -299,7 +295,7 @@ impl StreamLines {
         self.waiting.insert(s.stream, stream_line(capture, s));
         while let Some(line) = self.waiting.remove(&self.next) {
             self.ready.push_str(&line);
-            self.next += 1;
+            self.next = self.next.saturating_add(1);
         }
     }
 

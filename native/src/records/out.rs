@@ -1,8 +1,4 @@
 //! Where the records of a capture go: NDJSON text, Arrow rows or Hercules events, after the filter.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "counts and lengths of records and text in memory"
-)]
 
 use arrow_array::RecordBatch;
 use arrow_schema::ArrowError;
@@ -85,7 +81,7 @@ impl RecordOut {
             }
             Form::Records(list) => list.push((stamp.cloned(), r)),
         }
-        self.written += 1;
+        self.written = self.written.saturating_add(1);
     }
 
     /// Records written since the last take.
@@ -102,7 +98,7 @@ impl RecordOut {
         Some(match &mut self.form {
             // The next take is likely as big: growing a buffer by doubling copies it each time.
             Form::Ndjson(text) => {
-                let next = String::with_capacity(text.len() + text.len() / 4);
+                let next = String::with_capacity(text.len().saturating_add(text.len() / 4));
                 Taken::Ndjson(std::mem::replace(text, next), count)
             }
             Form::Arrow(rows) => Taken::Batch(rows.finish()),

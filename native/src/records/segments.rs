@@ -1,6 +1,5 @@
 //! TCP segments as Arrow rows: what a task reading one split of a capture hands to the shuffle that
 //! groups them by connection (docs/spark.md), and what the task decoding a group reads back.
-#![allow(clippy::arithmetic_side_effects, reason = "a count of rows in memory")]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -114,7 +113,7 @@ impl SegmentRows {
         self.missing.append_value(s.missing);
         self.flow
             .append_value(flow_key(s.src, s.sport, s.dst, s.dport));
-        self.rows += 1;
+        self.rows = self.rows.saturating_add(1);
     }
 
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {

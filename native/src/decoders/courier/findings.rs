@@ -1,10 +1,6 @@
 //! The Log Courier finding catalogue (every code this decoder emits with its default severity),
 //! one constructor, and the bits of Python text formatting the sentences quote (`bytes` repr).
 //! One table, so the code, docs/ and the tests agree on the stable codes.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "a capacity of a length plus 3"
-)]
 
 use crate::model::{Direction, Finding, Severity};
 
@@ -88,7 +84,7 @@ pub fn bytes_repr(b: &[u8]) -> String {
     } else {
         '\''
     };
-    let mut s = String::with_capacity(b.len() + 3);
+    let mut s = String::with_capacity(b.len().saturating_add(3));
     s.push('b');
     s.push(quote);
     for &c in b {

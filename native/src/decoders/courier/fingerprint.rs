@@ -4,7 +4,6 @@
 //! payload's header (78 5e = Go level 3, 78 9c = Ruby default) and Go's stream tail, and nonces:
 //! Go's `Intn(255)` never yields 0xFF, and the unseeded Go 2.0–2.6.3 always starts with the same
 //! nonce.
-#![allow(clippy::arithmetic_side_effects, reason = "a count of nonces seen")]
 
 use std::collections::BTreeSet;
 
@@ -36,7 +35,7 @@ impl Fingerprint {
         if self.nonces == 0 && nonce == UNSEEDED_GO_FIRST_NONCE {
             self.unseeded_nonce = true;
         }
-        self.nonces += 1;
+        self.nonces = self.nonces.saturating_add(1);
         self.nonce_with_ff |= nonce.contains(&0xff);
     }
 

@@ -1,9 +1,5 @@
 //! Python's `repr` of str and bytes, as the Python decoder quotes wire text inside finding
 //! messages (`f"{key!r}"`): the quote choice, the escapes, and which characters print as they are.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "a capacity of a length plus 3"
-)]
 
 use std::fmt::Write;
 
@@ -18,7 +14,7 @@ fn quote(has_single: bool, has_double: bool) -> char {
 /// `repr(s)` of a Python str.
 pub fn str_repr(s: &str) -> String {
     let q = quote(s.contains('\''), s.contains('"'));
-    let mut out = String::with_capacity(s.len() + 2);
+    let mut out = String::with_capacity(s.len().saturating_add(2));
     out.push(q);
     for ch in s.chars() {
         match ch {
@@ -51,7 +47,7 @@ pub fn str_repr(s: &str) -> String {
 /// `repr(b)` of Python bytes.
 pub fn bytes_repr(b: &[u8]) -> String {
     let q = quote(b.contains(&b'\''), b.contains(&b'"')) as u8;
-    let mut out = String::with_capacity(b.len() + 3);
+    let mut out = String::with_capacity(b.len().saturating_add(3));
     out.push('b');
     out.push(q as char);
     for &c in b {

@@ -1,8 +1,4 @@
 //! Where a record sits in the stream, and findings stamped with that place.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "a capacity of a length plus 2"
-)]
 
 use crate::model::{Direction, Fields, Finding, Message, Severity, Value};
 
@@ -69,7 +65,7 @@ pub fn py_repr_latin1(bytes: &[u8]) -> String {
     } else {
         '\''
     };
-    let mut out = String::with_capacity(bytes.len() + 2);
+    let mut out = String::with_capacity(bytes.len().saturating_add(2));
     out.push(quote);
     for &b in bytes {
         match b {
