@@ -80,8 +80,9 @@ impl Inflater {
             let take = (2 - self.head.len()).min(data.len());
             self.head.extend_from_slice(&data[..take]);
         }
-        let room = self.cap - self.out.len();
-        let limit = self.out.len() + room + 1;
+        // the output is at most `cap` bytes here (`done` once it went over); the cap is
+        // Limits.max_inflated, any usize an API caller chose
+        let limit = self.cap.saturating_add(1);
         let start_out = self.out.len();
         let in0 = self.d.total_in();
         let mut pos = 0usize;

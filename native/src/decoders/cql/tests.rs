@@ -691,7 +691,8 @@ fn latency_beyond_i64_is_left_out() {
     for (asked, answered, latency) in [
         (i64::MIN, i64::MAX, None),
         (i64::MAX, i64::MIN, None),
-        (-5, i64::MAX - 10, None),
+        (-11, i64::MAX - 10, None),
+        (-10, i64::MAX - 10, Some(i64::MAX)),
         (i64::MIN, -1, Some(i64::MAX)),
     ] {
         let mut dec = CqlDecoder::new(ctx(false));
