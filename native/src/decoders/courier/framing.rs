@@ -1,10 +1,6 @@
 //! Log Courier framing: `type[4]` + `length` (u32 BE) + body, and the per-type length rules.
 //! EVNT alone carries length 0xFFFFFFFF ("no length": the message ends where its zlib stream
 //! ends). These functions only judge a header; the decoder acts on the verdict.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "positions within the buffered bytes plus the 8-byte header; lengths are u32 in u64"
-)]
 
 use crate::model::Direction;
 
@@ -111,6 +107,9 @@ pub fn looks_like_tls(head: &[u8]) -> bool {
     head.len() >= 3 && (20..=23).contains(&head[0]) && head[1] == 3 && head[2] <= 4
 }
 
+/// An ACKN body: the nonce and a u32 sequence.
+const ACKN_LENGTH: u64 = NONCE as u64 + 4;
+
 /// How to treat a header with this type and length (`max_frame`: the decoder's frame cap).
 pub fn judge(t: &[u8; 4], length: u32, max_frame: usize) -> Verdict {
     let len = u64::from(length);
@@ -126,7 +125,7 @@ pub fn judge(t: &[u8; 4], length: u32, max_frame: usize) -> Verdict {
         b"JDAT" => payload_length(len, max_frame, ""),
         _ if is_type(t) => {
             let (rule, ok) = match t {
-                b"ACKN" => ("20".to_owned(), len == NONCE as u64 + 4),
+                b"ACKN" => ("20".to_owned(), len == ACKN_LENGTH),
                 b"HELO" | b"VERS" => (format!("at most {HANDSHAKE_MAX}"), len <= HANDSHAKE_MAX),
                 _ => ("0".to_owned(), len == 0),
             };
@@ -219,23 +218,20 @@ pub fn plausible(head: &[u8], max_frame: usize) -> bool {
 /// search stops there so the caller waits for more bytes. One forward scan: linear in `data`.
 pub fn find_header(data: &[u8], max_frame: usize) -> (Option<usize>, usize) {
     let mut start = 0;
-    let mut i = 0;
-    while i + 4 <= data.len() {
-        let t = &data[i..i + 4];
+    for (i, t) in data.windows(4).enumerate() {
         if matches!(t[0], b'H' | b'P' | b'J' | b'E' | b'V' | b'A' | b'?') && is_type(t) {
             let streamed = t == b"JDAT" || t == b"EVNT";
             let need = if streamed { HEADER + NONCE + 1 } else { HEADER };
-            if data.len() - i < need {
+            let Some(candidate) = data[i..].get(..need) else {
                 return (None, i);
-            }
-            if plausible(&data[i..i + HEADER], max_frame)
-                && (!streamed || data[i + need - 1] == 0x78)
+            };
+            if plausible(&candidate[..HEADER], max_frame)
+                && (!streamed || candidate.last() == Some(&0x78))
             {
                 return (Some(i), i);
             }
-            start = i + 1;
+            start = i.saturating_add(1); // i < data.len()
         }
-        i += 1;
     }
     (None, start.max(data.len().saturating_sub(3)))
 }

@@ -1,7 +1,6 @@
 //! The 9-byte envelope header shared by v3, v4 and v5 (reference/cql.md §8):
 //! `version flags stream opcode length`, big-endian; bit 7 of the version byte is the direction.
 //! `problem` is the plausibility test used by the decoder, its resynchronisation and detection.
-#![allow(clippy::arithmetic_side_effects, reason = "a u32 length plus 9 in u64")]
 
 pub const HEADER: usize = 9;
 /// The spec's envelope body limit.
@@ -110,6 +109,10 @@ pub fn is_response(op: u8) -> bool {
 }
 
 impl Header {
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "a u32 length plus 9, in u64"
+    )]
     pub fn total(&self) -> u64 {
         HEADER as u64 + u64::from(self.length)
     }

@@ -2,10 +2,6 @@
 //! a payload, and a CRC32 trailer over the payload as transmitted. CRC frame = 3 header bytes +
 //! CRC24 (6); LZ4 frame = 5 header bytes + CRC24 (8). An LZ4 frame with uncompressed length 0
 //! carries its payload stored raw.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "header values of at most 40 bits read from 5 bytes; payload lengths of 17 bits plus fixed header and trailer sizes"
-)]
 
 use crc::{Algorithm, Crc, Table, CRC_32_ISO_HDLC};
 
@@ -71,6 +67,10 @@ impl FrameHeader {
     }
 
     /// Bytes on the wire: header + payload + CRC32 trailer.
+    #[allow(
+        clippy::arithmetic_side_effects,
+        reason = "a 17-bit payload length plus at most 12 bytes"
+    )]
     pub fn total(&self) -> usize {
         self.size() + self.payload_length + TRAILER
     }
@@ -81,36 +81,35 @@ impl FrameHeader {
 
     /// (stored, computed) CRC32 of the complete frame at the start of `frame`.
     pub fn trailer_crc32(&self, frame: &[u8]) -> (u32, u32) {
-        let end = self.size() + self.payload_length;
-        let stored =
-            u32::from_le_bytes([frame[end], frame[end + 1], frame[end + 2], frame[end + 3]]);
-        (stored, crc32(&frame[self.size()..end]))
+        let (payload, trailer) = frame[self.size()..].split_at(self.payload_length);
+        let stored = u32::from_le_bytes(*trailer.first_chunk().expect("a complete frame"));
+        (stored, crc32(payload))
     }
 }
 
 /// Decode the header at the start of `data` (None when it is shorter than the header).
 pub fn parse_header(data: &[u8], lz4: bool) -> Option<FrameHeader> {
     let n = if lz4 { 5 } else { 3 };
-    let head = data.get(..n + 3)?;
-    let mut value = 0u64;
-    for (i, &b) in head[..n].iter().enumerate() {
-        value |= u64::from(b) << (8 * i);
-    }
-    let stored = u32::from(head[n]) | u32::from(head[n + 1]) << 8 | u32::from(head[n + 2]) << 16;
+    let (bits, crc) = data.get(..header_size(lz4))?.split_at(n);
+    let mut le = [0u8; 8];
+    le[..n].copy_from_slice(bits);
+    let value = u64::from_le_bytes(le);
+    let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], 0]);
     let mask = MAX_PAYLOAD as u64;
-    let (uncompressed, sc_bit) = if lz4 {
-        ((value >> 17) & mask, 34)
+    // the self-contained flag's bit, and the padding's above it
+    let (uncompressed, sc_bit, padding_bit) = if lz4 {
+        ((value >> 17) & mask, 34, 35)
     } else {
-        (0, 17)
+        (0, 17, 18)
     };
     Some(FrameHeader {
         lz4,
         payload_length: (value & mask) as usize,
         uncompressed_length: uncompressed as usize,
         self_contained: value >> sc_bit & 1 == 1,
-        padding: (value >> (sc_bit + 1)) as u8,
+        padding: (value >> padding_bit) as u8,
         stored_crc24: stored,
-        computed_crc24: crc24(&head[..n]),
+        computed_crc24: crc24(bits),
     })
 }
 
@@ -118,10 +117,10 @@ pub fn parse_header(data: &[u8], lz4: bool) -> Option<FrameHeader> {
 /// above the self-contained flag are written as 0, so its last header byte is small.
 pub fn next_candidate(data: &[u8], start: usize, lz4: bool) -> Option<usize> {
     let (last, max) = if lz4 { (4, 0x07) } else { (2, 0x03) };
-    data.get(start + last..)?
+    data.get(start.checked_add(last)?..)?
         .iter()
         .position(|&b| b <= max)
-        .map(|i| i + start)
+        .and_then(|i| i.checked_add(start))
 }
 
 /// Header bytes including the CRC24.
