@@ -9,6 +9,7 @@ import click
 
 from wirelog import __version__, _core
 from wirelog.cli import exits
+from wirelog.cli.address_space import reserve_less
 from wirelog.cli.output import silence_stdout, stand_in_for_closed_stdout
 from wirelog.cli.signals import Stopped, die_by, stopping_on_signals
 from wirelog.engine.gc_tuning import tune_gc
@@ -140,6 +141,7 @@ def _run(args: list[str], debug: bool) -> tuple[int, str | None]:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: every way a run ends has a documented status (cli/exits.py)."""
     tune_gc()
+    reserve_less()
     stand_in_for_closed_stdout()
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args

@@ -28,6 +28,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from wirelog import _core
 from wirelog.cli import exits
+from wirelog.cli.address_space import reserve_less
 from wirelog.cli.common import Session
 from wirelog.cli.output import open_output
 from wirelog.cli.signals import ignored_by_children
@@ -72,6 +73,7 @@ def _start_worker(parts_dir: str, parent: int, quiet: bool) -> None:
     own lines (sys.stderr: Hercules notes) still reach stderr as they come. And a watch for the
     end of `parent`, this process, which may already have ended while the worker started. `quiet`:
     Python's own error printing is silenced as in this process (without --debug)."""
+    reserve_less()
     if quiet:
         sys.unraisablehook = sys.excepthook = exits.quiet
         # the line this process looks for (_ALLOCATION_FAILED) instead of Rust's abort
