@@ -22,7 +22,7 @@ OUT_OF_MEMORY = 4
 
 class WorkerLost(Exception):
     """A --jobs worker process ended without a result (killed by a signal or the system); `failed`:
-    the failed allocation the native core reported before it aborted the worker, if it did."""
+    the allocation the machine refused to the native core, which ended the worker, if it did."""
 
     def __init__(self, failed: str | None = None) -> None:
         super().__init__(failed or "a --jobs worker process ended without a result")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 
 import click
 
-from wirelog import __version__
+from wirelog import __version__, _core
 from wirelog.cli import exits
+from wirelog.cli.address_space import reserve_less
 from wirelog.cli.output import silence_stdout, stand_in_for_closed_stdout
 from wirelog.cli.signals import Stopped, die_by, stopping_on_signals
 from wirelog.engine.gc_tuning import tune_gc
@@ -87,8 +87,6 @@ class LazyGroup(click.Group):
 def _core_debug(_ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     """With --debug, an internal.panic finding of the native core carries its Rust backtrace."""
     if value:
-        from wirelog import _core
-
         _core.set_debug(True)
 
 
@@ -143,20 +141,22 @@ def _run(args: list[str], debug: bool) -> tuple[int, str | None]:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: every way a run ends has a documented status (cli/exits.py)."""
     tune_gc()
+    reserve_less()
     stand_in_for_closed_stdout()
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     hooks = sys.unraisablehook, sys.excepthook
     if not debug:
         sys.unraisablehook = sys.excepthook = exits.quiet
-        # Rust's abort on a failed allocation prints a backtrace after its one line when this is
-        # set (read when it happens; --jobs workers inherit the environment): --debug's to show
-        os.environ.pop("RUST_BACKTRACE", None)
+        # memory the machine refuses to the core: the one line, not Rust's abort (two lines, a
+        # backtrace with RUST_BACKTRACE, a core dump), which --debug keeps
+        _core.on_out_of_memory(f"wirelog: {exits.OUT_OF_MEMORY_MESSAGE}", exits.OUT_OF_MEMORY)
     try:
         with stopping_on_signals():
             code, message = _run(args, debug)
     finally:
         sys.unraisablehook, sys.excepthook = hooks
+        _core.on_out_of_memory(None)
     if message:
         click.echo(f"wirelog: {message}", err=True)
     sys.exit(code)

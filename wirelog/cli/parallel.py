@@ -26,7 +26,9 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from wirelog import _core
 from wirelog.cli import exits
+from wirelog.cli.address_space import reserve_less
 from wirelog.cli.common import Session
 from wirelog.cli.output import open_output
 from wirelog.cli.signals import ignored_by_children
@@ -60,18 +62,22 @@ def _convert_one(fmt: str, path: str, output: str, options: Options) -> list[Cap
 
 _WATCH = 0.1  # seconds between a worker's looks at its parent
 _NATIVE = "native-stderr-"  # + a worker's pid: what native code wrote to its descriptor 2
-_ALLOCATION_FAILED = re.compile(r"memory allocation of \d+ bytes failed")  # Rust's, before it aborts
+# what the core writes when the machine refuses it memory (see _start_worker; Rust's own line too)
+_ALLOCATION_FAILED = re.compile(r"memory allocation of \d+ bytes failed")
 
 
 def _start_worker(parts_dir: str, parent: int, quiet: bool) -> None:
     """First thing in each worker: what native code writes straight to descriptor 2 goes to a file
-    in the parts directory (Rust's `memory allocation of N bytes failed`, then its note on
-    RUST_BACKTRACE, before it aborts the worker), for this process to make one line of; Python's
+    in the parts directory (`memory allocation of N bytes failed` when the machine refuses the core
+    memory, before the worker ends), for this process to make one line of; Python's
     own lines (sys.stderr: Hercules notes) still reach stderr as they come. And a watch for the
     end of `parent`, this process, which may already have ended while the worker started. `quiet`:
     Python's own error printing is silenced as in this process (without --debug)."""
+    reserve_less()
     if quiet:
         sys.unraisablehook = sys.excepthook = exits.quiet
+        # the line this process looks for (_ALLOCATION_FAILED) instead of Rust's abort
+        _core.on_out_of_memory("memory allocation of {size} bytes failed", exits.OUT_OF_MEMORY)
     sys.stderr = open(os.dup(2), "w", encoding="utf-8", errors="backslashreplace", buffering=1)  # noqa: SIM115
     fd = os.open(os.path.join(parts_dir, f"{_NATIVE}{os.getpid()}"), os.O_WRONLY | os.O_CREAT, 0o600)
     os.dup2(fd, 2)

@@ -2,5 +2,5 @@
 //! unnamed file past it (docs/architecture.md, "Held records"). Outside decoders/ because it does
 //! file I/O: the session owns the stores and hands them to the decoders with the rest of `Shared`.
 
-mod pack;
+pub mod pack;
 pub mod spill;

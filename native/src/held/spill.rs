@@ -203,62 +203,116 @@ impl SpillStore {
     pub fn hold(&mut self, m: &Message) -> Held {
         self.scratch.clear();
         pack(m, &mut self.names, &mut self.scratch);
+        self.keep_scratch()
+    }
+
+    /// Keep a list of handles until `take_list` (a window waiting for its ACK keeps one handle
+    /// instead of one per event: 16 bytes an event add up in a stalled pipeline's capture).
+    pub fn hold_list(&mut self, list: &[Held]) -> Held {
+        self.scratch.clear();
+        for h in list {
+            self.scratch.extend_from_slice(&h.at.to_le_bytes());
+            self.scratch.extend_from_slice(&h.len.to_le_bytes());
+            self.scratch.extend_from_slice(&h.page.to_le_bytes());
+        }
+        self.keep_scratch()
+    }
+
+    /// The bytes in `scratch`, in a page within the budget, else in the spill file.
+    fn keep_scratch(&mut self) -> Held {
         let len = self.scratch.len();
         let len32 = u32::try_from(len).unwrap_or(u32::MAX); // a record is far below 4 GiB
-                                                            // past the budget, in memory anyway when the file failed
-        let budget = if self.file.failure.is_none() {
-            self.budget
-        } else {
-            usize::MAX
-        };
-        if let Some((page, at)) = self.pages.place(len, budget) {
-            if let Some(Some(p)) = self.pages.slots.get_mut(page as usize) {
-                p.bytes.extend_from_slice(&self.scratch);
-            }
-            return Held {
-                at: u64::from(at),
-                len: len32,
-                page,
+        loop {
+            // past the budget, in memory anyway when the file failed
+            let budget = if self.file.failure.is_none() {
+                self.budget
+            } else {
+                usize::MAX
             };
-        }
-        match self.file.append(&self.scratch) {
-            Some(at) => {
+            if let Some((page, at)) = self.pages.place(len, budget) {
+                if let Some(Some(p)) = self.pages.slots.get_mut(page as usize) {
+                    p.bytes.extend_from_slice(&self.scratch);
+                }
+                return Held {
+                    at: u64::from(at),
+                    len: len32,
+                    page,
+                };
+            }
+            if let Some(at) = self.file.append(&self.scratch) {
                 self.spilled_live += 1;
                 self.stats.spilled_records += 1;
                 self.stats.spilled_bytes += len as u64;
-                Held {
+                return Held {
                     at,
                     len: len32,
                     page: IN_FILE,
-                }
-            }
-            None => self.hold(m), // the file failed: now in memory
+                };
+            } // the file failed: now in memory
         }
     }
 
     /// The record `held` was made from; None when the spill file could not give it back (then
     /// `finding` says so).
     pub fn take(&mut self, held: Held) -> Option<Message> {
+        self.take_with(held, 1, unpack)
+    }
+
+    /// The list `held` was made from; None when the spill file could not give it back (its `n`
+    /// records are lost: `finding` says so).
+    pub fn take_list(&mut self, held: Held, n: usize) -> Option<Vec<Held>> {
+        self.take_with(held, n, |b, _| {
+            let list: Vec<Held> = b
+                .chunks_exact(16)
+                .map(|c| {
+                    let (at, rest) = c.split_at(8);
+                    let (len, page) = rest.split_at(4);
+                    Held {
+                        at: u64::from_le_bytes(at.try_into().unwrap_or_default()),
+                        len: u32::from_le_bytes(len.try_into().unwrap_or_default()),
+                        page: u32::from_le_bytes(page.try_into().unwrap_or_default()),
+                    }
+                })
+                .collect();
+            (b.len() % 16 == 0).then_some(list)
+        })
+    }
+
+    /// `read` of the bytes `held` stands for, which are released; None (and `n` records lost)
+    /// when they cannot be read back.
+    fn take_with<T>(
+        &mut self,
+        held: Held,
+        n: usize,
+        read: impl FnOnce(&[u8], &Names) -> Option<T>,
+    ) -> Option<T> {
         let Held { at, len, page } = held;
-        match page {
+        let value = match page {
             IN_FILE => {
-                let m = (self.file.read(at, len as usize)).and_then(|b| unpack(b, &self.names));
+                let value = self
+                    .file
+                    .read(at, len as usize)
+                    .and_then(|b| read(b, &self.names));
                 self.spilled_live -= 1;
                 if self.spilled_live == 0 {
                     self.file.start_over();
                 }
-                if m.is_none() {
-                    self.lost += 1;
-                }
-                m
+                value
             }
             page => {
                 let at = u32::try_from(at).unwrap_or(u32::MAX);
-                let m = (self.pages.bytes(page, at, len)).and_then(|b| unpack(b, &self.names));
+                let value = self
+                    .pages
+                    .bytes(page, at, len)
+                    .and_then(|b| read(b, &self.names));
                 self.pages.release(page);
-                m
+                value
             }
+        };
+        if value.is_none() {
+            self.lost += n as u64;
         }
+        value
     }
 
     /// Once, what went wrong with the spill file.
@@ -454,6 +508,32 @@ mod tests {
                 assert_eq!(store.take(h), Some(event(i as u64)));
             }
             assert_eq!((store.file.written, store.file.pending.len()), (0, 0));
+        }
+    }
+
+    #[test]
+    fn a_list_of_handles_comes_back_and_its_records_with_it() {
+        for budget in [0, 4096, usize::MAX] {
+            let mut store = SpillStore::new(budget);
+            let lists: Vec<(Held, usize)> = (0..50)
+                .map(|l| {
+                    let held: Vec<Held> = (0..l).map(|i| store.hold(&event(100 * l + i))).collect();
+                    (store.hold_list(&held), held.len())
+                })
+                .collect();
+            for (l, (list, n)) in lists.into_iter().enumerate().rev() {
+                let held = store.take_list(list, n).expect("the list");
+                assert_eq!(held.len(), l);
+                for (i, h) in held.into_iter().enumerate() {
+                    assert_eq!(
+                        store.take(h),
+                        Some(event((100 * l + i) as u64)),
+                        "budget {budget}"
+                    );
+                }
+            }
+            assert!(store.finding().is_none());
+            assert_eq!(store.file.written + store.file.pending.len() as u64, 0);
         }
     }
 

@@ -15,6 +15,7 @@ use std::collections::VecDeque;
 
 use super::report::{finding, Pos, PROTOCOL};
 use super::resend::{FirstCopy, ResendRegistry};
+use super::waiting::{Items, Seqs};
 use crate::held::spill::{Held, SpillStore};
 use crate::model::{Message, Record, Severity, Value};
 
@@ -46,11 +47,11 @@ struct Window {
     count: Option<u32>,
     record: Option<Held>, // taken when emitted
     pos: Pos,
-    items: Vec<Held>, // compressed frames and events, in order (emptied on emission)
+    items: Items,        // compressed frames and events, in order (emptied on emission)
     frames_at: Vec<u32>, // positions in `items` of the compressed frames (the rest are events)
     /// The ACKs of the held events: (events acknowledged once it came, its frame, its offset).
     acks: Vec<(usize, Option<u64>, u64)>,
-    seqs: Vec<u32>, // every event's seq: the window's size
+    seqs: Seqs, // every event's seq: the window's size
     acked_n: usize,
     ack_value: Option<u32>,
     ack_frame: Option<u64>,
@@ -70,10 +71,10 @@ impl Window {
             .is_some_and(|c| self.seqs.len() as u64 >= u64::from(c))
     }
 
-    /// Held events waiting for an ACK cost their vectors' capacity, not only their length.
-    fn shrink(&mut self) {
-        self.items.shrink_to_fit();
-        self.seqs.shrink_to_fit();
+    /// A complete window waiting for its ACK keeps one handle for its records, not one each.
+    fn settle(&mut self, held: &mut SpillStore) {
+        self.items.pack(held);
+        self.seqs.shrink();
     }
 
     fn resolved(&self) -> bool {
@@ -228,7 +229,8 @@ impl Delivery {
         w.c_frames += 1;
         record.set("window", w.index);
         w.frames_at.push(w.items.len() as u32);
-        w.items.push(held.hold(&record));
+        let item = held.hold(&record);
+        w.items.push(item, held);
     }
 
     /// Add an event (the per-event path). `c_frame` identifies the enclosing C frame.
@@ -266,9 +268,10 @@ impl Delivery {
             out.push(record.into());
             return;
         }
-        w.items.push(held.hold(&record));
+        let item = held.hold(&record);
+        w.items.push(item, held);
         if w.full() {
-            w.shrink();
+            w.settle(held);
         }
         self.pending += 1;
         if self.pending > self.max_pending {
@@ -449,10 +452,10 @@ impl Delivery {
         let (done, n) = (w.acked_n, w.seqs.len());
         let v = value as usize;
         let by_count = (done < v && v <= n).then_some(v);
-        let by_seq = (done..n).rev().find(|&i| w.seqs[i] == value).map(|i| i + 1);
+        let by_seq = w.seqs.after_last(done..n, value);
         record.set("window", w.index);
         if by_count.is_none() && by_seq.is_none() {
-            let stale = v <= done || w.seqs[..done].contains(&value);
+            let stale = v <= done || w.seqs.before(done, value);
             let (code, sev, text) = if stale {
                 (
                     "lumberjack.ack-stale",
@@ -470,8 +473,8 @@ impl Delivery {
                         "ACK {value} is above what window {} can acknowledge ({n} events, seqs \
                          {}..{}); go-lumber clients fail: 'invalid sequence number received'",
                         w.index,
-                        w.seqs[done],
-                        w.seqs[n - 1]
+                        count_text(w.seqs.get(done)),
+                        count_text(w.seqs.last())
                     ),
                 )
             };
@@ -520,7 +523,7 @@ impl Delivery {
             );
         }
         let w = &mut self.windows[at];
-        let last_seq = w.seqs[new - 1];
+        let last_seq = w.seqs.get(new - 1).unwrap_or(value);
         if interp == COUNT && last_seq != value {
             found.push(
                 finding(
@@ -691,18 +694,18 @@ impl Delivery {
             self.windows.pop_back();
         }
         self.stats.windows += 1;
-        // some room at once; a window's vectors are cut to size when it is complete (a W costs 6
-        // bytes on the wire: its announced count is no reason to allocate)
+        // some room at once; a complete window packs its handles (a W costs 6 bytes on the wire:
+        // its announced count is no reason to allocate)
         let room = count.map_or(0, |c| c.min(64) as usize);
         self.windows.push_back(Window {
             index: self.stats.windows,
             count,
             record: Some(held.hold(&record)),
             pos,
-            items: Vec::with_capacity(room + 1),
+            items: Items::with_capacity(room + 1),
             frames_at: Vec::new(),
             acks: Vec::new(),
-            seqs: Vec::with_capacity(room),
+            seqs: Seqs::default(),
             acked_n: 0,
             ack_value: None,
             ack_frame: None,
@@ -729,7 +732,7 @@ impl Delivery {
             return;
         }
         w.closed = true;
-        w.shrink();
+        w.settle(held);
         if let Some(count) = w.count.filter(|&c| (w.seqs.len() as u64) < u64::from(c)) {
             w.truncated = true;
             let why = if w.gap {
@@ -832,8 +835,8 @@ fn emit(
         record.set("acked_events", w.acked_n as u64);
         record.set("ack_value", w.ack_value);
         record.set("ack_frame", w.ack_frame);
-        record.set("seq_first", w.seqs.first().copied());
-        record.set("seq_last", w.seqs.last().copied());
+        record.set("seq_first", w.seqs.first());
+        record.set("seq_last", w.seqs.last());
         record.set("compressed_frames", w.c_frames);
         record.set("truncated", w.truncated);
         record.set("implicit", w.count.is_none());
@@ -844,7 +847,7 @@ fn emit(
     *pending -= w.items.len() - w.frames_at.len();
     let mut frames = std::mem::take(&mut w.frames_at).into_iter().peekable();
     let (mut event, mut acks) = (0, w.acks.iter().peekable());
-    for (i, item) in std::mem::take(&mut w.items).into_iter().enumerate() {
+    for (i, item) in w.items.take(held).into_iter().enumerate() {
         // an event's ACK, if any: ACKs cover events in order
         let fate = frames.next_if_eq(&(i as u32)).is_none().then(|| {
             while acks.next_if(|a| a.0 <= event).is_some() {}
