@@ -3,10 +3,6 @@
 //! Ethernet's fixed header is sliced by etherparse; 802.1Q/802.1ad tag stacks, Linux SLL/SLL2, BSD
 //! loopback and the raw-IP types are a few bytes each and written here (etherparse validates SLL's
 //! packet and ARPHRD types, which would turn packets the reader accepts into errors).
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "each tag read is inside the packet (be16 at pos + 2 succeeded), so pos + 4 is at most its length"
-)]
 
 use etherparse::Ethernet2HeaderSlice;
 
@@ -59,11 +55,14 @@ fn ethernet(data: &[u8]) -> Link {
 fn after_ethertype(data: &[u8], mut ethertype: u16, mut pos: usize) -> Link {
     while matches!(ethertype, 0x8100 | 0x88A8 | 0x9100) {
         // a tag: 2 bytes of priority and VLAN id, then the next EtherType
-        let Some(next) = pos.checked_add(2).and_then(|at| be16(data, at)) else {
+        let Some((next, after)) = pos
+            .checked_add(2)
+            .and_then(|at| Some((be16(data, at)?, at.checked_add(2)?)))
+        else {
             return Link::NotIp;
         };
         ethertype = next;
-        pos += 4;
+        pos = after;
     }
     match ethertype {
         ETHERTYPE_IPV4 => Link::Ip(Ip::V4, pos),

@@ -2,10 +2,6 @@
 //! is checked against the cap before anything is allocated, so a hostile length never makes us
 //! inflate gigabytes. Pre-v5 LZ4 bodies carry a 4-byte big-endian length; v5 LZ4 frames carry it
 //! in the frame header; Snappy has its own varint.
-#![allow(
-    clippy::arithmetic_side_effects,
-    reason = "at most five 7-bit groups shifted into a u64"
-)]
 
 /// An LZ4 sequence turns one input byte into at most 255 output bytes: the most a block can inflate to.
 fn lz4_bound(input: usize) -> usize {
@@ -41,8 +37,8 @@ pub fn lz4_body(body: &[u8], cap: usize) -> Result<Vec<u8>, String> {
 /// The uncompressed length a raw Snappy buffer declares (its leading varint, at most 5 bytes).
 fn snappy_length(body: &[u8]) -> Result<u64, String> {
     let mut size = 0u64;
-    for (i, &b) in body.iter().take(5).enumerate() {
-        size |= u64::from(b & 0x7F) << (7 * i);
+    for (&b, shift) in body.iter().zip([0, 7, 14, 21, 28]) {
+        size |= u64::from(b & 0x7F) << shift;
         if b & 0x80 == 0 {
             return Ok(size);
         }
