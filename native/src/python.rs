@@ -33,6 +33,7 @@ use crate::records::hercules::{Encoder, Events, Fields, Note, View, Writer};
 use crate::records::json::StreamLines;
 use crate::records::out::{Form, RecordOut, Taken};
 use crate::records::segments::{each_segment, SegmentRows};
+use crate::report::{Timeline, DEFAULT_STALL_NS};
 use crate::tcp::{Config, Event, Reassembler as CoreReassembler, StreamInfo};
 
 create_exception!(
@@ -150,7 +151,8 @@ impl Model {
             .transpose()?
             .flatten()
         {
-            self.count_events = records.extract::<String>()? == "summary";
+            let records = records.extract::<String>()?;
+            self.count_events = records == "summary" || records == "report";
         }
         Ok(self)
     }
@@ -696,6 +698,11 @@ impl Pipeline {
     fn delivery(&self) -> String {
         self.inner.session.delivery()
     }
+
+    /// With records="report", after the last records: the timeline (report/mod.rs) as JSON.
+    fn report(&mut self, top: usize) -> PyResult<Option<String>> {
+        report_json(&mut self.inner.session, top)
+    }
 }
 
 /// The streams of a raw dump set decoded in the core: the same decoding as a capture's, fed by
@@ -765,6 +772,21 @@ impl Decoding {
     fn delivery(&self) -> String {
         self.session.delivery()
     }
+
+    /// With records="report", after the last records: the timeline (report/mod.rs) as JSON.
+    fn report(&mut self, top: usize) -> PyResult<Option<String>> {
+        report_json(&mut self.session, top)
+    }
+}
+
+/// None without a timeline; a panic while writing it is an error, not an abort.
+fn report_json(session: &mut Session, top: usize) -> PyResult<Option<String>> {
+    let Some(timeline) = session.out.timeline.as_mut() else {
+        return Ok(None);
+    };
+    guarded(|| timeline.json(top))
+        .map(Some)
+        .map_err(|f| PyRuntimeError::new_err(f.message))
 }
 
 impl Decoding {
@@ -859,6 +881,7 @@ fn decode_item(session: &mut Session, item: &Bound<'_, PyAny>) -> PyResult<()> {
 /// (`decode_as`: a dict port → protocol, `forced`: one protocol for every stream).
 fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Session> {
     let mut keylogs: Vec<(String, String)> = Vec::new();
+    let (mut report, mut stall_ns) = (false, DEFAULT_STALL_NS);
     let (mut form, mut show_secrets, mut limits, mut filter, mut detection) = (
         Form::Records(Vec::new()),
         false,
@@ -876,18 +899,25 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
                 let name: String = value.extract()?;
                 form = match name.as_str() {
                     "objects" | "summary" => Form::Records(Vec::new()),
+                    // a summary's records, and the timeline `wirelog report` draws
+                    "report" => {
+                        report = true;
+                        Form::Records(Vec::new())
+                    }
                     "ndjson" => Form::Ndjson(String::new()),
                     "arrow" => Form::Arrow(Box::default()),
                     "hercules" => Form::Hercules(Box::default()),
                     _ => {
                         return Err(PyValueError::new_err(format!(
-                        "records must be 'objects', 'summary', 'ndjson', 'arrow' or 'hercules', \
+                            "records must be 'objects', 'summary', 'report', 'ndjson', 'arrow' or \
+                         'hercules', \
                          not {name:?}"
-                    )))
+                        )))
                     }
                 };
             }
             "show_secrets" => show_secrets = value.extract()?,
+            "stall_ns" => stall_ns = value.extract()?,
             "limits" => {
                 let d = value.cast::<PyDict>()?;
                 for (k, v) in d.iter() {
@@ -921,12 +951,9 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
             }
         }
     }
-    let mut session = Session::new(
-        capture,
-        RecordOut::new(capture, filter, form),
-        show_secrets,
-        limits,
-    );
+    let mut out = RecordOut::new(capture, filter, form);
+    out.timeline = report.then(|| Box::new(Timeline::new(stall_ns)));
+    let mut session = Session::new(capture, out, show_secrets, limits);
     session.detection = detection;
     for (source, text) in &keylogs {
         session.add_keylog(source, text);
