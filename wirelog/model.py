@@ -227,3 +227,5 @@ class CaptureInfo:
     error: str | None = None
     # The delivery verdict of the input's log events, per protocol (docs/records.md, "Delivery").
     delivery: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # With records="report": the core's timeline of the input (native/src/report/, `wirelog report`).
+    timeline: dict[str, Any] | None = None
