@@ -129,7 +129,12 @@ def timeline(lanes: int) -> dict[str, Any]:
                         {"field": "frame", "type": "quantitative"},
                         {"field": "seq", "type": "nominal", "title": "seq / value"},
                         {"field": "count", "type": "quantitative"},
-                        {"field": "latency_ms", "type": "quantitative", "format": ".3f", "title": "latency ms"},
+                        {
+                            "field": "latency_ms",
+                            "type": "quantitative",
+                            "format": ".3f",
+                            "title": "latency ms",
+                        },
                         {"field": "first_copy_frame", "type": "quantitative", "title": "first copy in frame"},
                         {"field": "command", "type": "nominal"},
                     ],
@@ -172,7 +177,11 @@ def delivery(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "sort": list(OUTCOME_COLOURS),
             },
             "order": {"field": "order"},
-            "tooltip": [{"field": "protocol"}, {"field": "outcome"}, {"field": "events", "type": "quantitative"}],
+            "tooltip": [
+                {"field": "protocol"},
+                {"field": "outcome"},
+                {"field": "events", "type": "quantitative"},
+            ],
         },
     }
 

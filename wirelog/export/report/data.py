@@ -94,25 +94,29 @@ def _lane(names: dict[tuple[str, int], str], capture: str, stream: int) -> str:
     return names.get((capture, stream), OTHER_LANE)
 
 
-def _marks(timelines: list[tuple[str, dict[str, Any]]], names: dict[tuple[str, int], str], t0: int) -> list[dict]:
+def _marks(
+    timelines: list[tuple[str, dict[str, Any]]], names: dict[tuple[str, int], str], t0: int
+) -> list[dict]:
     rows: list[dict[str, Any]] = []
     for capture, t in timelines:
         m = t["marks"]
         for i, ts in enumerate(m["ts"]):
-            rows.append({
-                "t": (ts - t0) / 1e9,
-                "capture": capture,
-                "lane": _lane(names, capture, m["stream"][i]),
-                "stream": m["stream"][i],
-                "kind": m["kind"][i],
-                "what": m["label"][i],
-                "frame": m["frame"][i],
-                "count": m["count"][i],
-                "first": m["first"][i],
-                "last": m["last"][i],
-                "latency_ms": _ns_ms(m["latency"][i]),
-                "first_copy_frame": m["of_frame"][i],
-            })  # fmt: skip
+            rows.append(
+                {
+                    "t": (ts - t0) / 1e9,
+                    "capture": capture,
+                    "lane": _lane(names, capture, m["stream"][i]),
+                    "stream": m["stream"][i],
+                    "kind": m["kind"][i],
+                    "what": m["label"][i],
+                    "frame": m["frame"][i],
+                    "count": m["count"][i],
+                    "first": m["first"][i],
+                    "last": m["last"][i],
+                    "latency_ms": _ns_ms(m["latency"][i]),
+                    "first_copy_frame": m["of_frame"][i],
+                }
+            )
     if len(rows) <= MARKS:
         return rows
     notable = [r for r in rows if r["kind"] not in ROUTINE][:MARKS]
@@ -122,24 +126,28 @@ def _marks(timelines: list[tuple[str, dict[str, Any]]], names: dict[tuple[str, i
     return notable + (routine[::step] if step else [])
 
 
-def _stalls(timelines: list[tuple[str, dict[str, Any]]], names: dict[tuple[str, int], str], t0: int) -> list[dict]:
+def _stalls(
+    timelines: list[tuple[str, dict[str, Any]]], names: dict[tuple[str, int], str], t0: int
+) -> list[dict]:
     out = []
     for capture, t in timelines:
         last = max((lane["last_ts"] or 0 for lane in t["lanes"]), default=0)
         for s in t["stalls"]:
             end = s["end"] if s["end"] is not None else max(last, s["start"])
-            out.append({
-                "t": (s["start"] - t0) / 1e9,
-                "t2": (end - t0) / 1e9,
-                "capture": capture,
-                "lane": _lane(names, capture, s["stream"]),
-                "stream": s["stream"],
-                "seconds": (end - s["start"]) / 1e9,
-                "answered": s["end"] is not None,
-                "requests": s["requests"],
-                "sent_frame": s["sent_frame"],
-                "answer_frame": s["answer_frame"],
-            })  # fmt: skip
+            out.append(
+                {
+                    "t": (s["start"] - t0) / 1e9,
+                    "t2": (end - t0) / 1e9,
+                    "capture": capture,
+                    "lane": _lane(names, capture, s["stream"]),
+                    "stream": s["stream"],
+                    "seconds": (end - s["start"]) / 1e9,
+                    "answered": s["end"] is not None,
+                    "requests": s["requests"],
+                    "sent_frame": s["sent_frame"],
+                    "answer_frame": s["answer_frame"],
+                }
+            )
     return out
 
 
@@ -166,17 +174,21 @@ def _series(
     for key in keys:
         c = counts.get(key, Counter())
         hist = latency.get(key, Counter())
-        rows.append({
-            "t": (key * width - t0) / 1e9,
-            "events/s": c["events"] * per_s,
-            "never acknowledged/s": c["unacked"] * per_s,
-            "bytes/s c→s": c["bytes_c2s"] * per_s,
-            "bytes/s s→c": c["bytes_s2c"] * per_s,
-            "info": c["info"], "warning": c["warning"], "error": c["error"],
-            "error responses": c["errors"],
-            "p50 ms": _percentile_ms(hist, 50, layout),
-            "p99 ms": _percentile_ms(hist, 99, layout),
-        })  # fmt: skip
+        rows.append(
+            {
+                "t": (key * width - t0) / 1e9,
+                "events/s": c["events"] * per_s,
+                "never acknowledged/s": c["unacked"] * per_s,
+                "bytes/s c→s": c["bytes_c2s"] * per_s,
+                "bytes/s s→c": c["bytes_s2c"] * per_s,
+                "info": c["info"],
+                "warning": c["warning"],
+                "error": c["error"],
+                "error responses": c["errors"],
+                "p50 ms": _percentile_ms(hist, 50, layout),
+                "p99 ms": _percentile_ms(hist, 99, layout),
+            }
+        )
     return rows
 
 
@@ -214,9 +226,13 @@ def _notes(timelines: list[tuple[str, dict[str, Any]]]) -> list[str]:
     notes = []
     for capture, t in timelines:
         if t["mark_stride"] > 1:
-            notes.append(f"{capture}: one window/request/answer in {t['mark_stride']} drawn (the series count all)")
+            notes.append(
+                f"{capture}: one window/request/answer in {t['mark_stride']} drawn (the series count all)"
+            )
         if t["notable_dropped"]:
-            notes.append(f"{capture}: {t['notable_dropped']} more findings/never-acknowledged marks not drawn")
+            notes.append(
+                f"{capture}: {t['notable_dropped']} more findings/never-acknowledged marks not drawn"
+            )
         if t["stalls_dropped"]:
             notes.append(f"{capture}: {t['stalls_dropped']} more late answers not drawn as stalls")
         if t["unpaired"]:

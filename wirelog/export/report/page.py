@@ -7,6 +7,7 @@ import html
 import json
 import os
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,11 @@ def chart_specs(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
         specs["error_responses"] = charts.error_responses()
     if report["window_sizes"]:
         specs["window_sizes"] = charts.bars(
-            "Lumberjack windows by events received", report["window_sizes"], "events per window", "windows", "order"
+            "Lumberjack windows by events received",
+            report["window_sizes"],
+            "events per window",
+            "windows",
+            "order",
         )
     hercules = summary["protocols"].get("hercules", {})
     for key, title, category in (
@@ -139,7 +144,7 @@ def _script_json(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
 
 
-def _table(head: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
+def _table(head: list[str], rows: list[list[Any]], numeric: Collection[int] = ()) -> str:
     def cell(i: int, v: Any, tag: str = "td") -> str:
         text = "" if v is None else (f"{v:,.3f}" if isinstance(v, float) else str(v))
         cls = ' class="n"' if i in numeric else ""
@@ -163,34 +168,68 @@ def _verdict(report: dict[str, Any]) -> str:
     parts = [
         "<h2>Verdict</h2>",
         _table(
-            ["inputs", "time span (UTC)", "protocols", "streams", "messages", "events", "acked", "unacked", "findings"],
-            [[", ".join(c["capture"] for c in s["captures"]), span, protocols, t["streams"], t["messages"],
-              t["events"], t["acked"], t["unacked"], findings]],
+            [
+                "inputs",
+                "time span (UTC)",
+                "protocols",
+                "streams",
+                "messages",
+                "events",
+                "acked",
+                "unacked",
+                "findings",
+            ],
+            [
+                [
+                    ", ".join(c["capture"] for c in s["captures"]),
+                    span,
+                    protocols,
+                    t["streams"],
+                    t["messages"],
+                    t["events"],
+                    t["acked"],
+                    t["unacked"],
+                    findings,
+                ]
+            ],
             {3, 4, 5, 6, 7},
-        ),  # fmt: skip
+        ),
     ]
     if s["delivery"]:
         keys = sorted({k for d in s["delivery"].values() for k, v in d.items() if isinstance(v, int | bool)})
         parts += [
             "<h3>Delivery</h3>",
-            _table(["protocol", *keys], [[p, *(d.get(k) for k in keys)] for p, d in s["delivery"].items()],
-                   set(range(1, len(keys) + 1))),
+            _table(
+                ["protocol", *keys],
+                [[p, *(d.get(k) for k in keys)] for p, d in s["delivery"].items()],
+                set(range(1, len(keys) + 1)),
+            ),
             '<div class="chart" id="chart-delivery"></div>',
-        ]  # fmt: skip
+        ]
         for p, d in s["delivery"].items():
             for w in d["never_acknowledged_at"]:
-                where = ", ".join(f"{k} {w[k]}" for k in ("capture", "stream", "frame", "seq", "uuid") if k in w)
+                where = ", ".join(
+                    f"{k} {w[k]}" for k in ("capture", "stream", "frame", "seq", "uuid") if k in w
+                )
                 parts.append(f"<p class=bad>{html.escape(p)}: never acknowledged at {html.escape(where)}</p>")
     if s["findings"]:
         parts += [
             "<h3>Findings</h3>",
             _table(
                 ["severity", "code", "count", "first frames", "example"],
-                [[f["severity"], f["code"], f["count"], ", ".join(map(str, f["first_frames"])), f["example"]]
-                 for f in s["findings"]],
+                [
+                    [
+                        f["severity"],
+                        f["code"],
+                        f["count"],
+                        ", ".join(map(str, f["first_frames"])),
+                        f["example"],
+                    ]
+                    for f in s["findings"]
+                ],
                 {2},
             ),
-        ]  # fmt: skip
+        ]
     return "".join(parts)
 
 
@@ -208,10 +247,22 @@ def _protocols(report: dict[str, Any], specs: dict[str, Any]) -> str:
         parts += [f"<h3>{html.escape(name)}</h3>", _table(["", ""], lines)]
     tls = [st for st in s["streams"] if st["tls"]]
     if tls:
-        rows = [[st["stream"], st["client"], st["server"], st["tls"]["version"], st["tls"]["cipher_suite"],
-                 st["tls"]["sni"], "decrypted" if st["tls"]["decrypted"] else "not decrypted (no key for it)"]
-                for st in tls]  # fmt: skip
-        parts += ["<h3>TLS streams</h3>", _table(["stream", "client", "server", "version", "cipher", "sni", ""], rows)]
+        rows = [
+            [
+                st["stream"],
+                st["client"],
+                st["server"],
+                st["tls"]["version"],
+                st["tls"]["cipher_suite"],
+                st["tls"]["sni"],
+                "decrypted" if st["tls"]["decrypted"] else "not decrypted (no key for it)",
+            ]
+            for st in tls
+        ]
+        parts += [
+            "<h3>TLS streams</h3>",
+            _table(["stream", "client", "server", "version", "cipher", "sni", ""], rows),
+        ]
     for name in ("latency_by_request", "error_responses", "window_sizes", "gate_streams", "gate_statuses"):
         if name in specs:
             parts.append(f'<div class="chart" id="chart-{name}"></div>')
@@ -225,7 +276,8 @@ th{background:#f4f4f4}.n{text-align:right}.bad{color:#c00}.note{color:#666}.char
 .chart-error{color:#c00}
 """
 
-RENDER = """
+# In a function: the bundle's own top-level names (it declares a `D`) must not clash with ours.
+RENDER = """(() => {
 const D = JSON.parse(document.getElementById('wirelog-data').textContent);
 function rows(c) {
   const keys = Object.keys(c.cols), out = new Array(c.n);
@@ -244,13 +296,16 @@ for (const [name, spec] of Object.entries(D.charts)) {
     .then(() => { el.dataset.rendered = 'true'; })
     .catch((e) => { el.className = 'chart-error'; el.textContent = 'chart failed: ' + e; console.error(e); });
 }
+})();
 """
 
 
 def page(report: dict[str, Any]) -> str:
     """The whole report: every script, style and datum inline."""
     specs = chart_specs(report)
-    uses = {name: [n for n in DATASETS if f'"name": "{n}"' in json.dumps(spec)] for name, spec in specs.items()}
+    uses = {
+        name: [n for n in DATASETS if f'"name": "{n}"' in json.dumps(spec)] for name, spec in specs.items()
+    }
     data = {
         "inspect": report["inspect"],
         "charts": specs,
