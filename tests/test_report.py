@@ -240,3 +240,33 @@ def test_chromium_renders_the_page_offline(tmp_path):
     mean = sum(pixels) / len(pixels)
     variance = sum((b - mean) ** 2 for b in pixels[::97]) / len(pixels[::97])
     assert variance > 100, "the screenshot is blank"
+
+
+@pytest.mark.parametrize(
+    "capture",
+    ["bench-cql", "public/cql-packetbeat/cassandra_mixed_frame.pcap", "public/ndpi_cassandra.pcap"],
+)
+def test_cql_summary_from_counts_equals_the_one_from_objects(tmp_path, capture):
+    """inspect and report have the core count CQL messages (all but each batch's five slowest
+    answers): the summary is the one made from an object per message, slowest pairs and ties included."""
+    from bench.bench_cql import write_capture
+    from wirelog.cli.summary import Summary
+    from wirelog.engine.local import Options, run
+    from wirelog.model import Message
+
+    if capture == "bench-cql":
+        path = tmp_path / "cql.pcap"
+        write_capture(path, 4, 30, 400)  # equal latencies abound: ties must go to the earlier pair
+    else:
+        path = shared_capture(capture)
+    results, objects = [], []
+    for records in ("objects", "summary"):
+        summary = Summary()
+        items = list(run([str(path)], options=Options(records=records)))
+        for item in items:
+            summary.add(item)
+        results.append(summary.result())
+        objects.append(sum(isinstance(i, Message) for i in items))
+    assert results[0] == results[1] and results[0]["protocols"]["cql"]["slowest"]
+    if capture == "bench-cql":
+        assert objects[1] * 20 < objects[0]
