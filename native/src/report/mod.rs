@@ -260,13 +260,19 @@ struct Half {
     frame: Option<u64>,
 }
 
+#[derive(Clone)]
 struct Stall {
     stream: u64,
     start: i64,
     /// None: still unanswered when the capture ended.
     end: Option<i64>,
+    /// Where to draw it to: its answer, else its connection's last packet when it was closed (FIN
+    /// or RST: no answer can come), else the capture's last timestamp.
+    until: i64,
     sent_frame: Option<u64>,
     answer_frame: Option<u64>,
+    /// Requests waiting in it (overlapping stalls of a connection merge).
+    requests: u64,
 }
 
 /// The report's aggregation of one capture (or one set of raw dumps).
@@ -635,8 +641,10 @@ impl Timeline {
                 stream,
                 start: sent,
                 end: Some(answered),
+                until: answered,
                 sent_frame,
                 answer_frame,
+                requests: 1,
             });
         }
     }
@@ -687,12 +695,17 @@ impl Timeline {
             .collect();
         waiting.sort_by_key(|((stream, _), h)| (*stream, h.ts));
         for ((stream, _), h) in waiting {
+            // a closed connection waits no longer than its last packet; an open one, to the end
+            let lane = self.lanes.get(&stream);
+            let last = lane.filter(|l| l.closed.is_some()).and_then(|l| l.last_ts);
             self.stall(Stall {
                 stream,
                 start: h.ts,
                 end: None,
+                until: last.unwrap_or(end).max(h.ts),
                 sent_frame: h.frame,
                 answer_frame: None,
+                requests: 1,
             });
         }
     }
@@ -773,26 +786,26 @@ impl Timeline {
 
     /// Stalls of a lane that overlap are one stall (pipelined windows wait together).
     fn stalls_json(&mut self) -> Vec<Value> {
-        self.stalls
-            .sort_by_key(|s| (s.stream, s.start, s.end.unwrap_or(i64::MAX)));
-        let mut merged: Vec<(&Stall, Option<i64>, Option<u64>, u64)> = Vec::new();
+        self.stalls.sort_by_key(|s| (s.stream, s.start, s.until));
+        let mut merged: Vec<Stall> = Vec::new();
         for s in &self.stalls {
-            if let Some((first, end, answer, requests)) = merged.last_mut() {
-                if first.stream == s.stream && s.start <= end.unwrap_or(i64::MAX) {
-                    if end.is_some() && (s.end.is_none() || s.end > *end) {
-                        (*end, *answer) = (s.end, s.answer_frame);
+            match merged.last_mut() {
+                Some(m) if m.stream == s.stream && s.start <= m.until => {
+                    if s.until >= m.until {
+                        (m.until, m.answer_frame) = (s.until, s.answer_frame);
                     }
-                    *requests += 1;
-                    continue;
+                    m.end = m.end.zip(s.end).map(|(a, b)| a.max(b));
+                    m.requests += 1;
                 }
+                _ => merged.push(s.clone()),
             }
-            merged.push((s, s.end, s.answer_frame, 1));
         }
         merged
             .into_iter()
-            .map(|(s, end, answer, requests)| {
-                json!({"stream": s.stream, "start": s.start, "end": end, "sent_frame": s.sent_frame,
-                       "answer_frame": answer, "requests": requests})
+            .map(|s| {
+                json!({"stream": s.stream, "start": s.start, "end": s.end, "until": s.until,
+                       "sent_frame": s.sent_frame, "answer_frame": s.answer_frame,
+                       "requests": s.requests})
             })
             .collect()
     }

@@ -62,6 +62,11 @@ fn a_window_never_answered_stalls_until_the_capture_ends() {
     let j = parse(&mut t, 10);
     assert_eq!(j["stalls"][0]["start"], 10 * S);
     assert_eq!(j["stalls"][0]["end"], Value::Null);
+    assert_eq!(
+        j["stalls"][0]["until"],
+        30 * S,
+        "to the capture's end: its connection has no end"
+    );
     assert_eq!(j["stalls"][0]["stream"], 1);
 }
 

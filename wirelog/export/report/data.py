@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 MARKS = 20_000  # marks drawn on the timeline, all inputs together
@@ -79,7 +80,7 @@ def _lanes(
     candidates.sort(key=lambda lane: (-lane["events"], -lane["messages"], lane["capture"], lane["stream"]))
     kept, rest = candidates[:top], candidates[top:]
     for lane in kept:
-        where = f"{lane['capture']}:" if multi else ""
+        where = f"{Path(lane['capture']).name}:" if multi else ""  # as inspect names them
         lane["lane"] = f"{where}{lane['stream']} {lane['protocol'] or ''} {lane['client']}".strip()
     folded: Counter[str] = Counter()
     for _, t in timelines:
@@ -131,9 +132,8 @@ def _stalls(
 ) -> list[dict]:
     out = []
     for capture, t in timelines:
-        last = max((lane["last_ts"] or 0 for lane in t["lanes"]), default=0)
         for s in t["stalls"]:
-            end = s["end"] if s["end"] is not None else max(last, s["start"])
+            end = s["until"]  # an unanswered stall: to its connection's last packet
             out.append(
                 {
                     "t": (s["start"] - t0) / 1e9,
