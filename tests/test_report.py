@@ -55,9 +55,13 @@ def inspect_json(*args: str) -> dict[str, Any]:
     return json.loads(out)
 
 
-@pytest.mark.parametrize("capture", [None, *SHARED])
+RESEND = REPO / "tests/data/lumberjack/pylogbeat-stalled-resend.pcap"
+GATE = REPO / "tests/data/hercules/gate-session.pcap"
+
+
+@pytest.mark.parametrize("capture", [EXAMPLE, RESEND, GATE, *SHARED])
 def test_numbers_equal_inspect_json(tmp_path, capture):
-    path = str(EXAMPLE if capture is None else shared_capture(capture))
+    path = str(capture if isinstance(capture, Path) else shared_capture(capture))
     text, data = report(tmp_path, path)
     expected = inspect_json(path)
     assert data["inspect"] == expected
@@ -101,6 +105,36 @@ def test_the_demo_stall_is_on_the_timeline(tmp_path):
     keepalives = [m for m in marks if m["kind"] == "keepalive"]
     assert len(keepalives) == 2 and all(stall["t"] < m["t"] < stall["t2"] for m in keepalives)
     assert {m["kind"] for m in marks} >= {"send", "answer", "keepalive", "close"}
+
+
+def test_resends_and_never_acknowledged_events_are_marked(tmp_path):
+    """pylogbeat gives up on a stalled connection and resends its window on a new one."""
+    _, data = report(tmp_path, str(RESEND))
+    marks = rows(data["datasets"]["marks"])
+    (unacked,) = [m for m in marks if m["kind"] == "unacked"]
+    assert (unacked["stream"], unacked["frame"], unacked["count"], unacked["first"], unacked["last"]) == (
+        0,
+        12,
+        3,
+        5,
+        7,
+    )
+    (resent,) = [m for m in marks if m["kind"] == "resend" and m["what"] == "event"]
+    assert (resent["stream"], resent["count"], resent["first_copy_frame"]) == (1, 3, 12)
+    (stall,) = rows(data["datasets"]["stalls"])
+    closed = max(m["t"] for m in marks if m["kind"] == "close" and m["stream"] == 0)
+    assert not stall["answered"] and stall["stream"] == 0 and stall["t2"] == pytest.approx(closed)
+
+
+def test_no_page_when_no_input_can_be_read_and_an_empty_capture_draws_nothing(tmp_path):
+    junk, out = tmp_path / "junk.bin", tmp_path / "junk.html"
+    junk.write_bytes(b"hello")
+    code, _, err = run_cli("report", str(junk), "-o", str(out))
+    assert code == 2 and "not a pcap" in err and not out.exists()
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes(bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000"))
+    text, data = report(tmp_path, str(empty))
+    assert data["charts"] == {} and "Nothing to draw." in text
 
 
 def test_stall_threshold_and_unanswered_windows(tmp_path):

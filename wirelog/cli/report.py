@@ -59,6 +59,9 @@ def report(ctx, output, top, stall_s, svg_dir, png_dir, **params):
             tick(item)
             if isinstance(item, CaptureInfo) and item.timeline is not None:
                 timelines.append((item.capture, item.timeline))
+    code = exit_code(session)
+    if code:  # no input could be read: no page (the errors are said)
+        ctx.exit(code)
     result = data.build(summary.result(), timelines, top, stall_s)
     with AtomicFile(output) as f:
         f.write(page(result).encode())
@@ -71,4 +74,4 @@ def report(ctx, output, top, stall_s, svg_dir, png_dir, **params):
                 error(f"{directory}: {e.strerror or e}")
                 ctx.exit(2)
             console.print(f"{fmt}: {len(paths)} charts in {directory}")
-    ctx.exit(exit_code(session))
+    ctx.exit(code)

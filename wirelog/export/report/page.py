@@ -83,8 +83,13 @@ def chart_specs(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     specs: dict[str, dict[str, Any]] = {}
     if summary["delivery"]:
         specs["delivery"] = charts.delivery(_delivery_rows(summary["delivery"]))
-    specs["timeline"] = charts.timeline(len(report["lanes"]) + bool(report["folded"].get("connections")))
-    specs.update(charts.over_time())
+    # An empty chart makes Vega draw infinite extents (errors in the console): charts without data
+    # are left out.
+    if report["marks"] or report["stalls"]:
+        specs["timeline"] = charts.timeline(len(report["lanes"]) + bool(report["folded"].get("connections")))
+    if report["series"]:
+        answered = any(row["p50 ms"] is not None for row in report["series"])
+        specs.update((k, v) for k, v in charts.over_time().items() if k != "latency" or answered)
     if report["latency_by"]:
         specs["latency_by_request"] = charts.latency_by(report["latency_by"])
     if any(row["error responses"] for row in report["series"]):
@@ -328,7 +333,10 @@ def page(report: dict[str, Any]) -> str:
         else ""
     )
     notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in report["notes"])
-    over_time = "".join(f'<div class="chart" id="chart-{n}"></div>' for n in charts.over_time())
+    over_time = "".join(f'<div class="chart" id="chart-{n}"></div>' for n in charts.over_time() if n in specs)
+    timeline = (
+        '<div class="chart" id="chart-timeline"></div>' if "timeline" in specs else "<p>Nothing to draw.</p>"
+    )
     stall_s = report["stall_s"]
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>wirelog report</title>
@@ -344,7 +352,7 @@ hover a mark for its frames and the <code>wirelog inspect --frame</code> command
 {html.escape(rfc3339(report["t0_ns"]) or "")}. Orange bars: stalls, a request or
 window answered later than {stall_s:g} s or not at all. Bins of the series: {report["bin_s"]:g} s.</p>
 <ul>{lanes}</ul>{other}{notes}
-<div class="chart" id="chart-timeline"></div>
+{timeline}
 <h2>Over time</h2>
 {over_time}
 {_protocols(report, specs)}
