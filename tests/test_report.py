@@ -121,6 +121,13 @@ def test_resends_and_never_acknowledged_events_are_marked(tmp_path):
     )
     (resent,) = [m for m in marks if m["kind"] == "resend" and m["what"] == "event"]
     assert (resent["stream"], resent["count"], resent["first_copy_frame"]) == (1, 3, 12)
+    (link,) = rows(data["datasets"]["links"])  # drawn from the first copy to the resend
+    assert (link["t"], link["lane"], link["t2"], link["lane2"]) == (
+        unacked["t"],
+        unacked["lane"],
+        resent["t"],
+        resent["lane"],
+    )
     (stall,) = rows(data["datasets"]["stalls"])
     closed = max(m["t"] for m in marks if m["kind"] == "close" and m["stream"] == 0)
     assert not stall["answered"] and stall["stream"] == 0 and stall["t2"] == pytest.approx(closed)
@@ -252,8 +259,9 @@ def _png_pixels(data: bytes) -> bytes:
 @pytest.mark.skipif(
     CHROMIUM is None, reason="chromium not installed (make test installs it where apt-get can)"
 )
-def test_chromium_renders_the_page_offline(tmp_path):
-    _, data = report(tmp_path, str(EXAMPLE))
+@pytest.mark.parametrize("capture", [EXAMPLE, RESEND, GATE])
+def test_chromium_renders_the_page_offline(tmp_path, capture):
+    _, data = report(tmp_path, str(capture))
     page = (tmp_path / "report.html").as_uri()
     dom = subprocess.run(
         [CHROMIUM, *OFFLINE, "--enable-logging=stderr", "--v=0", "--dump-dom", page],

@@ -69,8 +69,10 @@ def _folded(title: str, columns: list[str], mark: dict[str, Any], colours: dict 
     }
 
 
-def timeline(lanes: int) -> dict[str, Any]:
-    """One lane per connection: stalls as bars behind, marks on top; zoom and pan on x."""
+def timeline(lanes: int, present: set[str]) -> dict[str, Any]:
+    """One lane per connection: stalls as bars behind, resends linked to their first copies, marks
+    on top; zoom and pan on x. `present`: the datasets with rows (an empty layer makes Vega warn
+    of infinite extents)."""
     command = "datum.frame == null ? null : 'wirelog inspect ' + datum.capture + ' --frame ' + datum.frame"
     seq = "datum.first == null ? null : (datum.last == null || datum.last == datum.first ? '' + datum.first : datum.first + '–' + datum.last)"
     y = {"field": "lane", "type": "nominal", "title": None, "sort": None, "axis": {"labelLimit": 320}}
@@ -80,66 +82,79 @@ def timeline(lanes: int) -> dict[str, Any]:
         "width": WIDTH,
         "height": {"step": 26} if lanes else 60,
         "layer": [
-            {
-                "data": {"name": "stalls"},
-                "transform": [{"calculate": stall_command, "as": "command"}],
-                "mark": {"type": "bar", "color": "#ff9f1a", "opacity": 0.35, "height": 18},
-                "encoding": {
-                    "x": TIME,
-                    "x2": {"field": "t2"},
-                    "y": y,
-                    "tooltip": [
-                        {"field": "lane", "title": "stall on"},
-                        {"field": "seconds", "type": "quantitative", "format": ".3f"},
-                        {"field": "answered", "type": "nominal"},
-                        {"field": "requests", "type": "quantitative", "title": "requests waiting"},
-                        {"field": "sent_frame", "type": "quantitative", "title": "sent in frame"},
-                        {"field": "answer_frame", "type": "quantitative", "title": "answered in frame"},
-                        {"field": "command", "type": "nominal"},
-                    ],
+            layer
+            for layer in (
+                {
+                    "data": {"name": "stalls"},
+                    "transform": [{"calculate": stall_command, "as": "command"}],
+                    "mark": {"type": "bar", "color": "#ff9f1a", "opacity": 0.35, "height": 18},
+                    "encoding": {
+                        "x": TIME,
+                        "x2": {"field": "t2"},
+                        "y": y,
+                        "tooltip": [
+                            {"field": "lane", "title": "stall on"},
+                            {"field": "seconds", "type": "quantitative", "format": ".3f"},
+                            {"field": "answered", "type": "nominal"},
+                            {"field": "requests", "type": "quantitative", "title": "requests waiting"},
+                            {"field": "sent_frame", "type": "quantitative", "title": "sent in frame"},
+                            {"field": "answer_frame", "type": "quantitative", "title": "answered in frame"},
+                            {"field": "command", "type": "nominal"},
+                        ],
+                    },
                 },
-            },
-            {
-                "data": {"name": "marks"},
-                "transform": [
-                    {"calculate": command, "as": "command"},
-                    {"calculate": seq, "as": "seq"},
-                ],
-                "params": [ZOOM],
-                "mark": {"type": "point", "filled": True, "size": 70, "opacity": 0.85},
-                "encoding": {
-                    "x": TIME,
-                    "y": y,
-                    "color": {
-                        "field": "kind",
-                        "type": "nominal",
-                        "scale": {"domain": list(KIND_COLOURS), "range": list(KIND_COLOURS.values())},
-                    },
-                    "shape": {
-                        "field": "kind",
-                        "type": "nominal",
-                        "scale": {"domain": list(KIND_SHAPES), "range": list(KIND_SHAPES.values())},
-                    },
-                    "tooltip": [
-                        {**WHEN, "title": "time"},
-                        {"field": "lane", "title": "connection"},
-                        {"field": "stream", "type": "quantitative"},
-                        {"field": "kind", "type": "nominal"},
-                        {"field": "what", "type": "nominal"},
-                        {"field": "frame", "type": "quantitative"},
-                        {"field": "seq", "type": "nominal", "title": "seq / value"},
-                        {"field": "count", "type": "quantitative"},
-                        {
-                            "field": "latency_ms",
-                            "type": "quantitative",
-                            "format": ".3f",
-                            "title": "latency ms",
+                {
+                    "data": {"name": "links"},  # a resent event back to its first copy
+                    "mark": {"type": "rule", "color": "#f58518", "strokeDash": [4, 3]},
+                    "encoding": {"x": TIME, "x2": {"field": "t2"}, "y": y, "y2": {"field": "lane2"}},
+                },
+                {
+                    "data": {"name": "marks"},
+                    "transform": [
+                        {"calculate": command, "as": "command"},
+                        {"calculate": seq, "as": "seq"},
+                    ],
+                    "params": [ZOOM],
+                    "mark": {"type": "point", "filled": True, "size": 70, "opacity": 0.85},
+                    "encoding": {
+                        "x": TIME,
+                        "y": y,
+                        "color": {
+                            "field": "kind",
+                            "type": "nominal",
+                            "scale": {"domain": list(KIND_COLOURS), "range": list(KIND_COLOURS.values())},
                         },
-                        {"field": "first_copy_frame", "type": "quantitative", "title": "first copy in frame"},
-                        {"field": "command", "type": "nominal"},
-                    ],
+                        "shape": {
+                            "field": "kind",
+                            "type": "nominal",
+                            "scale": {"domain": list(KIND_SHAPES), "range": list(KIND_SHAPES.values())},
+                        },
+                        "tooltip": [
+                            {**WHEN, "title": "time"},
+                            {"field": "lane", "title": "connection"},
+                            {"field": "stream", "type": "quantitative"},
+                            {"field": "kind", "type": "nominal"},
+                            {"field": "what", "type": "nominal"},
+                            {"field": "frame", "type": "quantitative"},
+                            {"field": "seq", "type": "nominal", "title": "seq / value"},
+                            {"field": "count", "type": "quantitative"},
+                            {
+                                "field": "latency_ms",
+                                "type": "quantitative",
+                                "format": ".3f",
+                                "title": "latency ms",
+                            },
+                            {
+                                "field": "first_copy_frame",
+                                "type": "quantitative",
+                                "title": "first copy in frame",
+                            },
+                            {"field": "command", "type": "nominal"},
+                        ],
+                    },
                 },
-            },
+            )
+            if layer["data"]["name"] in present
         ],
     }
 

@@ -61,7 +61,8 @@ def build(
         "inspect": summary,
         "lanes": lanes,
         "folded": folded,
-        "marks": _marks(timelines, names, t0),
+        "marks": (marks := _marks(timelines, names, t0)),
+        "links": _links(marks),
         "stalls": _stalls(timelines, names, t0),
         "series": _series(timelines, width, layout, t0),
         "bin_s": width / 1e9,
@@ -125,6 +126,17 @@ def _marks(
     room = MARKS - len(notable)
     step = math.ceil(len(routine) / room) if room else 0
     return notable + (routine[::step] if step else [])
+
+
+def _links(marks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A resent event's mark to the mark of its first copy (same input, by frame), when drawn."""
+    first = {(m["capture"], m["frame"]): m for m in marks if m["kind"] != "resend"}
+    links = []
+    for m in marks:
+        copy = first.get((m["capture"], m["first_copy_frame"])) if m["kind"] == "resend" else None
+        if copy is not None:
+            links.append({"t": copy["t"], "t2": m["t"], "lane": copy["lane"], "lane2": m["lane"]})
+    return links
 
 
 def _stalls(

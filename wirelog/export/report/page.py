@@ -15,7 +15,7 @@ from wirelog.export.atomic import AtomicFile
 from wirelog.export.json import rfc3339
 from wirelog.export.report import charts
 
-DATASETS = ("marks", "stalls", "series")  # the big tables, shipped as columns
+DATASETS = ("marks", "stalls", "links", "series")  # the big tables, shipped as columns
 
 
 def vega_bundle() -> str:
@@ -86,7 +86,8 @@ def chart_specs(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     # An empty chart makes Vega draw infinite extents (errors in the console): charts without data
     # are left out.
     if report["marks"] or report["stalls"]:
-        specs["timeline"] = charts.timeline(len(report["lanes"]) + bool(report["folded"].get("connections")))
+        lanes = len(report["lanes"]) + bool(report["folded"].get("connections"))
+        specs["timeline"] = charts.timeline(lanes, {n for n in ("marks", "stalls", "links") if report[n]})
     if report["series"]:
         answered = any(row["p50 ms"] is not None for row in report["series"])
         specs.update((k, v) for k, v in charts.over_time().items() if k != "latency" or answered)
