@@ -33,12 +33,12 @@ $(BIN)/python:
 # pip builds wirelog._core with maturin (pyproject.toml); a stale .so must not shadow the new one.
 $(VENV)/.installed: $(BIN)/python pyproject.toml $(NATIVE_SRC)
 	rm -f wirelog/_core*.so
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[report]'
 	touch $@
 
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml $(NATIVE_SRC)
 	rm -f wirelog/_core*.so
-	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
+	$(BIN)/python -m pip install --quiet -e '.[test,spark,report]'
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed

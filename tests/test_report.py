@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 import zlib
 from pathlib import Path
@@ -316,3 +317,22 @@ def test_cql_summary_from_counts_equals_the_one_from_objects(tmp_path, capture):
     assert results[0] == results[1] and results[0]["protocols"]["cql"]["slowest"]
     if capture == "bench-cql":
         assert objects[1] * 20 < objects[0]
+
+
+def test_without_vl_convert_report_says_how_to_install_it(tmp_path):
+    """vl-convert is the `report` extra (Spark executors get the runtime dependencies shipped)."""
+    code = (
+        "import sys\n"
+        "sys.modules['vl_convert'] = None\n"
+        "from wirelog.cli.main import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    out = tmp_path / "r.html"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "report", str(EXAMPLE), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2 and "pip install 'wirelog[report]'" in proc.stderr and not out.exists()

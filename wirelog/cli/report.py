@@ -9,7 +9,7 @@ from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary
 from wirelog.export.atomic import AtomicFile
 from wirelog.export.report import data
-from wirelog.export.report.page import page, write_images
+from wirelog.export.report.page import ReportUnavailable, page, vl_convert_module, write_images
 from wirelog.model import CaptureInfo
 
 EXAMPLES = """
@@ -50,6 +50,10 @@ def report(ctx, output, top, stall_s, svg_dir, png_dir, **params):
     The numbers are those of `wirelog inspect --json` for the same inputs and options.
     """
     console = make_console()
+    try:
+        vl_convert_module()  # before reading the inputs: say at once that it cannot draw
+    except ReportUnavailable as e:
+        raise click.UsageError(str(e)) from None
     session = Session(params, records="report", stall_ns=round(stall_s * 1e9), report_top=top)
     summary = Summary()
     timelines: list[tuple[str, dict]] = []

@@ -18,14 +18,28 @@ from wirelog.export.report import charts
 DATASETS = ("marks", "stalls", "links", "series")  # the big tables, shipped as columns
 
 
+class ReportUnavailable(Exception):
+    """vl-convert-python, which `wirelog report` draws with, is not installed."""
+
+
+def vl_convert_module() -> Any:
+    """The vl_convert module, or ReportUnavailable saying how to install it."""
+    try:
+        import vl_convert
+    except ImportError:
+        raise ReportUnavailable(
+            "wirelog report needs vl-convert-python: pip install 'wirelog[report]'"
+        ) from None
+    return vl_convert
+
+
 def vega_bundle() -> str:
     """vega, vega-lite and vega-embed as one script, from the vl-convert package installed.
 
     Bundling takes vl-convert ~4 s, so the result is kept in the user's cache directory, keyed by
     vl-convert's version (the bundle it ships changes only with it).
     """
-    import vl_convert
-
+    vl_convert = vl_convert_module()
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wirelog"
     path = cache / f"vega-bundle-{vl_convert.__version__}.js"
     try:
@@ -122,8 +136,7 @@ def _with_data(spec: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
 
 def write_images(report: dict[str, Any], directory: str, fmt: str) -> list[str]:
     """Each chart as `<name>.svg` or `<name>.png` in `directory`; returns the paths written."""
-    import vl_convert
-
+    vl_convert = vl_convert_module()
     os.makedirs(directory, exist_ok=True)
     written = []
     for name, spec in chart_specs(report).items():
