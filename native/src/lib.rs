@@ -11,6 +11,7 @@ pub mod held;
 pub mod model;
 pub mod pipeline;
 pub mod records;
+pub mod report;
 pub mod tcp;
 
 #[cfg(feature = "python")]
