@@ -5,6 +5,7 @@ CARGO ?= cargo
 VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO ?= examples/lumberjack-pylogbeat.pcap
+DEMO_REPORT ?= .cache/demo/report.html
 
 PEERS_NPM := tests/peers/lumberjack
 NATIVE := native
@@ -21,6 +22,7 @@ FUZZ_SEED ?= 1
 include mk/go-peers.mk
 include mk/cassandra.mk
 include mk/courier-peers.mk
+include mk/chromium.mk
 
 .PHONY: demo test lint bench clean peers native-test fuzz fuzz-long wheel
 
@@ -31,17 +33,20 @@ $(BIN)/python:
 # pip builds wirelog._core with maturin (pyproject.toml); a stale .so must not shadow the new one.
 $(VENV)/.installed: $(BIN)/python pyproject.toml $(NATIVE_SRC)
 	rm -f wirelog/_core*.so
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[report]'
 	touch $@
 
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml $(NATIVE_SRC)
 	rm -f wirelog/_core*.so
-	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
+	$(BIN)/python -m pip install --quiet -e '.[test,spark,report]'
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	$(BIN)/wirelog inspect $(DEMO)
 	$(BIN)/wirelog convert $(DEMO) --events --to json | head -n 3
+	@mkdir -p $(dir $(DEMO_REPORT))
+	@$(BIN)/wirelog report $(DEMO) -o $(DEMO_REPORT) >/dev/null
+	@echo "report of the sample (open it in a browser, it works offline): $(abspath $(DEMO_REPORT))"
 
 # The wheel users install and the Spark engine ships to a cluster's executors (docs/spark.md):
 # manylinux (maturin audits the core's glibc symbols and tags it), abi3 (one wheel for Python >= 3.11).
@@ -64,13 +69,14 @@ peers: peers-go peers-cassandra peers-courier
 		npm ci --silent --no-audit --no-fund --prefix $(PEERS_NPM) || echo "peers: npm ci failed; npm peer tests will skip"; \
 	else echo "peers: npm not found; npm peer tests will skip"; fi
 
-test: $(VENV)/.installed-test wheel peers native-test fuzz
+test: $(VENV)/.installed-test wheel peers chromium native-test fuzz
 	$(BIN)/python -m pytest -q
 
 # Throughput against tshark and in-run floors (bench/; minutes, and the machine must be quiet).
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/bench_streams.py
 	$(BIN)/python bench/bench_lumberjack.py
+	$(BIN)/python bench/bench_report.py
 
 # The core's own tests and lints (no Python linked: the PyO3 module is behind the `python` feature).
 native-test:

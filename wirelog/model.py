@@ -101,12 +101,15 @@ class RecordLines:
 
 @dataclass(slots=True)
 class EventCounts:
-    """Event messages a summary run (records="summary") had the core count instead of making an
-    object of each: rows of (stream, protocol, version, acked, count). Only messages that carry an
-    event document and no `tls` field are counted; the others come as Message objects."""
+    """Messages a summary run (records="summary") had the core count instead of making an object of
+    each. `counts`: event messages (those carrying a document), rows of (stream, protocol, version,
+    acked, count); `messages`: CQL messages but each batch's five slowest answers, rows of (stream,
+    protocol, version, kind, framing, count). Messages with a `tls` field are never counted; the
+    others come as Message objects."""
 
     capture: str
     counts: list[tuple[int | None, str, str | None, bool | None, int]]
+    messages: list[tuple[int | None, str, str | None, str, str | None, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -227,3 +230,5 @@ class CaptureInfo:
     error: str | None = None
     # The delivery verdict of the input's log events, per protocol (docs/records.md, "Delivery").
     delivery: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # With records="report": the core's timeline of the input (native/src/report/, `wirelog report`).
+    timeline: dict[str, Any] | None = None

@@ -3,7 +3,8 @@
 //! The core parses hostile bytes: `unsafe` is refused everywhere but the FFI glue (python.rs).
 //! No arithmetic on a number from the wire may overflow (issue 29): in the layers that parse,
 //! every `+ - * /` is checked, saturating or wrapping by choice, or allowed where a comment
-//! proves its bound. Test code is exempt (`not(test)`); `held/` and python.rs are reviewed apart.
+//! proves its bound. Test code is exempt (`not(test)`); `held/`, `report/` (it sees records, not
+//! wire bytes) and python.rs are reviewed apart.
 #![deny(unsafe_code)]
 
 // The bounds those comments state take a 64-bit usize (a u32 length plus a position fits it).
@@ -23,6 +24,7 @@ pub mod model;
 pub mod pipeline;
 #[cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 pub mod records;
+pub mod report;
 #[cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 pub mod tcp;
 

@@ -28,13 +28,16 @@ use crate::capture::split::{Head, Scanner};
 use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
 use crate::decoders::detect::{self as detection, Decision, Sample};
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
-use crate::model::{Direction, Document, Finding, FindingSink, Record, Severity, Stamp, Value};
+use crate::model::{
+    Direction, Document, Finding, FindingSink, Message, Record, Severity, Stamp, Value,
+};
 use crate::pipeline::{Detection, Item, Pipeline as CorePipeline, Session};
 use crate::records::filter::Filter;
 use crate::records::hercules::{Encoder, Events, Fields, Note, View, Writer};
 use crate::records::json::StreamLines;
 use crate::records::out::{Form, RecordOut, Taken};
 use crate::records::segments::{each_segment, SegmentRows};
+use crate::report::{Timeline, DEFAULT_STALL_NS};
 use crate::tcp::{Config, Event, Reassembler as CoreReassembler, StreamInfo};
 
 create_exception!(
@@ -105,6 +108,42 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, Box<Finding>> {
     })
 }
 
+/// Slowest CQL answers of a batch that a summary run keeps as objects (the summary lists five).
+const SLOWEST: usize = 5;
+
+/// What a summary run counts a message by: stream, protocol, version, acked (events), kind and
+/// framing (CQL messages).
+type CountKey = (
+    Option<u64>,
+    &'static str,
+    Option<&'static str>,
+    Option<bool>,
+    Option<&'static str>,
+    Option<String>,
+);
+
+/// Count rows in first-seen order, with where each key's row is (a batch may hold the messages of
+/// thousands of connections).
+#[derive(Default)]
+struct Rows(Vec<(CountKey, u64)>, foldhash::HashMap<CountKey, usize>);
+
+impl Rows {
+    fn count(&mut self, key: CountKey) {
+        match self.1.get(&key) {
+            Some(&row) => self.0[row].1 += 1,
+            None => {
+                self.1.insert(key.clone(), self.0.len());
+                self.0.push((key, 1));
+            }
+        }
+    }
+}
+
+fn message_key(stream: Option<u64>, m: &Message) -> CountKey {
+    let framing = m.get("framing").and_then(Value::as_str).map(str::to_owned);
+    (stream, m.protocol, m.version, None, Some(m.kind), framing)
+}
+
 /// The Python classes records become (wirelog.model), looked up once per object.
 struct Model {
     /// Event messages counted, not made objects of (records="summary").
@@ -152,7 +191,8 @@ impl Model {
             .transpose()?
             .flatten()
         {
-            self.count_events = records.extract::<String>()? == "summary";
+            let records = records.extract::<String>()?;
+            self.count_events = records == "summary" || records == "report";
         }
         Ok(self)
     }
@@ -160,54 +200,84 @@ impl Model {
     /// The records as objects; with `count_events`, the messages that carry an event document
     /// (and no TLS description, which a summary reads) as one EventCounts of rows (stream,
     /// protocol, version, acked, count) in first-seen order, placed where the first of them was.
+    /// CQL messages are counted too, as its rows of (stream, protocol, version, kind, framing,
+    /// count): a summary reads nothing else of them but the slowest answers, so the batch's five
+    /// slowest stay objects (after the others; ties go to the earlier, as in the summary's heap).
     fn records<'py>(
         &self,
         py: Python<'py>,
         capture: &str,
         records: Vec<(Option<Stamp>, Record)>,
     ) -> PyResult<Bound<'py, PyList>> {
-        type Key = (
-            Option<u64>,
-            &'static str,
-            Option<&'static str>,
-            Option<bool>,
-        );
         let list = PyList::empty(py);
-        let mut counts: Vec<(Key, u64)> = Vec::new();
-        // Where each key's row is: a batch may hold the events of thousands of connections.
-        let mut rows: foldhash::HashMap<Key, usize> = foldhash::HashMap::default();
-        let mut place = 0;
-        for (stamp, r) in records {
-            match &r {
-                Record::Message(m)
-                    if self.count_events
-                        && m.kind == "event"
-                        && m.event.is_some()
-                        && m.get("tls").is_none() =>
-                {
-                    let key = (stamp.map(|s| s.stream), m.protocol, m.version, m.acked);
-                    if counts.is_empty() {
-                        place = list.len();
-                    }
-                    match rows.get(&key) {
-                        Some(&row) => counts[row].1 += 1,
-                        None => {
-                            rows.insert(key, counts.len());
-                            counts.push((key, 1));
-                        }
-                    }
+        let mut events = Rows::default();
+        let mut messages = Rows::default();
+        let mut slowest: Vec<(i64, usize, Option<Stamp>, Record)> = Vec::new();
+        let mut place = None;
+        for (i, (stamp, r)) in records.into_iter().enumerate() {
+            let Record::Message(m) = &r else {
+                list.append(self.record(py, capture, stamp.as_ref(), &r)?)?;
+                continue;
+            };
+            let stream = stamp.as_ref().map(|s| s.stream);
+            if !self.count_events || m.get("tls").is_some() {
+                list.append(self.record(py, capture, stamp.as_ref(), &r)?)?;
+            } else if m.kind == "event" && m.event.is_some() {
+                place.get_or_insert(list.len());
+                events.count((stream, m.protocol, m.version, m.acked, None, None));
+            } else if m.protocol == "cql" {
+                place.get_or_insert(list.len());
+                let Some(latency) = m.get("latency_ns").and_then(Value::as_i64) else {
+                    messages.count(message_key(stream, m));
+                    continue;
+                };
+                if slowest.len() < SLOWEST {
+                    slowest.push((latency, i, stamp, r));
+                    continue;
                 }
-                _ => list.append(self.record(py, capture, stamp.as_ref(), &r)?)?,
+                // the fastest kept, the latest of equals: what the summary's heap would drop first
+                let (at, worst) = slowest
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, (l, j, _, _))| (*l, std::cmp::Reverse(*j)))
+                    .map(|(at, (l, _, _, _))| (at, *l))
+                    .expect("SLOWEST > 0");
+                let (_, _, stamp, dropped) = if latency > worst {
+                    std::mem::replace(&mut slowest[at], (latency, i, stamp, r))
+                } else {
+                    (latency, i, stamp, r)
+                };
+                if let Record::Message(m) = &dropped {
+                    messages.count(message_key(stamp.map(|s| s.stream), m));
+                }
+            } else {
+                list.append(self.record(py, capture, stamp.as_ref(), &r)?)?;
             }
         }
-        if !counts.is_empty() {
-            let rows: Vec<_> = counts
+        slowest.sort_by_key(|(_, i, _, _)| *i);
+        for (_, _, stamp, r) in &slowest {
+            list.append(self.record(py, capture, stamp.as_ref(), r)?)?;
+        }
+        if let Some(place) = place {
+            let events: Vec<_> = events
+                .0
                 .into_iter()
-                .map(|((stream, protocol, version, acked), n)| {
+                .map(|((stream, protocol, version, acked, _, _), n)| {
                     (stream, protocol, version, acked, n)
                 })
                 .collect();
-            list.insert(place, self.event_counts.bind(py).call1((capture, rows))?)?;
+            let messages: Vec<_> = messages
+                .0
+                .into_iter()
+                .map(|((stream, protocol, version, _, kind, framing), n)| {
+                    (stream, protocol, version, kind, framing, n)
+                })
+                .collect();
+            let counts = self
+                .event_counts
+                .bind(py)
+                .call1((capture, events, messages))?;
+            list.insert(place, counts)?;
         }
         Ok(list)
     }
@@ -698,6 +768,11 @@ impl Pipeline {
     fn delivery(&self) -> String {
         self.inner.session.delivery()
     }
+
+    /// With records="report", after the last records: the timeline (report/mod.rs) as JSON.
+    fn report(&mut self, top: usize) -> PyResult<Option<String>> {
+        report_json(&mut self.inner.session, top)
+    }
 }
 
 /// The streams of a raw dump set decoded in the core: the same decoding as a capture's, fed by
@@ -767,6 +842,21 @@ impl Decoding {
     fn delivery(&self) -> String {
         self.session.delivery()
     }
+
+    /// With records="report", after the last records: the timeline (report/mod.rs) as JSON.
+    fn report(&mut self, top: usize) -> PyResult<Option<String>> {
+        report_json(&mut self.session, top)
+    }
+}
+
+/// None without a timeline; a panic while writing it is an error, not an abort.
+fn report_json(session: &mut Session, top: usize) -> PyResult<Option<String>> {
+    let Some(timeline) = session.out.timeline.as_mut() else {
+        return Ok(None);
+    };
+    guarded(|| timeline.json(top))
+        .map(Some)
+        .map_err(|f| PyRuntimeError::new_err(f.message))
 }
 
 impl Decoding {
@@ -861,6 +951,7 @@ fn decode_item(session: &mut Session, item: &Bound<'_, PyAny>) -> PyResult<()> {
 /// (`decode_as`: a dict port → protocol, `forced`: one protocol for every stream).
 fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Session> {
     let mut keylogs: Vec<(String, String)> = Vec::new();
+    let (mut report, mut stall_ns) = (false, DEFAULT_STALL_NS);
     let (mut form, mut show_secrets, mut limits, mut filter, mut detection) = (
         Form::Records(Vec::new()),
         false,
@@ -878,18 +969,25 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
                 let name: String = value.extract()?;
                 form = match name.as_str() {
                     "objects" | "summary" => Form::Records(Vec::new()),
+                    // a summary's records, and the timeline `wirelog report` draws
+                    "report" => {
+                        report = true;
+                        Form::Records(Vec::new())
+                    }
                     "ndjson" => Form::Ndjson(String::new()),
                     "arrow" => Form::Arrow(Box::default()),
                     "hercules" => Form::Hercules(Box::default()),
                     _ => {
                         return Err(PyValueError::new_err(format!(
-                        "records must be 'objects', 'summary', 'ndjson', 'arrow' or 'hercules', \
+                            "records must be 'objects', 'summary', 'report', 'ndjson', 'arrow' or \
+                         'hercules', \
                          not {name:?}"
-                    )))
+                        )))
                     }
                 };
             }
             "show_secrets" => show_secrets = value.extract()?,
+            "stall_ns" => stall_ns = value.extract()?,
             "limits" => {
                 let d = value.cast::<PyDict>()?;
                 for (k, v) in d.iter() {
@@ -923,12 +1021,9 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
             }
         }
     }
-    let mut session = Session::new(
-        capture,
-        RecordOut::new(capture, filter, form),
-        show_secrets,
-        limits,
-    );
+    let mut out = RecordOut::new(capture, filter, form);
+    out.timeline = report.then(|| Box::new(Timeline::new(stall_ns)));
+    let mut session = Session::new(capture, out, show_secrets, limits);
     session.detection = detection;
     for (source, text) in &keylogs {
         session.add_keylog(source, text);

@@ -32,7 +32,7 @@ def progress(console: Console) -> Iterator[Callable[[Any], None]]:
                 if counts["records"] % EVERY:
                     return
             elif isinstance(item, EventCounts):
-                counts["records"] += sum(row[-1] for row in item.counts)
+                counts["records"] += sum(row[-1] for row in (*item.counts, *item.messages))
             elif isinstance(item, StreamInfo):
                 counts["streams"] += 1
             elif isinstance(item, CaptureInfo):

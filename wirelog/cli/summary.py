@@ -141,6 +141,14 @@ class Summary:
                 t.acked += n
             elif acked is False:
                 t.unacked += n
+        for stream, protocol, version, kind, framing, n in c.messages:
+            self._kinds[protocol][kind] += n
+            if stream is not None:
+                t = self._tally[(c.capture, stream)]
+                t.messages += n
+                t.version = t.version or version
+            if protocol == "cql":
+                self._cql.count(kind, framing, n)
 
     def _finding(self, f: Finding) -> None:
         self._severities[f.severity.value] += 1
@@ -315,10 +323,7 @@ class _CqlHighlights:
 
     def add(self, m: Message) -> None:
         f = m.fields
-        if m.kind in self.STATEMENTS:
-            self.statements[m.kind] += 1
-        if f.get("framing"):
-            self.framed[str(f["framing"])] += 1
+        self.count(m.kind, f.get("framing"), 1)
         latency = f.get("latency_ns")
         if isinstance(latency, int):
             self._n += 1
@@ -337,6 +342,13 @@ class _CqlHighlights:
                 heapq.heappush(self.slowest, item)
             else:
                 heapq.heappushpop(self.slowest, item)
+
+    def count(self, kind: str, framing: Any, n: int) -> None:
+        """`n` messages of a kind and framing (the core counts most of them: EventCounts)."""
+        if kind in self.STATEMENTS:
+            self.statements[kind] += n
+        if framing:
+            self.framed[str(framing)] += n
 
     def finding(self, f: Finding) -> None:
         if f.code in ("cql.crc24-mismatch", "cql.crc32-mismatch"):

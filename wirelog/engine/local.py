@@ -64,8 +64,11 @@ class Options:
     input_format: str = "auto"  # auto: captures, else raw bytes a decoder recognises; pcap; or a protocol
     # How the records of the streams the core decodes come out: "objects" (Message/Finding),
     # "summary" (the same, but messages with an event document only counted: EventCounts), or for
-    # writers, "ndjson" (RecordLines) or "arrow" (RecordRows) with no Python object per record.
+    # writers, "ndjson" (RecordLines) or "arrow" (RecordRows) with no Python object per record;
+    # "report" is "summary" plus each input's timeline in CaptureInfo.timeline (`wirelog report`).
     records: str = "objects"
+    stall_ns: int = 2_000_000_000  # report: an answer later than this is drawn as a stall
+    report_top: int = 20  # report: connections with a lane of their own, per input
 
 
 def decoding_options(opts: Options) -> dict[str, Any]:
@@ -78,6 +81,8 @@ def decoding_options(opts: Options) -> dict[str, Any]:
         "decode_as": opts.decode_as,
         "tls_keylogs": list(opts.tls_keylogs),
     }
+    if opts.records == "report":
+        d["stall_ns"] = opts.stall_ns
     if opts.input_format not in ("auto", "pcap"):
         d["forced"] = opts.input_format
     if keep.active:
@@ -151,6 +156,7 @@ def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | Non
         info.error = str(e)
     yield from pipe.verdict()
     info.delivery = pipe.delivery()
+    info.timeline = pipe.timeline()
     yield info
 
 
@@ -194,6 +200,7 @@ def _run_raw(
         yield from pipe.handle([*last, stream.info])
     yield from pipe.verdict()
     info.delivery = pipe.delivery()
+    info.timeline = pipe.timeline()
     yield info
 
 
@@ -222,6 +229,13 @@ class StreamPipeline:
     def delivery(self) -> dict[str, dict[str, Any]]:
         """The delivery verdict's numbers per protocol (native/src/decoders/delivery.rs)."""
         return json.loads(self._core.delivery())
+
+    def timeline(self) -> dict[str, Any] | None:
+        """With records="report", after the verdict: the core's timeline of the input."""
+        if self.opts.records != "report":
+            return None
+        text = self._core.report(self.opts.report_top)
+        return None if text is None else json.loads(text)
 
     def handle(self, items: list) -> list[Item]:
         """Consume (and clear) a batch of the core's output; returns the pipeline items it gives

@@ -205,6 +205,9 @@ impl Pipeline {
                 self.open(stream, &ending);
                 self.session.gap(stream, &gap);
             }
+            if let Some(t) = &mut self.session.out.timeline {
+                t.event(&event);
+            }
             match &mut event {
                 Event::Chunk { .. } | Event::Gap { .. } => {}
                 Event::End(info) => {

@@ -8,6 +8,7 @@ use super::filter::Filter;
 use super::hercules::{Encoder, Events, View};
 use super::json;
 use crate::model::{Record, Stamp, Value};
+use crate::report::Timeline;
 
 /// Records taken out of the core at once.
 pub enum Taken {
@@ -34,6 +35,8 @@ pub struct RecordOut {
     filter: Filter,
     form: Form,
     written: usize,
+    /// `wirelog report`'s aggregation: sees every record the filter keeps.
+    pub timeline: Option<Box<Timeline>>,
 }
 
 impl RecordOut {
@@ -43,6 +46,7 @@ impl RecordOut {
             filter,
             form,
             written: 0,
+            timeline: None,
         }
     }
 
@@ -63,6 +67,11 @@ impl RecordOut {
     ) {
         if !self.filter.keeps(&r, stamp, stream_protocol) {
             return;
+        }
+        // A TLS record of these forms comes back through `write` with its description set.
+        let again = tls.is_some() && matches!(self.form, Form::Hercules(_) | Form::Records(_));
+        if let (Some(t), false) = (&mut self.timeline, again) {
+            t.record(&r, stamp);
         }
         match &mut self.form {
             Form::Ndjson(text) => json::record_line(text, &self.capture, stamp, &r, tls),

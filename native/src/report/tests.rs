@@ -1,0 +1,162 @@
+use super::*;
+
+const S: i64 = 1_000_000_000;
+
+fn stamp(stream: u64) -> Stamp {
+    Stamp {
+        stream,
+        ..Stamp::default()
+    }
+}
+
+fn window(n: u64, ts: i64, frame: u64) -> Record {
+    let mut m = Message::new("lumberjack", "window");
+    (m.direction, m.ts, m.frame) = (Some(Direction::C2S), Some(ts), Some(frame));
+    m.set("window", n);
+    m.set("received", 3u64);
+    m.into()
+}
+
+fn ack(stream_window: u64, ts: i64, frame: u64) -> Record {
+    let mut m = Message::new("lumberjack", "ack");
+    (m.direction, m.ts, m.frame) = (Some(Direction::S2C), Some(ts), Some(frame));
+    m.set("window", stream_window);
+    m.set("value", 3u64);
+    m.into()
+}
+
+fn parse(t: &mut Timeline, top: usize) -> Value {
+    serde_json::from_str(&t.json(top)).unwrap()
+}
+
+#[test]
+fn a_late_ack_is_a_stall_with_its_frames_whichever_record_comes_first() {
+    for ack_first in [false, true] {
+        let mut t = Timeline::new(2 * S);
+        let (w, a) = (window(1, 10 * S, 5), ack(1, 15 * S, 9));
+        let order = if ack_first { [&a, &w] } else { [&w, &a] };
+        for r in order {
+            t.record(r, Some(&stamp(7)));
+        }
+        t.record(&window(2, 16 * S, 11), Some(&stamp(7)));
+        t.record(&ack(2, 16 * S + S / 2, 12), Some(&stamp(7)));
+        let j = parse(&mut t, 10);
+        let stalls = j["stalls"].as_array().unwrap();
+        assert_eq!(stalls.len(), 1, "only the 5 s wait is a stall: {stalls:?}");
+        assert_eq!(stalls[0]["start"], 10 * S);
+        assert_eq!(stalls[0]["end"], 15 * S);
+        assert_eq!(stalls[0]["sent_frame"], 5);
+        assert_eq!(stalls[0]["answer_frame"], 9);
+        let hist = j["latency_by"]["window"].as_array().unwrap();
+        assert_eq!(hist.iter().map(|v| v.as_u64().unwrap()).sum::<u64>(), 2);
+    }
+}
+
+#[test]
+fn a_window_never_answered_stalls_until_the_capture_ends() {
+    let mut t = Timeline::new(2 * S);
+    t.record(&window(1, 10 * S, 5), Some(&stamp(1)));
+    let mut f = Finding::new("x.y", Severity::Warning, "late".into());
+    f.ts = Some(30 * S);
+    t.record(&f.into(), None);
+    let j = parse(&mut t, 10);
+    assert_eq!(j["stalls"][0]["start"], 10 * S);
+    assert_eq!(j["stalls"][0]["end"], Value::Null);
+    assert_eq!(
+        j["stalls"][0]["until"],
+        30 * S,
+        "to the capture's end: its connection has no end"
+    );
+    assert_eq!(j["stalls"][0]["stream"], 1);
+}
+
+#[test]
+fn overlapping_stalls_of_a_lane_merge() {
+    let mut t = Timeline::new(S);
+    for (n, sent, acked) in [(1, 0, 5), (2, 2, 7), (3, 20, 25)] {
+        t.record(&window(n, sent * S, n * 10), Some(&stamp(4)));
+        t.record(&ack(n, acked * S, n * 10 + 1), Some(&stamp(4)));
+    }
+    let j = parse(&mut t, 10);
+    let stalls = j["stalls"].as_array().unwrap();
+    assert_eq!(stalls.len(), 2);
+    assert_eq!(
+        (stalls[0]["start"].clone(), stalls[0]["end"].clone()),
+        (json!(0), json!(7 * S))
+    );
+    assert_eq!(stalls[0]["requests"], 2);
+    assert_eq!(stalls[1]["start"], 20 * S);
+}
+
+#[test]
+fn series_stay_bounded_and_keep_every_count() {
+    let mut t = Timeline::new(S);
+    let mut events = 0;
+    for i in 0..100_000i64 {
+        let mut m = Message::new("lumberjack", "event");
+        (m.ts, m.acked) = (Some(i * 7 * S / 10), Some(true));
+        t.record(&m.into(), Some(&stamp((i % 50) as u64)));
+        events += 1;
+    }
+    let j = parse(&mut t, 5);
+    let bins = j["series"]["bin"].as_array().unwrap();
+    assert!(bins.len() as i64 <= MAX_BINS, "{} bins", bins.len());
+    let sum: u64 = j["series"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, events);
+    assert_eq!(j["lanes"].as_array().unwrap().len(), 5);
+    assert_eq!(j["folded"]["connections"], 45);
+    assert_eq!(j["folded"]["events"], 45 * 2000);
+}
+
+#[test]
+fn marks_are_capped_and_thinned_evenly() {
+    let mut t = Timeline::new(S);
+    for i in 0..100_000u64 {
+        t.record(&window(i + 1, i as i64 * 1000, i), Some(&stamp(0)));
+    }
+    let j = parse(&mut t, 1);
+    let n = j["marks"]["ts"].as_array().unwrap().len();
+    let stride = j["mark_stride"].as_u64().unwrap();
+    assert!(n <= ROUTINE_MARKS, "{n}");
+    assert_eq!(n as u64, 100_000 / stride);
+}
+
+#[test]
+fn never_acknowledged_events_of_a_frame_are_one_mark() {
+    let mut t = Timeline::new(S);
+    for seq in 1..=4u64 {
+        let mut m = Message::new("lumberjack", "event");
+        (m.ts, m.frame, m.acked) = (Some(S), Some(3), Some(false));
+        m.set("seq", seq);
+        t.record(&m.into(), Some(&stamp(2)));
+    }
+    let j = parse(&mut t, 1);
+    assert_eq!(j["marks"]["kind"], json!(["unacked"]));
+    assert_eq!(j["marks"]["count"], json!([4]));
+    assert_eq!(
+        (
+            j["marks"]["first"][0].clone(),
+            j["marks"]["last"][0].clone()
+        ),
+        (json!(1), json!(4))
+    );
+    assert_eq!(j["lanes"][0]["unacked"], 4);
+}
+
+#[test]
+fn hostile_timestamps_do_not_overflow() {
+    let mut t = Timeline::new(S);
+    for ts in [i64::MIN, -1, 0, i64::MAX] {
+        let mut m = Message::new("cql", "result");
+        (m.ts, m.direction) = (Some(ts), Some(Direction::S2C));
+        m.set("latency_ns", i64::MAX);
+        t.record(&m.into(), Some(&stamp(0)));
+    }
+    let j = parse(&mut t, 1);
+    assert!(j["series"]["bin"].as_array().unwrap().len() as i64 <= MAX_BINS);
+}

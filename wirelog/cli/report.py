@@ -1,0 +1,81 @@
+"""`wirelog report`: one self-contained HTML page of what happened, when and where."""
+
+from __future__ import annotations
+
+import click
+
+from wirelog.cli.common import Session, error, exit_code, input_options, make_console
+from wirelog.cli.progress import progress
+from wirelog.cli.summary import Summary
+from wirelog.export.atomic import AtomicFile
+from wirelog.export.report import data
+from wirelog.export.report.page import ReportUnavailable, page, vl_convert_module, write_images
+from wirelog.model import CaptureInfo
+
+EXAMPLES = """
+\b
+Examples:
+  wirelog report capture.pcap -o report.html          open report.html in any browser, offline
+  wirelog report 'night/*.pcap.gz' --top 50 -o night.html
+  wirelog report capture.pcap -o r.html --svg charts/  the charts as SVG files too, for a ticket
+"""
+
+
+@click.command(epilog=EXAMPLES)
+@input_options
+@click.option("-o", "--output", required=True, metavar="FILE", help="The HTML page to write.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    metavar="N",
+    help="Connections with a lane of their own on the timeline (most events first); the rest share one.",
+)
+@click.option(
+    "--stall",
+    "stall_s",
+    type=click.FloatRange(min=0),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="A request or window answered later than this (or never) is drawn as a stall.",
+)
+@click.option("--svg", "svg_dir", metavar="DIR", help="Also write each chart as DIR/<chart>.svg.")
+@click.option("--png", "png_dir", metavar="DIR", help="Also write each chart as DIR/<chart>.png.")
+@click.pass_context
+def report(ctx, output, top, stall_s, svg_dir, png_dir, **params):
+    """Write a report of CAPTURE...: the verdict, a timeline of every connection, charts over time.
+
+    The numbers are those of `wirelog inspect --json` for the same inputs and options.
+    """
+    console = make_console()
+    try:
+        vl_convert_module()  # before reading the inputs: say at once that it cannot draw
+    except ReportUnavailable as e:
+        raise click.UsageError(str(e)) from None
+    session = Session(params, records="report", stall_ns=round(stall_s * 1e9), report_top=top)
+    summary = Summary()
+    timelines: list[tuple[str, dict]] = []
+    with progress(console) as tick:
+        for item in session.items():
+            summary.add(item)
+            tick(item)
+            if isinstance(item, CaptureInfo) and item.timeline is not None:
+                timelines.append((item.capture, item.timeline))
+    code = exit_code(session)
+    if code:  # no input could be read: no page (the errors are said)
+        ctx.exit(code)
+    result = data.build(summary.result(), timelines, top, stall_s)
+    with AtomicFile(output) as f:
+        f.write(page(result).encode())
+    console.print(f"report: {output}")
+    for fmt, directory in (("svg", svg_dir), ("png", png_dir)):
+        if directory:
+            try:
+                paths = write_images(result, directory, fmt)
+            except OSError as e:
+                error(f"{directory}: {e.strerror or e}")
+                ctx.exit(2)
+            console.print(f"{fmt}: {len(paths)} charts in {directory}")
+    ctx.exit(code)

@@ -1,0 +1,376 @@
+"""The report as one offline HTML page, and its charts as SVG/PNG files (vl-convert: Vega and
+Vega-Lite run in its embedded JavaScript engine, so no browser and no download is needed)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from wirelog.export.atomic import AtomicFile
+from wirelog.export.json import rfc3339
+from wirelog.export.report import charts
+
+DATASETS = ("marks", "stalls", "links", "series")  # the big tables, shipped as columns
+
+
+class ReportUnavailable(Exception):
+    """vl-convert-python, which `wirelog report` draws with, is not installed."""
+
+
+def vl_convert_module() -> Any:
+    """The vl_convert module, or ReportUnavailable saying how to install it."""
+    try:
+        import vl_convert
+    except ImportError:
+        raise ReportUnavailable(
+            "wirelog report needs vl-convert-python: pip install 'wirelog[report]'"
+        ) from None
+    return vl_convert
+
+
+def vega_bundle() -> str:
+    """vega, vega-lite and vega-embed as one script, from the vl-convert package installed.
+
+    Bundling takes vl-convert ~4 s, so the result is kept in the user's cache directory, keyed by
+    vl-convert's version (the bundle it ships changes only with it).
+    """
+    vl_convert = vl_convert_module()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wirelog"
+    path = cache / f"vega-bundle-{vl_convert.__version__}.js"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    text = vl_convert.javascript_bundle()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=cache, delete=False) as f:
+            f.write(text)
+        os.replace(f.name, path)  # concurrent runs each write whole files
+    except OSError:
+        pass  # no cache: the next run bundles again
+    return text
+
+
+def _columns(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rows as columns; text columns as a dictionary and codes (lane names repeat thousands of times)."""
+    cols: dict[str, Any] = {}
+    for key in rows[0] if rows else ():
+        values = [r[key] for r in rows]
+        if any(isinstance(v, str) for v in values):
+            words = sorted({v for v in values if v is not None})
+            code = {w: i for i, w in enumerate(words)}
+            cols[key] = {"dict": [*words, None], "codes": [code.get(v, len(words)) for v in values]}
+        else:
+            cols[key] = values
+    return {"n": len(rows), "cols": cols}
+
+
+def _delivery_rows(delivery: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each protocol's distinct events by outcome (resends and twice are parts of `delivered`;
+    Log Courier counts those by payload, so its bar does not split them)."""
+    rows = []
+    for protocol, d in delivery.items():
+        resend = d.get("recovered_by_resend", 0)
+        twice = d.get("delivered_twice", 0)
+        parts = {
+            "delivered": d["delivered"] - resend - twice,
+            "only by a resend": resend,
+            "twice": twice,
+            "never acknowledged": d["never_acknowledged"],
+            "unknown": d.get("ack_unknown", 0),
+        }
+        for order, (outcome, n) in enumerate(parts.items()):
+            if n:
+                rows.append({"protocol": protocol, "outcome": outcome, "events": n, "order": order})
+    return rows
+
+
+def chart_specs(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every chart the report draws, by name (the page's element ids and the exported files' names)."""
+    summary = report["inspect"]
+    specs: dict[str, dict[str, Any]] = {}
+    if summary["delivery"]:
+        specs["delivery"] = charts.delivery(_delivery_rows(summary["delivery"]))
+    # An empty chart makes Vega draw infinite extents (errors in the console): charts without data
+    # are left out.
+    if report["marks"] or report["stalls"]:
+        lanes = len(report["lanes"]) + bool(report["folded"].get("connections"))
+        specs["timeline"] = charts.timeline(lanes, {n for n in ("marks", "stalls", "links") if report[n]})
+    if report["series"]:
+        answered = any(row["p50 ms"] is not None for row in report["series"])
+        specs.update((k, v) for k, v in charts.over_time().items() if k != "latency" or answered)
+    if report["latency_by"]:
+        specs["latency_by_request"] = charts.latency_by(report["latency_by"])
+    if any(row["error responses"] for row in report["series"]):
+        specs["error_responses"] = charts.error_responses()
+    if report["window_sizes"]:
+        specs["window_sizes"] = charts.bars(
+            "Lumberjack windows by events received",
+            report["window_sizes"],
+            "events per window",
+            "windows",
+            "order",
+        )
+    hercules = summary["protocols"].get("hercules", {})
+    for key, title, category in (
+        ("gate_streams", "Hercules Gate requests by stream", "stream"),
+        ("gate_statuses", "Hercules Gate answers by status", "status"),
+    ):
+        if hercules.get(key):
+            rows = [{category: k, "requests": n} for k, n in hercules[key].items()]
+            specs[key] = charts.bars(title, rows, category, "requests")
+    return specs
+
+
+def _with_data(spec: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
+    """A spec with the named datasets it draws filled in (for vl-convert)."""
+    text = json.dumps(spec)
+    return {**spec, "datasets": {n: report[n] for n in DATASETS if f'"name": "{n}"' in text}}
+
+
+def write_images(report: dict[str, Any], directory: str, fmt: str) -> list[str]:
+    """Each chart as `<name>.svg` or `<name>.png` in `directory`; returns the paths written."""
+    vl_convert = vl_convert_module()
+    os.makedirs(directory, exist_ok=True)
+    written = []
+    for name, spec in chart_specs(report).items():
+        full = _with_data(spec, report)
+        data = (
+            vl_convert.vegalite_to_svg(full).encode()
+            if fmt == "svg"
+            else vl_convert.vegalite_to_png(full, scale=2)
+        )
+        path = os.path.join(directory, f"{name}.{fmt}")
+        with AtomicFile(path) as f:
+            f.write(data)
+        written.append(path)
+    return written
+
+
+def _inline_script(js: str) -> str:
+    """JavaScript text that cannot end its <script> element early."""
+    return js.replace("</script", "<\\/script")
+
+
+def _script_json(obj: Any) -> str:
+    """JSON safe inside a <script> element."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
+
+
+def _table(head: list[str], rows: list[list[Any]], numeric: Collection[int] = ()) -> str:
+    def cell(i: int, v: Any, tag: str = "td") -> str:
+        text = "" if v is None else (f"{v:,.3f}" if isinstance(v, float) else str(v))
+        cls = ' class="n"' if i in numeric else ""
+        return f"<{tag}{cls}>{html.escape(text)}</{tag}>"
+
+    out = ["<table><tr>", *(cell(i, h, "th") for i, h in enumerate(head)), "</tr>"]
+    for row in rows:
+        out += ["<tr>", *(cell(i, v) for i, v in enumerate(row)), "</tr>"]
+    out.append("</table>")
+    return "".join(out)
+
+
+def _verdict(report: dict[str, Any]) -> str:
+    s = report["inspect"]
+    t = s["totals"]
+    firsts = [c["first_ts"] for c in s["captures"] if c["first_ts"]]
+    lasts = [c["last_ts"] for c in s["captures"] if c["last_ts"]]
+    span = f"{min(firsts)} – {max(lasts)}" if firsts else "no timestamps"
+    protocols = ", ".join(sorted({st["protocol"] for st in s["streams"] if st["protocol"]})) or "none"
+    findings = ", ".join(f"{n} {k}" for k, n in t["findings"].items()) or "none"
+    parts = [
+        "<h2>Verdict</h2>",
+        _table(
+            [
+                "inputs",
+                "time span (UTC)",
+                "protocols",
+                "streams",
+                "messages",
+                "events",
+                "acked",
+                "unacked",
+                "findings",
+            ],
+            [
+                [
+                    ", ".join(c["capture"] for c in s["captures"]),
+                    span,
+                    protocols,
+                    t["streams"],
+                    t["messages"],
+                    t["events"],
+                    t["acked"],
+                    t["unacked"],
+                    findings,
+                ]
+            ],
+            {3, 4, 5, 6, 7},
+        ),
+    ]
+    if s["delivery"]:
+        keys = sorted({k for d in s["delivery"].values() for k, v in d.items() if isinstance(v, int | bool)})
+        parts += [
+            "<h3>Delivery</h3>",
+            _table(
+                ["protocol", *keys],
+                [[p, *(d.get(k) for k in keys)] for p, d in s["delivery"].items()],
+                set(range(1, len(keys) + 1)),
+            ),
+            '<div class="chart" id="chart-delivery"></div>',
+        ]
+        for p, d in s["delivery"].items():
+            for w in d["never_acknowledged_at"]:
+                where = ", ".join(
+                    f"{k} {w[k]}" for k in ("capture", "stream", "frame", "seq", "uuid") if k in w
+                )
+                parts.append(f"<p class=bad>{html.escape(p)}: never acknowledged at {html.escape(where)}</p>")
+    if s["findings"]:
+        parts += [
+            "<h3>Findings</h3>",
+            _table(
+                ["severity", "code", "count", "first frames", "example"],
+                [
+                    [
+                        f["severity"],
+                        f["code"],
+                        f["count"],
+                        ", ".join(map(str, f["first_frames"])),
+                        f["example"],
+                    ]
+                    for f in s["findings"]
+                ],
+                {2},
+            ),
+        ]
+    return "".join(parts)
+
+
+def _protocols(report: dict[str, Any], specs: dict[str, Any]) -> str:
+    s = report["inspect"]
+    parts = ["<h2>Per protocol</h2>"]
+    for name, h in s["protocols"].items():
+        lines = []
+        for key, value in h.items():
+            if isinstance(value, dict):
+                value = ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
+            elif isinstance(value, list):
+                value = "; ".join(", ".join(f"{k} {v}" for k, v in item.items()) for item in value) or "-"
+            lines.append([key, value])
+        parts += [f"<h3>{html.escape(name)}</h3>", _table(["", ""], lines)]
+    tls = [st for st in s["streams"] if st["tls"]]
+    if tls:
+        rows = [
+            [
+                st["stream"],
+                st["client"],
+                st["server"],
+                st["tls"]["version"],
+                st["tls"]["cipher_suite"],
+                st["tls"]["sni"],
+                "decrypted" if st["tls"]["decrypted"] else "not decrypted (no key for it)",
+            ]
+            for st in tls
+        ]
+        parts += [
+            "<h3>TLS streams</h3>",
+            _table(["stream", "client", "server", "version", "cipher", "sni", ""], rows),
+        ]
+    for name in ("latency_by_request", "error_responses", "window_sizes", "gate_streams", "gate_statuses"):
+        if name in specs:
+            parts.append(f'<div class="chart" id="chart-{name}"></div>')
+    return "".join(parts)
+
+
+STYLE = """
+body{font:14px system-ui,sans-serif;margin:24px;color:#222}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f4f4f4}.n{text-align:right}.bad{color:#c00}.note{color:#666}.chart{margin:12px 0}
+.chart-error{color:#c00}
+"""
+
+# In a function: the bundle's own top-level names (it declares a `D`) must not clash with ours.
+# The timeline draws on a canvas: its 20,000 marks as SVG elements took Chromium seconds.
+RENDER = """(() => {
+const D = JSON.parse(document.getElementById('wirelog-data').textContent);
+function rows(c) {
+  const keys = Object.keys(c.cols), out = new Array(c.n);
+  for (let i = 0; i < c.n; i++) {
+    const r = {};
+    for (const k of keys) { const col = c.cols[k]; r[k] = col.dict ? col.dict[col.codes[i]] : col[i]; }
+    out[i] = r;
+  }
+  return out;
+}
+const drawn = [];
+for (const [name, spec] of Object.entries(D.charts)) {
+  const el = document.getElementById('chart-' + name);
+  spec.datasets = {};
+  for (const d of D.uses[name]) spec.datasets[d] = rows(D.datasets[d]);
+  drawn.push(vegaEmbed(el, spec, {renderer: name === 'timeline' ? 'canvas' : 'svg', actions: false})
+    .then(() => { el.dataset.rendered = 'true'; })
+    .catch((e) => { el.className = 'chart-error'; el.textContent = 'chart failed: ' + e; console.error(e); }));
+}
+// ms from navigation to every chart drawn, for bench/bench_report.py
+Promise.all(drawn).then(() => { document.body.dataset.renderedMs = performance.now().toFixed(0); });
+})();
+"""
+
+
+def page(report: dict[str, Any]) -> str:
+    """The whole report: every script, style and datum inline."""
+    specs = chart_specs(report)
+    uses = {
+        name: [n for n in DATASETS if f'"name": "{n}"' in json.dumps(spec)] for name, spec in specs.items()
+    }
+    data = {
+        "inspect": report["inspect"],
+        "charts": specs,
+        "uses": uses,
+        "datasets": {n: _columns(report[n]) for n in DATASETS},
+    }
+    folded = report["folded"]
+    lanes = "".join(
+        f"<li>{html.escape(lane['lane'])}: {lane['events']} events, {lane['messages']} messages</li>"
+        for lane in report["lanes"]
+    )
+    other = (
+        f"<p>{folded['connections']} more connections share the lane '{html.escape('other connections')}' "
+        f"({folded.get('events', 0)} events, {folded.get('messages', 0)} messages).</p>"
+        if folded.get("connections")
+        else ""
+    )
+    notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in report["notes"])
+    over_time = "".join(f'<div class="chart" id="chart-{n}"></div>' for n in charts.over_time() if n in specs)
+    timeline = (
+        '<div class="chart" id="chart-timeline"></div>' if "timeline" in specs else "<p>Nothing to draw.</p>"
+    )
+    stall_s = report["stall_s"]
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>wirelog report</title>
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:">
+<style>{STYLE}</style>
+<script>{_inline_script(vega_bundle())}</script>
+</head><body>
+<h1>wirelog report</h1>
+{_verdict(report)}
+<h2>Timeline</h2>
+<p class="note">One lane per connection (the {len(report["lanes"])} with the most events); drag to pan, scroll to zoom,
+hover a mark for its frames and the <code>wirelog inspect --frame</code> command. Times are seconds since
+{html.escape(rfc3339(report["t0_ns"]) or "")}. Orange bars: stalls, a request or
+window answered later than {stall_s:g} s or not at all. Bins of the series: {report["bin_s"]:g} s.</p>
+<ul>{lanes}</ul>{other}{notes}
+{timeline}
+<h2>Over time</h2>
+{over_time}
+{_protocols(report, specs)}
+<script type="application/json" id="wirelog-data">{_script_json(data)}</script>
+<script>{RENDER}</script>
+</body></html>
+"""
