@@ -88,7 +88,11 @@ impl AckRun {
             return;
         }
         let interval = match (self.first.ts, self.last.ts) {
-            (Some(t0), Some(t1)) => Some(round3((t1 - t0) as f64 / (count - 1) as f64 / 1e9)),
+            (Some(t0), Some(t1)) => {
+                // capture times are any i64 (pcapng offsets): their difference is not
+                let span = (i128::from(t1) - i128::from(t0)) as f64;
+                Some(round3(span / (count - 1) as f64 / 1e9))
+            }
             _ => None,
         };
         let every = interval.map_or(String::new(), |i| format!(", every {} s", py_float(i)));
