@@ -11,13 +11,17 @@ import io
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from lumberjack_helpers import ack, cframe, jframe, window, write_capture
@@ -30,6 +34,7 @@ from wirelog.engine.filters import RecordFilter
 from wirelog.engine.local import Options, run
 from wirelog.export import parquet
 from wirelog.export.hercules import HerculesWriter
+from wirelog.inputs import remote
 from wirelog.inputs.errors import CaptureError
 from wirelog.model import Direction, Message
 
@@ -38,8 +43,9 @@ if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
     pytest.skip("the Spark engine needs Java", allow_module_level=True)
 
 from wirelog.engine import spark as engine
+from wirelog.engine import spark_output
 from wirelog.engine.hercules_events import decode_event_stream
-from wirelog.engine.spark_source import ARROW_SCHEMA, Capture, expand, option_strings, pack
+from wirelog.engine.spark_source import ARROW_SCHEMA, Capture, expand, option_strings, pack, parse_options
 from wirelog.engine.splits import plan
 
 C2S, S2C = Direction.C2S, Direction.S2C
@@ -59,7 +65,9 @@ def spark():
     if (active := SparkSession.getActiveSession()) is not None:
         active.stop()
     s3_env = {f"spark.executorEnv.{k}": v for k, v in S3_ENV.items()}
-    session = engine.session("local[2]", {"spark.sql.shuffle.partitions": "2", **s3_env})
+    # local[2,2]: two attempts per task, as on a cluster (local[2] gives up after one failure), for
+    # the commit-protocol test
+    session = engine.session("local[2,2]", {"spark.sql.shuffle.partitions": "2", **s3_env})
     yield session
     session.stop()
 
@@ -124,25 +132,48 @@ def test_options_reach_the_workers(spark, captures):
     }
 
 
+def dataset(out: str | Path, filesystem=None) -> pa.Table:
+    """A Parquet dataset written by convert_spark, columns in the Parquet schema's order."""
+    return ds.dataset(
+        str(out), format="parquet", partitioning="hive", schema=parquet.SCHEMA, filesystem=filesystem
+    ).to_table()
+
+
+def assert_local_rows(table: pa.Table, want: dict[str, list[tuple]]) -> None:
+    """Per capture and protocol, the dataset's rows are the local engine's, exact `ts` included, in
+    the local order (a capture is converted by one task, into one file per protocol)."""
+    got = spark_rows(table)
+    at = parquet.COLUMNS.index("protocol")
+    for capture in want.keys() | got.keys():
+        mine, theirs = got.get(capture, []), want.get(capture, [])
+        for protocol in {r[at] for r in mine + theirs}:
+            assert [r for r in mine if r[at] == protocol] == [r for r in theirs if r[at] == protocol], (
+                capture,
+                protocol,
+            )
+
+
 def test_convert_parquet_dataset_reads_back_with_pyarrow(spark, captures, tmp_path):
+    """Parquet written by the tasks with pyarrow: the local engine's schema and rows, exact
+    nanosecond times, `protocol` in Hive-style directories, nothing left of the attempts."""
     out = tmp_path / "out"
     n = engine.convert_spark(captures, "parquet", str(out), Options())
     stored = pq.read_schema(next(out.glob("protocol=*/*.parquet"))).remove_metadata()
-    assert stored == ARROW_SCHEMA.remove(ARROW_SCHEMA.get_field_index("protocol"))  # types, nullability
-    dataset = ds.dataset(out, format="parquet", partitioning="hive", schema=ARROW_SCHEMA)
-    table = dataset.to_table()
-    assert table.schema == ARROW_SCHEMA and table.num_rows == n
-    want, _ = local_rows(captures)
-    assert n == sum(len(rows) for rows in want.values()) + 1  # + garbage.pcap's capture.unreadable
-    got = spark_rows(table)
-    assert Counter(r for rows in got.values() for r in rows if r[0] == "message") == Counter(
-        micro(r) for rows in want.values() for r in rows if r[0] == "message"
-    )
+    assert stored == spark_output.FILE_SCHEMA  # types, nullability
+    table = dataset(out)
+    assert table.schema == parquet.SCHEMA and table.num_rows == n
+    want, unreadable = local_rows(captures)
+    [garbage] = unreadable
+    want[garbage] = spark_rows(dataset(out).filter(pc.field("capture") == garbage))[garbage]
+    assert [r[parquet.COLUMNS.index("code")] for r in want[garbage]] == ["capture.unreadable"]
+    assert n == sum(len(rows) for rows in want.values())
+    assert_local_rows(table, want)
     assert {p.name for p in out.iterdir() if p.is_dir()} >= {
         "protocol=cql",
         "protocol=lumberjack",
         "protocol=tcp",
     }
+    assert not (out / "_temporary").exists() and (out / "_SUCCESS").is_file()
     # an earlier output is replaced; anything else is refused before Spark runs
     assert engine.convert_spark(captures[:1], "parquet", str(out), Options()) < n
     with pytest.raises(engine.SparkEngineError):
@@ -152,6 +183,62 @@ def test_convert_parquet_dataset_reads_back_with_pyarrow(spark, captures, tmp_pa
         with pytest.raises(CaptureError):
             engine.convert_spark([str(tmp_path / nothing)], "parquet", str(tmp_path / "o"), Options())
     assert engine.read(spark, [str(tmp_path / "empty")]).count() == 0
+
+
+def test_parquet_written_by_tasks_to_s3(spark, captures, tmp_path):
+    """`-o s3://...` on a real S3 implementation (moto's server): the tasks write through pyarrow,
+    the driver commits; the rows are the local engine's and no attempt's file is left."""
+    mine = [p for p in captures if not p.startswith(str(SHARED))][:5]
+    with s3_server() as s3:
+        out = f"s3://{BUCKET}/out{s3.query}"
+        n = engine.convert_spark(mine, "parquet", out, Options())
+        fs, path = remote.filesystem(out)
+        keys = [i.path for i in fs.get_file_info(pafs.FileSelector(path, recursive=True)) if i.is_file]
+        table = dataset(path, fs)
+    want, _ = local_rows(mine)
+    assert n == table.num_rows == sum(len(rows) for rows in want.values())
+    assert_local_rows(table, want)
+    assert f"{path}/_SUCCESS" in keys and not [k for k in keys if "_temporary" in k]
+    assert all(re.fullmatch(rf"{path}/protocol=[a-z]+/part-c\d{{5}}-[0-9a-f]{{32}}\.zstd\.parquet", k)
+               for k in keys if not k.endswith("_SUCCESS"))  # fmt: skip
+
+
+def test_a_failed_task_attempt_leaves_nothing_and_its_retry_is_committed(spark, captures, tmp_path):
+    """The commit protocol on real Spark retries: every task writes its files and then fails on its
+    first attempt; Spark runs it again (local[2,2]: two attempts per task), and the output holds
+    each row once. A speculative copy that also succeeded is never committed."""
+    from pyspark import TaskContext, cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
+    mine = [p for p in captures if not p.startswith(str(SHARED))][:4]
+    caps = expand(mine)
+    src = parse_options(option_strings(Options()))
+
+    def flaky(job, index, captures):
+        written = engine.write_bin(src, job, index, captures)
+        assert written and all(Path(w.file).is_file() for w in written)
+        if TaskContext.get().attemptNumber() == 0:
+            raise RuntimeError("made to fail once, after writing its files")
+        return written
+
+    out = tmp_path / "out"
+    job = spark_output.start(str(out))
+    bins = [[c] for c in caps]
+    written = spark_output.run_tasks(spark, job, bins, flaky)
+    attempts = {p.name for p in (out / "_temporary" / job.id).iterdir()}
+    assert len(attempts) == 2 * len(bins)  # the failed attempts' files are still there
+    # a speculative copy of task 0 that succeeded too: its files exist, its result was not taken
+    spare = engine.write_bin(src, job, 0, bins[0])
+    assert spare and {w.file for w in spare}.isdisjoint(w.file for w in written)
+    assert spark_output.commit(job, written) == sum(w.rows for w in written)
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert files == sorted(["_SUCCESS", *(f"protocol={w.protocol}/{Path(w.file).name}" for w in written)])
+    want, _ = local_rows([c.path for c in caps])
+    table = dataset(out)
+    assert table.num_rows == sum(len(rows) for rows in want.values())
+    assert_local_rows(table, {c.path: want[c.path] for c in caps})
+    with pytest.raises(ValueError, match="two committed attempts"):
+        spark_output.commit(job, [*written, *spare])
 
 
 def test_convert_json_part_files(spark, captures, tmp_path):

@@ -10,6 +10,7 @@ and works without pyspark installed. See docs/spark.md.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -17,13 +18,15 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
-from wirelog.engine import spark_ship
+from wirelog.engine import spark_output, spark_ship
 from wirelog.engine.local import Options
 from wirelog.inputs import remote
 from wirelog.inputs.errors import CaptureError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from wirelog.engine.spark_source import Capture, SourceOptions
 
 FORMATS = ("parquet", "json", "hercules")
 log = logging.getLogger(__name__)  # the CLI shows its INFO lines on stderr
@@ -156,24 +159,13 @@ def read(
     With `split_size`, an uncompressed local capture larger than it is read by several tasks
     (engine/spark_split.py); a compressed one cannot be split and goes to one task, as Spark does
     for gzip text."""
-    from wirelog.engine.spark_source import expand, option_strings
-
-    tasks = TASKS_PER_CORE * spark.sparkContext.defaultParallelism
-    strings = option_strings(
-        options or Options(), findings, basedir=os.getcwd(), minPartitions=tasks, exactTime=exact_time
-    )
-    whole, split = list(inputs), []
-    streams_named = bool(options and options.keep.streams)  # ids a split read renumbers only at the end
-    if split_size and not exact_time and findings == "include" and not streams_named:
-        caps = expand(whole, os.getcwd())
-        split = [c for c in caps if c.size > split_size and _splittable(c.path)]
-        whole = [c.path for c in caps if c not in split]
-    parts = [spark.read.format("wirelog").options(**strings).load(whole)] if whole else []
+    strings, whole, split, tasks = _divide(spark, inputs, options, findings, exact_time, split_size)
+    names = [c.name for c in whole] or ([] if split else list(inputs))  # nothing found: an empty read
+    parts = [spark.read.format("wirelog").options(**strings).load(names)] if names else []
     if split:
         from wirelog.engine.spark_split import read_split_capture
 
         for cap in split:
-            log.info("%s (%d bytes) is read in splits of %d bytes", cap.name, cap.size, split_size)
             parts.append(
                 read_split_capture(spark, cap.path, cap.name, options or Options(), split_size, tasks)
             )
@@ -181,6 +173,32 @@ def read(
     for part in parts[1:]:
         df = df.unionByName(part)
     return df
+
+
+def _divide(
+    spark: SparkSession,
+    inputs: list[str],
+    options: Options | None,
+    findings: str,
+    exact_time: bool,
+    split_size: int | None,
+) -> tuple[dict[str, str], list[Capture], list[Capture], int]:
+    """The data source's options, the inputs read whole, the captures read in splits, and the number
+    of tasks to spread the work over."""
+    from wirelog.engine.spark_source import expand, option_strings
+
+    tasks = TASKS_PER_CORE * spark.sparkContext.defaultParallelism
+    strings = option_strings(
+        options or Options(), findings, basedir=os.getcwd(), minPartitions=tasks, exactTime=exact_time
+    )
+    whole, split = expand(list(inputs), os.getcwd()), []
+    streams_named = bool(options and options.keep.streams)  # ids a split read renumbers only at the end
+    if split_size and not exact_time and findings == "include" and not streams_named:
+        split = [c for c in whole if c.size > split_size and _splittable(c.path)]
+        whole = [c for c in whole if c not in split]
+        for cap in split:
+            log.info("%s (%d bytes) is read in splits of %d bytes", cap.name, cap.size, split_size)
+    return strings, whole, split, tasks
 
 
 def _splittable(path: str) -> bool:
@@ -199,18 +217,6 @@ def _splittable(path: str) -> bool:
         return True
     log.info("%s is compressed (or not a capture): not splittable, read by one task", path)
     return False
-
-
-def _check_output(output: str) -> None:
-    """Refuse to replace anything but an empty directory or an earlier Spark output (`_SUCCESS`)."""
-    if not os.path.exists(output):
-        return
-    if not os.path.isdir(output):
-        raise SparkEngineError(
-            f"{output}: exists and is not a directory (the Spark engine writes a directory)"
-        )
-    if os.listdir(output) and not os.path.exists(os.path.join(output, "_SUCCESS")):
-        raise SparkEngineError(f"{output}: directory is not empty and not an earlier output; choose another")
 
 
 def convert_spark(
@@ -234,22 +240,25 @@ def convert_spark(
 
     if not expand(list(inputs), os.getcwd()):  # a typo fails here, before a JVM starts
         raise CaptureError(f"{', '.join(inputs)}: no capture files found")
-    if remote.is_uri(output):  # Spark's own writers reach HDFS, S3 (s3a://) ... through Hadoop
-        if fmt == "hercules":
-            raise SparkEngineError(f"{output}: Hercules output needs a local or mounted directory")
-    else:
+    if remote.is_uri(output) and fmt == "hercules":
+        raise SparkEngineError(f"{output}: Hercules output needs a local or mounted directory")
+    if not remote.is_uri(output):
         output = os.path.abspath(remote.local_path(output))
-        _check_output(output)
+    if fmt == "parquet" or not remote.is_uri(output):  # Spark's JSON writer checks a URI itself
+        try:
+            spark_output.check(output)
+        except spark_output.OutputError as e:
+            raise SparkEngineError(str(e)) from None
     spark = session(master, conf)
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
-    df = read(spark, inputs, options, exact_time=fmt == "hercules", split_size=split_size)
-    written = Observation("wirelog")
-    counted = F.count_if(F.col("record") == "message") if fmt == "hercules" else F.count(F.lit(1))
-    df = df.observe(written, counted.alias("rows"))
     try:
-        _write(df, fmt, output)
+        if fmt == "parquet":
+            return _write_parquet(spark, inputs, options, output, split_size)
+        return _write(
+            spark,
+            read(spark, inputs, options, exact_time=fmt == "hercules", split_size=split_size),
+            fmt,
+            output,
+        )
     except Exception as e:
         from py4j.protocol import Py4JJavaError
         from pyspark.errors import PySparkException
@@ -257,13 +266,56 @@ def convert_spark(
         if not isinstance(e, PySparkException | Py4JJavaError):
             raise
         raise SparkEngineError(f"{output}: Spark could not write it: {java_reason(e)}") from e
-    return int(written.get["rows"])
 
 
-def _write(df: DataFrame, fmt: str, output: str) -> None:
-    if fmt == "parquet":
-        df.write.mode("overwrite").partitionBy("protocol").parquet(output)
-    elif fmt == "json":
+def _write_parquet(
+    spark: SparkSession, inputs: list[str], options: Options, output: str, split_size: int | None
+) -> int:
+    """Parquet written by the tasks, committed by the driver (engine/spark_output.py); rows written.
+    Whole captures: one task per bin of captures; split captures: the tasks of their last stage."""
+    from wirelog.engine.spark_source import pack, parse_options
+    from wirelog.engine.spark_split import phase, write_split_capture
+
+    strings, whole, split, tasks = _divide(spark, inputs, options, "include", False, split_size)
+    try:
+        job = spark_output.start(output)
+    except spark_output.OutputError as e:
+        raise SparkEngineError(str(e)) from None
+    try:
+        src = parse_options(strings)
+        bins = pack(whole, src.max_partition_bytes, src.open_cost_bytes, src.min_partitions)
+        with phase(spark, f"wirelog: convert and write {len(whole)} whole captures"):
+            written = spark_output.run_tasks(spark, job, bins, functools.partial(write_bin, src))
+        for k, cap in enumerate(split):
+            written += write_split_capture(
+                spark, cap.path, cap.name, options, split_size, tasks, job, f"s{k}"
+            )
+        return spark_output.commit(job, written)
+    except BaseException:
+        spark_output.discard(job)
+        raise
+
+
+def write_bin(
+    src: SourceOptions, job: spark_output.Job, index: int, captures: list[Capture]
+) -> list[spark_output.Written]:
+    """A Spark task: its bin of whole captures converted and written (runs in a Python worker)."""
+    from wirelog.engine.gc_tuning import tune_gc
+    from wirelog.engine.spark_source import exact_batches
+
+    tune_gc()  # the CLI's settings do not reach a Python worker
+    return spark_output.write_task(job, f"c{index:05d}", exact_batches(captures, src))
+
+
+def _write(spark: SparkSession, df: DataFrame, fmt: str, output: str) -> int:
+    """JSON or Hercules output through Spark's writers; rows (Hercules: events) written."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    written = Observation("wirelog")
+    counted = F.count_if(F.col("record") == "message") if fmt == "hercules" else F.count(F.lit(1))
+    df = df.observe(written, counted.alias("rows"))
+    if fmt == "json":
         (
             df.write.mode("overwrite")
             .option("ignoreNullFields", "false")
@@ -272,6 +324,7 @@ def _write(df: DataFrame, fmt: str, output: str) -> None:
         )
     else:
         df.write.format("wirelog-hercules").mode("overwrite").save(output)
+    return int(written.get["rows"])
 
 
 _FS_CLASS = re.compile(r"ClassNotFoundException: Class (\S+FileSystem) not found")

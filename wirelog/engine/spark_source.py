@@ -299,10 +299,10 @@ def _renamed(rows: RecordRows, cap: Capture) -> RecordRows:
 
 def to_batch(rows: list[tuple], exact_time: bool) -> pa.RecordBatch:
     """Rows (parquet.row tuples) as a batch of ARROW_SCHEMA (+ ts_ns)."""
-    return _spark_batch(parquet.batch(rows), exact_time)
+    return spark_batch(parquet.batch(rows), exact_time)
 
 
-def _spark_batch(exact: pa.RecordBatch, exact_time: bool) -> pa.RecordBatch:
+def spark_batch(exact: pa.RecordBatch, exact_time: bool) -> pa.RecordBatch:
     """A batch of the Parquet schema as one of ARROW_SCHEMA (+ ts_ns)."""
     columns = exact.columns
     columns[_TS] = columns[_TS].cast(TS_UNIT, safe=False)
@@ -314,14 +314,22 @@ def _spark_batch(exact: pa.RecordBatch, exact_time: bool) -> pa.RecordBatch:
 
 
 def batches(captures: list[Capture], opts: SourceOptions) -> Iterator[pa.RecordBatch]:
-    """Record batches of at most `opts.batch_rows` rows, produced as the records come, in record order."""
+    """Record batches of ARROW_SCHEMA (+ `ts_ns`) of at most `opts.batch_rows` rows, as the records
+    come, in record order."""
+    for batch in exact_batches(captures, opts):
+        yield spark_batch(batch, opts.exact_time)
+
+
+def exact_batches(captures: list[Capture], opts: SourceOptions) -> Iterator[pa.RecordBatch]:
+    """The same records as batches of the Parquet schema (exact nanosecond `ts`): what the tasks that
+    write Parquet themselves write (engine/spark_output.py)."""
     keep_messages = opts.findings != "only"
     keep_findings = opts.findings != "exclude"
     rows: list[tuple] = []
     for rec in capture_records(captures, opts):
         if isinstance(rec, RecordRows):
             if rows:
-                yield to_batch(rows, opts.exact_time)
+                yield parquet.batch(rows)
                 rows = []
             batch = rec.batch
             if not (keep_messages and keep_findings):
@@ -329,14 +337,14 @@ def batches(captures: list[Capture], opts: SourceOptions) -> Iterator[pa.RecordB
                     pc.equal(batch.column("record"), "message" if keep_messages else "finding")
                 )
             for start in range(0, batch.num_rows, opts.batch_rows):
-                yield _spark_batch(batch.slice(start, opts.batch_rows), opts.exact_time)
+                yield batch.slice(start, opts.batch_rows)
         elif keep_findings if isinstance(rec, Finding) else keep_messages:
             rows.append(parquet.row(rec))
             if len(rows) >= opts.batch_rows:
-                yield to_batch(rows, opts.exact_time)
+                yield parquet.batch(rows)
                 rows = []
     if rows:
-        yield to_batch(rows, opts.exact_time)
+        yield parquet.batch(rows)
 
 
 class WirelogReader(DataSourceReader):

@@ -20,6 +20,7 @@ This module imports pyspark; only the Spark engine imports it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import replace
@@ -29,8 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from wirelog import _core
+from wirelog.engine import spark_output
 from wirelog.engine.local import Options
-from wirelog.engine.spark_source import ARROW_SCHEMA, TS_UNIT, spark_schema, to_batch
+from wirelog.engine.spark_source import spark_batch, spark_schema
 from wirelog.engine.splits import STREAM_FIELDS, Split, decode_flow, flow_options, plan, segment_batches
 from wirelog.export import parquet
 from wirelog.model import Finding, Message, RecordRows, Severity, StreamInfo
@@ -117,27 +119,24 @@ def read_splits(path: str, name: str, batches: Iterator[pa.RecordBatch]) -> Iter
 
 
 def _decoded(name: str, flow: list[pa.RecordBatch], opts: Options) -> Iterator[pa.RecordBatch]:
-    """One flow's records (rows of DECODED, each an Arrow IPC batch in ARROW_SCHEMA), its opened
+    """One flow's records (rows of DECODED, each an Arrow IPC batch of the Parquet schema), its opened
     streams and its verdict numbers."""
     table = pa.Table.from_batches(flow)
     if table.column("flow")[0].as_py() == b"":  # the packet layer's findings
         records = [_packet_finding(name, json.loads(text)) for text in table.column("finding").to_pylist()]
-        yield _records(to_batch([parquet.row(r) for r in records], False))
+        yield _records(parquet.batch([parquet.row(r) for r in records]))
         return
     core = table.drop_columns(["finding"]).cast(CORE_SCHEMA)
     opened: list[int] = []
     delivery = {}
     for item in decode_flow(name, core.to_batches(), replace(opts, records="arrow"), delivery):
         if isinstance(item, RecordRows):
-            columns = item.batch.columns
-            ts = ARROW_SCHEMA.get_field_index("ts")
-            columns[ts] = columns[ts].cast(TS_UNIT, safe=False)
-            yield _records(pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA))
+            yield _records(item.batch)
         elif isinstance(item, StreamInfo):
             opened.append(item.stream)
         elif isinstance(item, Message | Finding):  # made in Python (a protocol only Python decodes)
             item.capture = name
-            yield _records(to_batch([parquet.row(item)], False))
+            yield _records(parquet.batch([parquet.row(item)]))
     if opened or delivery:
         yield _marks(opened, json.dumps(delivery) if delivery else None)
 
@@ -161,11 +160,21 @@ def _marks(opened: list[int], delivery: str | None) -> pa.RecordBatch:
 
 
 def opened_records(batches: Iterator[pa.RecordBatch], opened: pa.Array) -> Iterator[pa.RecordBatch]:
-    """Stage 5 (a task): the records of DECODED rows, with the capture's stream ids."""
+    """Stage 5 (a task): the records of DECODED rows, with the capture's stream ids (Parquet schema)."""
     for rows in batches:
         for blob in rows.column("batch").to_pylist():
             for batch in pa.ipc.open_stream(blob):
                 yield renumber_batch(batch, opened)
+
+
+def _written(
+    job: spark_output.Job, task: str, batches: Iterator[pa.RecordBatch], opened: pa.Array
+) -> Iterator[pa.RecordBatch]:
+    """Stage 5 when the tasks write Parquet: this task's records written, its manifest as the result."""
+    from pyspark import TaskContext
+
+    part = f"{task}-{TaskContext.get().partitionId():05d}"
+    yield spark_output.manifest_batch(spark_output.write_task(job, part, opened_records(batches, opened)))
 
 
 def _packet_finding(name: str, d: dict) -> Finding:
@@ -222,9 +231,9 @@ def combine_delivery(results: list[dict], rank: dict[int, int]) -> dict:
 def renumber_batch(batch: pa.RecordBatch, opened: pa.Array) -> pa.RecordBatch:
     """A batch with the capture's stream ids: the rank of each stream's opening frame among all."""
     columns = batch.columns
-    at = ARROW_SCHEMA.get_field_index("stream")
+    at = parquet.COLUMNS.index("stream")
     columns[at] = pc.index_in(columns[at], value_set=opened).cast(pa.int64())
-    fields_at = ARROW_SCHEMA.get_field_index("fields")
+    fields_at = parquet.COLUMNS.index("fields")
     fields = columns[fields_at]
     names = "|".join(f'"{k}"' for k in (*STREAM_FIELDS, "stream"))
     hits = pc.match_substring_regex(fields, names)
@@ -236,7 +245,7 @@ def renumber_batch(batch: pa.RecordBatch, opened: pa.Array) -> pa.RecordBatch:
             if hit:
                 texts[i] = _renumber_fields(texts[i], rank)
         columns[fields_at] = pa.array(texts, pa.string())
-    return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 def _renumber_fields(text: str, rank: dict[int, int]) -> str:
@@ -267,6 +276,18 @@ def _kept(decoded: DataFrame) -> DataFrame:
         conf.set(CACHE_BATCH_CONF, before)
 
 
+@contextlib.contextmanager
+def phase(spark: SparkSession, description: str) -> Iterator[None]:
+    """The Spark jobs started inside are described so (the UI, its REST API: bench_spark.py's
+    per-stage times)."""
+    sc = spark.sparkContext
+    sc.setJobDescription(description)
+    try:
+        yield
+    finally:
+        sc.setJobDescription(None)
+
+
 def spark_plan(spark: SparkSession, path: str, split_size: int) -> list[Split]:
     """Stage 1: the splits of the capture, its byte ranges scanned by Spark tasks."""
     sc = spark.sparkContext
@@ -292,29 +313,62 @@ def shuffled_segments(
     return segments.repartition(partitions, "flow").sortWithinPartitions("flow", "frame")
 
 
-def read_split_capture(
+def _decoded_capture(
     spark: SparkSession, path: str, name: str, opts: Options, split_size: int, partitions: int
-) -> DataFrame:
-    """The records of one uncompressed capture, read by many tasks (see the module docstring)."""
+) -> tuple[DataFrame, pa.Array, list[Finding]]:
+    """Stages 1-4 and the aggregation: the records (DECODED rows, kept), the opening frames of all
+    streams in order, and the capture's delivery findings."""
     from pyspark.sql import functions as F
 
-    splits = spark_plan(spark, path, split_size)
+    with phase(spark, f"wirelog: plan the splits of {name}"):
+        splits = spark_plan(spark, path, split_size)
     opts = flow_options(opts, splits)
     decoded = shuffled_segments(spark, path, name, splits, partitions).mapInArrow(
         lambda b: decode_flows(name, opts, b), _spark_types(DECODED)
     )
     decoded = _kept(decoded)
-    marks = decoded.filter(F.col("kind") != RECORDS).select("kind", "frame", "text").collect()
+    with phase(spark, f"wirelog: read, shuffle and decode {name}"):
+        marks = decoded.filter(F.col("kind") != RECORDS).select("kind", "frame", "text").collect()
     opened = pa.array(sorted({r["frame"] for r in marks if r["kind"] == OPENED}), pa.int64())
     rank = {f: i for i, f in enumerate(opened.to_pylist())}
     results = [json.loads(r["text"]) for r in marks if r["kind"] == DELIVERY]
     verdict = _core.delivery_findings(json.dumps(combine_delivery(results, rank)))
     for f in verdict:
         f.capture = name
-    records = decoded.filter(F.col("kind") == RECORDS).mapInArrow(
-        lambda b: opened_records(b, opened), spark_schema()
+    return decoded.filter(F.col("kind") == RECORDS), opened, verdict
+
+
+def read_split_capture(
+    spark: SparkSession, path: str, name: str, opts: Options, split_size: int, partitions: int
+) -> DataFrame:
+    """The records of one uncompressed capture, read by many tasks (see the module docstring)."""
+    records, opened, verdict = _decoded_capture(spark, path, name, opts, split_size, partitions)
+    rows = records.mapInArrow(
+        lambda b: (spark_batch(r, False) for r in opened_records(b, opened)), spark_schema()
     )
     if verdict:
-        rows = to_batch([parquet.row(f) for f in verdict], False).to_pylist()
-        records = records.unionByName(spark.createDataFrame(rows, spark_schema()))
-    return records
+        found = spark_batch(parquet.batch([parquet.row(f) for f in verdict]), False).to_pylist()
+        rows = rows.unionByName(spark.createDataFrame(found, spark_schema()))
+    return rows
+
+
+def write_split_capture(
+    spark: SparkSession,
+    path: str,
+    name: str,
+    opts: Options,
+    split_size: int,
+    partitions: int,
+    job: spark_output.Job,
+    task: str,
+) -> list[spark_output.Written]:
+    """The records of one uncompressed capture written by the tasks that renumber them (stage 5
+    writes Parquet, engine/spark_output.py), the delivery findings by the driver; their manifests."""
+    records, opened, verdict = _decoded_capture(spark, path, name, opts, split_size, partitions)
+    manifests = records.mapInArrow(lambda b: _written(job, task, b, opened), spark_output.MANIFEST_DDL)
+    with phase(spark, f"wirelog: write {name}"):
+        written = spark_output.from_rows(manifests.collect())
+    if verdict:
+        rows = parquet.batch([parquet.row(f) for f in verdict])
+        written += spark_output.write_task(job, f"{task}-verdict", [rows])
+    return written

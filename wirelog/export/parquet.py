@@ -127,6 +127,47 @@ def batch(rows: list[tuple]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
 
+def file_writer(sink: Any, schema: pa.Schema = SCHEMA) -> pq.ParquetWriter:
+    """A pyarrow writer with this schema's encoding choices (zstd; dictionaries and statistics only
+    where they pay), for the columns of `schema` (SCHEMA, or SCHEMA without a partition column)."""
+    names = schema.names
+    return pq.ParquetWriter(
+        sink,
+        schema,
+        compression="zstd",
+        use_dictionary=[c for c in DICTIONARY_COLUMNS if c in names],
+        write_statistics=[c for c in names if c not in TEXT_COLUMNS],
+    )
+
+
+class RowGroups:
+    """Batches gathered into row groups of `row_group` rows, written to an open pyarrow writer: memory
+    holds one row group in columnar form, whatever the batches' sizes."""
+
+    def __init__(self, writer: pq.ParquetWriter, row_group: int = ROW_GROUP) -> None:
+        self.writer = writer
+        self.row_group = row_group
+        self._batches: list[pa.RecordBatch] = []
+        self._rows = 0
+
+    def add(self, rows: pa.RecordBatch) -> None:
+        self._batches.append(rows)
+        self._rows += rows.num_rows
+        if self._rows >= self.row_group:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._batches:
+            table = pa.Table.from_batches(self._batches, schema=self.writer.schema)
+            self.writer.write_table(table, row_group_size=self.row_group)
+            self._batches, self._rows = [], 0
+
+    def close(self) -> None:
+        """The last row group and the footer."""
+        self.flush()
+        self.writer.close()
+
+
 class ParquetWriter:
     """Streams records into a Parquet file; `close()` publishes it, `abort()` leaves nothing.
 
@@ -141,19 +182,12 @@ class ParquetWriter:
         self.path = path
         self._out = AtomicFile(path, ".parquet")
         try:
-            self._writer = pq.ParquetWriter(
-                self._out.file,
-                SCHEMA,
-                compression="zstd",
-                use_dictionary=list(DICTIONARY_COLUMNS),
-                write_statistics=[c for c in COLUMNS if c not in TEXT_COLUMNS],
-            )
+            self._writer = file_writer(self._out.file)
         except BaseException:
             self._out.abort()
             raise
+        self._groups = RowGroups(self._writer, row_group)
         self._rows: list[tuple] = []
-        self._batches: list[pa.RecordBatch] = []
-        self._row_group = row_group
         self._batch_rows = min(self.BATCH_ROWS, row_group)
         self.count = 0
 
@@ -162,34 +196,23 @@ class ParquetWriter:
         self.count += 1
         if len(self._rows) >= self._batch_rows:
             self._to_batch()
-            if sum(b.num_rows for b in self._batches) >= self._row_group:
-                self._flush()
 
     def write_batch(self, rows: pa.RecordBatch) -> None:
         """Rows already in columnar form (a batch of SCHEMA), after those written before."""
         self._to_batch()
-        self._batches.append(rows)
+        self._groups.add(rows)
         self.count += rows.num_rows
-        if sum(b.num_rows for b in self._batches) >= self._row_group:
-            self._flush()
 
     def _to_batch(self) -> None:
         if self._rows:
-            self._batches.append(batch(self._rows))
+            self._groups.add(batch(self._rows))
             self._rows = []
-
-    def _flush(self) -> None:
-        self._to_batch()
-        if self._batches:
-            table = pa.Table.from_batches(self._batches, schema=SCHEMA)
-            self._writer.write_table(table, row_group_size=self._row_group)
-            self._batches = []
 
     def close(self) -> None:
         """Write the last row group and the footer, then publish the file; on failure leave nothing."""
         try:
-            self._flush()
-            self._writer.close()
+            self._to_batch()
+            self._groups.close()
         except BaseException:
             self.abort()
             raise

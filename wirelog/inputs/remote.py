@@ -123,6 +123,12 @@ def _info(loc: _Location, uri: str, what: pafs.FileSelector | str) -> Any:
         raise CaptureError(f"{uri}: cannot list: {_first_line(e)}") from e
 
 
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow file system of `uri` and the path in it (an output directory, for instance)."""
+    loc = _locate(uri)
+    return loc.fs, loc.path
+
+
 def open_stream(uri: str) -> BinaryIO:
     """A forward-only binary stream of the object's bytes (no decompression: sources.py does that)."""
     pa, _ = _pyarrow()
