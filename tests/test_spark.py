@@ -412,6 +412,42 @@ def test_one_capture_read_in_splits_gives_the_local_engines_rows(spark, tmp_path
     assert codes["lumberjack.never-acknowledged"] == 1  # the verdict over every flow, once
 
 
+def test_segments_handed_on_in_many_chunks_per_split_keep_each_flows_order(tmp_path, monkeypatch):
+    """The read tasks hand on a row per flow and chunk: with chunks of a few KB (many per split, each
+    flow in many of them), the rows sorted as the shuffle sorts them (flow, split, part) decode to the
+    local engine's records — stages 2-5 in one process, no Spark."""
+    from bench.gen_capture import generate
+    from wirelog.engine import spark_split, splits
+
+    path = tmp_path / "beats.pcap"
+    generate(str(path), 3000, connections=12, payload="lumberjack")
+    monkeypatch.setattr(splits, "READ_SIZE", 4096)  # the core hands on a batch per piece read
+    monkeypatch.setattr(spark_split, "FLUSH_BYTES", 4096)
+    parts = plan(str(path), 64 * 1024)
+    fields = ("index", "start", "next", "first_frame", "frames", "context", "holes")
+    rows = pa.RecordBatch.from_pylist([{f: getattr(s, f) for f in fields} for s in parts])
+    chunks = pa.Table.from_batches(list(spark_split.read_splits(str(path), str(path), iter([rows]))))
+    assert max(chunks.column("part").to_pylist()) > 3 and len(parts) > 2
+    chunks = chunks.sort_by([("flow", "ascending"), ("split", "ascending"), ("part", "ascending")])
+    opts = splits.flow_options(Options(), parts)
+    decoded = pa.Table.from_batches(
+        list(spark_split.decode_flows(str(path), opts, iter(chunks.to_batches(7))))
+    )
+    kinds = decoded.column("kind").to_pylist()
+    opened = pa.array(
+        sorted(f for f, k in zip(decoded.column("frame").to_pylist(), kinds, strict=True) if k == "opened")
+    )
+    records = decoded.filter(pc.equal(decoded.column("kind"), "records")).to_batches()
+    got = spark_rows(pa.Table.from_batches(list(spark_split.opened_records(iter(records), opened))))
+    want, _ = local_rows([str(path)])
+    stream = parquet.COLUMNS.index("stream")
+    mine, theirs = got[str(path)], [r for r in want[str(path)] if r[stream] is not None]
+    assert len(theirs) > 1000 and len({r[stream] for r in theirs}) >= 12
+    assert sorted(mine, key=repr) == sorted(theirs, key=repr)
+    for s in {r[stream] for r in theirs}:  # within a stream, the local order
+        assert [r for r in mine if r[stream] == s] == [r for r in theirs if r[stream] == s], s
+
+
 def test_a_damaged_region_of_a_split_capture_is_a_finding_and_the_rest_is_converted(spark, tmp_path):
     """Bytes overwritten in the middle of a capture read in splits: the tasks skip them, a
     `pcap.corrupt` finding says which, and the packets after them are still decoded."""

@@ -4,8 +4,9 @@
    the driver makes the plan exact and numbers frames.
 2. Read: a task per split turns its packets into TCP segments (Arrow, no Python object per packet),
    each with its flow key (records/segments.rs: both hosts and the service port, so that a client
-   reconnecting to the same service stays in the same group).
-3. Shuffle: segments are repartitioned by flow and sorted by frame within each partition.
+   reconnecting to the same service stays in the same group), and hands them on as a row per flow
+   and chunk of the split (CHUNKS), not a row per segment.
+3. Shuffle: the rows are repartitioned by flow and sorted by (flow, split, chunk): frame order.
 4. Decode: each flow is reassembled and decoded by its own core pipeline (exactly as the local engine
    decodes it). Stream ids are the frames that opened the streams. The records leave as Arrow IPC
    blobs, a row per batch, and are kept on disk: turning every record into a Spark row to keep it,
@@ -40,36 +41,23 @@ from wirelog.model import Finding, Message, RecordRows, Severity, StreamInfo
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-SEGMENTS = pa.schema(
+# What the read tasks hand the shuffle: a row per flow and chunk of a split, its segments one Arrow
+# IPC stream in the core's segment schema (records/segments.rs). A row per segment made the JVM turn
+# every packet into a row, shuffle, sort and turn it back into Arrow: on 309 MB that alone took as
+# long as the local engine's whole conversion. Rows of a flow sort by (split, part): frame order.
+CHUNKS = pa.schema(
     [
-        ("frame", pa.int64()),
-        ("ts", pa.int64()),
-        ("src", pa.binary()),
-        ("sport", pa.int32()),
-        ("dst", pa.binary()),
-        ("dport", pa.int32()),
-        ("seq", pa.int64()),
-        ("ack", pa.int64()),
-        ("flags", pa.int32()),
-        ("payload", pa.binary()),
-        ("missing", pa.int64()),
-        ("flow", pa.binary()),
-        ("finding", pa.string()),  # a capture finding of the packet layer (the other columns null)
+        ("flow", pa.binary()),  # both hosts and the service port; b"" for the packet layer's findings
+        ("split", pa.int64()),
+        ("part", pa.int64()),  # the read task's flush number within its split
+        ("finding", pa.string()),  # a finding of the packet layer (JSON), or null
+        ("segments", pa.binary()),  # Arrow IPC stream of the flow's segments of this chunk, or null
     ]
 )
-CORE_SEGMENTS = {  # the core's unsigned columns (records/segments.rs)
-    "frame": pa.uint64(),
-    "sport": pa.uint16(),
-    "dport": pa.uint16(),
-    "seq": pa.uint32(),
-    "ack": pa.uint32(),
-    "flags": pa.uint8(),
-    "missing": pa.uint32(),
-}
-CORE_SCHEMA = pa.schema(
-    [(f.name, CORE_SEGMENTS.get(f.name, f.type)) for f in SEGMENTS if f.name != "finding"]
-)
-SEGMENTS_PER_BATCH = 512
+# A read task hands on what it has gathered of a split every FLUSH_BYTES, so its memory is bounded by
+# that, not by the split; Spark gets CHUNKS_PER_BATCH rows per Arrow batch (each up to FLUSH_BYTES).
+FLUSH_BYTES = 16 << 20
+CHUNKS_PER_BATCH = 8
 # what the decode stage hands the aggregation: record batches (Arrow IPC), opened streams, verdicts
 RECORDS, OPENED, DELIVERY = "records", "opened", "delivery"
 BLOB_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")  # records are kept on disk until written
@@ -85,7 +73,7 @@ def _spark_types(schema: pa.Schema) -> str:
     return ", ".join(f"`{f.name}` {names[f.type]}" for f in schema)
 
 
-def _finding_row(f: Finding) -> pa.RecordBatch:
+def _finding_row(f: Finding, split: int, part: int) -> pa.RecordBatch:
     payload = json.dumps(
         {
             "code": f.code,
@@ -97,39 +85,72 @@ def _finding_row(f: Finding) -> pa.RecordBatch:
             "fields": f.fields,
         }
     )
-    arrays = [pa.nulls(1, t.type) for t in SEGMENTS]
-    arrays[-2] = pa.array([b""], pa.binary())
-    arrays[-1] = pa.array([payload])
-    return pa.RecordBatch.from_arrays(arrays, schema=SEGMENTS)
+    return pa.RecordBatch.from_pylist(
+        [{"flow": b"", "split": split, "part": part, "finding": payload}], schema=CHUNKS
+    )
+
+
+def _chunks(batches: list[pa.RecordBatch], split: int, part: int) -> pa.RecordBatch:
+    """CHUNKS rows of a split's gathered segments: per flow, its segments in their order (a stable
+    sort by flow) as one IPC stream (uncompressed: Spark compresses its shuffle blocks)."""
+    table = pa.Table.from_batches(batches)
+    ordered = table.take(pc.sort_indices(table, sort_keys=[("flow", "ascending")])).combine_chunks()
+    keys = ordered.column("flow")
+    ends = pc.indices_nonzero(pc.not_equal(keys[1:], keys[:-1])).to_pylist() if len(keys) > 1 else []
+    flows, blobs, start = [], [], 0
+    for end in [*(e + 1 for e in ends), len(keys)]:  # a step per flow, not per segment
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, ordered.schema) as writer:
+            writer.write_table(ordered.slice(start, end - start))
+        flows.append(keys[start].as_py())
+        blobs.append(sink.getvalue().to_pybytes())
+        start = end
+    n = len(blobs)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(flows, pa.binary()),
+            pa.array([split] * n, pa.int64()),
+            pa.array([part] * n, pa.int64()),
+            pa.nulls(n, pa.string()),
+            pa.array(blobs, pa.binary()),
+        ],
+        schema=CHUNKS,
+    )
 
 
 def read_splits(path: str, name: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Stage 2 (a task): the segments of the splits in `batches` (rows of Split fields)."""
+    """Stage 2 (a task): the segments of the splits in `batches` (rows of Split fields), as CHUNKS."""
     for rows in batches:
         for s in rows.to_pylist():
-            for item in segment_batches(path, Split(**s), name):
-                if isinstance(item, pa.RecordBatch):
-                    yield pa.RecordBatch.from_arrays(
-                        [*(c.cast(f.type) for c, f in zip(item.columns, SEGMENTS, strict=False)),
-                         pa.nulls(item.num_rows, pa.string())],
-                        schema=SEGMENTS,
-                    )  # fmt: skip
-                else:
-                    yield _finding_row(item)
+            split = Split(**s)
+            gathered: list[pa.RecordBatch] = []
+            size = part = 0
+            for item in segment_batches(path, split, name):
+                if not isinstance(item, pa.RecordBatch):
+                    yield _finding_row(item, split.index, part)
+                    continue
+                gathered.append(item)
+                size += item.nbytes
+                if size >= FLUSH_BYTES:
+                    yield _chunks(gathered, split.index, part)
+                    gathered, size, part = [], 0, part + 1
+            if gathered:
+                yield _chunks(gathered, split.index, part)
 
 
-def _decoded(name: str, flow: list[pa.RecordBatch], opts: Options) -> Iterator[pa.RecordBatch]:
+def _decoded(
+    name: str, segments: list[pa.RecordBatch], findings: list[str], opts: Options
+) -> Iterator[pa.RecordBatch]:
     """One flow's records (rows of DECODED, each an Arrow IPC batch of the Parquet schema), its opened
-    streams and its verdict numbers."""
-    table = pa.Table.from_batches(flow)
-    if table.column("flow")[0].as_py() == b"":  # the packet layer's findings
-        records = [_packet_finding(name, json.loads(text)) for text in table.column("finding").to_pylist()]
+    streams and its verdict numbers; or the packet layer's `findings` (JSON texts)."""
+    if findings:
+        records = [_packet_finding(name, json.loads(text)) for text in findings]
         yield _records(parquet.batch([parquet.row(r) for r in records]))
+    if not segments:
         return
-    core = table.drop_columns(["finding"]).cast(CORE_SCHEMA)
     opened: list[int] = []
     delivery = {}
-    for item in decode_flow(name, core.to_batches(), replace(opts, records="arrow"), delivery):
+    for item in decode_flow(name, segments, replace(opts, records="arrow"), delivery):
         if isinstance(item, RecordRows):
             yield _records(item.batch)
         elif isinstance(item, StreamInfo):
@@ -185,26 +206,22 @@ def _packet_finding(name: str, d: dict) -> Finding:
 
 
 def decode_flows(name: str, opts: Options, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Stage 4 (a task): a partition's segments, sorted by (flow, frame), decoded flow by flow."""
-    flow: list[pa.RecordBatch] = []
+    """Stage 4 (a task): a partition's CHUNKS, sorted by (flow, split, part), decoded flow by flow."""
+    segments: list[pa.RecordBatch] = []
+    findings: list[str] = []
     key = None
-    for batch in batches:
-        keys = batch.column("flow")
-        # where the flow changes: the row after each pair of unequal neighbours
-        starts = pc.indices_nonzero(pc.not_equal(keys[1:], keys[:-1])).to_pylist() if len(keys) > 1 else []
-        start = 0
-        for i in [0, *(j + 1 for j in starts)]:
-            k = keys[i].as_py()
+    for rows in batches:
+        flows, texts, blobs = (rows.column(c) for c in ("flow", "finding", "segments"))
+        for i in range(rows.num_rows):  # a row per flow and chunk of a split, not per segment
+            k = flows[i].as_py()
             if k != key:
-                if i > start:
-                    flow.append(batch.slice(start, i - start))
-                if flow:
-                    yield from _decoded(name, flow, opts)
-                flow, key, start = [], k, i
-        if batch.num_rows > start:
-            flow.append(batch.slice(start))
-    if flow:
-        yield from _decoded(name, flow, opts)
+                yield from _decoded(name, segments, findings, opts)
+                segments, findings, key = [], [], k
+            if blobs[i].is_valid:
+                segments.extend(pa.ipc.open_stream(blobs[i].as_buffer()))
+            else:
+                findings.append(texts[i].as_py())
+    yield from _decoded(name, segments, findings, opts)
 
 
 def combine_delivery(results: list[dict], rank: dict[int, int]) -> dict:
@@ -299,18 +316,18 @@ def spark_plan(spark: SparkSession, path: str, split_size: int) -> list[Split]:
 def shuffled_segments(
     spark: SparkSession, path: str, name: str, splits: list[Split], partitions: int
 ) -> DataFrame:
-    """Stages 2-3: the capture's TCP segments, read in splits, grouped by flow in frame order."""
-    # segments carry payloads of up to 64 KiB: Spark's default 10,000 rows per Arrow batch would be
-    # hundreds of MB in the JVM's heap
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(SEGMENTS_PER_BATCH))
+    """Stages 2-3: the capture's TCP segments, read in splits, grouped by flow in frame order (as
+    CHUNKS rows)."""
+    # a row holds up to FLUSH_BYTES: Spark's default 10,000 rows per Arrow batch would be far too many
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(CHUNKS_PER_BATCH))
     rows = [(s.index, s.start, s.next, s.first_frame, s.frames, s.context, list(s.holes)) for s in splits]
     plan_df = spark.createDataFrame(
         rows,
         "index bigint, start bigint, next bigint, first_frame bigint, frames bigint, context binary,"
         " holes array<bigint>",
     ).repartition(max(1, len(splits)))
-    segments = plan_df.mapInArrow(lambda b: read_splits(path, name, b), _spark_types(SEGMENTS))
-    return segments.repartition(partitions, "flow").sortWithinPartitions("flow", "frame")
+    chunks = plan_df.mapInArrow(lambda b: read_splits(path, name, b), _spark_types(CHUNKS))
+    return chunks.repartition(partitions, "flow").sortWithinPartitions("flow", "split", "part")
 
 
 def _decoded_capture(
