@@ -19,6 +19,7 @@ session: a floor no split conversion can go below.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -118,15 +120,64 @@ def run_local(files: list[Path], out: Path) -> tuple[float, float, int]:
     return wall, usage.ru_utime + usage.ru_stime, ds.dataset(out, format="parquet").count_rows()
 
 
-def run_spark(files: list[Path], tiny: Path, out: Path, master: str, repeat: int) -> tuple[float, dict]:
+def run_spark(
+    files: list[Path], tiny: Path, out: Path, master: str, repeat: int, python: str | None
+) -> tuple[float, dict]:
+    """A Spark session converting `files` `repeat` times; `python`: the executors' interpreter."""
     start = time.perf_counter()
     cmd = [sys.executable, "-c", SPARK_RUN, master, str(repeat), str(tiny), str(out), *map(str, files)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    env = {**os.environ, **({"PYSPARK_PYTHON": python} if python else {})}
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     if proc.returncode:
         causes = [line for line in proc.stderr.splitlines() if "Error" in line or "Exception" in line]
         raise SystemExit("the Spark conversion failed:\n" + "\n".join(causes[:12]))
     wall = time.perf_counter() - start
     return wall, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def print_spark(master: str, wall: float, s: dict, local: float, size: int) -> None:
+    """One Spark run's figures against the local engine's."""
+    first, *again = s["jobs"]
+    total = wall - sum(again) - sum(s["floors"].values())  # until the first conversion was done
+    print(
+        f"spark {master:<11} : {total:7.1f} s  {size / 1e6 / total:6.1f} MB/s  {s['rows']:,} rows"
+        f"  (start-up {s['startup']:.1f} s, first tiny job {s['first_job']:.1f} s, conversion {first:.1f} s)"
+    )
+    print(f"conversion alone  : {first:7.1f} s  {size / 1e6 / first:6.1f} MB/s  (JVM compiling as it goes)")
+    for i, job in enumerate(again, 2):
+        print(f"conversion #{i}     : {job:7.1f} s  {size / 1e6 / job:6.1f} MB/s  (same session, JIT warm)")
+    print(
+        f"speed-up          : {local / first:.2f}x once started, {local / total:.2f}x including start-up"
+        + (f", {local / min(again):.2f}x warm" if again else "")
+    )
+    cores = s["cores"]
+    print(f"efficiency        : {local / first / cores:.2f}  (speed-up per core of {master}; goal >= 0.8)")
+    print("phases of the first conversion (wall time of its Spark jobs; time its tasks ran):")
+    for name, seconds, task_time in s["phases"]:
+        print(f"  {seconds:7.1f} s  {task_time:7.1f} s in tasks  {name}")
+    if s["floors"]:
+        shuffle = s["floors"]["shuffle"]
+        print(
+            f"floor: shuffle    : {shuffle:7.1f} s  (splits read, segments shuffled by flow and sorted; no decoding)"
+        )
+
+
+@contextlib.contextmanager
+def standalone(tmp: Path) -> Iterator[tuple[str, str]]:
+    """A standalone master and two one-core workers on loopback (tests/spark_cluster.py), executors
+    whose Python has no wirelog (the engine ships it, as `make wheel` built it): its URL and that
+    Python."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from spark_cluster import Cluster, executor_python
+
+    subprocess.run(["make", "-s", "wheel"], cwd=ROOT, check=True)
+    tmp.mkdir()
+    lean = executor_python()
+    cluster = Cluster(tmp).start(2)
+    try:
+        yield cluster.url, lean
+    finally:
+        cluster.stop()
 
 
 def main() -> None:
@@ -140,6 +191,9 @@ def main() -> None:
         "--repeat", type=int, default=2, help="conversions in the one Spark session (the first warms the JIT)"
     )
     ap.add_argument("--capture", type=Path, help="with --one: this capture instead of a generated one")
+    ap.add_argument(
+        "--cluster", action="store_true", help="also on a standalone master with two one-core workers"
+    )
     args = ap.parse_args()
     print(f"cpus: {os.cpu_count()}")
     with tempfile.TemporaryDirectory(prefix="wirelog-bench-spark-") as tmp:
@@ -165,38 +219,15 @@ def main() -> None:
         )
         print(f"load average before: {os.getloadavg()[0]:.1f}")
 
-        wall, s = run_spark(files, tiny, work / "spark", args.master, args.repeat)
-        first, *again = s["jobs"]
-        total = wall - sum(again) - sum(s["floors"].values())  # until the first conversion was done
-        print(
-            f"spark {args.master:<11} : {total:7.1f} s  {size / 1e6 / total:6.1f} MB/s  {s['rows']:,} rows"
-            f"  (start-up {s['startup']:.1f} s, first tiny job {s['first_job']:.1f} s, conversion {first:.1f} s)"
-        )
-        print(
-            f"conversion alone  : {first:7.1f} s  {size / 1e6 / first:6.1f} MB/s  (JVM compiling as it goes)"
-        )
-        for i, job in enumerate(again, 2):
-            print(
-                f"conversion #{i}     : {job:7.1f} s  {size / 1e6 / job:6.1f} MB/s  (same session, JIT warm)"
-            )
-        print(
-            f"speed-up          : {local / first:.2f}x once started, {local / total:.2f}x including start-up"
-            + (f", {local / min(again):.2f}x warm" if again else "")
-        )
-        cores = s["cores"]
-        print(
-            f"efficiency        : {local / first / cores:.2f}  (speed-up per core of {args.master}; goal >= 0.8)"
-        )
-        print("phases of the first conversion (wall time of its Spark jobs; time its tasks ran):")
-        for name, seconds, task_time in s["phases"]:
-            print(f"  {seconds:7.1f} s  {task_time:7.1f} s in tasks  {name}")
-        if s["floors"]:
-            shuffle = s["floors"]["shuffle"]
-            print(
-                f"floor: shuffle    : {shuffle:7.1f} s  (splits read, segments shuffled by flow and sorted; no decoding)"
-            )
-        if s["rows"] != local_rows:
-            raise SystemExit(f"row counts differ: local {local_rows}, spark {s['rows']}")
+        runs = [(args.master, None)]
+        with contextlib.ExitStack() as stack:
+            if args.cluster:
+                runs.append(stack.enter_context(standalone(work / "cluster")))
+            for master, python in runs:
+                wall, s = run_spark(files, tiny, work / "spark", master, args.repeat, python)
+                print_spark(master, wall, s, local, size)
+                if s["rows"] != local_rows:
+                    raise SystemExit(f"row counts differ: local {local_rows}, spark {s['rows']}")
 
 
 if __name__ == "__main__":
