@@ -92,7 +92,7 @@ def check(output: str) -> bool:
             return False
         listed = fs.get_file_info(pafs.FileSelector(path))
     except (OSError, pa.ArrowException) as e:
-        raise OutputError(f"{output}: cannot write there: {_first_line(e)}") from e
+        raise OutputError(f"{output}: cannot write there: {remote.first_line(e)}") from e
     if listed and not any(os.path.basename(i.path) == SUCCESS for i in listed):
         raise OutputError(f"{output}: directory is not empty and not an earlier output; choose another")
     return bool(listed)
@@ -108,13 +108,8 @@ def start(output: str) -> Job:
             fs.delete_dir_contents(path)
         fs.create_dir(path, recursive=True)
     except (OSError, pa.ArrowException) as e:
-        raise OutputError(f"{output}: cannot write there: {_first_line(e)}") from e
+        raise OutputError(f"{output}: cannot write there: {remote.first_line(e)}") from e
     return job
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _attempt() -> str:

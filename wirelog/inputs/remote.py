@@ -70,7 +70,7 @@ def _pyarrow() -> tuple[Any, Any]:
     return pa, pafs
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
 
@@ -101,7 +101,7 @@ def _locate(uri: str) -> _Location:
     try:
         fs, path = pafs.FileSystem.from_uri(target)
     except (pa.ArrowException, OSError, ValueError) as e:
-        raise CaptureError(f"{uri}: cannot reach its file system: {_first_line(e)}") from e
+        raise CaptureError(f"{uri}: cannot reach its file system: {first_line(e)}") from e
     path = path.rstrip("/") or path
     stripped = head.rstrip("/")
     if path in ("", "/"):
@@ -120,7 +120,7 @@ def _info(loc: _Location, uri: str, what: pafs.FileSelector | str) -> Any:
     except FileNotFoundError as e:
         raise CaptureError(f"{uri}: no such file or directory") from e
     except (pa.ArrowException, OSError) as e:
-        raise CaptureError(f"{uri}: cannot list: {_first_line(e)}") from e
+        raise CaptureError(f"{uri}: cannot list: {first_line(e)}") from e
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -138,7 +138,7 @@ def open_stream(uri: str) -> BinaryIO:
     except FileNotFoundError as e:
         raise CaptureError(f"{uri}: no such file") from e
     except (pa.ArrowException, OSError) as e:
-        raise CaptureError(f"{uri}: cannot open: {_first_line(e)}") from e
+        raise CaptureError(f"{uri}: cannot open: {first_line(e)}") from e
 
 
 def _hidden(relative: str) -> bool:
