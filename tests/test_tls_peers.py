@@ -292,7 +292,8 @@ def test_openssl_s_client_and_s_server_key_logs(tmp_path, suite, retry):
         hellos = [r.get("hello_retry_request") for r in rows if r.get("kind") == "server_hello"]
         assert hellos == ([True, False] if retry else [False])
         assert [s["tls"] for s in streams_json(pcap, "--tls-keylog", str(log))] == [tls]
-    assert [s["tls"] for s in streams_json(pcap)] == [{**tls, "alpn": None, "decrypted": False}]
+    no_key = {**tls, "alpn": None, "decrypted": False, "not_decrypted": "tls.no-key"}
+    assert [s["tls"] for s in streams_json(pcap)] == [no_key]
 
 
 def test_go_crypto_tls_key_log_decrypts_go_lumber(tmp_path):
@@ -325,10 +326,12 @@ def test_inspect_shows_each_tls_stream_decrypted_or_not(captured):
         assert code == 0, err
         (s,) = json.loads(out)["streams"]
         assert s["protocol"] == protocol
+        why = {} if decrypted else {"not_decrypted": "tls.no-key"}
         assert s["tls"] == {"version": "TLS 1.2", "cipher_suite": suite, "sni": None, "alpn": None,
-                            "decrypted": decrypted}  # fmt: skip
+                            "decrypted": decrypted, **why}  # fmt: skip
         code, out, _ = run_cli("inspect", str(pcap), *extra)
-        assert f"stream 0: TLS 1.2 {suite}" in out.decode()
+        state = "decrypted" if decrypted else "not decrypted: no key log line for its client random"
+        assert f"stream 0: TLS 1.2 {suite} ({state})" in out.decode()
 
 
 def streams_json(pcap: Path, *extra: str) -> list[dict]:
@@ -344,12 +347,14 @@ def test_streams_shows_each_tls_stream_decrypted_or_not(captured):
     suite = VARIANTS["tls13"][2]
     for extra, decrypted in (((), False), (("--tls-keylog", str(keylog)), True)):
         (s,) = streams_json(pcap, *extra)
+        why = {} if decrypted else {"not_decrypted": "tls.no-key"}
         assert s["tls"] == {"version": "TLS 1.3", "cipher_suite": suite, "sni": None, "alpn": None,
-                            "decrypted": decrypted}  # fmt: skip
+                            "decrypted": decrypted, **why}  # fmt: skip
         assert streams_json(pcap, "--stream", "0", *extra) == [s]
         code, out, _ = run_cli("streams", "--stream", "0", str(pcap), *extra)
         assert code == 0
-        assert f"TLS 1.3 {suite} ({'decrypted' if decrypted else 'not decrypted'})" in out.decode()
+        state = "decrypted" if decrypted else "not decrypted: no key log line for its client random"
+        assert f"TLS 1.3 {suite} ({state})" in " ".join(out.decode().split())
     (s,) = streams_json(captured["plain"][0])
     assert s["tls"] is None
     code, out, _ = run_cli("streams", str(captured["plain"][0]))
@@ -387,3 +392,25 @@ def test_tls_captures_decode_the_same_when_impaired(captured, variant, tmp_path)
     extra = ("--tls-keylog", str(keylog)) if keylog else ()
     rows = assert_same_when_impaired(pcap, tmp_path, *extra)
     assert len(lumberjack(rows)) > len(BATCHES)
+
+
+def test_report_says_why_each_tls_stream_is_not_decrypted(captured, tmp_path):
+    """The report's TLS table: a stream without its key says which key is missing; with the key log
+    it is decrypted; with a key log whose secret is altered its records do not authenticate."""
+    pytest.importorskip("vl_convert")
+    pcap, keylog, _ = captured["tls12-gcm"]
+    wrong = tmp_path / "wrong.keys"
+    (line,) = [x.split() for x in keylog.read_text().splitlines() if x.startswith("CLIENT_RANDOM ")]
+    line[2] = ("00" if line[2][:2] != "00" else "11") + line[2][2:]  # CLIENT_RANDOM <random> <master>
+    wrong.write_text(" ".join(line) + "\n")
+    for extra, state in (
+        ((), "not decrypted: no key log line for its client random"),
+        (("--tls-keylog", str(keylog)), "decrypted"),
+        (("--tls-keylog", str(wrong)), "not decrypted: its records do not authenticate with the logged keys"),
+    ):
+        out = tmp_path / "report.html"
+        code, _, err = run_cli("report", str(pcap), "-o", str(out), *extra)
+        assert code == 0, err
+        page = out.read_text(encoding="utf-8")
+        table = page[page.index("<h3>TLS streams</h3>") :]
+        assert f"<td>{state}</td>" in table, state

@@ -24,6 +24,24 @@ class Direction(StrEnum):
         return Direction.S2C if self is Direction.C2S else Direction.C2S
 
 
+# Why a TLS stream's application data was not decrypted: its `tls.not_decrypted` code, in words.
+NOT_DECRYPTED = {
+    "tls.no-key": "no key log line for its client random",
+    "tls.unsupported-suite": "a TLS version or cipher suite wirelog does not decrypt",
+    "tls.decrypt-failed": "its records do not authenticate with the logged keys",
+    "tls.no-server-hello": "the server never answered in TLS",
+    None: "no protected record in the capture",
+}
+
+
+def tls_state(tls: dict[str, Any]) -> str:
+    """'decrypted', or 'not decrypted: <why>' (a stream's `tls` description, docs/tls.md)."""
+    if tls["decrypted"]:
+        return "decrypted"
+    why = tls.get("not_decrypted")
+    return f"not decrypted: {NOT_DECRYPTED.get(why, why)}"
+
+
 class Severity(StrEnum):
     """How bad a finding is; ordered so that `rank` compares them."""
 
@@ -74,7 +92,9 @@ class StreamInfo:
     reset: bool = False
     port_reuse: bool = False
     protocol: str | None = None
-    tls: dict[str, Any] | None = None  # version, cipher_suite, sni, alpn, decrypted (docs/tls.md)
+    tls: dict[str, Any] | None = (
+        None  # version, cipher_suite, sni, alpn, decrypted[, not_decrypted] (docs/tls.md)
+    )
 
     @property
     def flags(self) -> list[str]:

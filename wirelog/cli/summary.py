@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wirelog.export.json import rfc3339
-from wirelog.model import CaptureInfo, EventCounts, Finding, Message, Severity, StreamInfo
+from wirelog.model import CaptureInfo, EventCounts, Finding, Message, Severity, StreamInfo, tls_state
 
 FIRST_FRAMES = 5  # frame numbers kept per finding code
 TOP = 5  # slowest request/response pairs kept
@@ -26,7 +26,6 @@ class _StreamTally:
     unacked: int = 0
     findings: int = 0
     version: str | None = None
-    tls: dict[str, Any] | None = None  # version, cipher_suite, sni, alpn, decrypted of a TLS stream
 
 
 @dataclass
@@ -45,29 +44,10 @@ def _percentile(values: list[float], p: float) -> float | None:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def _tls(t: _StreamTally, m: Message) -> None:
-    """What a TLS stream's hellos say (the plaintext's records, when decrypted, say it all)."""
-    tls = t.tls = t.tls or {
-        "version": None,
-        "cipher_suite": None,
-        "sni": None,
-        "alpn": None,
-        "decrypted": False,
-    }
-    if m.kind == "client_hello":
-        tls["sni"] = m.fields.get("sni", tls["sni"])
-    elif m.kind == "server_hello" and not m.fields.get("hello_retry_request"):
-        tls["version"] = (m.fields.get("supported_versions") or [m.version])[0]
-        tls["cipher_suite"] = m.fields.get("cipher_suite")
-        alpn = m.fields.get("alpn")
-        tls["alpn"] = alpn[0] if alpn else tls["alpn"]
-
-
 def describe_tls(tls: dict[str, Any]) -> str:
     """One line of what a TLS stream's handshake says (`inspect`, `streams`)."""
     said = ", ".join(f"{k} {tls[k]}" for k in ("sni", "alpn") if tls[k])
-    state = "decrypted" if tls["decrypted"] else "not decrypted"
-    return f"{tls['version'] or 'TLS'} {tls['cipher_suite'] or ''}{', ' + said if said else ''} ({state})"
+    return f"{tls['version'] or 'TLS'} {tls['cipher_suite'] or ''}{', ' + said if said else ''} ({tls_state(tls)})"
 
 
 class Summary:
@@ -111,12 +91,8 @@ class Summary:
         if m.stream is not None:
             t = self._tally[(m.capture, m.stream)]
             t.messages += 1
-            if m.protocol == "tls":
-                _tls(t, m)
-            else:
+            if m.protocol != "tls":  # a TLS stream's version is that of the protocol inside
                 t.version = t.version or m.version
-                if "tls" in m.fields:
-                    t.tls = dict(m.fields["tls"])
             if m.event is not None:
                 t.events += 1
                 if m.acked is True:
@@ -173,7 +149,7 @@ class Summary:
                     "stream": s.stream,
                     "protocol": s.protocol,
                     "version": t.version,
-                    "tls": t.tls,
+                    "tls": s.tls,
                     "client": s.client,
                     "server": s.server,
                     "messages": t.messages,

@@ -14,6 +14,7 @@ from typing import Any
 from wirelog.export.atomic import AtomicFile
 from wirelog.export.json import rfc3339
 from wirelog.export.report import charts
+from wirelog.model import tls_state
 
 DATASETS = ("marks", "stalls", "links", "series")  # the big tables, shipped as columns
 
@@ -274,7 +275,7 @@ def _protocols(report: dict[str, Any], specs: dict[str, Any]) -> str:
                 st["tls"]["version"],
                 st["tls"]["cipher_suite"],
                 st["tls"]["sni"],
-                "decrypted" if st["tls"]["decrypted"] else "not decrypted (no key for it)",
+                tls_state(st["tls"]),
             ]
             for st in tls
         ]

@@ -50,17 +50,25 @@ pub struct TlsInfo {
     pub sni: Option<String>,
     pub alpn: Option<String>,
     pub decrypted: bool,
+    /// While nothing is decrypted: the code of the first finding that says why (`tls.no-key`,
+    /// `tls.unsupported-suite`, `tls.decrypt-failed`, `tls.no-server-hello`).
+    pub not_decrypted: Option<&'static str>,
 }
 
 impl TlsInfo {
+    /// `not_decrypted` is there only while `decrypted` is false (null: no protected record yet).
     pub fn to_value(&self) -> Value {
-        json!({
+        let mut v = json!({
             "version": self.version.map(|v| version_name(v).map_or_else(|| format!("0x{v:04x}"), str::to_owned)),
             "cipher_suite": self.cipher_suite.map(suite_name),
             "sni": self.sni,
             "alpn": self.alpn,
             "decrypted": self.decrypted,
-        })
+        });
+        if !self.decrypted {
+            v["not_decrypted"] = json!(self.not_decrypted);
+        }
+        v
     }
 }
 
@@ -191,6 +199,7 @@ impl TlsConnection {
             return;
         }
         let reply = server.not_tls.as_deref();
+        self.info.not_decrypted.get_or_insert("tls.no-server-hello");
         let said = reply.map_or_else(
             || "sent nothing back".to_owned(),
             |b| format!("answered with plaintext bytes {}", spaced_hex(b)),
@@ -344,6 +353,7 @@ impl TlsConnection {
             None => {
                 h.seq += 1;
                 self.failed += 1;
+                self.info.not_decrypted.get_or_insert("tls.decrypt-failed");
                 out.push(Output::Record(
                     finding(
                         "tls.decrypt-failed",
@@ -381,6 +391,7 @@ impl TlsConnection {
             return;
         }
         self.reported_no_key = true;
+        self.info.not_decrypted.get_or_insert("tls.no-key");
         let why = match &self.client_hello {
             None => "no ClientHello in the capture to match a key log line with".to_owned(),
             Some(ch) => format!("no key log line for client random {}", hex(&ch.random)),
@@ -559,11 +570,17 @@ impl TlsConnection {
                 .into(),
             ));
             self.reported_no_key = true; // this finding already says why nothing is decoded
+            self.info
+                .not_decrypted
+                .get_or_insert("tls.unsupported-suite");
             return;
         };
         self.suite = Some(suite);
-        let Some(ch) = &self.client_hello else { return };
-        let Some(secrets) = self.keylog.get(&ch.random) else {
+        // Known now, before any protected record (`streams` reads no further without a key).
+        let found =
+            (self.client_hello.as_ref()).and_then(|ch| Some((ch, self.keylog.get(&ch.random)?)));
+        let Some((ch, secrets)) = found else {
+            self.info.not_decrypted.get_or_insert("tls.no-key");
             return;
         };
         let [c, s] = &mut self.halves;

@@ -226,6 +226,7 @@ fn every_fixture_decrypts_in_pieces_of_any_size() {
             assert_eq!(info["cipher_suite"], suite, "{name}");
             assert_eq!(info["sni"], "logstash.example", "{name}");
             assert_eq!(info["decrypted"], true, "{name}");
+            assert!(info.get("not_decrypted").is_none(), "{name}");
             match &whole {
                 None => whole = Some(r),
                 Some(w) => assert_eq!(
@@ -309,7 +310,9 @@ fn without_the_key_the_stream_says_so_once() {
             .message
             .starts_with("no key log line for client random "));
         assert_eq!(r.plain, [Vec::<u8>::new(), Vec::new()]);
-        assert_eq!(conn.info().to_value()["decrypted"], false);
+        let info = conn.info().to_value();
+        assert_eq!(info["decrypted"], false);
+        assert_eq!(info["not_decrypted"], "tls.no-key", "{name}");
     }
 }
 
@@ -325,6 +328,10 @@ fn a_wrong_key_is_decrypt_failed() {
     let r = run(&mut conn, &flights(transcript), 1 << 20, None);
     assert!(r.codes().iter().all(|c| *c == "tls.decrypt-failed") && r.codes().len() >= 4);
     assert_eq!(r.plain[0].iter().filter(|&&b| b != b'?').count(), 0);
+    assert_eq!(
+        conn.info().to_value()["not_decrypted"],
+        "tls.decrypt-failed"
+    );
 }
 
 /// RFC 8448 §3's ClientHello and ServerHello records.
@@ -434,6 +441,10 @@ fn a_suite_not_decrypted_is_said_once_instead_of_no_key() {
         "TLS 1.3 with 0x1304: wirelog does not decrypt this version or cipher suite"
     );
     assert_eq!(conn.info().to_value()["cipher_suite"], "0x1304");
+    assert_eq!(
+        conn.info().to_value()["not_decrypted"],
+        "tls.unsupported-suite"
+    );
 }
 
 #[test]
