@@ -336,3 +336,35 @@ def test_without_vl_convert_report_says_how_to_install_it(tmp_path):
         cwd=REPO,
     )
     assert proc.returncode == 2 and "pip install 'wirelog[report]'" in proc.stderr and not out.exists()
+
+
+def test_filters_hold_for_the_timeline_too(tmp_path):
+    """TCP-level events (bytes, gaps, TCP findings, closes) of streams a filter leaves out are not
+    drawn: with `--stream`, every mark and lane is that stream's, the bytes series adds up to its
+    bytes and the findings series to inspect's findings; `--kind` drops the gaps (they are findings)."""
+    from tests.impair import impaired_copy, read_pcap
+
+    whole, cut = tmp_path / "whole.pcap", tmp_path / "cut.pcap"
+    generate(str(whole), 3000, connections=6, payload="lumberjack", ack_every=2)
+    _, packets = read_pcap(whole)
+    impaired_copy(whole, cut, [i for i in range(len(packets)) if i % 97 != 50])  # gaps in every stream
+    everything = inspect_json(str(cut))
+    assert {s["stream"] for s in everything["streams"] if s["gaps"]} == set(range(6))
+    for stream in (2, 5):
+        args = (str(cut), "--stream", str(stream))
+        text, data = report(tmp_path, *args)
+        expected = inspect_json(*args)
+        assert data["inspect"] == expected
+        marks = rows(data["datasets"]["marks"])
+        assert {m["stream"] for m in marks} == {stream}
+        assert {m["kind"] for m in marks} >= {"gap", "close", "send"}
+        assert len({m["lane"] for m in marks}) == 1 and "more connections share" not in text
+        series = rows(data["datasets"]["series"])
+        (info,) = [s for s in expected["streams"] if s["stream"] == stream]
+        sent = sum(r["bytes/s c→s"] + r["bytes/s s→c"] for r in series) * data_bin_s(text)
+        assert round(sent) == info["bytes_c2s"] + info["bytes_s2c"]
+        found = sum(r["info"] + r["warning"] + r["error"] for r in series)
+        assert found == sum(expected["totals"]["findings"].values())
+    _, data = report(tmp_path, str(cut), "--kind", "window")
+    assert not [m for m in rows(data["datasets"]["marks"]) if m["kind"] in ("gap", "finding")]
+    assert sum(r["warning"] + r["error"] for r in rows(data["datasets"]["series"])) == 0

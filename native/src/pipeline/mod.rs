@@ -205,15 +205,22 @@ impl Pipeline {
                 self.open(stream, &ending);
                 self.session.gap(stream, &gap);
             }
-            if let Some(t) = &mut self.session.out.timeline {
-                t.event(&event);
-            }
-            match &mut event {
-                Event::Chunk { .. } | Event::Gap { .. } => {}
+            let protocol = match &mut event {
                 Event::End(info) => {
                     let closed = info.fin_c2s || info.fin_s2c || info.reset;
                     info.tls = self.session.tls_info(info.stream);
                     info.protocol = self.session.end(info.stream, closed);
+                    info.protocol
+                }
+                Event::Chunk { stream, .. } | Event::Gap { stream, .. } => {
+                    self.session.protocol(*stream)
+                }
+                Event::Finding(f) => f.stream.and_then(|s| self.session.protocol(s)),
+            };
+            self.session.out.tcp_event(&event, protocol);
+            match &mut event {
+                Event::Chunk { .. } | Event::Gap { .. } => {}
+                Event::End(_) => {
                     self.mute_unknown();
                     self.flush_records();
                     self.items.push(Item::Tcp(event));

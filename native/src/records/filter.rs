@@ -70,6 +70,28 @@ impl Filter {
     }
 }
 
+impl Filter {
+    /// Whether `wirelog report`'s timeline draws a reassembler event of `stream` (protocol
+    /// `stream_protocol`) happening from `first` to `last`: a gap is a `tcp.gap` finding of that
+    /// stream; bytes and the stream's end belong to the stream as its messages do, so `--kind` and
+    /// `--events` keep them.
+    pub fn keeps_tcp(
+        &self,
+        stream: u64,
+        stream_protocol: Option<&str>,
+        (first, last): (i64, i64),
+        gap: bool,
+    ) -> bool {
+        let protocol = stream_protocol.is_some_and(|p| self.protocols.contains(p))
+            || (gap && self.protocols.contains("tcp"));
+        (self.protocols.is_empty() || protocol)
+            && (self.streams.is_empty() || self.streams.contains(&stream))
+            && !(gap && (!self.kinds.is_empty() || self.events))
+            && self.since.is_none_or(|s| last >= s)
+            && self.until.is_none_or(|u| first < u)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +152,38 @@ mod tests {
         assert!(!f.keeps(&Message::new("cql", "query").into(), None, None));
         let finding: Record = Finding::new("tcp.gap", Severity::Info, String::new()).into();
         assert!(f.keeps(&finding, None, None));
+    }
+
+    #[test]
+    fn tcp_events_follow_their_stream_and_gaps_are_findings() {
+        let by_stream = Filter {
+            streams: HashSet::from([3]),
+            since: Some(10),
+            until: Some(20),
+            ..Filter::default()
+        };
+        assert!(by_stream.keeps_tcp(3, None, (15, 15), false));
+        assert!(!by_stream.keeps_tcp(4, None, (15, 15), true));
+        assert!(!by_stream.keeps_tcp(3, None, (20, 20), false));
+        assert!(by_stream.keeps_tcp(3, None, (5, 25), false)); // a stream spanning the window
+        let by_protocol = Filter {
+            protocols: HashSet::from(["cql".to_owned()]),
+            ..Filter::default()
+        };
+        assert!(by_protocol.keeps_tcp(1, Some("cql"), (0, 0), false));
+        assert!(!by_protocol.keeps_tcp(1, Some("lumberjack"), (0, 0), true));
+        assert!(!by_protocol.keeps_tcp(1, None, (0, 0), false));
+        let tcp = Filter {
+            protocols: HashSet::from(["tcp".to_owned()]),
+            ..Filter::default()
+        };
+        assert!(tcp.keeps_tcp(1, Some("lumberjack"), (0, 0), true));
+        assert!(!tcp.keeps_tcp(1, Some("lumberjack"), (0, 0), false));
+        let by_kind = Filter {
+            kinds: HashSet::from(["window".to_owned()]),
+            ..Filter::default()
+        };
+        assert!(by_kind.keeps_tcp(1, Some("lumberjack"), (0, 0), false));
+        assert!(!by_kind.keeps_tcp(1, Some("lumberjack"), (0, 0), true));
     }
 }

@@ -9,6 +9,7 @@ use super::hercules::{Encoder, Events, View};
 use super::json;
 use crate::model::{Record, Stamp, Value};
 use crate::report::Timeline;
+use crate::tcp::Event;
 
 /// Records taken out of the core at once.
 pub enum Taken {
@@ -91,6 +92,34 @@ impl RecordOut {
             Form::Records(list) => list.push((stamp.cloned(), r)),
         }
         self.written = self.written.saturating_add(1);
+    }
+
+    /// A reassembler event (bytes, gap, TCP finding, stream end) for `wirelog report`'s timeline,
+    /// when the filter keeps what it belongs to (`stream_protocol`: its stream's).
+    pub fn tcp_event(&mut self, e: &Event, stream_protocol: Option<&str>) {
+        let Some(timeline) = &mut self.timeline else {
+            return;
+        };
+        let f = &self.filter;
+        let kept = !f.active()
+            || match e {
+                Event::Finding(x) => f.keeps(&Record::Finding(x.clone()), None, stream_protocol),
+                Event::Chunk { stream, ts, .. } => {
+                    f.keeps_tcp(*stream, stream_protocol, (*ts, *ts), false)
+                }
+                Event::Gap { stream, ts, .. } => {
+                    f.keeps_tcp(*stream, stream_protocol, (*ts, *ts), true)
+                }
+                Event::End(info) => f.keeps_tcp(
+                    info.stream,
+                    stream_protocol,
+                    (info.first_ts, info.last_ts),
+                    false,
+                ),
+            };
+        if kept {
+            timeline.event(e);
+        }
     }
 
     /// Records written since the last take.
