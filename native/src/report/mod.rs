@@ -425,6 +425,7 @@ impl Timeline {
             }
             Event::Finding(f) => self.finding(f),
             Event::End(info) => {
+                self.saw(info.last_ts); // a close without data still ends the wait of what is unanswered
                 let lane = self.lanes.entry(info.stream).or_default();
                 lane.client.clone_from(&info.client);
                 lane.server.clone_from(&info.server);

@@ -160,3 +160,23 @@ fn hostile_timestamps_do_not_overflow() {
     let j = parse(&mut t, 1);
     assert!(j["series"]["bin"].as_array().unwrap().len() as i64 <= MAX_BINS);
 }
+
+#[test]
+fn a_close_without_data_ends_the_wait_of_an_unanswered_window() {
+    // The shipper gives up 0.7 s after its window and closes: the FIN carries no bytes, so only
+    // the stream's end says how long the window waited.
+    let mut t = Timeline::new(S / 2);
+    t.record(&window(1, 10 * S, 5), Some(&stamp(2)));
+    t.event(&crate::tcp::Event::End(Box::new(crate::tcp::StreamInfo {
+        stream: 2,
+        first_ts: 10 * S,
+        last_ts: 10 * S + 7 * S / 10,
+        last_frame: 9,
+        fin_c2s: true,
+        ..Default::default()
+    })));
+    let j = parse(&mut t, 10);
+    assert_eq!(j["stalls"][0]["start"], 10 * S);
+    assert_eq!(j["stalls"][0]["end"], Value::Null);
+    assert_eq!(j["stalls"][0]["until"], 10 * S + 7 * S / 10);
+}
