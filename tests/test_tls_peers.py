@@ -414,3 +414,10 @@ def test_report_says_why_each_tls_stream_is_not_decrypted(captured, tmp_path):
         page = out.read_text(encoding="utf-8")
         table = page[page.index("<h3>TLS streams</h3>") :]
         assert f"<td>{state}</td>" in table, state
+    # two inputs: each stream is named by its capture, as inspect names them
+    other, _, _ = captured["tls13"]
+    code, _, err = run_cli("report", str(pcap), str(other), "-o", str(out), "--tls-keylog", str(keylog))
+    assert code == 0, err
+    table = out.read_text(encoding="utf-8").split("<h3>TLS streams</h3>")[1].split("</table>")[0]
+    assert f"<td>{pcap.name}:0</td>" in table and f"<td>{other.name}:0</td>" in table
+    assert table.count("<td>decrypted</td>") == 1 and table.count("not decrypted: no key log line") == 1

@@ -267,9 +267,10 @@ def _protocols(report: dict[str, Any], specs: dict[str, Any]) -> str:
         parts += [f"<h3>{html.escape(name)}</h3>", _table(["", ""], lines)]
     tls = [st for st in s["streams"] if st["tls"]]
     if tls:
+        multi = len({st["capture"] for st in tls}) > 1
         rows = [
             [
-                st["stream"],
+                f"{Path(st['capture']).name}:{st['stream']}" if multi else st["stream"],
                 st["client"],
                 st["server"],
                 st["tls"]["version"],
