@@ -2,7 +2,7 @@
 workers in JVMs of their own (tests/spark_cluster.py), executors whose Python has pyarrow and pandas
 only. The CLI must ship wirelog itself (the wheel of `make wheel`, engine/spark_ship.py); the rows
 must be the local engine's, with both the many-captures engine and the split engine, and a worker
-killed in the middle of a split job must not change them.
+killed in the middle of a split job (while it reads, or while it writes) must not change them.
 
 Skipped only when pyspark or Java is missing (CI installs both).
 """
@@ -173,6 +173,47 @@ def test_a_worker_killed_during_a_split_job(cluster, lean_python, split_capture,
         if 0 not in cluster.workers:
             cluster.start_worker(0)  # for tests after this one
     print(f"killed worker 0 after {killed_at:.1f} s; job ended after {time.monotonic() - started:.1f} s")
+    assert_clean_output(out)
+    want, _ = local_rows([str(split_capture)])
+    got = dataset_rows(out)
+    assert Counter(got[str(split_capture)]) == Counter(want[str(split_capture)])
+
+
+def test_a_worker_killed_while_the_split_job_reads(cluster, lean_python, split_capture, tmp_path):
+    """SIGKILL to worker 0's JVM as soon as its executor runs a task after the planning job (the
+    read, shuffle and decode job), before anything is written: the shuffle files and decoded flows it
+    held are lost, Spark redoes them on worker 1, and the output holds each row once."""
+    out = tmp_path / "out"
+    apps = cluster.tmp / "worker0"
+    before = set(apps.glob("app-*"))
+    started = time.monotonic()
+    proc = convert(cluster, lean_python, [str(split_capture)], out, "--split-size", "1m")
+    try:
+        while True:
+            logs = "".join(
+                p.read_text(errors="replace")
+                for p in apps.glob("app-*/*/stderr")
+                if p.parents[1] not in before
+            )
+            if any(int(stage) >= 1 for stage in re.findall(r"Running task \S+ in stage (\d+)\.", logs)):
+                break
+            assert proc.poll() is None, (out.parent / "out.log").read_text()
+            assert time.monotonic() - started < JOB_TIMEOUT
+            time.sleep(0.02)
+        assert not (out / "_temporary").exists()  # nothing written yet
+        cluster.kill_worker(0)
+        killed_at = time.monotonic() - started
+        assert proc.poll() is None
+        log = finish(proc, out)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if 0 not in cluster.workers:
+            cluster.start_worker(0)
+    assert "Lost executor" in log  # the driver saw it go while the job ran
+    print(
+        f"killed worker 0 after {killed_at:.1f} s, while reading; job ended after {time.monotonic() - started:.1f} s"
+    )
     assert_clean_output(out)
     want, _ = local_rows([str(split_capture)])
     got = dataset_rows(out)
