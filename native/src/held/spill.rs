@@ -40,6 +40,27 @@ pub struct Held {
 
 const IN_FILE: u32 = u32::MAX;
 
+impl Held {
+    /// Its 16 bytes (a list of handles, a parked window's state).
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.at.to_le_bytes());
+        out.extend_from_slice(&self.len.to_le_bytes());
+        out.extend_from_slice(&self.page.to_le_bytes());
+    }
+
+    /// A handle from the 16 bytes `write_to` made (None for fewer).
+    pub fn read_from(b: &[u8]) -> Option<Held> {
+        let b: &[u8; 16] = b.get(..16)?.try_into().ok()?;
+        let (at, rest) = b.split_at(8);
+        let (len, page) = rest.split_at(4);
+        Some(Held {
+            at: u64::from_le_bytes(at.try_into().ok()?),
+            len: u32::from_le_bytes(len.try_into().ok()?),
+            page: u32::from_le_bytes(page.try_into().ok()?),
+        })
+    }
+}
+
 #[derive(Debug)]
 struct Page {
     bytes: Vec<u8>,
@@ -161,6 +182,8 @@ struct SpillFile {
     pending: Vec<u8>,
     read: Vec<u8>,
     read_at: u64,
+    /// A record read on its own (`ahead` false), past the read-ahead buffer, which it leaves as is.
+    alone: Vec<u8>,
     /// Why the file failed (the records stay in memory, or are lost when it fails on reading).
     failure: Option<(io::ErrorKind, String)>,
 }
@@ -211,11 +234,29 @@ impl SpillStore {
     pub fn hold_list(&mut self, list: &[Held]) -> Held {
         self.scratch.clear();
         for h in list {
-            self.scratch.extend_from_slice(&h.at.to_le_bytes());
-            self.scratch.extend_from_slice(&h.len.to_le_bytes());
-            self.scratch.extend_from_slice(&h.page.to_le_bytes());
+            h.write_to(&mut self.scratch);
         }
         self.keep_scratch()
+    }
+
+    /// Keep bytes until `take_bytes` (a parked window's state).
+    pub fn hold_bytes(&mut self, bytes: &[u8]) -> Held {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(bytes);
+        self.keep_scratch()
+    }
+
+    /// The bytes `held` was made from; None when the spill file could not give them back (the
+    /// `n` records they stand for are lost: `finding` says so). Read from the file without
+    /// read-ahead: a parked window comes back on its own, its records later and elsewhere.
+    pub fn take_bytes(&mut self, held: Held, n: usize) -> Option<Vec<u8>> {
+        self.take_with(held, n, false, |b, _| Some(b.to_vec()))
+    }
+
+    /// `n` held records are lost although their bytes came back (they did not read as what went
+    /// in): `finding` says so.
+    pub fn lose(&mut self, n: usize) {
+        self.lost += n as u64;
     }
 
     /// The bytes in `scratch`, in a page within the budget, else in the spill file.
@@ -255,26 +296,15 @@ impl SpillStore {
     /// The record `held` was made from; None when the spill file could not give it back (then
     /// `finding` says so).
     pub fn take(&mut self, held: Held) -> Option<Message> {
-        self.take_with(held, 1, unpack)
+        self.take_with(held, 1, true, unpack)
     }
 
     /// The list `held` was made from; None when the spill file could not give it back (its `n`
     /// records are lost: `finding` says so).
     pub fn take_list(&mut self, held: Held, n: usize) -> Option<Vec<Held>> {
-        self.take_with(held, n, |b, _| {
-            let list: Vec<Held> = b
-                .chunks_exact(16)
-                .map(|c| {
-                    let (at, rest) = c.split_at(8);
-                    let (len, page) = rest.split_at(4);
-                    Held {
-                        at: u64::from_le_bytes(at.try_into().unwrap_or_default()),
-                        len: u32::from_le_bytes(len.try_into().unwrap_or_default()),
-                        page: u32::from_le_bytes(page.try_into().unwrap_or_default()),
-                    }
-                })
-                .collect();
-            (b.len() % 16 == 0).then_some(list)
+        self.take_with(held, n, true, |b, _| {
+            let list: Option<Vec<Held>> = b.chunks_exact(16).map(Held::read_from).collect();
+            list.filter(|_| b.len() % 16 == 0)
         })
     }
 
@@ -284,6 +314,7 @@ impl SpillStore {
         &mut self,
         held: Held,
         n: usize,
+        ahead: bool,
         read: impl FnOnce(&[u8], &Names) -> Option<T>,
     ) -> Option<T> {
         let Held { at, len, page } = held;
@@ -291,7 +322,7 @@ impl SpillStore {
             IN_FILE => {
                 let value = self
                     .file
-                    .read(at, len as usize)
+                    .read(at, len as usize, ahead)
                     .and_then(|b| read(b, &self.names));
                 self.spilled_live -= 1;
                 if self.spilled_live == 0 {
@@ -378,31 +409,38 @@ impl SpillFile {
         None
     }
 
-    fn read(&mut self, at: u64, len: usize) -> Option<&[u8]> {
+    fn read(&mut self, at: u64, len: usize, ahead: bool) -> Option<&[u8]> {
         if at >= self.written {
             let start = usize::try_from(at - self.written).ok()?;
             return self.pending.get(start..start.checked_add(len)?);
         }
         let end = at.checked_add(len as u64)?;
         let cached = at >= self.read_at && end <= self.read_at + self.read.len() as u64;
-        if !cached {
-            let want = (self.written - at).min(READ_AHEAD.max(len) as u64);
-            self.read.clear();
-            // read_to_end fills the vector's spare capacity without zeroing it first
-            let result = match &mut self.file {
-                Some(f) => f
-                    .seek(io::SeekFrom::Start(at))
-                    .and_then(|_| f.take(want).read_to_end(&mut self.read)),
-                None => Err(io::ErrorKind::NotFound.into()),
-            };
-            if let Err(e) = result {
-                self.read.clear();
-                return self.failed(e);
-            }
-            self.read_at = at;
+        if cached {
+            let start = (at - self.read_at) as usize;
+            return self.read.get(start..start + len);
         }
-        let start = (at - self.read_at) as usize;
-        self.read.get(start..start + len)
+        let (buf, want) = if ahead {
+            self.read_at = at;
+            let want = (self.written - at).min(READ_AHEAD.max(len) as u64);
+            (&mut self.read, want)
+        } else {
+            (&mut self.alone, len as u64)
+        };
+        buf.clear();
+        // read_to_end fills the vector's spare capacity without zeroing it first
+        let result = match &mut self.file {
+            Some(f) => f
+                .seek(io::SeekFrom::Start(at))
+                .and_then(|_| f.take(want).read_to_end(buf)),
+            None => Err(io::ErrorKind::NotFound.into()),
+        };
+        if let Err(e) = result {
+            buf.clear();
+            self.failure = Some((e.kind(), e.to_string()));
+            return None;
+        }
+        buf.get(..len)
     }
 
     /// Every spilled record was taken back: the file's space is reused.

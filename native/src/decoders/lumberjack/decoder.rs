@@ -132,6 +132,18 @@ impl LumberjackDecoder {
         }
     }
 
+    /// Waiting windows stay live (tests compare parked windows with live ones).
+    #[cfg(test)]
+    pub fn without_parking(mut self) -> Self {
+        self.conn.delivery.without_parking();
+        self
+    }
+
+    #[cfg(test)]
+    pub fn parked_windows(&self) -> usize {
+        self.conn.delivery.parked()
+    }
+
     pub fn feed(&mut self, chunk: &Chunk<'_>, shared: &mut Shared, out: &mut Vec<Record>) {
         let d = side(chunk.direction);
         self.bufs[d].append(chunk.offset, chunk.data, chunk.frame, chunk.ts);

@@ -17,7 +17,7 @@ use super::report::{finding, Pos, PROTOCOL};
 use super::resend::{FirstCopy, ResendRegistry};
 use super::waiting::{Items, Seqs};
 use crate::held::spill::{Held, SpillStore};
-use crate::model::{Message, Record, Severity, Value};
+use crate::model::{Direction, Message, Record, Severity, Value};
 
 const GO_LUMBER_MAX_WINDOW: u32 = 10_000;
 pub const COUNT: &str = "count";
@@ -80,6 +80,236 @@ impl Window {
     fn resolved(&self) -> bool {
         self.acked_n == self.seqs.len() && (self.closed || self.full())
     }
+
+    /// A complete window that waits for its first ACK: all it still needs fits in bytes.
+    fn parkable(&self) -> bool {
+        self.outstanding
+            && !self.emitted
+            && self.acked_n == 0
+            && self.acks.is_empty()
+            && self.ack_value.is_none()
+            && self.ack_frame.is_none()
+            && (self.closed || self.full())
+            && self.seqs.len() > 0
+    }
+
+    /// The state of a parkable window as bytes (its handles move into them).
+    fn into_bytes(self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(96);
+        let opt = |b: &mut Vec<u8>, v: Option<u64>| match v {
+            Some(v) => {
+                b.push(1);
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            None => b.push(0),
+        };
+        opt(&mut b, self.count.map(u64::from));
+        match &self.record {
+            Some(h) => {
+                b.push(1);
+                h.write_to(&mut b);
+            }
+            None => b.push(0),
+        }
+        b.push(u8::from(self.pos.direction == Direction::S2C));
+        b.extend_from_slice(&self.pos.offset.to_le_bytes());
+        opt(&mut b, self.pos.frame);
+        opt(&mut b, self.pos.ts.map(|t| t as u64));
+        match &self.items {
+            Items::Loose(v) => {
+                b.push(0);
+                b.extend_from_slice(&(v.len() as u64).to_le_bytes());
+                v.iter().for_each(|h| h.write_to(&mut b));
+            }
+            Items::Packed { list, len } => {
+                b.push(1);
+                list.write_to(&mut b);
+                b.extend_from_slice(&(*len as u64).to_le_bytes());
+            }
+        }
+        let u32s = |b: &mut Vec<u8>, v: &[u32]| {
+            b.extend_from_slice(&(v.len() as u64).to_le_bytes());
+            v.iter().for_each(|x| b.extend_from_slice(&x.to_le_bytes()));
+        };
+        u32s(&mut b, &self.frames_at);
+        match &self.seqs {
+            Seqs::Run { first, len } => {
+                b.push(0);
+                b.extend_from_slice(&first.to_le_bytes());
+                b.extend_from_slice(&len.to_le_bytes());
+            }
+            Seqs::List(v) => {
+                b.push(1);
+                u32s(&mut b, v);
+            }
+        }
+        b.extend_from_slice(&self.c_frames.to_le_bytes());
+        match self.extra {
+            Extra::None => b.push(0),
+            Extra::Plain => b.push(1),
+            Extra::Compressed(c) => {
+                b.push(2);
+                b.extend_from_slice(&c.to_le_bytes());
+            }
+        }
+        b.push(u8::from(self.closed) | u8::from(self.truncated) << 1 | u8::from(self.gap) << 2);
+        b.extend_from_slice(&self.resends.to_le_bytes());
+        b
+    }
+
+    /// The window `into_bytes` made (None for bytes it did not make: a damaged spill file).
+    fn from_bytes(index: u64, bytes: &[u8]) -> Option<Window> {
+        let mut r = Bytes(bytes);
+        let count = r.opt()?.map(u32::try_from).transpose().ok()?;
+        let record = if r.u8()? == 1 { Some(r.held()?) } else { None };
+        let direction = if r.u8()? == 1 {
+            Direction::S2C
+        } else {
+            Direction::C2S
+        };
+        let pos = Pos {
+            direction,
+            offset: r.u64()?,
+            frame: r.opt()?,
+            ts: r.opt()?.map(|t| t as i64),
+        };
+        let items = match r.u8()? {
+            0 => {
+                let n = r.len(16)?;
+                Items::Loose((0..n).map(|_| r.held()).collect::<Option<_>>()?)
+            }
+            1 => Items::Packed {
+                list: r.held()?,
+                len: usize::try_from(r.u64()?).ok()?,
+            },
+            _ => return None,
+        };
+        let frames_at = r.u32s()?;
+        let seqs = match r.u8()? {
+            0 => Seqs::Run {
+                first: r.u32()?,
+                len: r.u32()?,
+            },
+            1 => Seqs::List(r.u32s()?),
+            _ => return None,
+        };
+        let c_frames = r.u64()?;
+        let extra = match r.u8()? {
+            0 => Extra::None,
+            1 => Extra::Plain,
+            2 => Extra::Compressed(r.u64()?),
+            _ => return None,
+        };
+        let flags = r.u8()?;
+        let resends = r.u64()?;
+        r.0.is_empty().then_some(Window {
+            index,
+            count,
+            record,
+            pos,
+            items,
+            frames_at,
+            acks: Vec::new(),
+            seqs,
+            acked_n: 0,
+            ack_value: None,
+            ack_frame: None,
+            c_frames,
+            extra,
+            closed: flags & 1 != 0,
+            truncated: flags & 2 != 0,
+            gap: flags & 4 != 0,
+            emitted: false,
+            resends,
+            outstanding: true,
+        })
+    }
+}
+
+/// Reads what `Window::into_bytes` wrote; every length is checked against the bytes left.
+struct Bytes<'a>(&'a [u8]);
+
+impl Bytes<'_> {
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (head, rest) = self.0.split_first_chunk::<N>()?;
+        self.0 = rest;
+        Some(*head)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take::<1>().map(|[b]| b)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take().map(u32::from_le_bytes)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take().map(u64::from_le_bytes)
+    }
+    fn opt(&mut self) -> Option<Option<u64>> {
+        match self.u8()? {
+            0 => Some(None),
+            1 => self.u64().map(Some),
+            _ => None,
+        }
+    }
+    fn held(&mut self) -> Option<Held> {
+        Held::read_from(&self.take::<16>()?)
+    }
+    /// A count of `size`-byte items that the bytes left can hold.
+    fn len(&mut self, size: usize) -> Option<usize> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        (n <= self.0.len() / size).then_some(n)
+    }
+    fn u32s(&mut self) -> Option<Vec<u32>> {
+        let n = self.len(4)?;
+        (0..n).map(|_| self.u32()).collect()
+    }
+}
+
+/// Windows past the first `LIVE_FRONT` that wait for their first ACK are parked: their state goes
+/// to the held store as bytes, and the connection keeps 32 bytes of each. A stalled pipeline's
+/// connection keeps every window it sent waiting; live, each cost ~290 bytes of memory that grew
+/// with the capture (bench/bench_held.py). ACKs answer the oldest windows, which stay live.
+const LIVE_FRONT: usize = 2;
+
+#[derive(Debug)]
+enum Slot {
+    Live(Box<Window>),
+    Parked {
+        index: u64,
+        events: u32,
+        state: Held,
+    },
+}
+
+impl Slot {
+    fn index(&self) -> u64 {
+        match self {
+            Slot::Live(w) => w.index,
+            Slot::Parked { index, .. } => *index,
+        }
+    }
+
+    fn live(&self) -> Option<&Window> {
+        match self {
+            Slot::Live(w) => Some(w),
+            Slot::Parked { .. } => None,
+        }
+    }
+
+    fn live_mut(&mut self) -> Option<&mut Window> {
+        match self {
+            Slot::Live(w) => Some(w),
+            Slot::Parked { .. } => None,
+        }
+    }
+
+    /// Events that still wait for an ACK here.
+    fn waiting(&self) -> bool {
+        match self {
+            Slot::Live(w) => w.outstanding && w.acked_n < w.seqs.len(),
+            Slot::Parked { events, .. } => *events > 0,
+        }
+    }
 }
 
 /// What the connection summary reports.
@@ -95,8 +325,11 @@ pub struct Stats {
 pub struct Delivery {
     stream: u64,
     max_pending: usize,
-    /// Unresolved windows oldest first, plus the current (newest) window even when resolved.
-    windows: VecDeque<Window>,
+    /// `LIVE_FRONT`; tests turn parking off to compare.
+    live_front: usize,
+    /// Unresolved windows oldest first, plus the current (newest) window even when resolved; the
+    /// first `LIVE_FRONT` and the current one are live, the others may be parked.
+    windows: VecDeque<Slot>,
     pending: usize,
     overflowed: bool,
     pub server_kind: Option<&'static str>,
@@ -114,6 +347,7 @@ impl Delivery {
         Delivery {
             stream,
             max_pending,
+            live_front: LIVE_FRONT,
             windows: VecDeque::new(),
             pending: 0,
             overflowed: false,
@@ -128,16 +362,89 @@ impl Delivery {
         }
     }
 
+    #[cfg(test)]
+    pub fn without_parking(&mut self) {
+        self.live_front = usize::MAX;
+    }
+
+    #[cfg(test)]
+    pub fn parked(&self) -> usize {
+        (self.windows.iter())
+            .filter(|s| matches!(s, Slot::Parked { .. }))
+            .count()
+    }
+
     fn current(&mut self) -> Option<&mut Window> {
-        self.windows.back_mut()
+        self.windows.back_mut().and_then(Slot::live_mut)
+    }
+
+    fn newest(&self) -> Option<&Window> {
+        self.windows.back().and_then(Slot::live)
     }
 
     fn outstanding(&self) -> impl Iterator<Item = &Window> {
-        self.windows.iter().filter(|w| w.outstanding)
+        self.windows
+            .iter()
+            .filter_map(Slot::live)
+            .filter(|w| w.outstanding)
     }
 
     fn at(&self, index: u64) -> usize {
-        self.windows.partition_point(|w| w.index < index)
+        self.windows.partition_point(|w| w.index() < index)
+    }
+
+    /// The window before the newest one goes to the store when it only waits for its first ACK
+    /// and is not among the oldest (those ACKs answer first).
+    fn park_previous(&mut self, held: &mut SpillStore) {
+        let front = self.live_front;
+        let Some(at) = self.windows.len().checked_sub(2).filter(|&at| at >= front) else {
+            return;
+        };
+        if !self.windows[at].live().is_some_and(Window::parkable) {
+            return;
+        }
+        if let Some(Slot::Live(w)) = self.windows.remove(at) {
+            let (index, events) = (w.index, u32::try_from(w.seqs.len()).unwrap_or(u32::MAX));
+            let state = held.hold_bytes(&w.into_bytes());
+            self.windows.insert(
+                at,
+                Slot::Parked {
+                    index,
+                    events,
+                    state,
+                },
+            );
+        }
+    }
+
+    /// Make the window at `at` live; false when its state could not be read back (it is gone,
+    /// and its events are counted lost by the store's finding).
+    fn unpark(&mut self, at: usize, held: &mut SpillStore) -> bool {
+        match self.windows.get(at) {
+            None => return false,
+            Some(Slot::Live(_)) => return true,
+            Some(Slot::Parked { .. }) => {}
+        }
+        let Some(slot) = self.windows.remove(at) else {
+            return false;
+        };
+        match revive(slot, held, &mut self.pending) {
+            Some(w) => {
+                self.windows.insert(at, Slot::Live(w));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The oldest `LIVE_FRONT` windows live again (after one of them left).
+    fn unpark_front(&mut self, held: &mut SpillStore) {
+        let mut at = 0;
+        while at < self.live_front.min(self.windows.len()) {
+            if self.unpark(at, held) {
+                at += 1;
+            }
+        }
     }
 
     // client side --------------------------------------------------------------------------------
@@ -202,7 +509,7 @@ impl Delivery {
         held: &mut SpillStore,
         out: &mut Vec<Record>,
     ) {
-        let Some(w) = self.windows.back_mut().filter(|w| !w.emitted) else {
+        let Some(w) = self.current().filter(|w| !w.emitted) else {
             out.push(record.into());
             return;
         };
@@ -246,7 +553,7 @@ impl Delivery {
         held: &mut SpillStore,
         out: &mut Vec<Record>,
     ) {
-        let room = self.windows.back().is_some_and(|w| {
+        let room = self.newest().is_some_and(|w| {
             w.count
                 .is_some_and(|c| (w.seqs.len() as u64) < u64::from(c))
                 && !w.emitted
@@ -255,7 +562,7 @@ impl Delivery {
             self.place(&record, seq, pos, c_frame, held, out);
         }
         let first = resends.first_copy(self.stream, payload, pos.frame, seq);
-        let Some(w) = self.windows.back_mut() else {
+        let Some(w) = self.windows.back_mut().and_then(Slot::live_mut) else {
             return; // place() always leaves a current window
         };
         record.set("window", w.index);
@@ -290,7 +597,7 @@ impl Delivery {
         held: &mut SpillStore,
         out: &mut Vec<Record>,
     ) {
-        let new = match self.windows.back() {
+        let new = match self.newest() {
             None => Some((
                 "lumberjack.event-without-window",
                 "event before any W frame (go-lumber: 'Expected window frame')".to_owned(),
@@ -315,7 +622,7 @@ impl Delivery {
             self.new_window(None, implicit, *pos, held, out);
             return;
         }
-        let Some(w) = self.windows.back_mut() else {
+        let Some(w) = self.current() else {
             return;
         };
         if !w.full() {
@@ -399,11 +706,7 @@ impl Delivery {
         if value == 0 {
             self.keepalive(&mut record, pos);
         } else {
-            let target = self
-                .windows
-                .iter()
-                .find(|w| w.outstanding && w.acked_n < w.seqs.len())
-                .map(|w| w.index);
+            let target = self.windows.iter().find(|w| w.waiting()).map(Slot::index);
             match target {
                 None => {
                     let lost = if self.c2s_gap {
@@ -448,7 +751,12 @@ impl Delivery {
     ) {
         let at = self.at(index);
         let server_kind = self.server_kind;
-        let w = &mut self.windows[at];
+        if !self.unpark(at, held) {
+            return;
+        }
+        let Some(w) = self.windows[at].live_mut() else {
+            return;
+        };
         let (done, n) = (w.acked_n, w.seqs.len());
         let v = value as usize;
         let by_count = (done < v && v <= n).then_some(v);
@@ -522,7 +830,9 @@ impl Delivery {
                 .into(),
             );
         }
-        let w = &mut self.windows[at];
+        let Some(w) = self.windows[at].live_mut() else {
+            return;
+        };
         let last_seq = w.seqs.get(new - 1).unwrap_or(value);
         if interp == COUNT && last_seq != value {
             found.push(
@@ -616,21 +926,28 @@ impl Delivery {
     /// Events never acknowledged are `acked: false`, or `acked: null` when server→client bytes
     /// are missing from the capture (their ACK may be in the gap).
     pub fn close(&mut self, held: &mut SpillStore, out: &mut Vec<Record>) {
-        let unacked: Vec<&Window> = self
-            .outstanding()
-            .filter(|w| w.acked_n < w.seqs.len())
-            .collect();
-        if let Some(first) = unacked.first() {
+        // the first waiting window says where; the others are read back one by one below, each
+        // just before its records (in the order they went to the spill file)
+        while let Some(at) = self.windows.iter().position(Slot::waiting) {
+            if self.unpark(at, held) {
+                break;
+            }
+        }
+        let unacked: Vec<&Slot> = self.windows.iter().filter(|s| s.waiting()).collect();
+        if let Some(first) = unacked.first().and_then(|s| s.live()) {
             let total: u64 = unacked
                 .iter()
-                .map(|w| (w.seqs.len() - w.acked_n) as u64)
+                .map(|s| match s {
+                    Slot::Live(w) => (w.seqs.len() - w.acked_n) as u64,
+                    Slot::Parked { events, .. } => u64::from(*events),
+                })
                 .sum();
             let note = if self.s2c_gap {
                 "; server→client bytes are missing, ACKs may be in the gap"
             } else {
                 ""
             };
-            let windows: Vec<Value> = unacked.iter().map(|w| w.index.into()).collect();
+            let windows: Vec<Value> = unacked.iter().map(|s| s.index().into()).collect();
             let f = finding(
                 "lumberjack.unacked",
                 Severity::Warning,
@@ -673,7 +990,10 @@ impl Delivery {
             );
         }
         let final_ = !self.s2c_gap;
-        for mut w in std::mem::take(&mut self.windows) {
+        for slot in std::mem::take(&mut self.windows) {
+            let Some(mut w) = revive(slot, held, &mut self.pending) else {
+                continue; // lost with the spill file: held.finding() says so
+            };
             if w.outstanding && !w.emitted {
                 w.closed = true;
                 emit(&mut w, final_, &mut self.pending, held, out);
@@ -690,14 +1010,14 @@ impl Delivery {
         out: &mut Vec<Record>,
     ) {
         // The previous current window stays only while it is outstanding.
-        if self.windows.back().is_some_and(|w| !w.outstanding) {
+        if self.newest().is_some_and(|w| !w.outstanding) {
             self.windows.pop_back();
         }
         self.stats.windows += 1;
         // some room at once; a complete window packs its handles (a W costs 6 bytes on the wire:
         // its announced count is no reason to allocate)
         let room = count.map_or(0, |c| c.min(64) as usize);
-        self.windows.push_back(Window {
+        self.windows.push_back(Slot::Live(Box::new(Window {
             index: self.stats.windows,
             count,
             record: Some(held.hold(&record)),
@@ -717,15 +1037,16 @@ impl Delivery {
             emitted: false,
             resends: 0,
             outstanding: true,
-        });
+        })));
+        self.park_previous(held);
         let at = self.windows.len() - 1;
-        if self.windows[at].resolved() {
+        if self.newest().is_some_and(Window::resolved) {
             self.resolve(at, held, out);
         }
     }
 
     fn close_current(&mut self, pos: &Pos, held: &mut SpillStore, out: &mut Vec<Record>) {
-        let Some(w) = self.windows.back_mut() else {
+        let Some(w) = self.current() else {
             return;
         };
         if w.closed {
@@ -773,7 +1094,7 @@ impl Delivery {
     /// A resolved window leaves the outstanding ones (the current one stays as current).
     fn resolve(&mut self, at: usize, held: &mut SpillStore, out: &mut Vec<Record>) {
         let current = at + 1 == self.windows.len();
-        let Some(w) = self.windows.get_mut(at) else {
+        let Some(w) = self.windows.get_mut(at).and_then(Slot::live_mut) else {
             return;
         };
         w.outstanding = false;
@@ -782,6 +1103,7 @@ impl Delivery {
         }
         if !current {
             self.windows.remove(at);
+            self.unpark_front(held);
         }
     }
 
@@ -803,13 +1125,42 @@ impl Delivery {
                 .into(),
             );
         }
-        for w in self.windows.iter_mut().filter(|w| w.outstanding) {
-            if self.pending <= self.max_pending {
-                break;
+        let mut at = 0;
+        while at < self.windows.len() && self.pending > self.max_pending {
+            if !self.unpark(at, held) {
+                continue; // gone: the next one is at `at` now
             }
-            if !w.emitted {
+            if let Some(w) = self.windows[at]
+                .live_mut()
+                .filter(|w| w.outstanding && !w.emitted)
+            {
                 emit(w, false, &mut self.pending, held, out);
             }
+            at += 1;
+        }
+    }
+}
+
+/// The window a slot stands for: a parked one read back from the store (None when it could not
+/// be: its events are counted lost, and no longer pending).
+fn revive(slot: Slot, held: &mut SpillStore, pending: &mut usize) -> Option<Box<Window>> {
+    match slot {
+        Slot::Live(w) => Some(w),
+        Slot::Parked {
+            index,
+            events,
+            state,
+        } => {
+            let events = events as usize;
+            let bytes = held.take_bytes(state, events); // counts them lost when it fails
+            let w = bytes.as_deref().and_then(|b| Window::from_bytes(index, b));
+            if w.is_none() {
+                if bytes.is_some() {
+                    held.lose(events); // bytes came back, but not a window's
+                }
+                *pending = pending.saturating_sub(events);
+            }
+            w.map(Box::new)
         }
     }
 }
@@ -906,5 +1257,110 @@ fn resent(
             )
             .into(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parkable(store: &mut SpillStore, packed: bool) -> Window {
+        let mut items = Items::with_capacity(4);
+        for i in 0..5u8 {
+            items.push(store.hold_bytes(&[i]), store);
+        }
+        if packed {
+            items.pack(store);
+        }
+        let mut seqs = Seqs::default();
+        for s in [1, 2, 4, 3] {
+            seqs.push(s);
+        }
+        Window {
+            index: 9,
+            count: Some(4),
+            record: Some(store.hold_bytes(b"w")),
+            pos: Pos {
+                direction: Direction::C2S,
+                offset: 77,
+                frame: None,
+                ts: Some(-5),
+            },
+            items,
+            frames_at: vec![0],
+            acks: Vec::new(),
+            seqs,
+            acked_n: 0,
+            ack_value: None,
+            ack_frame: None,
+            c_frames: 1,
+            extra: Extra::Compressed(3),
+            closed: true,
+            truncated: false,
+            gap: true,
+            emitted: false,
+            resends: 2,
+            outstanding: true,
+        }
+    }
+
+    #[test]
+    fn a_parked_window_reads_back_as_it_was_and_damaged_bytes_do_not() {
+        let mut store = SpillStore::new(1 << 20);
+        for packed in [false, true] {
+            let w = parkable(&mut store, packed);
+            assert!(w.parkable());
+            let bytes = w.into_bytes();
+            let back = Window::from_bytes(9, &bytes).expect("reads back");
+            assert_eq!(
+                (
+                    back.index,
+                    back.count,
+                    back.pos,
+                    back.seqs.len(),
+                    back.seqs.get(2)
+                ),
+                (
+                    9,
+                    Some(4),
+                    Pos {
+                        direction: Direction::C2S,
+                        offset: 77,
+                        frame: None,
+                        ts: Some(-5)
+                    },
+                    4,
+                    Some(4)
+                )
+            );
+            assert_eq!(
+                (back.items.len(), back.frames_at.clone(), back.extra),
+                (5, vec![0], Extra::Compressed(3))
+            );
+            assert_eq!(
+                (back.closed, back.truncated, back.gap, back.resends),
+                (true, false, true, 2)
+            );
+            assert_eq!(back.into_bytes(), bytes);
+            for cut in 0..bytes.len() {
+                assert!(
+                    Window::from_bytes(9, &bytes[..cut]).is_none(),
+                    "cut at {cut}"
+                );
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert!(Window::from_bytes(9, &longer).is_none());
+            for i in 0..bytes.len() {
+                let mut damaged = bytes.clone();
+                damaged[i] ^= 0xff;
+                let _ = Window::from_bytes(9, &damaged); // never a panic, never a huge allocation
+            }
+        }
+        let mut huge = vec![0u8, 0, 0, 0, 0]; // no count, no record, c2s, then offset...
+        huge.extend(0u64.to_le_bytes());
+        huge.extend([0, 0, 0]); // no frame, no ts, loose items
+        huge.extend(u64::MAX.to_le_bytes()); // as many as a hostile file says
+        assert!(Window::from_bytes(1, &huge).is_none());
     }
 }

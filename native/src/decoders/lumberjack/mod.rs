@@ -62,6 +62,16 @@ impl LumberjackDecoder {
     pub fn new(ctx: StreamContext) -> Self {
         LumberjackDecoder(decoder::LumberjackDecoder::new(ctx))
     }
+
+    #[cfg(test)]
+    fn without_parking(self) -> Self {
+        LumberjackDecoder(self.0.without_parking())
+    }
+
+    #[cfg(test)]
+    fn parked_windows(&self) -> usize {
+        self.0.parked_windows()
+    }
 }
 
 impl Decoder for LumberjackDecoder {

@@ -719,3 +719,84 @@ fn frames_of_a_c_frame_are_paid_from_the_cap() {
     assert_eq!(ffield(f, "inflated_offset"), &Value::from(30 * 12));
     assert_eq!(messages(&out, "event").len(), 30);
 }
+
+#[test]
+fn parked_windows_come_back_with_their_acks_as_live_ones_do() {
+    // Eight windows sent before any ACK (plain and compressed, one with seqs that are not a run,
+    // one spread over two C frames); the server then ACKs five of them, one in two parts. The
+    // windows past the oldest two are parked while they wait: the records must be those of a
+    // decoder that keeps every window live, with a budget and with everything spilled.
+    let mut client = Vec::new();
+    for w in 0..8u32 {
+        match w % 4 {
+            0 => {
+                client.extend(window(3, b'2'));
+                client.extend(js(&[1, 2, 3]));
+            }
+            1 => {
+                client.extend(window(3, b'2'));
+                client.extend(cframe(&js(&[1, 2, 3]), 3));
+            }
+            2 => {
+                client.extend(window(4, b'2'));
+                client.extend(js(&[1, 2, 4, 3]));
+            }
+            _ => {
+                client.extend(window(4, b'2'));
+                client.extend(cframe(&js(&[1, 2]), 6));
+                client.extend(cframe(&js(&[3, 4]), 6));
+            }
+        }
+    }
+    let server: Vec<u8> = [3, 3, 3, 2, 4, 3]
+        .iter()
+        .flat_map(|&v| ack(v, b'2'))
+        .collect();
+    let steps = [Step::Data(C2S, &client), Step::Data(S2C, &server)];
+    let session = |dec: LumberjackDecoder, budget: usize| {
+        let mut dec = dec;
+        let mut shared = Shared::new(&Limits {
+            held_memory: budget,
+            ..Limits::default()
+        });
+        let mut out = Vec::new();
+        let mut offsets = [0u64; 2];
+        let mut parked = Vec::new();
+        for (i, step) in steps.iter().enumerate() {
+            let Step::Data(d, data) = *step else {
+                unreachable!()
+            };
+            let chunk = Chunk {
+                direction: d,
+                offset: offsets[d as usize],
+                data,
+                frame: Some(i as u64 + 1),
+                ts: Some((i as i64 + 1) * 1_000_000),
+            };
+            dec.feed(&chunk, &mut shared, &mut out);
+            offsets[d as usize] += data.len() as u64;
+            parked.push(dec.parked_windows());
+        }
+        dec.close(&mut shared, &mut out);
+        (out, parked)
+    };
+    let (live, none) = session(
+        LumberjackDecoder::new(ctx(0, Limits::default())).without_parking(),
+        1 << 20,
+    );
+    assert_eq!(none, [0, 0]);
+    for budget in [1 << 20, 0] {
+        let (out, parked) = session(LumberjackDecoder::new(ctx(0, Limits::default())), budget);
+        // windows 3-7 parked (the oldest two and the newest stay live); after the ACKs, 6-8 wait live
+        assert_eq!(parked, [5, 0], "budget {budget}");
+        assert_eq!(out, live, "budget {budget}");
+    }
+    let events = messages(&live, "event");
+    assert_eq!(events.len(), 28);
+    let acked = events.iter().filter(|e| e.acked == Some(true)).count();
+    assert_eq!(
+        acked,
+        3 + 3 + 4 + 4 + 3,
+        "windows 1-5 acknowledged, 6-8 not"
+    );
+}
