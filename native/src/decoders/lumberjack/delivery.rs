@@ -202,7 +202,10 @@ impl Window {
         };
         let flags = r.u8()?;
         let resends = r.u64()?;
-        r.0.is_empty().then_some(Window {
+        // what emission relies on: one item per event plus the compressed frames, at their places
+        let fits = items.len() == seqs.len().checked_add(frames_at.len())?
+            && frames_at.iter().all(|&f| (f as usize) < items.len());
+        (r.0.is_empty() && fits).then_some(Window {
             index,
             count,
             record,
@@ -1357,6 +1360,9 @@ mod tests {
                 let _ = Window::from_bytes(9, &damaged); // never a panic, never a huge allocation
             }
         }
+        let mut w = parkable(&mut store, true);
+        w.frames_at = vec![7]; // past the items: emission would miscount what is pending
+        assert!(Window::from_bytes(9, &w.into_bytes()).is_none());
         let mut huge = vec![0u8, 0, 0, 0, 0]; // no count, no record, c2s, then offset...
         huge.extend(0u64.to_le_bytes());
         huge.extend([0, 0, 0]); // no frame, no ts, loose items
