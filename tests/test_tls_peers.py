@@ -421,3 +421,22 @@ def test_report_says_why_each_tls_stream_is_not_decrypted(captured, tmp_path):
     table = out.read_text(encoding="utf-8").split("<h3>TLS streams</h3>")[1].split("</table>")[0]
     assert f"<td>{pcap.name}:0</td>" in table and f"<td>{other.name}:0</td>" in table
     assert table.count("<td>decrypted</td>") == 1 and table.count("not decrypted: no key log line") == 1
+
+
+def test_a_tls_client_to_a_plaintext_server_says_why_nothing_decrypts(tmp_path):
+    """pylogbeat with TLS on, the receiver without: the handshake never gets a ServerHello, and the
+    stream's `tls` says so once the connection has ended (the reason is known only then)."""
+    pcap = tmp_path / "one-sided.pcap"
+    with LumberjackServer("highest-seq") as server, capture(pcap, server.port):
+        client = pylogbeat.PyLogBeatClient(
+            "127.0.0.1", server.port, timeout=2, ssl_enable=True, ssl_verify=False
+        )
+        with pytest.raises((ssl.SSLError, OSError)), client:
+            client.send(BATCHES[0])
+    code, out, err = run_cli("inspect", "--json", str(pcap))
+    assert code == 0, err
+    (s,) = json.loads(out)["streams"]
+    assert s["tls"]["decrypted"] is False and s["tls"]["not_decrypted"] == "tls.no-server-hello"
+    assert "tls.no-server-hello" in {f["code"] for f in json.loads(out)["findings"]}
+    code, out, _ = run_cli("inspect", str(pcap))
+    assert "not decrypted: the server never answered in TLS" in " ".join(out.decode().split())

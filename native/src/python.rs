@@ -829,7 +829,7 @@ impl Decoding {
         stream: u64,
         closed: bool,
     ) -> PyResult<(Option<&'static str>, Bound<'py, PyList>)> {
-        let protocol = self.session.end(stream, closed);
+        let (protocol, _) = self.session.end(stream, closed);
         Ok((protocol, self.items(py)?))
     }
 

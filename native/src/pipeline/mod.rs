@@ -208,8 +208,7 @@ impl Pipeline {
             let protocol = match &mut event {
                 Event::End(info) => {
                     let closed = info.fin_c2s || info.fin_s2c || info.reset;
-                    info.tls = self.session.tls_info(info.stream);
-                    info.protocol = self.session.end(info.stream, closed);
+                    (info.protocol, info.tls) = self.session.end(info.stream, closed);
                     info.protocol
                 }
                 Event::Chunk { stream, .. } | Event::Gap { stream, .. } => {

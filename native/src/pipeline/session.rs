@@ -279,13 +279,6 @@ impl Session {
         }
     }
 
-    /// A TLS stream's description so far (`tls` of its StreamInfo), None for other streams.
-    pub fn tls_info(&self, stream: u64) -> Option<Value> {
-        self.tls
-            .get(&stream)
-            .map(|layer| layer.conn.info().to_value())
-    }
-
     /// The key logs known so far.
     pub fn keylog(&self) -> &Arc<KeyLog> {
         &self.keylog
@@ -293,8 +286,9 @@ impl Session {
 
     /// The end of a stream (`closed`: by FIN or RST): an undecided stream is decided with what it
     /// has, a native stream's decoder is closed, and the delivery verdict learns whether missing
-    /// ACKs could still have come. Returns the stream's protocol.
-    pub fn end(&mut self, stream: u64, closed: bool) -> Option<&'static str> {
+    /// ACKs could still have come. Returns the stream's protocol and, for a TLS stream, its
+    /// description (`tls` of its StreamInfo: after the close, which may say why nothing decrypted).
+    pub fn end(&mut self, stream: u64, closed: bool) -> (Option<&'static str>, Option<Value>) {
         let tls = self.through_tls(stream, |conn, out| conn.close(out));
         if let Some(Stream::Pending(p)) = self.streams.get_mut(&stream) {
             match p.hunt.take() {
@@ -306,12 +300,13 @@ impl Session {
             self.step(stream, |d, shared, out| d.close(shared, out));
         }
         self.verdict.stream_ended(stream, closed);
-        self.tls.remove(&stream);
+        let info = self.tls.remove(&stream).map(|l| l.conn.info().to_value());
         let protocol = self.streams.remove(&stream).and_then(|s| s.protocol());
-        match protocol {
+        let protocol = match protocol {
             None | Some("unknown") if tls => Some("tls"),
             _ => protocol,
-        }
+        };
+        (protocol, info)
     }
 
     /// Streams of no known protocol since the last call.
