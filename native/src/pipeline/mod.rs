@@ -205,18 +205,21 @@ impl Pipeline {
                 self.open(stream, &ending);
                 self.session.gap(stream, &gap);
             }
-            let protocol = match &mut event {
-                Event::End(info) => {
-                    let closed = info.fin_c2s || info.fin_s2c || info.reset;
-                    (info.protocol, info.tls) = self.session.end(info.stream, closed);
-                    info.protocol
-                }
-                Event::Chunk { stream, .. } | Event::Gap { stream, .. } => {
-                    self.session.protocol(*stream)
-                }
-                Event::Finding(f) => f.stream.and_then(|s| self.session.protocol(s)),
-            };
-            self.session.out.tcp_event(&event, protocol);
+            if let Event::End(info) = &mut event {
+                let closed = info.fin_c2s || info.fin_s2c || info.reset;
+                (info.protocol, info.tls) = self.session.end(info.stream, closed);
+            }
+            if self.session.out.timeline.is_some() {
+                // `wirelog report` only: the stream's protocol, for the filter
+                let protocol = match &event {
+                    Event::End(info) => info.protocol,
+                    Event::Chunk { stream, .. } | Event::Gap { stream, .. } => {
+                        self.session.protocol(*stream)
+                    }
+                    Event::Finding(f) => f.stream.and_then(|s| self.session.protocol(s)),
+                };
+                self.session.out.tcp_event(&event, protocol);
+            }
             match &mut event {
                 Event::Chunk { .. } | Event::Gap { .. } => {}
                 Event::End(_) => {
