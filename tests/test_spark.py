@@ -430,15 +430,16 @@ def test_segments_handed_on_in_many_chunks_per_split_keep_each_flows_order(tmp_p
     assert max(chunks.column("part").to_pylist()) > 3 and len(parts) > 2
     chunks = chunks.sort_by([("flow", "ascending"), ("split", "ascending"), ("part", "ascending")])
     opts = splits.flow_options(Options(), parts)
-    decoded = pa.Table.from_batches(
-        list(spark_split.decode_flows(str(path), opts, iter(chunks.to_batches(7))))
+    opened = pa.Table.from_batches(
+        list(spark_split.opened_streams(str(path), opts, iter(chunks.to_batches(7)))),
+        schema=spark_split.OPENED,
     )
-    kinds = decoded.column("kind").to_pylist()
-    opened = pa.array(
-        sorted(f for f, k in zip(decoded.column("frame").to_pylist(), kinds, strict=True) if k == "opened")
-    )
-    records = decoded.filter(pc.equal(decoded.column("kind"), "records")).to_batches()
-    got = spark_rows(pa.Table.from_batches(list(spark_split.opened_records(iter(records), opened))))
+    frames = pc.array_sort_indices(opened.column("frame"))
+    frames = opened.column("frame").take(frames).combine_chunks()
+    deliveries: list[dict] = []
+    records = spark_split.flow_records(str(path), opts, frames, iter(chunks.to_batches(5)), deliveries)
+    got = spark_rows(pa.Table.from_batches(list(records)))
+    assert deliveries  # every flow's verdict numbers, for the driver
     want, _ = local_rows([str(path)])
     stream = parquet.COLUMNS.index("stream")
     mine, theirs = got[str(path)], [r for r in want[str(path)] if r[stream] is not None]

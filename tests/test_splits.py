@@ -20,12 +20,12 @@ from wirelog.engine.splits import (
     decode_flow,
     flow_options,
     hole_findings,
+    opening_frames,
     plan,
-    renumber,
     segment_batches,
     split_bytes,
 )
-from wirelog.model import Finding, Message, StreamInfo
+from wirelog.model import Finding, Message
 
 SHARED = Path(__file__).parents[2] / "shared" / "captures"
 T0 = T0_NS // 10**9  # the writers' first timestamp: fake headers must look as recent
@@ -134,9 +134,9 @@ def test_real_captures_split_anywhere():
 
 
 def split_run(path: Path, size: int, opts: Options) -> list:
-    """The split engine in one process: splits read to segments, grouped by flow, each flow decoded
-    alone, stream ids renumbered by the frame that opened each stream (what the Spark engine does
-    with a shuffle between the two stages)."""
+    """The split engine in one process: splits read to segments, grouped by flow, the streams each
+    flow opens found by a reassembly-only pass, then each flow decoded alone with the capture's
+    stream ids (what the Spark engine does with a shuffle between the stages)."""
     import pyarrow as pa
 
     batches, findings = [], []
@@ -147,18 +147,18 @@ def split_run(path: Path, size: int, opts: Options) -> list:
             (batches if isinstance(item, pa.RecordBatch) else findings).append(item)
     table = pa.Table.from_batches(batches).sort_by([("flow", "ascending"), ("frame", "ascending")])
     flows = table.column("flow").to_pylist()
-    records, opened = [], []
-    start = 0
-    for end in range(1, len(flows) + 1):
-        if end == len(flows) or flows[end] != flows[start]:
-            group = table.slice(start, end - start).to_batches()
-            for item in decode_flow(str(path), group, opts):
-                if isinstance(item, StreamInfo):
-                    opened.append(item.stream)
-                elif isinstance(item, Message | Finding) and item.stream is not None:
-                    records.append(item)
-            start = end
-    return list(renumber(records, opened))
+    bounds = [i for i in range(1, len(flows)) if flows[i] != flows[i - 1]]
+    groups = [
+        table.slice(lo, hi - lo).to_batches()
+        for lo, hi in zip([0, *bounds], [*bounds, len(flows)], strict=True)
+    ]
+    ranks = _core.StreamRanks([f for group in groups for f in opening_frames(str(path), group, opts)])
+    records = []
+    for group in groups:
+        for item in decode_flow(str(path), group, opts, ranks):
+            if isinstance(item, Message | Finding) and item.stream is not None:
+                records.append(item)
+    return records
 
 
 def comparable(records) -> list[tuple]:

@@ -10,7 +10,7 @@ use crate::capture::{CaptureInfo, CaptureInput, Segment};
 use crate::decoders::{Chunk, Gap};
 use crate::model::{Direction, Finding, FindingSink, Record};
 use crate::records::json::record_line;
-use crate::tcp::{Config, Event, Reassembler};
+use crate::tcp::{Config, Event, Reassembler, StreamIds};
 
 /// The reassembler on arbitrary segment sequences: a few connections sharing ports, every flag
 /// combination, sequence and ack numbers near each other and across the 2^32 wrap, both overlap
@@ -42,7 +42,11 @@ fn reassemble(data: &[u8], emit_data: bool) -> Vec<Decided> {
         reorder_ns: i64::from((mode >> 1) & 7) * 50_000,
         reorder_bytes: 2048,
         emit_data,
-        ids_by_frame: mode & 2 != 0,
+        ids: if mode & 2 != 0 {
+            StreamIds::Frames
+        } else {
+            StreamIds::Counter
+        },
     };
     let mut r = Reassembler::new(cfg);
     let mut events = Vec::new();

@@ -38,7 +38,7 @@ use crate::records::json::StreamLines;
 use crate::records::out::{Form, RecordOut, Taken};
 use crate::records::segments::{each_segment, SegmentRows};
 use crate::report::{Timeline, DEFAULT_STALL_NS};
-use crate::tcp::{Config, Event, Reassembler as CoreReassembler, StreamInfo};
+use crate::tcp::{Config, Event, Reassembler as CoreReassembler, StreamIds, StreamInfo};
 
 create_exception!(
     _core,
@@ -600,11 +600,36 @@ fn config(options: Option<&Bound<'_, PyDict>>) -> PyResult<Config> {
             "reorder_packets" => cfg.reorder_packets = value.extract()?,
             "reorder_seconds" => cfg.reorder_ns = (value.extract::<f64>()? * 1e9) as i64,
             "reorder_bytes" => cfg.reorder_bytes = value.extract()?,
-            "ids_by_frame" => cfg.ids_by_frame = value.extract()?,
+            "ids_by_frame" if value.extract::<bool>()? => cfg.ids = StreamIds::Frames,
+            "ids_by_frame" => {}
+            "stream_ranks" => {
+                let ranks: PyRef<'_, StreamRanks> = value.extract()?;
+                cfg.ids = StreamIds::Ranks(ranks.0.clone());
+            }
             other => return Err(PyTypeError::new_err(format!("unexpected option {other:?}"))),
         }
     }
     Ok(cfg)
+}
+
+/// The frames that opened every stream of a capture (any order, repeats allowed), made once and
+/// shared by the pipelines of its connections (`stream_ranks=`): a stream's id is its frame's rank.
+#[pyclass(module = "wirelog._core", frozen)]
+struct StreamRanks(std::sync::Arc<[u64]>);
+
+#[pymethods]
+impl StreamRanks {
+    #[new]
+    fn new(frames: Vec<u64>) -> Self {
+        let mut frames = frames;
+        frames.sort_unstable();
+        frames.dedup();
+        StreamRanks(frames.into())
+    }
+
+    fn __len__(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// One capture through capture reading and TCP reassembly: `feed` bytes, get model records
@@ -1889,6 +1914,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SplitScanner>()?;
     m.add_class::<SegmentBatches>()?;
     m.add_function(wrap_pyfunction!(delivery_findings, m)?)?;
+    m.add_class::<StreamRanks>()?;
     m.add_function(wrap_pyfunction!(set_debug, m)?)?;
     m.add_function(wrap_pyfunction!(on_out_of_memory, m)?)?;
     m.add_function(wrap_pyfunction!(hercules_documents, m)?)?;

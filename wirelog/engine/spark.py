@@ -192,7 +192,9 @@ def _divide(
         options or Options(), findings, basedir=os.getcwd(), minPartitions=tasks, exactTime=exact_time
     )
     whole, split = expand(list(inputs), os.getcwd()), []
-    streams_named = bool(options and options.keep.streams)  # ids a split read renumbers only at the end
+    # a stream filter is applied by the local engine's rules to findings outside streams too; the
+    # split engine's driver-made verdict findings are not compared against them: read whole
+    streams_named = bool(options and options.keep.streams)
     if split_size and not exact_time and findings == "include" and not streams_named:
         split = [c for c in whole if c.size > split_size and _splittable(c.path)]
         whole = [c for c in whole if c not in split]

@@ -6,15 +6,16 @@
    each with its flow key (records/segments.rs: both hosts and the service port, so that a client
    reconnecting to the same service stays in the same group), and hands them on as a row per flow
    and chunk of the split (CHUNKS), not a row per segment.
-3. Shuffle: the rows are repartitioned by flow and sorted by (flow, split, chunk): frame order.
-4. Decode: each flow is reassembled and decoded by its own core pipeline (exactly as the local engine
-   decodes it). Stream ids are the frames that opened the streams. The records leave as Arrow IPC
-   blobs, a row per batch, and are kept on disk: turning every record into a Spark row to keep it,
-   and back to Arrow to renumber it, cost four times the decoding. Each opened stream and each
-   flow's delivery verdict numbers leave as a small row beside them.
-5. Aggregate: the driver ranks the opening frames (a stream's id in the capture is its rank, as the
-   local engine numbers streams as they open) and turns the sum of the flows' verdict numbers into
-   the capture's delivery findings; the blobs are opened, renumbered and become rows once.
+3. Shuffle: the rows are repartitioned by flow and sorted by (flow, split, chunk): frame order. They
+   are kept on the executors' disks for the two passes over them.
+4. Streams: each flow is reassembled alone, without decoding, for the frames that open its streams;
+   the driver sorts them all: a stream's id in the capture is its frame's rank (the local engine
+   numbers streams in the order they open).
+5. Decode: each flow is reassembled and decoded by its own core pipeline (exactly as the local engine
+   decodes it), its streams numbered by those ranks, so its records are final as they are made: the
+   tasks write them (Parquet, engine/spark_output.py) or hand them to Spark. Each flow's delivery
+   verdict numbers leave beside them, and the driver turns their sum into the capture's delivery
+   findings.
 
 This module imports pyspark; only the Spark engine imports it.
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -34,9 +35,9 @@ from wirelog import _core
 from wirelog.engine import spark_output
 from wirelog.engine.local import Options
 from wirelog.engine.spark_source import spark_batch, spark_schema
-from wirelog.engine.splits import STREAM_FIELDS, Split, decode_flow, flow_options, plan, segment_batches
+from wirelog.engine.splits import Split, decode_flow, flow_options, opening_frames, plan, segment_batches
 from wirelog.export import parquet
-from wirelog.model import Finding, Message, RecordRows, Severity, StreamInfo
+from wirelog.model import Finding, Message, RecordRows, Severity
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -58,14 +59,17 @@ CHUNKS = pa.schema(
 # that, not by the split; Spark gets CHUNKS_PER_BATCH rows per Arrow batch (each up to FLUSH_BYTES).
 FLUSH_BYTES = 16 << 20
 CHUNKS_PER_BATCH = 8
-# what the decode stage hands the aggregation: record batches (Arrow IPC), opened streams, verdicts
-RECORDS, OPENED, DELIVERY = "records", "opened", "delivery"
-BLOB_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")  # records are kept on disk until written
+OPENED = pa.schema([("frame", pa.int64())])  # stage 4: the frames that opened streams
+# stage 5 when the tasks write: a row per file written (spark_output.MANIFEST) and, with `delivery`
+# set, a row per flow with its delivery verdict numbers (JSON)
+RESULTS = spark_output.MANIFEST.append(pa.field("delivery", pa.string()))
+# stage 5 when Spark gets the rows: record batches (Arrow IPC, kept until the verdict is known) and
+# the flows' verdict numbers
+RECORDS, DELIVERY = "records", "delivery"
+BLOB_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
+DECODED = pa.schema([("kind", pa.string()), ("text", pa.string()), ("batch", pa.binary())])
 CACHE_BATCH_CONF = "spark.sql.inMemoryColumnarStorage.batchSize"
-BLOBS_PER_CACHED_BATCH = 16
-DECODED = pa.schema(
-    [("kind", pa.string()), ("frame", pa.int64()), ("text", pa.string()), ("batch", pa.binary())]
-)
+ROWS_PER_CACHED_BATCH = 4  # rows of a kept DataFrame hold up to a few MB each (FLUSH_BYTES)
 
 
 def _spark_types(schema: pa.Schema) -> str:
@@ -138,64 +142,98 @@ def read_splits(path: str, name: str, batches: Iterator[pa.RecordBatch]) -> Iter
                 yield _chunks(gathered, split.index, part)
 
 
-def _decoded(
-    name: str, segments: list[pa.RecordBatch], findings: list[str], opts: Options
-) -> Iterator[pa.RecordBatch]:
-    """One flow's records (rows of DECODED, each an Arrow IPC batch of the Parquet schema), its opened
-    streams and its verdict numbers; or the packet layer's `findings` (JSON texts)."""
-    if findings:
-        records = [_packet_finding(name, json.loads(text)) for text in findings]
-        yield _records(parquet.batch([parquet.row(r) for r in records]))
-    if not segments:
-        return
-    opened: list[int] = []
-    delivery = {}
-    for item in decode_flow(name, segments, replace(opts, records="arrow"), delivery):
-        if isinstance(item, RecordRows):
-            yield _records(item.batch)
-        elif isinstance(item, StreamInfo):
-            opened.append(item.stream)
-        elif isinstance(item, Message | Finding):  # made in Python (a protocol only Python decodes)
-            item.capture = name
-            yield _records(parquet.batch([parquet.row(item)]))
-    if opened or delivery:
-        yield _marks(opened, json.dumps(delivery) if delivery else None)
-
-
-def _records(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """A DECODED row holding `batch` as an Arrow IPC stream."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema, options=BLOB_OPTIONS) as writer:
-        writer.write_batch(batch)
-    return pa.RecordBatch.from_pylist(
-        [{"kind": RECORDS, "batch": sink.getvalue().to_pybytes()}], schema=DECODED
-    )
-
-
-def _marks(opened: list[int], delivery: str | None) -> pa.RecordBatch:
-    """DECODED rows for the aggregation: one per opened stream (its opening frame), one with the verdict."""
-    rows = [{"kind": OPENED, "frame": frame} for frame in opened]
-    if delivery is not None:
-        rows.append({"kind": DELIVERY, "text": delivery})
-    return pa.RecordBatch.from_pylist(rows, schema=DECODED)
-
-
-def opened_records(batches: Iterator[pa.RecordBatch], opened: pa.Array) -> Iterator[pa.RecordBatch]:
-    """Stage 5 (a task): the records of DECODED rows, with the capture's stream ids (Parquet schema)."""
+def _flows(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[list[pa.RecordBatch], list[str]]]:
+    """A partition's CHUNKS, sorted by (flow, split, part), flow by flow: its segments in frame order
+    (Arrow batches of the segment schema) and the packet layer's findings (JSON texts, flow b"")."""
+    segments: list[pa.RecordBatch] = []
+    findings: list[str] = []
+    key = None
     for rows in batches:
-        for blob in rows.column("batch").to_pylist():
-            for batch in pa.ipc.open_stream(blob):
-                yield renumber_batch(batch, opened)
+        flows, texts, blobs = (rows.column(c) for c in ("flow", "finding", "segments"))
+        for i in range(rows.num_rows):  # a row per flow and chunk of a split, not per segment
+            k = flows[i].as_py()
+            if k != key:
+                if segments or findings:
+                    yield segments, findings
+                segments, findings, key = [], [], k
+            if blobs[i].is_valid:
+                segments.extend(pa.ipc.open_stream(blobs[i].as_buffer()))
+            else:
+                findings.append(texts[i].as_py())
+    if segments or findings:
+        yield segments, findings
+
+
+def opened_streams(name: str, opts: Options, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Stage 4 (a task): the frames that opened the streams of a partition's flows (OPENED rows)."""
+    for segments, _ in _flows(batches):
+        if segments:
+            frames = opening_frames(name, segments, opts)
+            yield pa.RecordBatch.from_arrays([pa.array(frames, pa.int64())], schema=OPENED)
+
+
+def flow_records(
+    name: str, opts: Options, frames: pa.Array, batches: Iterator[pa.RecordBatch], deliveries: list[dict]
+) -> Iterator[pa.RecordBatch]:
+    """Stage 5 (a task): the records of a partition's flows in the Parquet schema, their streams
+    numbered by the rank of their opening frame among `frames` (all of the capture's, sorted); each
+    flow's delivery verdict numbers go to `deliveries` as its records are done."""
+    ranks = _core.StreamRanks(frames.to_pylist())  # once per task, shared by its flows' pipelines
+    arrow = replace(opts, records="arrow")
+    for segments, findings in _flows(batches):
+        if findings:
+            yield parquet.batch([parquet.row(_packet_finding(name, json.loads(t))) for t in findings])
+        if not segments:
+            continue
+        delivery: dict = {}
+        for item in decode_flow(name, segments, arrow, ranks, delivery):
+            if isinstance(item, RecordRows):
+                yield item.batch
+            elif isinstance(item, Message | Finding):  # made in Python (a protocol only Python decodes)
+                item.capture = name
+                yield parquet.batch([parquet.row(item)])
+        if delivery:
+            deliveries.append(delivery)
 
 
 def _written(
-    job: spark_output.Job, task: str, batches: Iterator[pa.RecordBatch], opened: pa.Array
+    job: spark_output.Job, task: str, records: Callable[[list[dict]], Iterator[pa.RecordBatch]]
 ) -> Iterator[pa.RecordBatch]:
-    """Stage 5 when the tasks write Parquet: this task's records written, its manifest as the result."""
+    """Stage 5 when the tasks write Parquet: this task's records written; its manifest and its flows'
+    delivery numbers as the result (RESULTS rows)."""
     from pyspark import TaskContext
 
+    deliveries: list[dict] = []
     part = f"{task}-{TaskContext.get().partitionId():05d}"
-    yield spark_output.manifest_batch(spark_output.write_task(job, part, opened_records(batches, opened)))
+    manifest = spark_output.manifest_batch(spark_output.write_task(job, part, records(deliveries)))
+    yield pa.RecordBatch.from_arrays(
+        [*manifest.columns, pa.nulls(manifest.num_rows, pa.string())], schema=RESULTS
+    )
+    yield pa.RecordBatch.from_pylist([{"delivery": json.dumps(d)} for d in deliveries], schema=RESULTS)
+
+
+def _blobs(records: Callable[[list[dict]], Iterator[pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
+    """Stage 5 when Spark gets the rows: the task's record batches, each as an Arrow IPC blob (a row
+    per batch, not per record, until the verdict is known), then its flows' delivery numbers."""
+    deliveries: list[dict] = []
+    for batch in records(deliveries):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema, options=BLOB_OPTIONS) as writer:
+            writer.write_batch(batch)
+        yield pa.RecordBatch.from_pylist(
+            [{"kind": RECORDS, "batch": sink.getvalue().to_pybytes()}], schema=DECODED
+        )
+    yield pa.RecordBatch.from_pylist(
+        [{"kind": DELIVERY, "text": json.dumps(d)} for d in deliveries], schema=DECODED
+    )
+
+
+def _unblobbed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The record batches of RECORDS rows of DECODED, as Spark rows."""
+    for rows in batches:
+        for blob in rows.column("batch").to_pylist():
+            for batch in pa.ipc.open_stream(blob):
+                yield spark_batch(batch, False)
 
 
 def _packet_finding(name: str, d: dict) -> Finding:
@@ -205,27 +243,8 @@ def _packet_finding(name: str, d: dict) -> Finding:
     )  # fmt: skip
 
 
-def decode_flows(name: str, opts: Options, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Stage 4 (a task): a partition's CHUNKS, sorted by (flow, split, part), decoded flow by flow."""
-    segments: list[pa.RecordBatch] = []
-    findings: list[str] = []
-    key = None
-    for rows in batches:
-        flows, texts, blobs = (rows.column(c) for c in ("flow", "finding", "segments"))
-        for i in range(rows.num_rows):  # a row per flow and chunk of a split, not per segment
-            k = flows[i].as_py()
-            if k != key:
-                yield from _decoded(name, segments, findings, opts)
-                segments, findings, key = [], [], k
-            if blobs[i].is_valid:
-                segments.extend(pa.ipc.open_stream(blobs[i].as_buffer()))
-            else:
-                findings.append(texts[i].as_py())
-    yield from _decoded(name, segments, findings, opts)
-
-
-def combine_delivery(results: list[dict], rank: dict[int, int]) -> dict:
-    """The sum of flows' delivery numbers per protocol (places renumbered, the earliest kept)."""
+def combine_delivery(results: list[dict]) -> dict:
+    """The sum of flows' delivery numbers per protocol (of places, the earliest kept)."""
     out: dict[str, dict] = {}
     for result in results:
         for protocol, numbers in result.items():
@@ -236,59 +255,34 @@ def combine_delivery(results: list[dict], rank: dict[int, int]) -> dict:
                 elif isinstance(v, int):
                     total[k] = total.get(k, 0) + v
                 elif isinstance(v, list):
-                    places = [{**p, "stream": rank.get(p.get("stream"), p.get("stream"))} for p in v]
-                    total[k] = sorted(total.get(k, []) + places, key=lambda p: p.get("frame") or 0)[
-                        : len(v) or 1
-                    ]
+                    places = sorted(total.get(k, []) + v, key=lambda p: p.get("frame") or 0)
+                    total[k] = places[: len(v) or 1]
                 else:
                     total.setdefault(k, v)
     return out
 
 
-def renumber_batch(batch: pa.RecordBatch, opened: pa.Array) -> pa.RecordBatch:
-    """A batch with the capture's stream ids: the rank of each stream's opening frame among all."""
-    columns = batch.columns
-    at = parquet.COLUMNS.index("stream")
-    columns[at] = pc.index_in(columns[at], value_set=opened).cast(pa.int64())
-    fields_at = parquet.COLUMNS.index("fields")
-    fields = columns[fields_at]
-    names = "|".join(f'"{k}"' for k in (*STREAM_FIELDS, "stream"))
-    hits = pc.match_substring_regex(fields, names)
-    if pc.any(hits).as_py():
-        frames = opened.to_pylist()
-        rank = {f: i for i, f in enumerate(frames)}
-        texts = fields.to_pylist()
-        for i, hit in enumerate(hits.to_pylist()):
-            if hit:
-                texts[i] = _renumber_fields(texts[i], rank)
-        columns[fields_at] = pa.array(texts, pa.string())
-    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+def verdict_findings(name: str, deliveries: list[dict]) -> list[Finding]:
+    """The capture's delivery findings, from every flow's numbers."""
+    found = _core.delivery_findings(json.dumps(combine_delivery(deliveries)))
+    for f in found:
+        f.capture = name
+    return found
 
 
-def _renumber_fields(text: str, rank: dict[int, int]) -> str:
-    fields = json.loads(text)
-    for key in STREAM_FIELDS:
-        if isinstance(fields.get(key), int):
-            fields[key] = rank.get(fields[key], fields[key])
-    for value in fields.values():
-        if isinstance(value, dict) and isinstance(value.get("stream"), int):
-            value["stream"] = rank.get(value["stream"], value["stream"])
-    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
-
-
-def _kept(decoded: DataFrame) -> DataFrame:
-    """`decoded` computed once and kept on the executors' disks for its two readings. Spark's cache,
-    not a local checkpoint: a cached block lost with its executor is computed again from its lineage,
-    where a checkpoint's is gone and fails the job (CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND). The cache
-    gathers rows into column batches in the heap first: a few rows each, as a record blob is up to a
-    few MB (the setting is read when the cache is planned, so it is put back at once)."""
+def _kept(df: DataFrame) -> DataFrame:
+    """`df` computed once and kept on the executors' disks for its two readings. Spark's cache, not a
+    local checkpoint: a cached block lost with its executor is computed again from its lineage, where
+    a checkpoint's is gone and fails the job (CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND). The cache gathers
+    rows into column batches in the heap first: a few rows each, as a row holds up to a few MB (the
+    setting is read when the cache is planned, so it is put back at once)."""
     from pyspark import StorageLevel
 
-    conf = decoded.sparkSession.conf
+    conf = df.sparkSession.conf
     before = conf.get(CACHE_BATCH_CONF)
-    conf.set(CACHE_BATCH_CONF, str(BLOBS_PER_CACHED_BATCH))
+    conf.set(CACHE_BATCH_CONF, str(ROWS_PER_CACHED_BATCH))
     try:
-        return decoded.persist(StorageLevel.DISK_ONLY)
+        return df.persist(StorageLevel.DISK_ONLY)
     finally:
         conf.set(CACHE_BATCH_CONF, before)
 
@@ -330,39 +324,37 @@ def shuffled_segments(
     return chunks.repartition(partitions, "flow").sortWithinPartitions("flow", "split", "part")
 
 
-def _decoded_capture(
+def _flows_of_capture(
     spark: SparkSession, path: str, name: str, opts: Options, split_size: int, partitions: int
-) -> tuple[DataFrame, pa.Array, list[Finding]]:
-    """Stages 1-4 and the aggregation: the records (DECODED rows, kept), the opening frames of all
-    streams in order, and the capture's delivery findings."""
-    from pyspark.sql import functions as F
-
+) -> tuple[DataFrame, Options, pa.Array]:
+    """Stages 1-4: the capture's segments grouped by flow (kept), the options of its flows, and the
+    frames that opened its streams, sorted."""
     with phase(spark, f"wirelog: plan the splits of {name}"):
         splits = spark_plan(spark, path, split_size)
     opts = flow_options(opts, splits)
-    decoded = shuffled_segments(spark, path, name, splits, partitions).mapInArrow(
-        lambda b: decode_flows(name, opts, b), _spark_types(DECODED)
-    )
-    decoded = _kept(decoded)
-    with phase(spark, f"wirelog: read, shuffle and decode {name}"):
-        marks = decoded.filter(F.col("kind") != RECORDS).select("kind", "frame", "text").collect()
-    opened = pa.array(sorted({r["frame"] for r in marks if r["kind"] == OPENED}), pa.int64())
-    rank = {f: i for i, f in enumerate(opened.to_pylist())}
-    results = [json.loads(r["text"]) for r in marks if r["kind"] == DELIVERY]
-    verdict = _core.delivery_findings(json.dumps(combine_delivery(results, rank)))
-    for f in verdict:
-        f.capture = name
-    return decoded.filter(F.col("kind") == RECORDS), opened, verdict
+    flows = _kept(shuffled_segments(spark, path, name, splits, partitions))
+    with phase(spark, f"wirelog: read, shuffle and find the streams of {name}"):
+        opened = flows.mapInArrow(lambda b: opened_streams(name, opts, b), _spark_types(OPENED)).collect()
+    return flows, opts, pa.array(sorted(r["frame"] for r in opened), pa.int64())
 
 
 def read_split_capture(
     spark: SparkSession, path: str, name: str, opts: Options, split_size: int, partitions: int
 ) -> DataFrame:
     """The records of one uncompressed capture, read by many tasks (see the module docstring)."""
-    records, opened, verdict = _decoded_capture(spark, path, name, opts, split_size, partitions)
-    rows = records.mapInArrow(
-        lambda b: (spark_batch(r, False) for r in opened_records(b, opened)), spark_schema()
+    from pyspark.sql import functions as F
+
+    flows, opts, frames = _flows_of_capture(spark, path, name, opts, split_size, partitions)
+    decoded = _kept(
+        flows.mapInArrow(
+            lambda b: _blobs(lambda d: flow_records(name, opts, frames, b, d)), _spark_types(DECODED)
+        )
     )
+    with phase(spark, f"wirelog: decode {name}"):
+        marks = decoded.filter(F.col("kind") == DELIVERY).select("text").collect()
+    flows.unpersist()
+    verdict = verdict_findings(name, [json.loads(r["text"]) for r in marks])
+    rows = decoded.filter(F.col("kind") == RECORDS).mapInArrow(_unblobbed, spark_schema())
     if verdict:
         found = spark_batch(parquet.batch([parquet.row(f) for f in verdict]), False).to_pylist()
         rows = rows.unionByName(spark.createDataFrame(found, spark_schema()))
@@ -379,13 +371,22 @@ def write_split_capture(
     job: spark_output.Job,
     task: str,
 ) -> list[spark_output.Written]:
-    """The records of one uncompressed capture written by the tasks that renumber them (stage 5
-    writes Parquet, engine/spark_output.py), the delivery findings by the driver; their manifests."""
-    records, opened, verdict = _decoded_capture(spark, path, name, opts, split_size, partitions)
-    manifests = records.mapInArrow(lambda b: _written(job, task, b, opened), spark_output.MANIFEST_DDL)
-    with phase(spark, f"wirelog: write {name}"):
-        written = spark_output.from_rows(manifests.collect())
+    """The records of one uncompressed capture written by the tasks that decode them (engine/
+    spark_output.py), the delivery findings by the driver; their manifests."""
+    flows, opts, frames = _flows_of_capture(spark, path, name, opts, split_size, partitions)
+    results = flows.mapInArrow(
+        lambda b: _written(job, task, lambda d: flow_records(name, opts, frames, b, d)),
+        _spark_types(RESULTS),
+    )
+    try:
+        with phase(spark, f"wirelog: decode and write {name}"):
+            rows = results.collect()
+    finally:
+        flows.unpersist()
+    written = spark_output.from_rows(r for r in rows if r["delivery"] is None)
+    verdict = verdict_findings(name, [json.loads(r["delivery"]) for r in rows if r["delivery"] is not None])
     if verdict:
-        rows = parquet.batch([parquet.row(f) for f in verdict])
-        written += spark_output.write_task(job, f"{task}-verdict", [rows])
+        written += spark_output.write_task(
+            job, f"{task}-verdict", [parquet.batch([parquet.row(f) for f in verdict])]
+        )
     return written

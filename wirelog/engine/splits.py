@@ -25,11 +25,10 @@ from typing import Any
 from wirelog import _core
 from wirelog.engine import protocols
 from wirelog.engine.local import Options, StreamPipeline, decoding_options
-from wirelog.model import Finding, Severity
+from wirelog.model import Finding, Severity, StreamInfo
 
 SPLIT_SIZE = 128 * 1024 * 1024  # bytes per split, like Spark's spark.sql.files.maxPartitionBytes
 READ_SIZE = 1024 * 1024
-STREAM_FIELDS = ("previous_stream", "first_stream")  # fields that name another stream by id
 PREFIX = 64  # bytes of the file's start a scanner needs (its header and first record header)
 SECTION_HEADER = b"\x0a\x0d\x0d\x0a"  # a pcapng block type, the same in either byte order
 SECRETS_BLOCK = (b"\x0a\x00\x00\x00", b"\x00\x00\x00\x0a")  # little- and big-endian
@@ -192,45 +191,47 @@ def segment_batches(path: str, split: Split, name: str | None = None) -> Iterato
         yield from findings
 
 
-def decode_flow(capture: str, batches: list[Any], opts: Options, delivery: dict | None = None) -> list[Any]:
-    """The records of the connections of one flow (its segments in frame order), decoded as the local
-    engine decodes them; stream ids are the frames that opened the streams (`renumber` gives the
-    capture's ids). The flow's delivery verdict numbers go to `delivery` (its findings are the
-    capture's to make, from every flow's numbers)."""
-    import pyarrow as pa
-
-    core = _core.Pipeline(
+def _flow_pipeline(capture: str, opts: Options, **options: Any) -> Any:
+    """A core pipeline for one flow's segments, reassembled as the local engine reassembles them."""
+    return _core.Pipeline(
         capture,
         None,
-        decoding=decoding_options(opts),
-        ids_by_frame=True,
         server_ports=sorted(protocols.well_known_ports() | frozenset(opts.decode_as)),
         overlap=opts.overlap,
         reorder_packets=opts.reorder_window,
+        **options,
     )
-    pipe = StreamPipeline(capture, opts, core.stream_info, core)
-    stream = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
-    out = pipe.handle(core.feed_segments(stream))
-    out += pipe.handle(core.finish())
+
+
+def _fed(core: Any, batches: list[Any]) -> Iterator[list]:
+    """The core's output for a flow's segments (in frame order), to its end."""
+    import pyarrow as pa
+
+    yield core.feed_segments(pa.RecordBatchReader.from_batches(batches[0].schema, batches))
+    yield core.finish()
     while (more := core.more()) is not None:
-        out += pipe.handle(more)
+        yield more
+
+
+def opening_frames(capture: str, batches: list[Any], opts: Options) -> list[int]:
+    """The frames that opened the streams of one flow (its segments in frame order): reassembly only,
+    no decoding and no bytes handed on, so it costs a fraction of `decode_flow`."""
+    core = _flow_pipeline(capture, opts, decode=False, emit_data=False, ids_by_frame=True)
+    return [r.stream for out in _fed(core, batches) for r in out if isinstance(r, StreamInfo)]
+
+
+def decode_flow(
+    capture: str, batches: list[Any], opts: Options, ranks: Any, delivery: dict | None = None
+) -> list[Any]:
+    """The records of the connections of one flow (its segments in frame order), decoded as the local
+    engine decodes them, with the capture's stream ids: `ranks` (a `_core.StreamRanks`) holds the
+    frames that opened every stream of the capture (`opening_frames` of every flow), and a stream's
+    id is its frame's rank, as the local engine numbers streams in the order they open. The flow's
+    delivery verdict numbers go to `delivery` (its findings are the capture's to make, from every
+    flow's numbers)."""
+    core = _flow_pipeline(capture, opts, decoding=decoding_options(opts), stream_ranks=ranks)
+    pipe = StreamPipeline(capture, opts, core.stream_info, core)
+    out = [item for batch in _fed(core, batches) for item in pipe.handle(batch)]
     if delivery is not None:
         delivery.update(pipe.delivery())
     return out
-
-
-def renumber(records: Iterable[Any], opened: Iterable[int]) -> Iterator[Any]:
-    """Records with the capture's stream ids: `opened` holds the frame that opened every stream of the
-    capture; a stream's id is its rank among them (the local engine numbers streams as they open)."""
-    rank = {frame: i for i, frame in enumerate(sorted(set(opened)))}
-    for r in records:
-        if getattr(r, "stream", None) is not None:
-            r.stream = rank[r.stream]
-        fields = getattr(r, "fields", None) or {}
-        for key in STREAM_FIELDS:
-            if isinstance(fields.get(key), int):
-                fields[key] = rank.get(fields[key], fields[key])
-        for value in fields.values():
-            if isinstance(value, dict) and isinstance(value.get("stream"), int):  # a place
-                value["stream"] = rank.get(value["stream"], value["stream"])
-        yield r

@@ -168,10 +168,37 @@ pub struct Config {
     pub reorder_ns: i64,
     /// Bytes held (both directions of the connection) while a hole waits, before it becomes a gap.
     pub reorder_bytes: usize,
-    /// A stream's id is the frame that opened it (unique in its capture) instead of the next
-    /// number: a task decoding some of a capture's connections gives ids the capture's order can
-    /// renumber.
-    pub ids_by_frame: bool,
+    /// How streams are numbered (a task decoding some of a capture's connections cannot count).
+    pub ids: StreamIds,
+}
+
+/// A stream's id.
+#[derive(Clone, Debug, Default)]
+pub enum StreamIds {
+    /// The next number, in the order streams open (the whole capture in one pipeline).
+    #[default]
+    Counter,
+    /// The frame that opened it (unique in its capture): a first pass over some of a capture's
+    /// connections tells which frames open streams.
+    Frames,
+    /// The rank of the frame that opened it among the opening frames of every stream of the
+    /// capture (sorted, found by a `Frames` pass): the ids `Counter` gives the whole capture.
+    Ranks(std::sync::Arc<[u64]>),
+}
+
+impl StreamIds {
+    /// The id of a stream opened at `frame`. A frame `Ranks` does not list (its pass saw another
+    /// capture) gets an id past every rank, unique as its frame is.
+    fn of_frame(&self, frame: u64) -> Option<u64> {
+        match self {
+            StreamIds::Counter => None,
+            StreamIds::Frames => Some(frame),
+            StreamIds::Ranks(frames) => Some(match frames.binary_search(&frame) {
+                Ok(rank) => rank as u64,
+                Err(_) => (frames.len() as u64).saturating_add(frame),
+            }),
+        }
+    }
 }
 
 impl Default for Config {
@@ -190,7 +217,7 @@ impl Default for Config {
             reorder_packets: 2048,
             reorder_ns: 1_000_000_000,
             reorder_bytes: 2 << 20,
-            ids_by_frame: false,
+            ids: StreamIds::Counter,
         }
     }
 }

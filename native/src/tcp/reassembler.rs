@@ -11,7 +11,7 @@ use super::causal::Merge;
 use super::graves::Graves;
 use super::half::{Half, Piece};
 use super::seq::{at_or_after, HALF, MOD};
-use super::{Config, Event, StreamInfo};
+use super::{Config, Event, StreamIds, StreamInfo};
 use crate::capture::{Segment, ACK, FIN, RST, SYN};
 use crate::model::text::hex;
 use crate::model::{Direction, Finding, Severity};
@@ -699,7 +699,7 @@ impl Reassembler {
             let id = conn.info.stream;
             self.live.remove(&id);
             self.live.insert(old.stream, slot);
-            if !self.cfg.ids_by_frame && id + 1 == self.next_id {
+            if matches!(self.cfg.ids, StreamIds::Counter) && id + 1 == self.next_id {
                 self.next_id = id;
             }
             conn.info.stream = old.stream;
@@ -877,12 +877,10 @@ impl Reassembler {
         } else {
             (seg.dst, seg.dport, seg.src, seg.sport)
         };
-        let stream = if self.cfg.ids_by_frame {
-            seg.frame
-        } else {
+        let stream = self.cfg.ids.of_frame(seg.frame).unwrap_or_else(|| {
             self.next_id += 1;
             self.next_id - 1
-        };
+        });
         let info = StreamInfo {
             stream,
             client: endpoint(c_ip, c_port),

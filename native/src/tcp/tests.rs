@@ -2,7 +2,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use super::{Config, Event, Reassembler, StreamInfo};
+use super::{Config, Event, Reassembler, StreamIds, StreamInfo};
 use crate::capture::{Segment, ACK, FIN, SYN};
 use crate::model::Direction;
 
@@ -582,4 +582,33 @@ fn a_new_connection_on_the_same_ports_is_its_own_after_a_clean_close() {
         assert_eq!(ends(&events).len(), 2, "syn {syn}: {:?}", codes(&events));
         assert_eq!(data(&events, Direction::C2S), b"abcsecond", "syn {syn}");
     }
+}
+
+/// Ids by the rank of each stream's opening frame among those a `Frames` pass found are the ids
+/// a counter gives the whole capture (the Spark engine's two passes over a flow), and stay so for
+/// streams a hollow first packet opened early.
+#[test]
+fn ranked_opening_frames_give_the_counters_ids() {
+    let run = |ids: StreamIds| {
+        let mut conv = Conv::new(Config {
+            ids,
+            ..Config::default()
+        });
+        conv.send(true, 500, b"x", ACK, 7000); // midstream, never answered
+        clean_exchange(&mut conv);
+        conv.handshake(69_999, 90_000);
+        conv.send(true, 70_000, b"second", ACK, 90_001);
+        conv.send(true, 80_000, b"third", FIN | ACK, 95_000);
+        let events = conv.finish();
+        let mut ids: Vec<(u64, u64)> = ends(&events)
+            .iter()
+            .map(|i| (i.first_frame, i.stream))
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    let counted = run(StreamIds::Counter);
+    let frames: Vec<u64> = run(StreamIds::Frames).iter().map(|&(_, id)| id).collect();
+    assert!(counted.len() >= 2, "{counted:?}");
+    assert_eq!(run(StreamIds::Ranks(frames.into())), counted);
 }
