@@ -413,8 +413,8 @@ def test_one_capture_read_in_splits_gives_the_local_engines_rows(spark, tmp_path
 
 
 def test_segments_handed_on_in_many_chunks_per_split_keep_each_flows_order(tmp_path, monkeypatch):
-    """The read tasks hand on a row per flow and chunk: with chunks of a few KB (many per split, each
-    flow in many of them), the rows sorted as the shuffle sorts them (flow, split, part) decode to the
+    """The read tasks hand on a row per flow and chunk (in pieces): with chunks of a few KB (many per
+    split, each flow in many of them, in several pieces), the rows sorted as the shuffle sorts them (flow, split, part) decode to the
     local engine's records — stages 2-5 in one process, no Spark."""
     from bench.gen_capture import generate
     from wirelog.engine import spark_split, splits
@@ -423,11 +423,14 @@ def test_segments_handed_on_in_many_chunks_per_split_keep_each_flows_order(tmp_p
     generate(str(path), 3000, connections=12, payload="lumberjack")
     monkeypatch.setattr(splits, "READ_SIZE", 4096)  # the core hands on a batch per piece read
     monkeypatch.setattr(spark_split, "FLUSH_BYTES", 4096)
+    monkeypatch.setattr(spark_split, "PIECE_BYTES", 1024)  # a flow's segments of a chunk in pieces
     parts = plan(str(path), 64 * 1024)
     fields = ("index", "start", "next", "first_frame", "frames", "context", "holes")
     rows = pa.RecordBatch.from_pylist([{f: getattr(s, f) for f in fields} for s in parts])
     chunks = pa.Table.from_batches(list(spark_split.read_splits(str(path), str(path), iter([rows]))))
-    assert max(chunks.column("part").to_pylist()) > 3 and len(parts) > 2
+    part = chunks.column("part").to_pylist()
+    assert max(p // spark_split.PIECES for p in part) > 3 and len(parts) > 2
+    assert max(p % spark_split.PIECES for p in part) > 0
     chunks = chunks.sort_by([("flow", "ascending"), ("split", "ascending"), ("part", "ascending")])
     opts = splits.flow_options(Options(), parts)
     opened = pa.Table.from_batches(

@@ -50,7 +50,7 @@ CHUNKS = pa.schema(
     [
         ("flow", pa.binary()),  # both hosts and the service port; b"" for the packet layer's findings
         ("split", pa.int64()),
-        ("part", pa.int64()),  # the read task's flush number within its split
+        ("part", pa.int64()),  # within the split: flush number * PIECES + the piece of the flow's segments
         ("finding", pa.string()),  # a finding of the packet layer (JSON), or null
         ("segments", pa.binary()),  # Arrow IPC stream of the flow's segments of this chunk, or null
     ]
@@ -59,6 +59,10 @@ CHUNKS = pa.schema(
 # that, not by the split; Spark gets CHUNKS_PER_BATCH rows per Arrow batch (each up to FLUSH_BYTES).
 FLUSH_BYTES = 16 << 20
 CHUNKS_PER_BATCH = 8
+# A flow's segments of one flush are cut into pieces of about PIECE_BYTES, each its own row: the cache
+# of the shuffled rows gathers ROWS_PER_CACHED_BATCH rows at a time in the JVM's heap (at most ~64 MB)
+PIECE_BYTES = 1 << 20
+PIECES = 1 << 16  # more pieces than a flush can make (FLUSH_BYTES / PIECE_BYTES, plus one per flow)
 OPENED = pa.schema([("frame", pa.int64())])  # stage 4: the frames that opened streams
 # stage 5 when the tasks write: a row per file written (spark_output.MANIFEST) and, with `delivery`
 # set, a row per flow with its delivery verdict numbers (JSON)
@@ -69,7 +73,10 @@ RECORDS, DELIVERY = "records", "delivery"
 BLOB_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 DECODED = pa.schema([("kind", pa.string()), ("text", pa.string()), ("batch", pa.binary())])
 CACHE_BATCH_CONF = "spark.sql.inMemoryColumnarStorage.batchSize"
-ROWS_PER_CACHED_BATCH = 4  # rows of a kept DataFrame hold up to a few MB each (FLUSH_BYTES)
+# Rows per column batch of a kept DataFrame. Reading many small cached batches back is slow (4 rows
+# each made the decode stage 1.55x slower than 64 on a 309 MB capture), and a batch is built in the
+# heap, so rows are kept small (PIECE_BYTES; a record blob of `read()` is up to a few MB).
+ROWS_PER_CACHED_BATCH = 64
 
 
 def _spark_types(schema: pa.Schema) -> str:
@@ -96,25 +103,30 @@ def _finding_row(f: Finding, split: int, part: int) -> pa.RecordBatch:
 
 def _chunks(batches: list[pa.RecordBatch], split: int, part: int) -> pa.RecordBatch:
     """CHUNKS rows of a split's gathered segments: per flow, its segments in their order (a stable
-    sort by flow) as one IPC stream (uncompressed: Spark compresses its shuffle blocks)."""
+    sort by flow) as IPC streams of about PIECE_BYTES each (uncompressed: Spark compresses its
+    shuffle blocks)."""
     table = pa.Table.from_batches(batches)
     ordered = table.take(pc.sort_indices(table, sort_keys=[("flow", "ascending")])).combine_chunks()
     keys = ordered.column("flow")
     ends = pc.indices_nonzero(pc.not_equal(keys[1:], keys[:-1])).to_pylist() if len(keys) > 1 else []
-    flows, blobs, start = [], [], 0
-    for end in [*(e + 1 for e in ends), len(keys)]:  # a step per flow, not per segment
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, ordered.schema) as writer:
-            writer.write_table(ordered.slice(start, end - start))
-        flows.append(keys[start].as_py())
-        blobs.append(sink.getvalue().to_pybytes())
+    per_row = ordered.nbytes / max(1, len(keys))
+    flows, parts, blobs, start = [], [], [], 0
+    for end in [*(e + 1 for e in ends), len(keys)]:  # a step per flow and piece, not per segment
+        step = max(1, int(PIECE_BYTES / per_row))
+        for piece, lo in enumerate(range(start, end, step)):
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, ordered.schema) as writer:
+                writer.write_table(ordered.slice(lo, min(step, end - lo)))
+            flows.append(keys[start].as_py())
+            parts.append(part * PIECES + piece)
+            blobs.append(sink.getvalue().to_pybytes())
         start = end
     n = len(blobs)
     return pa.RecordBatch.from_arrays(
         [
             pa.array(flows, pa.binary()),
             pa.array([split] * n, pa.int64()),
-            pa.array([part] * n, pa.int64()),
+            pa.array(parts, pa.int64()),
             pa.nulls(n, pa.string()),
             pa.array(blobs, pa.binary()),
         ],
@@ -131,7 +143,7 @@ def read_splits(path: str, name: str, batches: Iterator[pa.RecordBatch]) -> Iter
             size = part = 0
             for item in segment_batches(path, split, name):
                 if not isinstance(item, pa.RecordBatch):
-                    yield _finding_row(item, split.index, part)
+                    yield _finding_row(item, split.index, part * PIECES)
                     continue
                 gathered.append(item)
                 size += item.nbytes
