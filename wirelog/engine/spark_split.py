@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from wirelog import _core
 from wirelog.engine import spark_output
+from wirelog.engine.gc_tuning import tune_gc
 from wirelog.engine.local import Options
 from wirelog.engine.spark_source import spark_batch, spark_schema
 from wirelog.engine.splits import Split, decode_flow, flow_options, opening_frames, plan, segment_batches
@@ -136,6 +137,7 @@ def _chunks(batches: list[pa.RecordBatch], split: int, part: int) -> pa.RecordBa
 
 def read_splits(path: str, name: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Stage 2 (a task): the segments of the splits in `batches` (rows of Split fields), as CHUNKS."""
+    tune_gc()  # each stage runs in a Python worker, which the CLI's settings do not reach
     for rows in batches:
         for s in rows.to_pylist():
             split = Split(**s)
@@ -178,6 +180,7 @@ def _flows(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[list[pa.RecordBa
 
 def opened_streams(name: str, opts: Options, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Stage 4 (a task): the frames that opened the streams of a partition's flows (OPENED rows)."""
+    tune_gc()
     for segments, _ in _flows(batches):
         if segments:
             frames = opening_frames(name, segments, opts)
@@ -190,6 +193,7 @@ def flow_records(
     """Stage 5 (a task): the records of a partition's flows in the Parquet schema, their streams
     numbered by the rank of their opening frame among `frames` (all of the capture's, sorted); each
     flow's delivery verdict numbers go to `deliveries` as its records are done."""
+    tune_gc()
     ranks = _core.StreamRanks(frames.to_pylist())  # once per task, shared by its flows' pipelines
     arrow = replace(opts, records="arrow")
     for segments, findings in _flows(batches):
