@@ -345,3 +345,15 @@ def test_a_core_panic_in_a_worker_reaches_the_run_as_its_own_outcome(message, st
     assert exits.outcome(received)[1].startswith(line)
     other = ValueError("x")
     assert exits.sendable(other) is other
+
+
+def test_a_syntax_error_in_our_own_module_is_memory_running_out():
+    """CPython's parser reports some failed allocations as a SyntaxError (a fresh clone under a 32 MB
+    address-space limit: "expected ':'" in wirelog/engine/local.py, which compiles): one of our own
+    modules, which this suite imports whole, means out of memory; any other file is still a bug."""
+    import wirelog.engine.local as ours
+
+    err = SyntaxError("expected ':'", (ours.__file__, 255, 1, "", 255, 2))
+    assert exits.outcome(err) == (exits.OUT_OF_MEMORY, exits.OUT_OF_MEMORY_MESSAGE)
+    elsewhere = SyntaxError("expected ':'", ("/tmp/plugin.py", 1, 1, "", 1, 2))
+    assert exits.outcome(elsewhere)[0] == exits.INTERNAL

@@ -13,6 +13,7 @@ Exit statuses (README, docs/commands/*.md):
 from __future__ import annotations
 
 import errno
+import os
 
 OK = 0
 UNUSABLE = 2
@@ -36,6 +37,9 @@ class CorePanic(Exception):
 
 # glibc's loader, when mapping an extension module imported late (pyarrow for Parquet) is refused
 _LOADER_OUT_OF_MEMORY = "failed to map segment from shared object"
+# Our own modules, which the tests import whole: a SyntaxError in one of them while it is imported
+# late is CPython's parser failing to allocate (seen under a 32 MB address-space limit: "expected ':'")
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # What to do about an OSError, after its file name and its strerror.
 _HINTS = {
@@ -101,11 +105,16 @@ def sendable(e: BaseException) -> BaseException:
     return CorePanic(str(e))
 
 
+def _ours(filename: str | None) -> bool:
+    return filename is not None and os.path.abspath(filename).startswith(_PACKAGE + os.sep)
+
+
 def outcome(e: BaseException) -> tuple[int, str]:
     """Exit status and message for an error that ended the run (not EPIPE nor a signal)."""
     if (
         isinstance(e, MemoryError)
         or (isinstance(e, ImportError) and _LOADER_OUT_OF_MEMORY in str(e))
+        or (isinstance(e, SyntaxError) and _ours(e.filename))
         or (is_core_panic(e) and str(e) == _CORE_NULL_OBJECT)
     ):
         return OUT_OF_MEMORY, OUT_OF_MEMORY_MESSAGE

@@ -841,10 +841,13 @@ impl Reassembler {
         let Some(conn) = self.conns[slot].as_ref() else {
             return true;
         };
+        let half = &conn.halves[h];
+        if !half.syn_seen && half.base == Some(seq_no.wrapping_add(1)) {
+            return false; // its own SYN, written after the packets that followed it (even its RST)
+        }
         if conn.closed {
             return true;
         }
-        let half = &conn.halves[h];
         half.syn_seen && half.base != Some(seq_no.wrapping_add(1)) && half.next_off > 0
     }
 

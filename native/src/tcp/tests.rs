@@ -3,7 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use super::{Config, Event, Reassembler, StreamIds, StreamInfo};
-use crate::capture::{Segment, ACK, FIN, SYN};
+use crate::capture::{Segment, ACK, FIN, RST, SYN};
 use crate::model::Direction;
 
 const C: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
@@ -611,4 +611,28 @@ fn ranked_opening_frames_give_the_counters_ids() {
     let frames: Vec<u64> = run(StreamIds::Frames).iter().map(|&(_, id)| id).collect();
     assert!(counted.len() >= 2, "{counted:?}");
     assert_eq!(run(StreamIds::Ranks(frames.into())), counted);
+}
+
+/// A client's SYN written after everything that followed it, the server's RST included (a packet
+/// moved 8 places in a capture of Log Courier's receiver being killed): the same one connection,
+/// started in the capture, not a new one on the same ports.
+#[test]
+fn a_syn_written_after_the_reset_that_ended_its_connection_is_still_its_own() {
+    let mut conv = Conv::new(Config::default());
+    conv.send(false, 4999, b"", SYN | ACK, 1000);
+    conv.send(true, 1000, b"", ACK, 5000);
+    conv.send(true, 1000, b"abc", ACK, 5000);
+    conv.send(false, 5000, b"", ACK, 1003);
+    conv.send(false, 5000, b"", RST | ACK, 1003);
+    conv.send(true, 999, b"", SYN, 0);
+    let events = conv.finish();
+    assert!(
+        !codes(&events).contains(&"tcp.port-reuse"),
+        "{:?}",
+        codes(&events)
+    );
+    let ended = ends(&events);
+    assert_eq!(ended.len(), 1);
+    assert!(!ended[0].midstream && ended[0].reset);
+    assert_eq!(data(&events, Direction::C2S), b"abc");
 }
