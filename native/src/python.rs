@@ -626,10 +626,6 @@ impl StreamRanks {
         frames.dedup();
         StreamRanks(frames.into())
     }
-
-    fn __len__(&self) -> usize {
-        self.0.len()
-    }
 }
 
 /// One capture through capture reading and TCP reassembly: `feed` bytes, get model records
