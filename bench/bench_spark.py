@@ -64,7 +64,7 @@ if len(files) == 1:  # one capture read in splits: what Spark alone costs, witho
     tasks = TASKS_PER_CORE * sc.defaultParallelism
     start = time.perf_counter()
     splits = spark_plan(spark, files[0], SPLIT_SIZE)
-    shuffled_segments(spark, files[0], "x", splits, tasks).write.format("noop").mode("overwrite").save()
+    shuffled_segments(spark, files[0], "x", Options(), splits, tasks).write.format("noop").mode("overwrite").save()
     floors["shuffle"] = time.perf_counter() - start
 # per phase of the first conversion (the engine describes its jobs): wall time from Spark's own
 # accounting (its REST API), and the time its tasks ran (summed over cores)

@@ -457,6 +457,24 @@ def test_killed_receiver_verdict_counts_each_event_once(killed: KilledRun) -> No
     assert never["events"] == fates["lost"]
 
 
+@pytest.mark.parametrize("size", [4096, 1 << 20])
+def test_killed_receiver_split_engine_gives_the_same_records_and_verdict(
+    killed: KilledRun, size: int
+) -> None:
+    """The split engine (Spark's stages, in one process) groups every connection of the shipper to
+    its receiver in one flow, whichever side of the receiver's random port the shipper's ports fall:
+    same records, resends and verdict as the local engine."""
+    from tests.test_splits import comparable, local_run, split_run
+    from wirelog.engine.local import Options
+
+    local = local_run(killed.pcap, Options())
+    assert {f.code for f in local if getattr(f, "code", "")} >= {
+        "courier.resend",
+        "courier.never-acknowledged",
+    }
+    assert comparable(split_run(killed.pcap, size, Options())) == comparable(local)
+
+
 # Captures with refused connections (SYN, RST): a copy that moves a SYN after its RST decodes
 # differently (test_refused_connection_reset_before_syn), so their copies fail when the random
 # reordering happens to do that.

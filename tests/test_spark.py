@@ -427,12 +427,12 @@ def test_segments_handed_on_in_many_chunks_per_split_keep_each_flows_order(tmp_p
     parts = plan(str(path), 64 * 1024)
     fields = ("index", "start", "next", "first_frame", "frames", "context", "holes")
     rows = pa.RecordBatch.from_pylist([{f: getattr(s, f) for f in fields} for s in parts])
-    chunks = pa.Table.from_batches(list(spark_split.read_splits(str(path), str(path), iter([rows]))))
+    opts = splits.flow_options(Options(), parts)
+    chunks = pa.Table.from_batches(list(spark_split.read_splits(str(path), str(path), opts, iter([rows]))))
     part = chunks.column("part").to_pylist()
     assert max(p // spark_split.PIECES for p in part) > 3 and len(parts) > 2
     assert max(p % spark_split.PIECES for p in part) > 0
     chunks = chunks.sort_by([("flow", "ascending"), ("split", "ascending"), ("part", "ascending")])
-    opts = splits.flow_options(Options(), parts)
     opened = pa.Table.from_batches(
         list(spark_split.opened_streams(str(path), opts, iter(chunks.to_batches(7)))),
         schema=spark_split.OPENED,

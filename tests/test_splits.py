@@ -136,14 +136,17 @@ def test_real_captures_split_anywhere():
 def split_run(path: Path, size: int, opts: Options) -> list:
     """The split engine in one process: splits read to segments, grouped by flow, the streams each
     flow opens found by a reassembly-only pass, then each flow decoded alone with the capture's
-    stream ids (what the Spark engine does with a shuffle between the stages)."""
+    stream ids, and the delivery verdict made from every flow's numbers (what the Spark engine does
+    with a shuffle between the stages)."""
     import pyarrow as pa
+
+    from wirelog.engine.spark_split import verdict_findings
 
     batches, findings = [], []
     splits = plan(str(path), size)
     opts = flow_options(opts, splits)
     for split in splits:
-        for item in segment_batches(str(path), split, str(path)):
+        for item in segment_batches(str(path), split, opts, str(path)):
             (batches if isinstance(item, pa.RecordBatch) else findings).append(item)
     table = pa.Table.from_batches(batches).sort_by([("flow", "ascending"), ("frame", "ascending")])
     flows = table.column("flow").to_pylist()
@@ -153,12 +156,15 @@ def split_run(path: Path, size: int, opts: Options) -> list:
         for lo, hi in zip([0, *bounds], [*bounds, len(flows)], strict=True)
     ]
     ranks = _core.StreamRanks([f for group in groups for f in opening_frames(str(path), group, opts)])
-    records = []
+    records, deliveries = [], []
     for group in groups:
-        for item in decode_flow(str(path), group, opts, ranks):
+        delivery: dict = {}
+        for item in decode_flow(str(path), group, opts, ranks, delivery):
             if isinstance(item, Message | Finding) and item.stream is not None:
                 records.append(item)
-    return records
+        deliveries.append(delivery)
+    verdict = verdict_findings(str(path), deliveries)
+    return records + [f for f in verdict if f.stream is not None]
 
 
 def comparable(records) -> list[tuple]:
@@ -189,6 +195,32 @@ def test_split_engine_on_real_cql_and_reassembly_captures():
         for path in sorted((SHARED / "public" / sub).glob("*.pcap")):
             size = max(200, path.stat().st_size // 5)
             assert comparable(split_run(path, size, opts)) == comparable(local_run(path, opts)), path.name
+
+
+def test_a_service_on_a_port_between_its_clients_ports_is_one_flow(tmp_path):
+    """A service on an unlisted port, one client connection from a lower port and its resend from a
+    higher one (a Log Courier receiver on a random port does this): both connections are in one
+    flow, so the split engine sees the resend and gives the local engine's verdict."""
+    from scapy.all import TCP, rdpcap, wrpcap
+
+    original = Path(__file__).parent / "data" / "lumberjack" / "pylogbeat-stalled-resend.pcap"
+    packets = rdpcap(str(original))
+    clients = sorted({p[TCP].sport for p in packets if p[TCP].dport == 5044})
+    assert len(clients) == 2 and clients[0] < 40000 < clients[1]
+    for p in packets:
+        p[TCP].sport, p[TCP].dport = (40000 if x == 5044 else x for x in (p[TCP].sport, p[TCP].dport))
+        del p[TCP].chksum
+    path = tmp_path / "unlisted-port.pcap"
+    wrpcap(str(path), packets)
+    opts = Options()
+    local = local_run(path, opts)
+    assert {r.protocol for r in local if isinstance(r, Message)} == {"lumberjack"}
+
+    def resent(records: list) -> int:
+        return sum(1 for r in records if isinstance(r, Message) and r.fields.get("resend_of"))
+
+    assert resent(local) == resent(local_run(original, opts)) > 0
+    assert comparable(split_run(path, 1 << 20, opts)) == comparable(local)
 
 
 TLS = Path(__file__).parents[1] / "native" / "src" / "decoders" / "tls" / "testdata"

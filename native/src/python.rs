@@ -1512,15 +1512,15 @@ impl SegmentBatches {
 #[pymethods]
 impl SegmentBatches {
     #[new]
-    #[pyo3(signature = (name, first_frame=1))]
-    fn new(py: Python<'_>, name: &str, first_frame: u64) -> PyResult<Self> {
+    #[pyo3(signature = (name, first_frame=1, server_ports=Vec::new()))]
+    fn new(py: Python<'_>, name: &str, first_frame: u64, server_ports: Vec<u16>) -> PyResult<Self> {
         install_hook();
         let mut inner = CaptureInput::new(name, None);
         inner.set_first_frame(first_frame);
         Ok(SegmentBatches {
             inner,
             sink: FindingSink::default(),
-            rows: SegmentRows::default(),
+            rows: SegmentRows::new(server_ports),
             model: Model::load(py)?,
         })
     }

@@ -135,7 +135,9 @@ def _chunks(batches: list[pa.RecordBatch], split: int, part: int) -> pa.RecordBa
     )
 
 
-def read_splits(path: str, name: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def read_splits(
+    path: str, name: str, opts: Options, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """Stage 2 (a task): the segments of the splits in `batches` (rows of Split fields), as CHUNKS."""
     tune_gc()  # each stage runs in a Python worker, which the CLI's settings do not reach
     for rows in batches:
@@ -143,7 +145,7 @@ def read_splits(path: str, name: str, batches: Iterator[pa.RecordBatch]) -> Iter
             split = Split(**s)
             gathered: list[pa.RecordBatch] = []
             size = part = 0
-            for item in segment_batches(path, split, name):
+            for item in segment_batches(path, split, opts, name):
                 if not isinstance(item, pa.RecordBatch):
                     yield _finding_row(item, split.index, part * PIECES)
                     continue
@@ -324,7 +326,7 @@ def spark_plan(spark: SparkSession, path: str, split_size: int) -> list[Split]:
 
 
 def shuffled_segments(
-    spark: SparkSession, path: str, name: str, splits: list[Split], partitions: int
+    spark: SparkSession, path: str, name: str, opts: Options, splits: list[Split], partitions: int
 ) -> DataFrame:
     """Stages 2-3: the capture's TCP segments, read in splits, grouped by flow in frame order (as
     CHUNKS rows)."""
@@ -336,7 +338,7 @@ def shuffled_segments(
         "index bigint, start bigint, next bigint, first_frame bigint, frames bigint, context binary,"
         " holes array<bigint>",
     ).repartition(max(1, len(splits)))
-    chunks = plan_df.mapInArrow(lambda b: read_splits(path, name, b), _spark_types(CHUNKS))
+    chunks = plan_df.mapInArrow(lambda b: read_splits(path, name, opts, b), _spark_types(CHUNKS))
     return chunks.repartition(partitions, "flow").sortWithinPartitions("flow", "split", "part")
 
 
@@ -348,7 +350,7 @@ def _flows_of_capture(
     with phase(spark, f"wirelog: plan the splits of {name}"):
         splits = spark_plan(spark, path, split_size)
     opts = flow_options(opts, splits)
-    flows = _kept(shuffled_segments(spark, path, name, splits, partitions))
+    flows = _kept(shuffled_segments(spark, path, name, opts, splits, partitions))
     with phase(spark, f"wirelog: read, shuffle and find the streams of {name}"):
         opened = flows.mapInArrow(lambda b: opened_streams(name, opts, b), _spark_types(OPENED)).collect()
     return flows, opts, pa.array(sorted(r["frame"] for r in opened), pa.int64())

@@ -175,12 +175,17 @@ def hole_findings(split: Split) -> list[Finding]:
     ]  # fmt: skip
 
 
-def segment_batches(path: str, split: Split, name: str | None = None) -> Iterator[Any]:
+def server_ports(opts: Options) -> list[int]:
+    """The ports that tell a connection's server side: the protocols' and --decode-as ones."""
+    return sorted(protocols.well_known_ports() | frozenset(opts.decode_as))
+
+
+def segment_batches(path: str, split: Split, opts: Options, name: str | None = None) -> Iterator[Any]:
     """A split's TCP segments as pyarrow RecordBatches in the segment schema (records/segments.rs,
     its `flow` column the shuffle key), and the capture findings of its packets (Finding objects)."""
     import pyarrow as pa
 
-    reader = _core.SegmentBatches(name or path, split.first_frame)
+    reader = _core.SegmentBatches(name or path, split.first_frame, server_ports(opts))
     steps = itertools.chain(
         (reader.feed(data) for data in split_bytes(path, split)), (reader.finish() for _ in ".")
     )
@@ -196,7 +201,7 @@ def _flow_pipeline(capture: str, opts: Options, **options: Any) -> Any:
     return _core.Pipeline(
         capture,
         None,
-        server_ports=sorted(protocols.well_known_ports() | frozenset(opts.decode_as)),
+        server_ports=server_ports(opts),
         overlap=opts.overlap,
         reorder_packets=opts.reorder_window,
         **options,

@@ -13,6 +13,7 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
 use crate::capture::Segment;
+use crate::tcp::server_port;
 
 /// The columns: frame, ts (ns), the endpoints (addresses as 4 or 16 bytes), the TCP header fields,
 /// the payload and how many payload bytes the capture lacks, and `flow`: the shuffle's key (see
@@ -52,12 +53,14 @@ fn ip_from(bytes: &[u8]) -> Option<IpAddr> {
     }
 }
 
-/// The key of a conversation: the two hosts in a fixed order and the lower port, the server's in
-/// practice (clients use ephemeral ports above the services'). Both directions of a connection
-/// share it, and so do the connections a client opens again to the same service, so the state
-/// that spans them (a window resent on a new connection, the delivery verdict) stays within one
-/// group of the shuffle.
-pub fn flow_key(a: IpAddr, a_port: u16, b: IpAddr, b_port: u16) -> Vec<u8> {
+/// The key of a conversation: the two hosts in a fixed order and the server's port when the ports
+/// tell it (`tcp::server_port`: a well-known server port, else one below 1024), else 0. Both
+/// directions of a connection share it, and so do the connections a client opens again to the same
+/// service, so the state that spans them (a window resent on a new connection, the delivery verdict)
+/// stays within one group of the shuffle. A segment alone cannot tell which of two other ports is
+/// the server's (a service on an ephemeral port can sit above or below its clients' ports), so such
+/// connections share the hosts' group.
+pub fn flow_key(a: IpAddr, a_port: u16, b: IpAddr, b_port: u16, server_ports: &[u16]) -> Vec<u8> {
     let (mut x, y) = (ip_bytes(a), ip_bytes(b));
     let (lo, hi) = if x <= y {
         (x.clone(), y)
@@ -68,13 +71,16 @@ pub fn flow_key(a: IpAddr, a_port: u16, b: IpAddr, b_port: u16) -> Vec<u8> {
     x.extend(lo);
     x.push(b'|');
     x.extend(hi);
-    x.extend_from_slice(&a_port.min(b_port).to_be_bytes());
+    let port = server_port(a_port, b_port, server_ports).unwrap_or(0);
+    x.extend_from_slice(&port.to_be_bytes());
     x
 }
 
 /// Segments appended one at a time, finished into one batch.
 #[derive(Default)]
 pub struct SegmentRows {
+    /// Well-known server ports (the protocols' and --decode-as ones), for `flow_key`.
+    server_ports: Vec<u16>,
     frame: UInt64Builder,
     ts: Int64Builder,
     src: BinaryBuilder,
@@ -91,6 +97,13 @@ pub struct SegmentRows {
 }
 
 impl SegmentRows {
+    pub fn new(server_ports: Vec<u16>) -> Self {
+        SegmentRows {
+            server_ports,
+            ..SegmentRows::default()
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.rows
     }
@@ -111,8 +124,8 @@ impl SegmentRows {
         self.flags.append_value(s.flags);
         self.payload.append_value(s.payload);
         self.missing.append_value(s.missing);
-        self.flow
-            .append_value(flow_key(s.src, s.sport, s.dst, s.dport));
+        let flow = flow_key(s.src, s.sport, s.dst, s.dport, &self.server_ports);
+        self.flow.append_value(flow);
         self.rows = self.rows.saturating_add(1);
     }
 
@@ -224,7 +237,7 @@ mod tests {
             payload,
             missing: 3,
         };
-        let mut rows = SegmentRows::default();
+        let mut rows = SegmentRows::new(vec![5044]);
         rows.push(&seg(a, 40000, b, 5044, b"hello"));
         rows.push(&seg(b, 5044, a, 40000, b""));
         let batch = rows.finish().unwrap();
@@ -239,5 +252,21 @@ mod tests {
             back,
             [(a, 40000, b"hello".to_vec(), 3), (b, 5044, Vec::new(), 3)]
         );
+    }
+
+    #[test]
+    fn a_services_connections_share_a_flow_whichever_port_is_lower() {
+        let (c, s): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let key = |cp, sp| flow_key(c, cp, s, sp, &[5044]);
+        // a well-known port, above or below the client's
+        assert_eq!(key(40000, 5044), key(4000, 5044));
+        assert_eq!(key(40000, 5044), flow_key(s, 5044, c, 40000, &[5044]));
+        // below 1024 against one above
+        assert_eq!(key(40000, 514), key(2000, 514));
+        // a service on an ephemeral port with clients on both sides of it: the hosts' group
+        assert_eq!(key(34462, 37395), key(40000, 37395));
+        // different services the ports tell apart stay apart; other hosts too
+        assert_ne!(key(40000, 5044), key(40000, 514));
+        assert_ne!(key(40000, 5044), flow_key(c, 40000, c, 5044, &[5044]));
     }
 }

@@ -142,6 +142,23 @@ impl Event {
     }
 }
 
+/// The server's port of a connection between `a_port` and `b_port`, told by the ports alone: the one
+/// among the well-known server `ports` (the protocols' and --decode-as ones), else the one below
+/// 1024 against one above; None when the ports do not tell (both or neither qualify).
+pub fn server_port(a_port: u16, b_port: u16, ports: &[u16]) -> Option<u16> {
+    if ports.contains(&a_port) != ports.contains(&b_port) {
+        Some(if ports.contains(&a_port) {
+            a_port
+        } else {
+            b_port
+        })
+    } else if (a_port < 1024) != (b_port < 1024) {
+        Some(a_port.min(b_port))
+    } else {
+        None
+    }
+}
+
 /// Limits and policy. Every bound here keeps memory finite whatever the capture holds.
 #[derive(Clone, Debug)]
 pub struct Config {

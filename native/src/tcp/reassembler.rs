@@ -11,7 +11,7 @@ use super::causal::Merge;
 use super::graves::Graves;
 use super::half::{Half, Piece};
 use super::seq::{at_or_after, HALF, MOD};
-use super::{Config, Event, StreamIds, StreamInfo};
+use super::{server_port, Config, Event, StreamIds, StreamInfo};
 use crate::capture::{Segment, ACK, FIN, RST, SYN};
 use crate::model::text::hex;
 use crate::model::{Direction, Finding, Severity};
@@ -855,13 +855,10 @@ impl Reassembler {
     /// talking to a well-known server port (the protocols', then any port below 1024 against one
     /// above); else the first sender.
     fn open(&mut self, seg: &Segment, events: &mut Vec<Event>) -> (usize, usize) {
-        let ports = &self.cfg.server_ports;
         let (src_is_client, by) = if seg.flags & SYN != 0 {
             (seg.flags & ACK == 0, "syn")
-        } else if ports.contains(&seg.dport) != ports.contains(&seg.sport) {
-            (ports.contains(&seg.dport), "port")
-        } else if (seg.dport < 1024) != (seg.sport < 1024) {
-            (seg.dport < 1024, "port")
+        } else if let Some(port) = server_port(seg.sport, seg.dport, &self.cfg.server_ports) {
+            (port == seg.dport, "port")
         } else {
             (true, "first")
         };
