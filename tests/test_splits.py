@@ -200,7 +200,8 @@ def test_split_engine_on_real_cql_and_reassembly_captures():
 def test_a_service_on_a_port_between_its_clients_ports_is_one_flow(tmp_path):
     """A service on an unlisted port, one client connection from a lower port and its resend from a
     higher one (a Log Courier receiver on a random port does this): both connections are in one
-    flow, so the split engine sees the resend and gives the local engine's verdict."""
+    flow, so the split engine sees the resend and gives the local engine's verdict, also when the
+    capture's packets are reordered or duplicated."""
     from scapy.all import TCP, rdpcap, wrpcap
 
     original = Path(__file__).parent / "data" / "lumberjack" / "pylogbeat-stalled-resend.pcap"
@@ -221,6 +222,15 @@ def test_a_service_on_a_port_between_its_clients_ports_is_one_flow(tmp_path):
 
     assert resent(local) == resent(local_run(original, opts)) > 0
     assert comparable(split_run(path, 1 << 20, opts)) == comparable(local)
+    # and on copies with packets moved later or written twice: the same resends, in both engines
+    from tests.impair import impaired_copy, impairments
+
+    for label, order in impairments(len(packets)):
+        copy = tmp_path / f"{label}.pcap"
+        impaired_copy(path, copy, order)
+        impaired = local_run(copy, opts)
+        assert resent(impaired) == resent(local), label
+        assert comparable(split_run(copy, 1 << 20, opts)) == comparable(impaired), label
 
 
 TLS = Path(__file__).parents[1] / "native" / "src" / "decoders" / "tls" / "testdata"

@@ -71,6 +71,11 @@ class Options:
     report_top: int = 20  # report: connections with a lane of their own, per input
 
 
+def server_ports(opts: Options) -> list[int]:
+    """The ports that tell a connection's server side: the protocols' and --decode-as ones."""
+    return sorted(protocols.well_known_ports() | frozenset(opts.decode_as))
+
+
 def decoding_options(opts: Options) -> dict[str, Any]:
     """The core's decoding options (native/src/python.rs `session`)."""
     keep = opts.keep
@@ -134,7 +139,7 @@ def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | Non
             path,
             info,
             before_read,
-            server_ports=sorted(protocols.well_known_ports() | frozenset(opts.decode_as)),
+            server_ports=server_ports(opts),
             overlap=opts.overlap,
             reorder_packets=opts.reorder_window,
             stream_lines=opts.stream_lines and not opts.decode,

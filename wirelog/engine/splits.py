@@ -23,8 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from wirelog import _core
-from wirelog.engine import protocols
-from wirelog.engine.local import Options, StreamPipeline, decoding_options
+from wirelog.engine.local import Options, StreamPipeline, decoding_options, server_ports
 from wirelog.model import Finding, Severity, StreamInfo
 
 SPLIT_SIZE = 128 * 1024 * 1024  # bytes per split, like Spark's spark.sql.files.maxPartitionBytes
@@ -173,11 +172,6 @@ def hole_findings(split: Split) -> list[Finding]:
         )
         for lo, hi in zip(split.holes[::2], split.holes[1::2], strict=True)
     ]  # fmt: skip
-
-
-def server_ports(opts: Options) -> list[int]:
-    """The ports that tell a connection's server side: the protocols' and --decode-as ones."""
-    return sorted(protocols.well_known_ports() | frozenset(opts.decode_as))
 
 
 def segment_batches(path: str, split: Split, opts: Options, name: str | None = None) -> Iterator[Any]:
