@@ -8,6 +8,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -122,3 +123,35 @@ def fill(directory: Path) -> None:
         while True:
             f.write(b"\0" * 4096)
     assert os.statvfs(directory).f_bavail == 0
+
+
+# The run's own peak RSS. A child's ru_maxrss starts at its parent's resident size (Linux keeps the
+# high-water mark of the address space a fork copied, across exec), and pytest's is hundreds of MB
+# in a full run: so a small launcher forks the run and reports what wait4 says of it.
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}")
+"""
+
+
+def measured(*args: str) -> tuple[int, int, bytes]:
+    """Run `python -m wirelog.cli ARGS`: (exit status, peak RSS in bytes, stdout)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err, report = (Path(tmp) / name for name in ("out", "err", "report"))
+        with out.open("wb") as stdout, err.open("wb") as stderr:
+            subprocess.run(
+                [WIRELOG[0], "-c", _LAUNCHER, str(report), *WIRELOG[1:], *args],
+                stdout=stdout,
+                stderr=stderr,
+                timeout=300,
+                check=True,
+            )
+        status, maxrss_kib = map(int, report.read_text().split())
+        stdout, stderr = out.read_bytes(), err.read_bytes()
+    assert b"Traceback" not in stderr and b"memory allocation" not in stderr, stderr[-2000:]
+    return status, maxrss_kib * 1024, stdout

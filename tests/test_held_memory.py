@@ -156,3 +156,44 @@ def test_impaired_copies_through_the_spill_file_keep_the_verdict(name: str, tmp_
 
     records = assert_same_when_impaired(ROOT / name, tmp_path, "--held-memory", "0")
     assert any(r.get("acked") is not None for r in records)
+
+
+@pytest.fixture(scope="module")
+def one_stalled(tmp_path_factory) -> dict[int, Path]:
+    """One connection to a stalled server (a Filebeat and its Logstash), ~15k and ~60k events,
+    every one of them held to the capture's end."""
+    where = tmp_path_factory.mktemp("one")
+    paths = {n: where / f"stalled-{n}.pcap" for n in (1500, 6000)}
+    for packets, path in paths.items():
+        generate(str(path), packets, 1, 1, "lumberjack", 0, False)
+    return paths
+
+
+def test_a_stalled_connections_end_comes_out_in_parts(one_stalled) -> None:
+    """The ~60k events one connection held come out of its end in parts of about 4k records
+    (native/src/decoders/mod.rs CloseRoom), each part reaching Python before the next is made: not
+    one batch of every event the connection held."""
+    from wirelog.engine.local import Options, run
+    from wirelog.model import RecordLines
+
+    sizes = [
+        i.count
+        for i in run([str(one_stalled[6000])], (), Options(records="ndjson"))
+        if isinstance(i, RecordLines)
+    ]
+    assert sum(sizes) > 50_000
+    assert len(sizes) > 10
+    assert max(sizes) <= 4096 + 64  # and the rest of one window (20 to 60 events)
+
+
+def test_a_stalled_connections_end_costs_no_more_memory_when_it_held_more(one_stalled) -> None:
+    """Every held record through the spill file: the peak memory of a connection that held 60k
+    events is about that of one that held 15k (its end made every record at once: +107 MB)."""
+    from tests.fault_helpers import measured
+
+    peaks = {}
+    for packets, path in one_stalled.items():
+        status, peaks[packets], out = measured("convert", str(path), "--to", "json", "--held-memory", "0")
+        assert status == 0
+        assert out.count(b'"kind":"event"') > packets * 8
+    assert peaks[6000] - peaks[1500] < 20 << 20, peaks

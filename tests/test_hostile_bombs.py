@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import struct
-import subprocess
-import tempfile
 import zlib
 from pathlib import Path
 
@@ -15,45 +13,13 @@ import lz4.block
 import pytest
 
 from tests import courier_codec as courier
-from tests.fault_helpers import WIRELOG
+from tests.fault_helpers import measured
 from tests.hercules_helpers import README_EVENT
 from tests.pcap_helpers import tcp_conversation, write_pcap
 
 MAX_RSS = 400 * 1024 * 1024
 CAP = 64 * 1024 * 1024  # Limits.max_inflated, the default
 NONCE = bytes(range(16))
-
-
-# The run's own peak RSS. A child's ru_maxrss starts at its parent's resident size (Linux keeps the
-# high-water mark of the address space a fork copied, across exec), and pytest's is hundreds of MB
-# in a full run: so a small launcher forks the run and reports what wait4 says of it.
-_LAUNCHER = """
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
-_, status, usage = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as f:
-    f.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}")
-"""
-
-
-def _measured(*args: str) -> tuple[int, int, bytes]:
-    """Run `python -m wirelog.cli ARGS`: (exit status, peak RSS in bytes, stdout)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out, err, report = (Path(tmp) / name for name in ("out", "err", "report"))
-        with out.open("wb") as stdout, err.open("wb") as stderr:
-            subprocess.run(
-                [WIRELOG[0], "-c", _LAUNCHER, str(report), *WIRELOG[1:], *args],
-                stdout=stdout,
-                stderr=stderr,
-                timeout=300,
-                check=True,
-            )
-        status, maxrss_kib = map(int, report.read_text().split())
-        stdout, stderr = out.read_bytes(), err.read_bytes()
-    assert b"Traceback" not in stderr and b"memory allocation" not in stderr, stderr[-2000:]
-    return status, maxrss_kib * 1024, stdout
 
 
 def _findings(ndjson: bytes, code: str) -> list[dict]:
@@ -107,7 +73,7 @@ def hercules_bomb(tmp_path_factory) -> Path:
 
 
 def test_courier_zeros_bomb_stops_at_the_cap(courier_bomb):
-    status, rss, out = _measured("convert", str(courier_bomb), "--to", "json")
+    status, rss, out = measured("convert", str(courier_bomb), "--to", "json")
     assert status == 0  # findings do not change convert's status (README, "Exit status")
     assert rss <= MAX_RSS, f"peak RSS {rss >> 20} MiB"
     [limit] = _findings(out, "courier.inflate-limit")
@@ -130,21 +96,21 @@ def test_many_bombs_in_one_capture_stay_under_the_bound(tmp_path):
             turns, client=("10.1.0.5", 41000 + i), server=("10.1.0.9", 5043), mss=1400
         )
     path = write_pcap(tmp_path / "bombs.pcap", packets)
-    status, rss, out = _measured("convert", str(path), "--to", "json")
+    status, rss, out = measured("convert", str(path), "--to", "json")
     assert status == 0
     assert rss <= MAX_RSS, f"peak RSS {rss >> 20} MiB"
     assert len(_findings(out, "courier.inflate-limit")) == 10
 
 
 def test_courier_zeros_bomb_fails_validate(courier_bomb):
-    status, rss, out = _measured("validate", str(courier_bomb), "--json")
+    status, rss, out = measured("validate", str(courier_bomb), "--json")
     assert status == 1  # an error finding (docs/commands/validate.md)
     assert rss <= MAX_RSS, f"peak RSS {rss >> 20} MiB"
     assert _findings(out, "courier.inflate-limit")
 
 
 def test_hercules_lz4_bomb_stops_at_the_cap(hercules_bomb):
-    status, rss, out = _measured("convert", str(hercules_bomb), "--to", "json")
+    status, rss, out = measured("convert", str(hercules_bomb), "--to", "json")
     assert status == 0
     assert rss <= MAX_RSS, f"peak RSS {rss >> 20} MiB"
     [limit] = _findings(out, "hercules.inflate-limit")

@@ -850,7 +850,7 @@ impl Decoding {
         stream: u64,
         closed: bool,
     ) -> PyResult<(Option<&'static str>, Bound<'py, PyList>)> {
-        let (protocol, _) = self.session.end(stream, closed);
+        let (protocol, _) = self.session.end_all(stream, closed);
         Ok((protocol, self.items(py)?))
     }
 
@@ -1195,7 +1195,7 @@ fn decode_stream<'py>(
             }
         }
     }
-    s.end(stream, true);
+    s.end_all(stream, true);
     let text = match s.out.take() {
         Some(Taken::Ndjson(text, _)) => text,
         _ => String::new(),

@@ -22,6 +22,7 @@ pub mod hercules;
 pub mod lumberjack;
 pub mod tls;
 
+use crate::held::spill::SpillStore;
 use crate::model::{Direction, Record, Value};
 
 /// Caps that protect memory against hostile input; every decoder honours them.
@@ -183,7 +184,45 @@ pub trait Decoder: Send + Sync {
     fn feed(&mut self, chunk: &Chunk<'_>, shared: &mut Shared, out: &mut Vec<Record>);
     fn gap(&mut self, gap: &Gap, shared: &mut Shared, out: &mut Vec<Record>);
     /// The end of the stream (both directions): flush what is pending, say what is incomplete.
-    fn close(&mut self, shared: &mut Shared, out: &mut Vec<Record>);
+    /// Held events go out a `CloseRoom` at a time: while it returns `Closing::More`, the caller
+    /// hands on the records so far and calls it again.
+    fn close(&mut self, shared: &mut Shared, out: &mut Vec<Record>) -> Closing;
+}
+
+/// Whether a stream's `close` gave all its records.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closing {
+    Done,
+    More,
+}
+
+/// What one `close` call gives at most: `CLOSE_RECORDS` records or `CLOSE_BYTES` of held records
+/// taken back, whichever comes first (and then the rest of one window or payload). A stalled
+/// connection holds up to `max_pending_events` (100,000) at its end: made all at once, their
+/// records (~1.7 KB each for a Filebeat line, before they are text) cost 170 MB beyond the
+/// held-memory budget, more for bigger events.
+pub struct CloseRoom {
+    records: usize,
+    bytes: u64,
+}
+
+const CLOSE_RECORDS: usize = 4096;
+const CLOSE_BYTES: u64 = 16 << 20;
+
+impl CloseRoom {
+    /// The room of a call that starts with `out` and `held` as they are.
+    pub fn new(out: &[Record], held: &SpillStore) -> Self {
+        CloseRoom {
+            records: out.len().saturating_add(CLOSE_RECORDS),
+            bytes: held.taken().saturating_add(CLOSE_BYTES),
+        }
+    }
+
+    /// Whether the call may give more.
+    pub fn left(&self, out: &[Record], held: &SpillStore) -> bool {
+        out.len() < self.records && held.taken() < self.bytes
+    }
 }
 
 /// The bytes of an event that is not UTF-8, in base64 (its `raw` text lost them), for the field

@@ -170,6 +170,8 @@ pub struct SpillStore {
     spilled_live: usize,
     lost: u64,
     said: bool,
+    /// Packed bytes of the records taken back so far (what a `close` call has made).
+    taken: u64,
     pub stats: Stats,
 }
 
@@ -214,6 +216,7 @@ impl SpillStore {
             spilled_live: 0,
             lost: 0,
             said: false,
+            taken: 0,
             stats: Stats::default(),
         }
     }
@@ -318,6 +321,7 @@ impl SpillStore {
         read: impl FnOnce(&[u8], &Names) -> Option<T>,
     ) -> Option<T> {
         let Held { at, len, page } = held;
+        self.taken = self.taken.saturating_add(u64::from(len));
         let value = match page {
             IN_FILE => {
                 let value = self
@@ -344,6 +348,11 @@ impl SpillStore {
             self.lost += n as u64;
         }
         value
+    }
+
+    /// Packed bytes of the records taken back so far.
+    pub fn taken(&self) -> u64 {
+        self.taken
     }
 
     /// Once, what went wrong with the spill file.

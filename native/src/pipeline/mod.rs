@@ -189,6 +189,8 @@ impl Pipeline {
                 _ => None,
             })
             .collect();
+        // a stream's end whose held records go out in parts (`Session::end`): again, first
+        let mut again = None;
         for mut event in events.by_ref() {
             if !self.decode {
                 self.summarise(event);
@@ -207,7 +209,11 @@ impl Pipeline {
             }
             if let Event::End(info) = &mut event {
                 let closed = info.fin_c2s || info.fin_s2c || info.reset;
-                (info.protocol, info.tls) = self.session.end(info.stream, closed);
+                let Some(ended) = self.session.end(info.stream, closed) else {
+                    again = Some(event);
+                    break;
+                };
+                (info.protocol, info.tls) = ended;
             }
             if self.session.out.timeline.is_some() {
                 // `wirelog report` only: the stream's protocol, for the filter
@@ -238,7 +244,7 @@ impl Pipeline {
             }
         }
         // what is left comes before anything the next bytes make
-        self.events = events.collect();
+        self.events = again.into_iter().chain(events).collect();
         self.flush_records();
     }
 

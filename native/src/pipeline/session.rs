@@ -19,7 +19,7 @@ use super::hunt::Hunt;
 use crate::decoders::detect::{self, Decision, Sample, SAMPLE_LIMIT};
 use crate::decoders::tls::{KeyLog, Output, TlsConnection};
 use crate::decoders::{
-    self, delivery::Verdict, Chunk, Decoder, Gap, Limits, Shared, StreamContext,
+    self, delivery::Verdict, Chunk, Closing, Decoder, Gap, Limits, Shared, StreamContext,
 };
 use crate::model::{Direction, Finding, Record, Severity, Stamp, Value};
 use crate::records::out::RecordOut;
@@ -96,6 +96,8 @@ pub struct Session {
     tls: HashMap<u64, TlsLayer>,
     /// Every key log given (`--tls-keylog`) or found in the capture so far.
     keylog: Arc<KeyLog>,
+    /// The stream whose decoder's `close` has more records to give, and whether it is TLS.
+    closing: Option<(u64, bool)>,
 }
 
 impl Session {
@@ -114,6 +116,7 @@ impl Session {
             unknown: Vec::new(),
             tls: HashMap::new(),
             keylog: Arc::default(),
+            closing: None,
         }
     }
 
@@ -288,16 +291,34 @@ impl Session {
     /// has, a native stream's decoder is closed, and the delivery verdict learns whether missing
     /// ACKs could still have come. Returns the stream's protocol and, for a TLS stream, its
     /// description (`tls` of its StreamInfo: after the close, which may say why nothing decrypted).
-    pub fn end(&mut self, stream: u64, closed: bool) -> (Option<&'static str>, Option<Value>) {
-        let tls = self.through_tls(stream, |conn, out| conn.close(out));
-        if let Some(Stream::Pending(p)) = self.streams.get_mut(&stream) {
-            match p.hunt.take() {
-                Some(hunt) => self.unknown(stream, hunt.first.as_ref()),
-                None => self.decide(stream, true),
+    /// None while the stream's decoder has more held records to give (`Decoder::close`): call
+    /// again, for this stream, once the records so far are taken.
+    pub fn end(
+        &mut self,
+        stream: u64,
+        closed: bool,
+    ) -> Option<(Option<&'static str>, Option<Value>)> {
+        let tls = match self.closing.take_if(|(s, _)| *s == stream) {
+            Some((_, tls)) => tls,
+            None => {
+                let tls = self.through_tls(stream, |conn, out| conn.close(out));
+                if let Some(Stream::Pending(p)) = self.streams.get_mut(&stream) {
+                    match p.hunt.take() {
+                        Some(hunt) => self.unknown(stream, hunt.first.as_ref()),
+                        None => self.decide(stream, true),
+                    }
+                }
+                tls
             }
-        }
+        };
         if matches!(self.streams.get(&stream), Some(Stream::Native(_))) {
-            self.step(stream, |d, shared, out| d.close(shared, out));
+            let mut closing = Closing::Done;
+            self.step(stream, |d, shared, out| closing = d.close(shared, out));
+            let native = matches!(self.streams.get(&stream), Some(Stream::Native(_)));
+            if closing == Closing::More && native {
+                self.closing = Some((stream, tls));
+                return None;
+            }
         }
         self.verdict.stream_ended(stream, closed);
         let info = self.tls.remove(&stream).map(|l| l.conn.info().to_value());
@@ -306,7 +327,16 @@ impl Session {
             None | Some("unknown") if tls => Some("tls"),
             _ => protocol,
         };
-        (protocol, info)
+        Some((protocol, info))
+    }
+
+    /// `end` until the stream's last records are made (for callers that take them at once).
+    pub fn end_all(&mut self, stream: u64, closed: bool) -> (Option<&'static str>, Option<Value>) {
+        loop {
+            if let Some(ended) = self.end(stream, closed) {
+                return ended;
+            }
+        }
     }
 
     /// Streams of no known protocol since the last call.

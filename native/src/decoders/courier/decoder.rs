@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Map;
 
-use crate::decoders::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
+use crate::decoders::{Chunk, Closing, Decoder, Gap, Shared as AllShared, StreamContext};
 use crate::model::{Direction, Fields, Message, Record, Value};
 
 use super::delivery::Delivery;
@@ -92,6 +92,8 @@ fn ix(d: Direction) -> usize {
 pub struct CourierDecoder {
     sides: [Side; 2],
     conn: Conn,
+    /// `close` has begun (it gives the held payloads over several calls).
+    closing: bool,
 }
 
 /// Everything but the framing state of the two directions.
@@ -144,11 +146,12 @@ impl CourierDecoder {
                 messages: [0; 2],
                 version: [None; 2],
             },
+            closing: false,
         }
     }
 
     fn pump(&mut self, d: Direction, shared: &mut Shared, out: &mut Vec<Record>) {
-        let Self { sides, conn } = self;
+        let Self { sides, conn, .. } = self;
         let side = &mut sides[ix(d)];
         loop {
             if side.mode == Mode::Dead {
@@ -921,7 +924,7 @@ impl Decoder for CourierDecoder {
 
     fn gap(&mut self, gap: &Gap, shared: &mut AllShared, out: &mut Vec<Record>) {
         let d = gap.direction;
-        let Self { sides, conn } = self;
+        let Self { sides, conn, .. } = self;
         let side = &mut sides[ix(d)];
         if d == Direction::S2C {
             conn.acks_lost = true;
@@ -954,9 +957,17 @@ impl Decoder for CourierDecoder {
         }
     }
 
-    fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) {
-        let Self { sides, conn } = self;
+    fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) -> Closing {
+        let Self {
+            sides,
+            conn,
+            closing,
+        } = self;
+        let begun = std::mem::replace(closing, true);
         for d in [Direction::C2S, Direction::S2C] {
+            if begun {
+                break; // done by the first call
+            }
             let side = &mut sides[ix(d)];
             if side.evnt.is_some() {
                 let cut = (
@@ -972,10 +983,13 @@ impl Decoder for CourierDecoder {
                 conn.truncated(d, side, out);
             }
         }
-        conn.delivery
-            .close(conn.acks_lost, &mut shared.courier.held, out);
+        let held = &mut shared.courier.held;
+        if conn.delivery.close(conn.acks_lost, held, out) {
+            return Closing::More;
+        }
         if conn.first.is_some() {
             out.push(conn.summary().into());
         }
+        Closing::Done
     }
 }

@@ -11,6 +11,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::decoders::CloseRoom;
 use crate::held::spill::{Held, SpillStore};
 use crate::model::{Direction, Message, Record, Value};
 
@@ -145,6 +146,8 @@ pub struct Delivery {
     overflowed: bool,
     /// Every payload ever sent here, for the summary.
     pub history: Vec<Payload>,
+    /// The payloads `close` has still to give (those incomplete when it began).
+    closing: Option<VecDeque<usize>>,
 }
 
 impl Delivery {
@@ -158,6 +161,7 @@ impl Delivery {
             max_pending: max_pending as u64,
             overflowed: false,
             history: Vec::new(),
+            closing: None,
         }
     }
 
@@ -443,13 +447,28 @@ impl Delivery {
     }
 
     /// End of connection: unacknowledged events go out with acked = false (None when ACKNs may
-    /// be lost).
-    pub fn close(&mut self, acks_lost: bool, store: &mut SpillStore, out: &mut Vec<Record>) {
-        for (nonce, run) in &mut self.runs {
-            run.flush(nonce, out);
-        }
-        let serials: Vec<usize> = self.order.iter().copied().collect();
-        for serial in serials {
+    /// be lost), payload by payload in send order while there is room; whether payloads are
+    /// left (then it is called again).
+    pub fn close(
+        &mut self,
+        acks_lost: bool,
+        store: &mut SpillStore,
+        out: &mut Vec<Record>,
+    ) -> bool {
+        let room = CloseRoom::new(out, store);
+        let mut left = match self.closing.take() {
+            Some(left) => left,
+            None => {
+                for (nonce, run) in &mut self.runs {
+                    run.flush(nonce, out);
+                }
+                self.order.iter().copied().collect()
+            }
+        };
+        while room.left(out, store) {
+            let Some(serial) = left.pop_front() else {
+                return false;
+            };
             let p = &self.history[serial];
             let count = p.count.unwrap_or(0);
             if count > p.acked {
@@ -477,5 +496,8 @@ impl Delivery {
                 out,
             );
         }
+        let more = !left.is_empty();
+        self.closing = Some(left);
+        more
     }
 }

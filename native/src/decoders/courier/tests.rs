@@ -91,7 +91,9 @@ impl Conv {
     }
 
     fn close(&mut self) -> Vec<Record> {
-        self.dec.close(&mut self.shared, &mut self.records);
+        while self.dec.close(&mut self.shared, &mut self.records) == crate::decoders::Closing::More
+        {
+        }
         std::mem::take(&mut self.records)
     }
 }
@@ -409,21 +411,27 @@ fn timing() {
     );
 }
 
-#[test]
-fn an_event_that_is_not_utf8_keeps_its_bytes_in_base64() {
+/// A JDAT frame: `nonce` and the events, zlib-compressed.
+fn jdat<E: AsRef<[u8]>>(nonce: [u8; 16], events: &[E]) -> Vec<u8> {
     use std::io::Write;
-    let mut events = Vec::new();
-    for e in [&b"\xfe\xff"[..], br#"{"message":"ok"}"#] {
-        events.extend((e.len() as u32).to_be_bytes());
-        events.extend(e);
+    let mut plain = Vec::new();
+    for e in events {
+        plain.extend((e.as_ref().len() as u32).to_be_bytes());
+        plain.extend(e.as_ref());
     }
     let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-    z.write_all(&events).unwrap();
+    z.write_all(&plain).unwrap();
     let body = z.finish().unwrap();
     let mut jdat = b"JDAT".to_vec();
     jdat.extend(((16 + body.len()) as u32).to_be_bytes());
-    jdat.extend([7u8; 16]);
+    jdat.extend(nonce);
     jdat.extend(body);
+    jdat
+}
+
+#[test]
+fn an_event_that_is_not_utf8_keeps_its_bytes_in_base64() {
+    let jdat = jdat([7u8; 16], &[&b"\xfe\xff"[..], br#"{"message":"ok"}"#]);
     let mut c = Conv::new(Limits::default(), 0);
     c.send(C2S, GO_HELO).raw(C2S, &jdat);
     let recs = c.close();
@@ -435,4 +443,47 @@ fn an_event_that_is_not_utf8_keeps_its_bytes_in_base64() {
     );
     assert!(events[1].get("raw_base64").is_none());
     assert!(events[1].get("json_error").is_none());
+}
+
+#[test]
+fn a_connections_end_gives_its_unacknowledged_payloads_in_parts() {
+    let mut c = Conv::new(Limits::default(), 0);
+    c.send(C2S, GO_HELO).send(S2C, RUBY_VERS);
+    for p in 0..3u8 {
+        let events: Vec<String> = (0..3000)
+            .map(|i| format!(r#"{{"message":"{p} {i}"}}"#))
+            .collect();
+        c.raw(C2S, &jdat([p; 16], &events));
+    }
+    let mut parts = Vec::new();
+    loop {
+        let mut part = Vec::new();
+        let closing = c.dec.close(&mut c.shared, &mut part);
+        parts.push(part);
+        if closing == crate::decoders::Closing::Done {
+            break;
+        }
+    }
+    // about 4096 records a part, and the rest of a payload
+    assert!(parts.len() >= 2);
+    assert!(parts.iter().all(|p| p.len() <= 4096 + 3000 + 3));
+    let all = parts.concat();
+    let events = messages(&all, "event");
+    let sent = (0..3).flat_map(|p| (0..3000).map(move |i| format!("{p} {i}")));
+    assert_eq!(events.len(), 9000);
+    for (e, text) in events.iter().zip(sent) {
+        assert_eq!(
+            *e.event.as_ref().unwrap(),
+            serde_json::json!({ "message": text })
+        );
+        assert_eq!(e.acked, Some(false));
+    }
+    let unacked = codes(&all)
+        .into_iter()
+        .filter(|c| *c == "courier.unacked-at-close");
+    assert_eq!(unacked.count(), 3);
+    let Some(Record::Message(last)) = all.last() else {
+        panic!("no summary last");
+    };
+    assert_eq!(last.kind, "connection"); // the summary
 }

@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::sync::Mutex;
 
 use crate::decoders::buffer::StreamBuffer;
-use crate::decoders::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
+use crate::decoders::{Chunk, Closing, Decoder, Gap, Shared as AllShared, StreamContext};
 use crate::model::text::unhex;
 use crate::model::{Direction, Message, Record, Value};
 
@@ -209,7 +209,8 @@ impl Decoder for CqlDecoder {
         }
     }
 
-    fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) {
+    /// CQL holds no events: everything goes out at once (at most 32,768 requests in flight).
+    fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) -> Closing {
         for d in [Direction::C2S, Direction::S2C] {
             let prepared = self.prepared(shared);
             self.run(d, true, prepared, out);
@@ -241,6 +242,7 @@ impl Decoder for CqlDecoder {
                 .field("opcode", p.opcode);
             out.push(f.into());
         }
+        Closing::Done
     }
 }
 

@@ -170,7 +170,7 @@ fn decode(ops: &[Op], ctx: &StreamContext, cut: bool) -> (Vec<Record>, [u64; 2])
             }
         }
     }
-    dec.close(&mut shared, &mut out);
+    while dec.close(&mut shared, &mut out) == crate::decoders::Closing::More {}
     (out, offsets)
 }
 

@@ -58,7 +58,7 @@ fn run_split(events: &[(Direction, Vec<u8>)], piece: usize, show_secrets: bool) 
             *o += part.len() as u64;
         }
     }
-    dec.close(&mut shared, &mut out);
+    while dec.close(&mut shared, &mut out) == crate::decoders::Closing::More {}
     out
 }
 
@@ -470,7 +470,7 @@ fn a_gap_drops_the_partial_envelope_and_resynchronises() {
         &mut shared,
         &mut out,
     );
-    dec.close(&mut shared, &mut out);
+    while dec.close(&mut shared, &mut out) == crate::decoders::Closing::More {}
     assert_eq!(
         codes(&out),
         [

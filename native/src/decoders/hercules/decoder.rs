@@ -9,7 +9,7 @@ use super::stream::RawEvents;
 use super::Codec;
 use super::Shared;
 use crate::decoders::buffer::StreamBuffer;
-use crate::decoders::{Chunk, Gap, StreamContext};
+use crate::decoders::{Chunk, Closing, Gap, StreamContext};
 use crate::model::{Direction, Record};
 
 /// Bytes that tell an HTTP start line from bare events.
@@ -23,6 +23,8 @@ pub struct HerculesDecoder {
     bufs: [StreamBuffer; 2],
     gateway: Option<Gateway>,
     raw: [Option<RawEvents>; 2],
+    /// `close` has begun (it gives the unanswered requests over several calls).
+    closing: bool,
 }
 
 fn ix(d: Direction) -> usize {
@@ -57,6 +59,7 @@ impl HerculesDecoder {
             bufs: Default::default(),
             gateway: None,
             raw: [None, None],
+            closing: false,
         }
     }
 
@@ -85,19 +88,29 @@ impl HerculesDecoder {
         }
     }
 
-    pub fn close(&mut self, shared: &mut Shared, out: &mut Vec<Record>) {
-        self.run(Direction::C2S, true, shared, out);
-        self.run(Direction::S2C, true, shared, out);
+    /// `Decoder::close`: once, the last bytes of both directions; then the requests left
+    /// unanswered, a part at a time; the summaries last.
+    pub fn close(&mut self, shared: &mut Shared, out: &mut Vec<Record>) -> Closing {
+        if !std::mem::replace(&mut self.closing, true) {
+            self.run(Direction::C2S, true, shared, out);
+            self.run(Direction::S2C, true, shared, out);
+            if let Some(gw) = self.gateway.as_mut() {
+                let mut codec = Codec {
+                    parser: &mut self.parser,
+                    reporter: &mut self.reporter,
+                    names: &mut shared.tag_names,
+                    held: &mut shared.held,
+                };
+                gw.close(&mut self.bufs[1], &self.ctx, &mut codec, out);
+            }
+        }
         if let Some(gw) = self.gateway.as_mut() {
-            let mut codec = Codec {
-                parser: &mut self.parser,
-                reporter: &mut self.reporter,
-                names: &mut shared.tag_names,
-                held: &mut shared.held,
-            };
-            gw.close(&mut self.bufs[1], &self.ctx, &mut codec, out);
+            if gw.release(&mut shared.held, out) {
+                return Closing::More;
+            }
         }
         self.reporter.summaries(out);
+        Closing::Done
     }
 
     fn run(&mut self, d: Direction, fin: bool, shared: &mut Shared, out: &mut Vec<Record>) {

@@ -23,7 +23,7 @@ use super::url;
 use super::Codec;
 use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
-use crate::decoders::{Gap, StreamContext};
+use crate::decoders::{CloseRoom, Gap, StreamContext};
 use crate::held::spill::{Held, SpillStore};
 use crate::model::{Direction, Finding, Message, Record, Severity, Value};
 
@@ -241,7 +241,16 @@ impl Gateway {
             self.response(&last, s2c, ctx, codec, out);
         }
         self.responses.commit(s2c);
-        while let Some(p) = self.pending.pop_front() {
+    }
+
+    /// After `close`: the requests never answered, with their events, oldest first, while there
+    /// is room; whether any are left.
+    pub fn release(&mut self, held: &mut SpillStore, out: &mut Vec<Record>) -> bool {
+        let room = CloseRoom::new(out, held);
+        while room.left(out, held) {
+            let Some(p) = self.pending.pop_front() else {
+                return false;
+            };
             let show = |name| field(&p.request, name).unwrap_or("None").to_owned();
             let text = format!(
                 "no Gate response in the capture for {} {}; delivery of its {} event(s) is unknown",
@@ -249,8 +258,9 @@ impl Gateway {
                 show("path"),
                 p.events.len()
             );
-            unanswered(p, "hercules.no-response", text, codec.held, out);
+            unanswered(p, "hercules.no-response", text, held, out);
         }
+        !self.pending.is_empty()
     }
 
     fn request(

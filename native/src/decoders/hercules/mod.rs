@@ -28,7 +28,7 @@ pub mod tree;
 pub mod types;
 mod url;
 
-use super::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
+use super::{Chunk, Closing, Decoder, Gap, Shared as AllShared, StreamContext};
 use crate::model::{Record, Value};
 
 pub use http::py_strip;
@@ -76,8 +76,8 @@ impl Decoder for HerculesDecoder {
         self.0.gap(gap, out);
     }
 
-    fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) {
-        self.0.close(&mut shared.hercules, out);
+    fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) -> Closing {
+        self.0.close(&mut shared.hercules, out)
     }
 }
 

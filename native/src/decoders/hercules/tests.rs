@@ -53,7 +53,7 @@ fn run_with(ctx: StreamContext, c2s: &[u8], s2c: &[u8], step: usize) -> Vec<Reco
             dec.feed(&chunk, &mut shared, &mut out);
         }
     }
-    dec.close(&mut shared, &mut out);
+    while dec.close(&mut shared, &mut out) == crate::decoders::Closing::More {}
     out
 }
 
@@ -620,7 +620,7 @@ fn gap_inside_a_request_keeps_pairing() {
         &mut shared,
         &mut out,
     );
-    dec.close(&mut shared, &mut out);
+    while dec.close(&mut shared, &mut out) == crate::decoders::Closing::More {}
     assert_eq!(codes(&out), ["hercules.request-lost"]);
     let reqs = messages(&out, "request");
     assert_eq!(reqs[0].get("incomplete"), Some(&Value::Bool(true)));
@@ -695,7 +695,7 @@ fn tag_names_are_reported_once_per_capture() {
             &mut shared,
             &mut out,
         );
-        dec.close(&mut shared, &mut out);
+        while dec.close(&mut shared, &mut out) == crate::decoders::Closing::More {}
     }
     assert_eq!(
         codes(&out)
@@ -892,4 +892,43 @@ fn lz4_body_events_are_paid_from_the_cap() {
     };
     let recs = run_with(limited, &post(&packed, &over), &answer(400, ""), 0);
     assert!(codes(&recs).contains(&"hercules.original-length"));
+}
+
+#[test]
+fn unanswered_requests_come_out_of_the_close_in_parts() {
+    let ev = unhex(README_EVENT);
+    let events = vec![ev.as_slice(); 3000];
+    let c2s: Vec<u8> = (0..3).flat_map(|_| post(&batch(&events), "")).collect();
+    let mut dec = HerculesDecoder::new(ctx());
+    let mut shared = AllShared::default();
+    let mut out = Vec::new();
+    let chunk = Chunk {
+        direction: Direction::C2S,
+        offset: 0,
+        data: &c2s,
+        frame: Some(1),
+        ts: None,
+    };
+    dec.feed(&chunk, &mut shared, &mut out);
+    let mut parts = vec![out];
+    loop {
+        let mut part = Vec::new();
+        let closing = dec.close(&mut shared, &mut part);
+        parts.push(part);
+        if closing == crate::decoders::Closing::Done {
+            break;
+        }
+    }
+    // about 4096 records a part, and the rest of a request's events
+    assert!(parts.len() >= 3);
+    assert!(parts.iter().all(|p| p.len() <= 4096 + 3000 + 3));
+    let all = parts.concat();
+    let events = messages(&all, "event");
+    assert_eq!(events.len(), 9000);
+    assert!(events.iter().all(|e| e.acked.is_none()));
+    let unanswered = findings(&all)
+        .iter()
+        .filter(|f| f.code == "hercules.no-response")
+        .count();
+    assert_eq!(unanswered, 3);
 }

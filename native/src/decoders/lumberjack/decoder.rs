@@ -15,7 +15,7 @@ use super::sequence::{SeqIssue, SequenceChecker};
 use super::Shared;
 use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
-use crate::decoders::{Chunk, Gap, Limits, StreamContext};
+use crate::decoders::{Chunk, Closing, Gap, Limits, StreamContext};
 use crate::held::spill::SpillStore;
 use crate::model::json::python_type;
 use crate::model::{Direction, Document, Fields, Finding, Message, Record, Severity, Value};
@@ -109,6 +109,8 @@ struct Conn {
 pub struct LumberjackDecoder {
     bufs: [StreamBuffer; 2],
     conn: Conn,
+    /// `close` has begun (it gives the held windows over several calls).
+    closing: bool,
 }
 
 impl LumberjackDecoder {
@@ -129,6 +131,7 @@ impl LumberjackDecoder {
                 keepalives: 0,
                 c_frames: 0,
             },
+            closing: false,
         }
     }
 
@@ -178,7 +181,20 @@ impl LumberjackDecoder {
         conn.delivery.gap(d == C2S);
     }
 
-    pub fn close(&mut self, held: &mut SpillStore, out: &mut Vec<Record>) {
+    /// `Decoder::close`: once, what the stream left unfinished; then its held windows, a part
+    /// at a time; the summary last.
+    pub fn close(&mut self, held: &mut SpillStore, out: &mut Vec<Record>) -> Closing {
+        if !std::mem::replace(&mut self.closing, true) {
+            self.begin_close(held, out);
+        }
+        if self.conn.delivery.release(held, out) {
+            return Closing::More;
+        }
+        out.push(self.conn.summary().into());
+        Closing::Done
+    }
+
+    fn begin_close(&mut self, held: &mut SpillStore, out: &mut Vec<Record>) {
         for d in [C2S, S2C] {
             let buf = &mut self.bufs[d];
             let conn = &mut self.conn;
@@ -191,7 +207,6 @@ impl LumberjackDecoder {
             buf.skip(buf.len());
         }
         self.conn.delivery.close(held, out);
-        out.push(self.conn.summary().into());
     }
 
     fn drain(&mut self, d: usize, shared: &mut Shared, out: &mut Vec<Record>) {

@@ -16,6 +16,7 @@ use std::collections::VecDeque;
 use super::report::{finding, Pos, PROTOCOL};
 use super::resend::{FirstCopy, ResendRegistry};
 use super::waiting::{Items, Seqs};
+use crate::decoders::CloseRoom;
 use crate::held::spill::{Held, SpillStore};
 use crate::model::{Direction, Message, Record, Severity, Value};
 
@@ -928,6 +929,7 @@ impl Delivery {
     ///
     /// Events never acknowledged are `acked: false`, or `acked: null` when server→client bytes
     /// are missing from the capture (their ACK may be in the gap).
+    /// Then `release` gives the windows' records.
     pub fn close(&mut self, held: &mut SpillStore, out: &mut Vec<Record>) {
         // the first waiting window says where; the others are read back one by one below, each
         // just before its records (in the order they went to the spill file)
@@ -992,8 +994,17 @@ impl Delivery {
                 .into(),
             );
         }
+    }
+
+    /// After `close`: the held windows' records, oldest first, while there is room; whether
+    /// windows are left.
+    pub fn release(&mut self, held: &mut SpillStore, out: &mut Vec<Record>) -> bool {
         let final_ = !self.s2c_gap;
-        for slot in std::mem::take(&mut self.windows) {
+        let room = CloseRoom::new(out, held);
+        while room.left(out, held) {
+            let Some(slot) = self.windows.pop_front() else {
+                return false;
+            };
             let Some(mut w) = revive(slot, held, &mut self.pending) else {
                 continue; // lost with the spill file: held.finding() says so
             };
@@ -1002,6 +1013,7 @@ impl Delivery {
                 emit(&mut w, final_, &mut self.pending, held, out);
             }
         }
+        !self.windows.is_empty()
     }
 
     fn new_window(

@@ -37,7 +37,7 @@ mod sequence;
 )]
 mod waiting;
 
-use super::{Chunk, Decoder, Gap, Shared as AllShared, StreamContext};
+use super::{Chunk, Closing, Decoder, Gap, Shared as AllShared, StreamContext};
 use crate::held::spill::SpillStore;
 use crate::model::Record;
 
@@ -83,8 +83,8 @@ impl Decoder for LumberjackDecoder {
         self.0.gap(gap, out);
     }
 
-    fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) {
-        self.0.close(&mut shared.lumberjack.held, out);
+    fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) -> Closing {
+        self.0.close(&mut shared.lumberjack.held, out)
     }
 }
 

@@ -137,7 +137,7 @@ pub fn feed(
             }
         }
     }
-    dec.close(shared, &mut out);
+    while dec.close(shared, &mut out) == crate::decoders::Closing::More {}
     out
 }
 
@@ -359,7 +359,7 @@ fn keepalive_timeline_go_lumber() {
         dec.feed(&chunk, &mut shared, &mut out);
         offsets[*d as usize] += data.len() as u64;
     }
-    dec.close(&mut shared, &mut out);
+    while dec.close(&mut shared, &mut out) == crate::decoders::Closing::More {}
     let acks = messages(&out, "ack");
     let intervals: Vec<_> = acks
         .iter()
@@ -777,7 +777,7 @@ fn parked_windows_come_back_with_their_acks_as_live_ones_do() {
             offsets[d as usize] += data.len() as u64;
             parked.push(dec.parked_windows());
         }
-        dec.close(&mut shared, &mut out);
+        while dec.close(&mut shared, &mut out) == crate::decoders::Closing::More {}
         (out, parked)
     };
     let (live, none) = session(
