@@ -197,6 +197,20 @@ pub enum Closing {
     More,
 }
 
+/// Every part of a stream's end, a list of records per `close` call (tests).
+#[cfg(test)]
+pub fn close_in_parts(dec: &mut dyn Decoder, shared: &mut Shared) -> Vec<Vec<Record>> {
+    let mut parts = Vec::new();
+    loop {
+        let mut part = Vec::new();
+        let closing = dec.close(shared, &mut part);
+        parts.push(part);
+        if closing == Closing::Done {
+            return parts;
+        }
+    }
+}
+
 /// What one `close` call gives at most: `CLOSE_RECORDS` records or `CLOSE_BYTES` of held records
 /// taken back, whichever comes first (and then the rest of one window or payload). A stalled
 /// connection holds up to `max_pending_events` (100,000) at its end: made all at once, their

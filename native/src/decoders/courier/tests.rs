@@ -455,15 +455,7 @@ fn a_connections_end_gives_its_unacknowledged_payloads_in_parts() {
             .collect();
         c.raw(C2S, &jdat([p; 16], &events));
     }
-    let mut parts = Vec::new();
-    loop {
-        let mut part = Vec::new();
-        let closing = c.dec.close(&mut c.shared, &mut part);
-        parts.push(part);
-        if closing == crate::decoders::Closing::Done {
-            break;
-        }
-    }
+    let parts = crate::decoders::close_in_parts(&mut c.dec, &mut c.shared);
     // about 4096 records a part, and the rest of a payload
     assert!(parts.len() >= 2);
     assert!(parts.iter().all(|p| p.len() <= 4096 + 3000 + 3));

@@ -911,14 +911,7 @@ fn unanswered_requests_come_out_of_the_close_in_parts() {
     };
     dec.feed(&chunk, &mut shared, &mut out);
     let mut parts = vec![out];
-    loop {
-        let mut part = Vec::new();
-        let closing = dec.close(&mut shared, &mut part);
-        parts.push(part);
-        if closing == crate::decoders::Closing::Done {
-            break;
-        }
-    }
+    parts.extend(crate::decoders::close_in_parts(&mut dec, &mut shared));
     // about 4096 records a part, and the rest of a request's events
     assert!(parts.len() >= 3);
     assert!(parts.iter().all(|p| p.len() <= 4096 + 3000 + 3));
