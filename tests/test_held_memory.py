@@ -197,3 +197,17 @@ def test_a_stalled_connections_end_costs_no_more_memory_when_it_held_more(one_st
         assert status == 0
         assert out.count(b'"kind":"event"') > packets * 8
     assert peaks[6000] - peaks[1500] < 20 << 20, peaks
+
+
+def test_a_stalled_connections_end_in_parts_keeps_its_records_when_impaired(
+    one_stalled, tmp_path: Path
+) -> None:
+    """Packets reordered and duplicated, every held record through the spill file: the ~15k events
+    of a stalled connection's end, given in parts, are the records and verdict of the capture
+    itself."""
+    from impair import assert_same_when_impaired
+
+    records = assert_same_when_impaired(one_stalled[1500], tmp_path, "--held-memory", "0")
+    events = [r for r in records if r.get("kind") == "event"]
+    assert len(events) > 3 * 4096  # more than three parts
+    assert all(r["acked"] is False for r in events)
