@@ -15,6 +15,7 @@ use super::sequence::{SeqIssue, SequenceChecker};
 use super::Shared;
 use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
+use crate::decoders::fingerprint::fingerprint;
 use crate::decoders::{Chunk, Closing, Gap, Limits, StreamContext};
 use crate::held::spill::SpillStore;
 use crate::model::json::python_type;
@@ -426,7 +427,7 @@ impl Conn {
         match f.typ {
             b'J' | b'D' => {
                 let frame = &data[at..at + f.end];
-                self.event(f, frame, inner, pos, c_frame, shared, out);
+                self.event(f, frame, inner, None, pos, c_frame, shared, out);
             }
             b'W' => {
                 let fields = vec![("inflated_offset", inner.into())];
@@ -494,13 +495,15 @@ impl Conn {
         }
     }
 
-    /// One J or D frame (the per-event path). `inner`: its offset in the inflated content.
+    /// One J or D frame (the per-event path). `inner`: its offset in the inflated content;
+    /// `print`: its payload's fingerprint if already made.
     #[allow(clippy::too_many_arguments)]
     fn event(
         &mut self,
         f: &Frame,
         frame: &[u8],
         inner: Option<u64>,
+        print: Option<u64>,
         pos: &Pos,
         c_frame: Option<u64>,
         shared: &mut Shared,
@@ -562,7 +565,7 @@ impl Conn {
         self.delivery.add_event(
             record,
             seq,
-            payload,
+            print.unwrap_or_else(|| fingerprint(payload)),
             pos,
             c_frame,
             &mut shared.resends,
@@ -699,6 +702,7 @@ impl Conn {
         let max_frame = self.limits.max_frame;
         let end = inner.len();
         let mut p = 0;
+        let (mut ahead, mut next) = (Vec::new(), 0);
         while p < end {
             // Each frame is paid from the budget its inflated bytes came from (a bomb of tiny
             // frames would otherwise cost a record per 10 bytes).
@@ -719,6 +723,18 @@ impl Conn {
             // check once the connection is known to be v2.
             if self.version == Some(b'2') {
                 if let Some((seq, size)) = whole_j2(&inner[p..], max_frame) {
+                    if next == ahead.len() {
+                        prints_ahead(inner, p, max_frame, &mut ahead);
+                        shared.resends.warm(ahead.iter().map(|&(_, print)| print));
+                        next = 0;
+                    }
+                    let print = match ahead.get(next) {
+                        Some(&(at, print)) if at == p => {
+                            next += 1;
+                            Some(print)
+                        }
+                        _ => None,
+                    };
                     let f = Frame {
                         version: b'2',
                         typ: b'J',
@@ -728,7 +744,8 @@ impl Conn {
                         body: 10,
                     };
                     let frame = &inner[p..p + f.end];
-                    self.event(&f, frame, Some(p as u64), pos, Some(c_id), shared, out);
+                    let inner_offset = Some(p as u64);
+                    self.event(&f, frame, inner_offset, print, pos, Some(c_id), shared, out);
                     p += f.end;
                     continue;
                 }
@@ -857,6 +874,22 @@ fn json_document(
             );
             None
         }
+    }
+}
+
+/// Whole 2J frames whose fingerprints are made at once, so that their lookups in the resend
+/// registry are warmed together (a few KiB of cache lines, still cached when their turn comes).
+const AHEAD: usize = 32;
+
+/// The offsets and payload fingerprints of up to AHEAD whole 2J frames from `p` on.
+fn prints_ahead(inner: &[u8], mut p: usize, max_frame: usize, ahead: &mut Vec<(usize, u64)>) {
+    ahead.clear();
+    while ahead.len() < AHEAD {
+        let Some((_, size)) = whole_j2(&inner[p..], max_frame) else {
+            break;
+        };
+        ahead.push((p, fingerprint(&inner[p + 10..p + 10 + size])));
+        p += 10 + size;
     }
 }
 

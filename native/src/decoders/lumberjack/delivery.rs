@@ -544,13 +544,14 @@ impl Delivery {
         w.items.push(item, held);
     }
 
-    /// Add an event (the per-event path). `c_frame` identifies the enclosing C frame.
+    /// Add an event (the per-event path). `c_frame` identifies the enclosing C frame; `print` is
+    /// the payload's fingerprint.
     #[allow(clippy::too_many_arguments)]
     pub fn add_event(
         &mut self,
         mut record: Message,
         seq: u32,
-        payload: &[u8],
+        print: u64,
         pos: &Pos,
         c_frame: Option<u64>,
         resends: &mut ResendRegistry,
@@ -565,7 +566,7 @@ impl Delivery {
         if !room {
             self.place(&record, seq, pos, c_frame, held, out);
         }
-        let first = resends.first_copy(self.stream, payload, pos.frame, seq);
+        let first = resends.first_copy(self.stream, print, pos.frame, seq);
         let Some(w) = self.windows.back_mut().and_then(Slot::live_mut) else {
             return; // place() always leaves a current window
         };

@@ -609,6 +609,32 @@ fn resend_on_a_later_connection() {
     );
 }
 
+/// The compressed path makes its fingerprints ahead, in batches (decoder::prints_ahead): they
+/// must name the same events as those made one by one, across batch boundaries and duplicates.
+#[test]
+fn a_resend_compressed_differently_names_every_first_copy() {
+    let mut shared = Shared::default();
+    let seqs: Vec<u32> = (1..=70).collect();
+    let plain = [window(70, b'2'), js(&seqs)].concat();
+    let mut first = LumberjackDecoder::new(ctx(3, Limits::default()));
+    feed(&mut first, &mut shared, &[Step::Data(C2S, &plain)], &[]);
+    // The resend: the same 70 events in one C frame, then event 40's document again as seq 71.
+    let mut inner = js(&seqs);
+    inner.extend_from_slice(&jframe(71, &js(&[40])[10..]));
+    let resend = [window(71, b'2'), cframe(&inner, 3)].concat();
+    let mut second = LumberjackDecoder::new(ctx(4, Limits::default()));
+    let out = feed(&mut second, &mut shared, &[Step::Data(C2S, &resend)], &[]);
+    let firsts: Vec<String> = messages(&out, "event")
+        .iter()
+        .map(|e| field(e, "resend_of").to_string())
+        .collect();
+    let expected: Vec<String> = (1..=70)
+        .chain([40])
+        .map(|seq| format!(r#"{{"stream":3,"frame":1,"seq":{seq}}}"#))
+        .collect();
+    assert_eq!(firsts, expected);
+}
+
 #[test]
 fn midstream_pickup_is_a_resync_not_a_protocol_error() {
     let tail = js(&[2]);
