@@ -372,7 +372,13 @@ impl Conn {
                 fields.push(("sequence", seq.into()));
             }
             b"JDAT" | b"EVNT" if body.len() > NONCE => {
-                let mut inf = Inflater::new(self.max_inflated);
+                let mut inf = match shared.inflater.take() {
+                    Some(mut inf) => {
+                        inf.restart(self.max_inflated);
+                        inf
+                    }
+                    None => Inflater::new(self.max_inflated),
+                };
                 inf.feed(&[], &body[NONCE..]);
                 let trailing = if inf.eof() {
                     (body.len() - NONCE) as u64 - inf.consumed
@@ -395,6 +401,7 @@ impl Conn {
                     shared,
                     out,
                 );
+                shared.inflater = Some(inf);
             }
             _ if ok => self.control(t, at, out),
             _ => {}

@@ -39,4 +39,6 @@ pub struct Shared {
     nonces: resend::Shared,
     /// Events held until their payload's ACKN.
     pub held: crate::held::spill::SpillStore,
+    /// The inflater of whole JDAT/EVNT payloads, restarted for each.
+    inflater: Option<payload::Inflater>,
 }

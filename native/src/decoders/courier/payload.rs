@@ -24,6 +24,11 @@ pub const MAX_EVENT: u64 = 10 * 1024 * 1024;
 const GO_TAIL: &[u8] = b"\x00\x00\xff\xff";
 
 /// Streaming zlib with an output cap; tells how many input bytes belonged to the stream.
+/// The most output buffer a reused inflater keeps (a payload of Log Courier's default spool of
+/// 1024 events inflates to a few hundred KiB).
+const KEEP_OUTPUT: usize = 4 << 20;
+
+#[derive(Debug)]
 pub struct Inflater {
     d: Decompress,
     out: Vec<u8>,
@@ -53,6 +58,23 @@ impl Inflater {
             head: Vec::with_capacity(2),
             tail: Vec::with_capacity(8),
         }
+    }
+
+    /// Ready for a new stream, keeping the zlib state's memory and the output buffer's (up to
+    /// KEEP_OUTPUT): a capture of many payloads allocates them once, not once a payload.
+    pub fn restart(&mut self, cap: usize) {
+        self.d.reset(true);
+        self.out.clear();
+        if self.out.capacity() > KEEP_OUTPUT {
+            self.out = Vec::new();
+        }
+        self.cap = cap;
+        self.consumed = 0;
+        self.error = None;
+        self.over_cap = false;
+        self.eof = false;
+        self.head.clear();
+        self.tail.clear();
     }
 
     /// The stream ended (eof) or cannot go on (error, cap).

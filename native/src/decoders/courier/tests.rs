@@ -479,3 +479,48 @@ fn a_connections_end_gives_its_unacknowledged_payloads_in_parts() {
     };
     assert_eq!(last.kind, "connection"); // the summary
 }
+
+/// Payloads share one inflater (restarted for each): a payload whose zlib stream is broken, or
+/// cut by the cap, leaves nothing behind for the next one.
+#[test]
+fn each_payload_inflates_afresh_after_a_broken_or_capped_one() {
+    let good = |p: u8, n: usize| {
+        let events: Vec<String> = (0..n).map(|i| format!(r#"{{"n":{i}}}"#)).collect();
+        jdat([p; 16], &events)
+    };
+    let mut broken = good(1, 5);
+    let at = broken.len() - 12;
+    broken[at..].iter_mut().for_each(|b| *b ^= 0x5a);
+    let limits = Limits {
+        max_inflated: 8000,
+        ..Limits::default()
+    };
+    let mut c = Conv::new(limits, 0);
+    c.send(C2S, GO_HELO);
+    // frames 2 (broken), 3 (good), 4 (over the cap), 5 (good)
+    c.raw(C2S, &broken).raw(C2S, &good(2, 3));
+    c.raw(C2S, &good(3, 2000)).raw(C2S, &good(4, 3));
+    let recs = c.close();
+    let at_frame = |code: &str| -> Vec<Option<u64>> {
+        recs.iter()
+            .filter_map(|r| match r {
+                Record::Finding(f) if f.code == code => Some(f.frame),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(at_frame("courier.decompress-failed"), [Some(2)]);
+    assert_eq!(at_frame("courier.inflate-limit"), [Some(4)]);
+    let payloads = messages(&recs, "jdat");
+    for p in [payloads[1], payloads[3]] {
+        assert_eq!(p.get("zlib_level"), Some(&Value::from("default")));
+        assert_eq!(p.get("inflated_length"), Some(&Value::from(33)));
+    }
+    let events: Vec<_> = messages(&recs, "event")
+        .iter()
+        .filter(|e| e.frame == Some(3) || e.frame == Some(5))
+        .map(|e| e.event.clone().unwrap())
+        .collect();
+    let three: Vec<_> = (0..3).map(|i| serde_json::json!({ "n": i })).collect();
+    assert_eq!(events, [three.clone(), three].concat());
+}
