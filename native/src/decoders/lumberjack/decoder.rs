@@ -733,7 +733,12 @@ impl Conn {
                             next += 1;
                             Some(print)
                         }
-                        _ => None,
+                        // not the frame they were made for: made again from here on
+                        _ => {
+                            ahead.clear();
+                            next = 0;
+                            None
+                        }
                     };
                     let f = Frame {
                         version: b'2',

@@ -167,8 +167,7 @@ impl Filter {
     }
 
     fn may_hold(&self, key: u64) -> bool {
-        let bit = key >> (64 - FILTER_BITS);
-        self.word(key) & (1 << (bit & 63)) != 0
+        self.word(key) & (1 << ((key >> (64 - FILTER_BITS)) & 63)) != 0
     }
 
     /// The word holding `key`'s bit (0 for the empty filter).
@@ -195,6 +194,8 @@ impl Default for ResendRegistry {
 
 impl ResendRegistry {
     pub fn with_generation(generation: usize) -> Self {
+        // the newer generation holds up to twice `generation` (copies from the older one)
+        assert!(2 * generation < 1 << INDEX_BITS, "generation too large");
         ResendRegistry {
             newer: Generation::default(),
             older: Generation::default(),
