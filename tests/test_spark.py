@@ -412,37 +412,51 @@ def test_one_capture_read_in_splits_gives_the_local_engines_rows(spark, tmp_path
     assert codes["lumberjack.never-acknowledged"] == 1  # the verdict over every flow, once
 
 
-def test_segments_handed_on_in_many_chunks_per_split_keep_each_flows_order(tmp_path, monkeypatch):
-    """The read tasks hand on a row per flow and chunk (in pieces): with chunks of a few KB (many per
-    split, each flow in many of them, in several pieces), the rows sorted as the shuffle sorts them (flow, split, part) decode to the
-    local engine's records — stages 2-5 in one process, no Spark."""
+def test_routes_handed_on_in_many_chunks_per_split_keep_each_groups_order(tmp_path, monkeypatch):
+    """The routing tasks hand on a row per split, group and flush: with flushes every 4 KB (many
+    per split, each group in many of them), the rows sorted as the engine sorts them (split, chunk)
+    read back and decode to the local engine's records — stages 2-5 in one process, no Spark."""
     from bench.gen_capture import generate
     from wirelog.engine import spark_split, splits
 
     path = tmp_path / "beats.pcap"
     generate(str(path), 3000, connections=12, payload="lumberjack")
-    monkeypatch.setattr(splits, "READ_SIZE", 4096)  # the core hands on a batch per piece read
-    monkeypatch.setattr(spark_split, "FLUSH_BYTES", 4096)
-    monkeypatch.setattr(spark_split, "PIECE_BYTES", 1024)  # a flow's segments of a chunk in pieces
+    monkeypatch.setattr(splits, "READ_SIZE", 4096)
+    monkeypatch.setattr(splits, "FLUSH_BYTES", 4096)
     parts = plan(str(path), 64 * 1024)
-    fields = ("index", "start", "next", "first_frame", "frames", "context", "holes")
-    rows = pa.RecordBatch.from_pylist([{f: getattr(s, f) for f in fields} for s in parts])
     opts = splits.flow_options(Options(), parts)
-    chunks = pa.Table.from_batches(list(spark_split.read_splits(str(path), str(path), opts, iter([rows]))))
-    part = chunks.column("part").to_pylist()
-    assert max(p // spark_split.PIECES for p in part) > 3 and len(parts) > 2
-    assert max(p % spark_split.PIECES for p in part) > 0
-    chunks = chunks.sort_by([("flow", "ascending"), ("split", "ascending"), ("part", "ascending")])
-    opened = pa.Table.from_batches(
-        list(spark_split.opened_streams(str(path), opts, iter(chunks.to_batches(7)))),
-        schema=spark_split.OPENED,
-    )
-    frames = pc.array_sort_indices(opened.column("frame"))
-    frames = opened.column("frame").take(frames).combine_chunks()
+    rows = [(s.index, s.start, s.next, s.first_frame, s.frames, s.context, b"", s.holes) for s in parts]
+    groups = 3
+    pairs = list(spark_split.route_splits(str(path), str(path), groups, iter(rows)))
+    chunks = [c for _, (_, c, finding, _) in pairs if finding is None]
+    assert max(chunks) > 3 and len(parts) > 2 and {g for g, _ in pairs} == set(range(groups))
+
+    def group_rows(group: int) -> list[pa.RecordBatch]:
+        mine = sorted((row for g, row in pairs if g == group), key=lambda r: (r[0], r[1]))
+        table = pa.Table.from_pylist(
+            [dict(zip(spark_split.ROUTED.names, (group, *r), strict=True)) for r in mine],
+            schema=spark_split.ROUTED,
+        )
+        return table.to_batches(max_chunksize=5)
+
+    context = parts[0].context
+    opened = [
+        f
+        for g in range(groups)
+        for batch in spark_split.opened_streams(str(path), str(path), opts, context, iter(group_rows(g)))
+        for f in batch.column("frame").to_pylist()
+    ]
+    frames = pa.array(sorted(opened), pa.int64())
     deliveries: list[dict] = []
-    records = spark_split.flow_records(str(path), opts, frames, iter(chunks.to_batches(5)), deliveries)
-    got = spark_rows(pa.Table.from_batches(list(records)))
-    assert deliveries  # every flow's verdict numbers, for the driver
+    got_batches = [
+        batch
+        for g in range(groups)
+        for batch in spark_split.group_records(
+            str(path), str(path), opts, context, frames, iter(group_rows(g)), deliveries
+        )
+    ]
+    got = spark_rows(pa.Table.from_batches(got_batches))
+    assert len(deliveries) == groups  # every group's verdict numbers, for the driver
     want, _ = local_rows([str(path)])
     stream = parquet.COLUMNS.index("stream")
     mine, theirs = got[str(path)], [r for r in want[str(path)] if r[stream] is not None]

@@ -17,12 +17,13 @@ from tests.pcap_helpers import T0_NS, damaged_pcap, dsb, epb, fast_pcap, idb, sh
 from wirelog import _core
 from wirelog.engine.local import Options, run
 from wirelog.engine.splits import (
-    decode_flow,
+    decode_group,
     flow_options,
     hole_findings,
     opening_frames,
     plan,
-    segment_batches,
+    route_split,
+    routed_segments,
     split_bytes,
 )
 from wirelog.model import Finding, Message
@@ -133,33 +134,33 @@ def test_real_captures_split_anywhere():
         assert by_splits(path, size) == expected, path.name
 
 
-def split_run(path: Path, size: int, opts: Options) -> list:
-    """The split engine in one process: splits read to segments, grouped by flow, the streams each
-    flow opens found by a reassembly-only pass, then each flow decoded alone with the capture's
-    stream ids, and the delivery verdict made from every flow's numbers (what the Spark engine does
-    with a shuffle between the stages)."""
-    import pyarrow as pa
-
+def split_run(path: Path, size: int, opts: Options, groups: int = 3) -> list:
+    """The split engine in one process: each split's records routed to groups of connections, the
+    streams each group opens found by a reassembly-only pass over its records read back from the
+    file, then each group decoded with the capture's stream ids, and the delivery verdict made from
+    every group's numbers (what the Spark engine does with a shuffle of the routes between the
+    stages)."""
     from wirelog.engine.spark_split import verdict_findings
 
-    batches, findings = [], []
     splits = plan(str(path), size)
     opts = flow_options(opts, splits)
+    routes: list[list[bytes]] = [[] for _ in range(groups)]
     for split in splits:
-        for item in segment_batches(str(path), split, opts, str(path)):
-            (batches if isinstance(item, pa.RecordBatch) else findings).append(item)
-    table = pa.Table.from_batches(batches).sort_by([("flow", "ascending"), ("frame", "ascending")])
-    flows = table.column("flow").to_pylist()
-    bounds = [i for i in range(1, len(flows)) if flows[i] != flows[i - 1]]
-    groups = [
-        table.slice(lo, hi - lo).to_batches()
-        for lo, hi in zip([0, *bounds], [*bounds, len(flows)], strict=True)
-    ]
-    ranks = _core.StreamRanks([f for group in groups for f in opening_frames(str(path), group, opts)])
+        for item in route_split(str(path), split, groups, str(path)):
+            if isinstance(item, list):
+                for group, blob in zip(routes, item, strict=True):
+                    group.append(blob)
+
+    def segments(group: int):
+        return routed_segments(str(path), str(path), splits[0].context, routes[group])
+
+    ranks = _core.StreamRanks(
+        [f for g in range(groups) for f in opening_frames(str(path), segments(g), opts)]
+    )
     records, deliveries = [], []
-    for group in groups:
+    for g in range(groups):
         delivery: dict = {}
-        for item in decode_flow(str(path), group, opts, ranks, delivery):
+        for item in decode_group(str(path), segments(g), opts, ranks, delivery):
             if isinstance(item, Message | Finding) and item.stream is not None:
                 records.append(item)
         deliveries.append(delivery)

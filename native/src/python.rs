@@ -24,6 +24,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyCapsule, PyDict, PyFloat, PyList, PyString, PyTuple};
 
+use crate::capture::route::{self, Route};
 use crate::capture::split::{Head, Scanner};
 use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
 use crate::decoders::detect::{self as detection, Decision, Sample};
@@ -1472,6 +1473,8 @@ struct SegmentBatches {
     sink: FindingSink,
     rows: SegmentRows,
     model: Model,
+    /// Routing (`route`): the records' places are gathered, not their segments.
+    routing: bool,
 }
 
 impl SegmentBatches {
@@ -1486,7 +1489,16 @@ impl SegmentBatches {
             + Send,
     ) -> PyResult<(Option<Bound<'py, PyAny>>, Bound<'py, PyList>)> {
         let (inner, sink, rows) = (&mut self.inner, &mut self.sink, &mut self.rows);
-        let result = py.detach(|| guarded(|| step(inner, sink, &mut |seg, _| rows.push(seg))));
+        let routing = self.routing;
+        let result = py.detach(|| {
+            guarded(|| {
+                step(inner, sink, &mut |seg, _| {
+                    if !routing {
+                        rows.push(seg);
+                    }
+                })
+            })
+        });
         match result {
             Ok(Err(message)) => return Err(CaptureFormatError::new_err(message)),
             Err(finding) => self.sink.add(*finding),
@@ -1512,17 +1524,82 @@ impl SegmentBatches {
 #[pymethods]
 impl SegmentBatches {
     #[new]
-    #[pyo3(signature = (name, first_frame=1, server_ports=Vec::new()))]
-    fn new(py: Python<'_>, name: &str, first_frame: u64, server_ports: Vec<u16>) -> PyResult<Self> {
+    #[pyo3(signature = (name, first_frame=1))]
+    fn new(py: Python<'_>, name: &str, first_frame: u64) -> PyResult<Self> {
         install_hook();
         let mut inner = CaptureInput::new(name, None);
         inner.set_first_frame(first_frame);
         Ok(SegmentBatches {
             inner,
             sink: FindingSink::default(),
-            rows: SegmentRows::new(server_ports),
+            rows: SegmentRows::default(),
             model: Model::load(py)?,
+            routing: false,
         })
+    }
+
+    /// From now on gather where every record goes (`groups` groups of connections: capture/
+    /// route.rs) instead of segments; the next bytes fed start at file offset `position`.
+    fn route(&mut self, groups: u32, position: u64) {
+        self.routing = true;
+        self.inner.route(groups, position);
+    }
+
+    /// The next bytes fed start at file offset `position` (after a skipped damaged range).
+    fn set_position(&mut self, position: u64) {
+        self.inner.set_position(position);
+    }
+
+    /// Each group's routes gathered since the last call: a list of `groups` byte strings.
+    fn take_routes<'py>(&mut self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+        let routes = self.inner.take_routes();
+        routes.iter().map(|r| PyBytes::new(py, r)).collect()
+    }
+
+    /// The records `routes[first..last]` (capture/route.rs), read from `data`, the file's bytes
+    /// from offset `at` on (a span of `route_spans`); returns the segments they hold, or None. The
+    /// packet layer's findings are dropped: the reader that routed the records made them.
+    fn feed_routed<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: &[u8],
+        at: u64,
+        routes: &[u8],
+        first: usize,
+        last: usize,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let (inner, sink, rows) = (&mut self.inner, &mut self.sink, &mut self.rows);
+        let result = py.detach(|| {
+            guarded(|| {
+                for index in first..last {
+                    let route = Route::at(routes, index).ok_or("a route past the routes' end")?;
+                    let record = route
+                        .offset
+                        .checked_sub(at)
+                        .and_then(|from| usize::try_from(from).ok())
+                        .and_then(|from| data.get(from..)?.get(..route.len as usize))
+                        .ok_or("a routed record outside the bytes read")?;
+                    inner.feed_routed(&route, record, sink, &mut |seg, _| rows.push(seg))?;
+                }
+                Ok::<(), String>(())
+            })
+        });
+        drop(self.sink.drain());
+        match result {
+            Ok(Err(message)) => return Err(CaptureFormatError::new_err(message)),
+            Err(finding) => return Err(PyRuntimeError::new_err(finding.message)),
+            Ok(Ok(())) => {}
+        }
+        if self.rows.is_empty() {
+            return Ok(None);
+        }
+        let batch = self
+            .rows
+            .finish()
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        Ok(Some(
+            Bound::new(py, ArrowRecords { batch: Some(batch) })?.into_any(),
+        ))
     }
 
     /// The next bytes; returns (a batch of the segments they completed or None, findings).
@@ -1554,6 +1631,16 @@ impl SegmentBatches {
         let logs = self.inner.take_secrets();
         logs.iter().map(|text| PyBytes::new(py, text)).collect()
     }
+}
+
+/// The byte ranges to read for `routes` (capture/route.rs): (lo, hi, first, last) each, the routes
+/// `first..last` lying in the file's bytes `[lo, hi)`.
+#[pyfunction]
+fn route_spans(routes: &[u8]) -> Vec<(u64, u64, usize, usize)> {
+    route::spans(routes)
+        .into_iter()
+        .map(|s| (s.lo, s.hi, s.first, s.last))
+        .collect()
 }
 
 /// One split of an uncompressed capture (capture/split.rs): finds its first record boundary at or
@@ -1909,6 +1996,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SegmentReader>()?;
     m.add_class::<SplitScanner>()?;
     m.add_class::<SegmentBatches>()?;
+    m.add_function(wrap_pyfunction!(route_spans, m)?)?;
     m.add_function(wrap_pyfunction!(delivery_findings, m)?)?;
     m.add_class::<StreamRanks>()?;
     m.add_function(wrap_pyfunction!(set_debug, m)?)?;

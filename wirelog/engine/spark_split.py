@@ -1,21 +1,19 @@
-"""One huge uncompressed capture on many Spark tasks: byte-range splits, segments shuffled by flow.
+"""One huge uncompressed capture on many Spark tasks: byte-range splits, records routed by hosts.
 
 1. Plan (engine/splits.py): each byte range is scanned by a task (record boundaries, frame counts);
    the driver makes the plan exact and numbers frames.
-2. Read: a task per split turns its packets into TCP segments (Arrow, no Python object per packet),
-   each with its flow key (records/segments.rs: both hosts and the service port, so that a client
-   reconnecting to the same service stays in the same group), and hands them on as a row per flow
-   and chunk of the split (CHUNKS), not a row per segment.
-3. Shuffle: the rows are repartitioned by flow and sorted by (flow, split, chunk): frame order. They
-   are kept on the executors' disks for the two passes over them.
-4. Streams: each flow is reassembled alone, without decoding, for the frames that open its streams;
-   the driver sorts them all: a stream's id in the capture is its frame's rank (the local engine
-   numbers streams in the order they open).
-5. Decode: each flow is reassembled and decoded by its own core pipeline (exactly as the local engine
-   decodes it), its streams numbered by those ranks, so its records are final as they are made: the
-   tasks write them (Parquet, engine/spark_output.py) or hand them to Spark. Each flow's delivery
-   verdict numbers leave beside them, and the driver turns their sum into the capture's delivery
-   findings.
+2. Route: a task per split reads its packets (making the packet layer's findings) and notes, per
+   group of connections (the two IP hosts hashed, native/src/capture/route.rs), where its records
+   lie in the file: 28 bytes per packet, handed on as a few rows per split and group.
+3. Shuffle: the routes (not the packets: a few percent of the bytes) go to their group's task.
+4. Streams: each group's records are read back from the file and reassembled, without decoding,
+   for the frames that open its streams; the driver sorts them all: a stream's id in the capture
+   is its frame's rank (the local engine numbers streams in the order they open).
+5. Decode: each group's records are read again and decoded by one core pipeline (exactly as the
+   local engine decodes them), its streams numbered by those ranks, so its records are final as
+   they are made: the tasks write them (Parquet, engine/spark_output.py) or hand them to Spark.
+   Each group's delivery verdict numbers leave beside them, and the driver turns their sum into
+   the capture's delivery findings.
 
 This module imports pyspark; only the Spark engine imports it.
 """
@@ -24,48 +22,47 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from wirelog import _core
 from wirelog.engine import spark_output
 from wirelog.engine.gc_tuning import tune_gc
 from wirelog.engine.local import Options
 from wirelog.engine.spark_source import spark_batch, spark_schema
-from wirelog.engine.splits import Split, decode_flow, flow_options, opening_frames, plan, segment_batches
+from wirelog.engine.splits import (
+    Split,
+    decode_group,
+    flow_options,
+    opening_frames,
+    plan,
+    route_split,
+    routed_segments,
+)
 from wirelog.export import parquet
 from wirelog.model import Finding, Message, RecordRows, Severity
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-# What the read tasks hand the shuffle: a row per flow and chunk of a split, its segments one Arrow
-# IPC stream in the core's segment schema (records/segments.rs). A row per segment made the JVM turn
-# every packet into a row, shuffle, sort and turn it back into Arrow: on 309 MB that alone took as
-# long as the local engine's whole conversion. Rows of a flow sort by (split, part): frame order.
-CHUNKS = pa.schema(
+# What the routing tasks hand the shuffle: a row per split, group and flush of routes (the group is
+# the row's partition), or a finding of the packet layer. A group's rows sort by (split, chunk):
+# record order.
+ROUTED = pa.schema(
     [
-        ("flow", pa.binary()),  # both hosts and the service port; b"" for the packet layer's findings
+        ("group", pa.int64()),
         ("split", pa.int64()),
-        ("part", pa.int64()),  # within the split: flush number * PIECES + the piece of the flow's segments
+        ("chunk", pa.int64()),  # within the split: the routing task's flush number
         ("finding", pa.string()),  # a finding of the packet layer (JSON), or null
-        ("segments", pa.binary()),  # Arrow IPC stream of the flow's segments of this chunk, or null
+        ("routes", pa.binary()),  # the group's routes (capture/route.rs), or null
     ]
 )
-# A read task hands on what it has gathered of a split every FLUSH_BYTES, so its memory is bounded by
-# that, not by the split. Spark hands the Python workers CHUNKS_PER_BATCH rows per Arrow batch (rows
-# of about PIECE_BYTES, below: ~64 MiB a batch); 8 a batch made the decode stage 1.2x slower (21-22 s
-# against 18 s wall on 300 MB, back to back).
-FLUSH_BYTES = 16 << 20
-CHUNKS_PER_BATCH = 64
-# A flow's segments of one flush are cut into pieces of about PIECE_BYTES, each its own row: the cache
-# of the shuffled rows gathers ROWS_PER_CACHED_BATCH rows at a time in the JVM's heap (at most ~64 MB)
-PIECE_BYTES = 1 << 20
-PIECES = 1 << 16  # more pieces than a flush can make (FLUSH_BYTES / PIECE_BYTES, plus one per flow)
+# Rows per Arrow batch handed to the Python workers (Spark's default is 10,000): a row of routes is
+# up to ~1.5 MB (28 bytes per packet of 16 MiB of a split).
+ROWS_PER_BATCH = 16
 OPENED = pa.schema([("frame", pa.int64())])  # stage 4: the frames that opened streams
 # stage 5 when the tasks write: a row per file written (spark_output.MANIFEST) and, with `delivery`
 # set, a row per flow with its delivery verdict numbers (JSON)
@@ -76,9 +73,8 @@ RECORDS, DELIVERY = "records", "delivery"
 BLOB_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 DECODED = pa.schema([("kind", pa.string()), ("text", pa.string()), ("batch", pa.binary())])
 CACHE_BATCH_CONF = "spark.sql.inMemoryColumnarStorage.batchSize"
-# Rows per column batch of a kept DataFrame. Reading many small cached batches back is slow (4 rows
-# each made the decode stage 1.55x slower than 64 on a 309 MB capture), and a batch is built in the
-# heap, so rows are kept small (PIECE_BYTES; a record blob of `read()` is up to a few MB).
+# Rows per column batch of a kept DataFrame: a batch is built in the heap, and a record blob of
+# `read()` is up to a few MB.
 ROWS_PER_CACHED_BATCH = 64
 
 
@@ -87,8 +83,8 @@ def _spark_types(schema: pa.Schema) -> str:
     return ", ".join(f"`{f.name}` {names[f.type]}" for f in schema)
 
 
-def _finding_row(f: Finding, split: int, part: int) -> pa.RecordBatch:
-    payload = json.dumps(
+def _finding_text(f: Finding) -> str:
+    return json.dumps(
         {
             "code": f.code,
             "severity": f.severity.value,
@@ -99,121 +95,80 @@ def _finding_row(f: Finding, split: int, part: int) -> pa.RecordBatch:
             "fields": f.fields,
         }
     )
-    return pa.RecordBatch.from_pylist(
-        [{"flow": b"", "split": split, "part": part, "finding": payload}], schema=CHUNKS
-    )
 
 
-def _chunks(batches: list[pa.RecordBatch], split: int, part: int) -> pa.RecordBatch:
-    """CHUNKS rows of a split's gathered segments: per flow, its segments in their order (a stable
-    sort by flow) as IPC streams of about PIECE_BYTES each (uncompressed: Spark compresses its
-    shuffle blocks)."""
-    table = pa.Table.from_batches(batches)
-    ordered = table.take(pc.sort_indices(table, sort_keys=[("flow", "ascending")])).combine_chunks()
-    keys = ordered.column("flow")
-    ends = pc.indices_nonzero(pc.not_equal(keys[1:], keys[:-1])).to_pylist() if len(keys) > 1 else []
-    per_row = ordered.nbytes / max(1, len(keys))
-    flows, parts, blobs, start = [], [], [], 0
-    for end in [*(e + 1 for e in ends), len(keys)]:  # a step per flow and piece, not per segment
-        step = max(1, int(PIECE_BYTES / per_row))
-        for piece, lo in enumerate(range(start, end, step)):
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, ordered.schema) as writer:
-                writer.write_table(ordered.slice(lo, min(step, end - lo)))
-            flows.append(keys[start].as_py())
-            parts.append(part * PIECES + piece)
-            blobs.append(sink.getvalue().to_pybytes())
-        start = end
-    n = len(blobs)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(flows, pa.binary()),
-            pa.array([split] * n, pa.int64()),
-            pa.array(parts, pa.int64()),
-            pa.nulls(n, pa.string()),
-            pa.array(blobs, pa.binary()),
-        ],
-        schema=CHUNKS,
-    )
-
-
-def read_splits(
-    path: str, name: str, opts: Options, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """Stage 2 (a task): the segments of the splits in `batches` (rows of Split fields), as CHUNKS."""
+def route_splits(path: str, name: str, groups: int, rows: Iterable[tuple]) -> Iterator[tuple]:
+    """Stage 2 (a task): the routes of the splits in `rows` (Split fields), as (group, (split,
+    chunk, finding, routes)) pairs; the packet layer's findings go to group 0."""
     tune_gc()  # each stage runs in a Python worker, which the CLI's settings do not reach
-    for rows in batches:
-        for s in rows.to_pylist():
-            split = Split(**s)
-            gathered: list[pa.RecordBatch] = []
-            size = part = 0
-            for item in segment_batches(path, split, opts, name):
-                if not isinstance(item, pa.RecordBatch):
-                    yield _finding_row(item, split.index, part * PIECES)
-                    continue
-                gathered.append(item)
-                size += item.nbytes
-                if size >= FLUSH_BYTES:
-                    yield _chunks(gathered, split.index, part)
-                    gathered, size, part = [], 0, part + 1
-            if gathered:
-                yield _chunks(gathered, split.index, part)
+    for row in rows:
+        split = Split(*row)
+        chunk = 0
+        for item in route_split(path, split, groups, name):
+            if isinstance(item, Finding):
+                yield 0, (split.index, chunk, _finding_text(item), None)
+                continue
+            for group, routes in enumerate(item):
+                if routes:
+                    yield group, (split.index, chunk, None, routes)
+            chunk += 1
 
 
-def _flows(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[list[pa.RecordBatch], list[str]]]:
-    """A partition's CHUNKS, sorted by (flow, split, part), flow by flow: its segments in frame order
-    (Arrow batches of the segment schema) and the packet layer's findings (JSON texts, flow b"")."""
-    segments: list[pa.RecordBatch] = []
-    findings: list[str] = []
-    key = None
-    for rows in batches:
-        flows, texts, blobs = (rows.column(c) for c in ("flow", "finding", "segments"))
-        for i in range(rows.num_rows):  # a row per flow and chunk of a split, not per segment
-            k = flows[i].as_py()
-            if k != key:
-                if segments or findings:
-                    yield segments, findings
-                segments, findings, key = [], [], k
-            if blobs[i].is_valid:
-                segments.extend(pa.ipc.open_stream(blobs[i].as_buffer()))
-            else:
-                findings.append(texts[i].as_py())
-    if segments or findings:
-        yield segments, findings
+class _Group:
+    """A partition of ROUTED rows (one group, sorted by split and chunk): its routes, read lazily,
+    and the packet layer's findings met on the way."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch]) -> None:
+        self.batches = batches
+        self.findings: list[str] = []
+
+    def routes(self) -> Iterator[bytes]:
+        for rows in self.batches:  # a row per split, group and flush: a few per split
+            texts, blobs = rows.column("finding").to_pylist(), rows.column("routes").to_pylist()
+            for text, blob in zip(texts, blobs, strict=True):
+                if text is not None:
+                    self.findings.append(text)
+                elif blob:
+                    yield blob
 
 
-def opened_streams(name: str, opts: Options, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Stage 4 (a task): the frames that opened the streams of a partition's flows (OPENED rows)."""
-    tune_gc()
-    for segments, _ in _flows(batches):
-        if segments:
-            frames = opening_frames(name, segments, opts)
-            yield pa.RecordBatch.from_arrays([pa.array(frames, pa.int64())], schema=OPENED)
-
-
-def flow_records(
-    name: str, opts: Options, frames: pa.Array, batches: Iterator[pa.RecordBatch], deliveries: list[dict]
+def opened_streams(
+    path: str, name: str, opts: Options, context: bytes, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """Stage 5 (a task): the records of a partition's flows in the Parquet schema, their streams
-    numbered by the rank of their opening frame among `frames` (all of the capture's, sorted); each
-    flow's delivery verdict numbers go to `deliveries` as its records are done."""
+    """Stage 4 (a task): the frames that opened the streams of a group (OPENED rows)."""
     tune_gc()
-    ranks = _core.StreamRanks(frames.to_pylist())  # once per task, shared by its flows' pipelines
-    arrow = replace(opts, records="arrow")
-    for segments, findings in _flows(batches):
-        if findings:
-            yield parquet.batch([parquet.row(_packet_finding(name, json.loads(t))) for t in findings])
-        if not segments:
-            continue
-        delivery: dict = {}
-        for item in decode_flow(name, segments, arrow, ranks, delivery):
-            if isinstance(item, RecordRows):
-                yield item.batch
-            elif isinstance(item, Message | Finding):  # made in Python (a protocol only Python decodes)
-                item.capture = name
-                yield parquet.batch([parquet.row(item)])
-        if delivery:
-            deliveries.append(delivery)
+    segments = routed_segments(path, name, context, _Group(batches).routes())
+    frames = opening_frames(name, segments, opts)
+    yield pa.RecordBatch.from_arrays([pa.array(frames, pa.int64())], schema=OPENED)
+
+
+def group_records(
+    path: str,
+    name: str,
+    opts: Options,
+    context: bytes,
+    frames: pa.Array,
+    batches: Iterator[pa.RecordBatch],
+    deliveries: list[dict],
+) -> Iterator[pa.RecordBatch]:
+    """Stage 5 (a task): the records of a group in the Parquet schema, their streams numbered by the
+    rank of their opening frame among `frames` (all of the capture's, sorted), then the packet
+    layer's findings its rows carried; the group's delivery verdict numbers go to `deliveries`."""
+    tune_gc()
+    ranks = _core.StreamRanks(frames.to_pylist())
+    group = _Group(batches)
+    segments = routed_segments(path, name, context, group.routes())
+    delivery: dict = {}
+    for item in decode_group(name, segments, replace(opts, records="arrow"), ranks, delivery):
+        if isinstance(item, RecordRows):
+            yield item.batch
+        elif isinstance(item, Message | Finding):  # made in Python (a protocol only Python decodes)
+            item.capture = name
+            yield parquet.batch([parquet.row(item)])
+    if group.findings:
+        yield parquet.batch([parquet.row(_packet_finding(name, json.loads(t))) for t in group.findings])
+    if delivery:
+        deliveries.append(delivery)
 
 
 def _written(
@@ -327,35 +282,34 @@ def spark_plan(spark: SparkSession, path: str, split_size: int) -> list[Split]:
     )
 
 
-def shuffled_segments(
-    spark: SparkSession, path: str, name: str, opts: Options, splits: list[Split], partitions: int
-) -> DataFrame:
-    """Stages 2-3: the capture's TCP segments, read in splits, grouped by flow in frame order (as
-    CHUNKS rows)."""
-    # a row holds up to FLUSH_BYTES: Spark's default 10,000 rows per Arrow batch would be far too many
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(CHUNKS_PER_BATCH))
-    rows = [(s.index, s.start, s.next, s.first_frame, s.frames, s.context, list(s.holes)) for s in splits]
-    plan_df = spark.createDataFrame(
-        rows,
-        "index bigint, start bigint, next bigint, first_frame bigint, frames bigint, context binary,"
-        " holes array<bigint>",
-    ).repartition(max(1, len(splits)))
-    chunks = plan_df.mapInArrow(lambda b: read_splits(path, name, opts, b), _spark_types(CHUNKS))
-    return chunks.repartition(partitions, "flow").sortWithinPartitions("flow", "split", "part")
+def routed(spark: SparkSession, path: str, name: str, splits: list[Split], groups: int) -> DataFrame:
+    """Stages 2-3: the capture's routes, a partition per group of connections, in record order (as
+    ROUTED rows)."""
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ROWS_PER_BATCH))
+    rows = [(s.index, s.start, s.next, s.first_frame, s.frames, s.context, b"", s.holes) for s in splits]
+    pairs = spark.sparkContext.parallelize(rows, max(1, len(rows))).mapPartitions(
+        lambda it: route_splits(path, name, groups, it)
+    )
+    # the group is the partition (a hash of the group's number would put two groups in one task)
+    by_group = pairs.partitionBy(groups, lambda group: group).map(lambda kv: (kv[0], *kv[1]))
+    return spark.createDataFrame(by_group, _spark_types(ROUTED)).sortWithinPartitions("split", "chunk")
 
 
-def _flows_of_capture(
-    spark: SparkSession, path: str, name: str, opts: Options, split_size: int, partitions: int
-) -> tuple[DataFrame, Options, pa.Array]:
-    """Stages 1-4: the capture's segments grouped by flow (kept), the options of its flows, and the
-    frames that opened its streams, sorted."""
+def _groups_of_capture(
+    spark: SparkSession, path: str, name: str, opts: Options, split_size: int, groups: int
+) -> tuple[DataFrame, Options, bytes, pa.Array]:
+    """Stages 1-4: the capture's routes by group (kept), the options of its groups, what a reader
+    of its records is fed first, and the frames that opened its streams, sorted."""
     with phase(spark, f"wirelog: plan the splits of {name}"):
         splits = spark_plan(spark, path, split_size)
     opts = flow_options(opts, splits)
-    flows = _kept(shuffled_segments(spark, path, name, opts, splits, partitions))
-    with phase(spark, f"wirelog: read, shuffle and find the streams of {name}"):
-        opened = flows.mapInArrow(lambda b: opened_streams(name, opts, b), _spark_types(OPENED)).collect()
-    return flows, opts, pa.array(sorted(r["frame"] for r in opened), pa.int64())
+    context = splits[0].context if splits else b""
+    kept = _kept(routed(spark, path, name, splits, groups))
+    with phase(spark, f"wirelog: route and find the streams of {name}"):
+        opened = kept.mapInArrow(
+            lambda b: opened_streams(path, name, opts, context, b), _spark_types(OPENED)
+        ).collect()
+    return kept, opts, context, pa.array(sorted(r["frame"] for r in opened), pa.int64())
 
 
 def read_split_capture(
@@ -364,15 +318,16 @@ def read_split_capture(
     """The records of one uncompressed capture, read by many tasks (see the module docstring)."""
     from pyspark.sql import functions as F
 
-    flows, opts, frames = _flows_of_capture(spark, path, name, opts, split_size, partitions)
+    kept, opts, context, frames = _groups_of_capture(spark, path, name, opts, split_size, partitions)
     decoded = _kept(
-        flows.mapInArrow(
-            lambda b: _blobs(lambda d: flow_records(name, opts, frames, b, d)), _spark_types(DECODED)
+        kept.mapInArrow(
+            lambda b: _blobs(lambda d: group_records(path, name, opts, context, frames, b, d)),
+            _spark_types(DECODED),
         )
     )
     with phase(spark, f"wirelog: decode {name}"):
         marks = decoded.filter(F.col("kind") == DELIVERY).select("text").collect()
-    flows.unpersist()
+    kept.unpersist()
     verdict = verdict_findings(name, [json.loads(r["text"]) for r in marks])
     rows = decoded.filter(F.col("kind") == RECORDS).mapInArrow(_unblobbed, spark_schema())
     if verdict:
@@ -393,16 +348,16 @@ def write_split_capture(
 ) -> list[spark_output.Written]:
     """The records of one uncompressed capture written by the tasks that decode them (engine/
     spark_output.py), the delivery findings by the driver; their manifests."""
-    flows, opts, frames = _flows_of_capture(spark, path, name, opts, split_size, partitions)
-    results = flows.mapInArrow(
-        lambda b: _written(job, task, lambda d: flow_records(name, opts, frames, b, d)),
+    kept, opts, context, frames = _groups_of_capture(spark, path, name, opts, split_size, partitions)
+    results = kept.mapInArrow(
+        lambda b: _written(job, task, lambda d: group_records(path, name, opts, context, frames, b, d)),
         _spark_types(RESULTS),
     )
     try:
         with phase(spark, f"wirelog: decode and write {name}"):
             rows = results.collect()
     finally:
-        flows.unpersist()
+        kept.unpersist()
     written = spark_output.from_rows(r for r in rows if r["delivery"] is None)
     verdict = verdict_findings(name, [json.loads(r["delivery"]) for r in rows if r["delivery"] is not None])
     if verdict:

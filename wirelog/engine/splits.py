@@ -16,7 +16,6 @@ split gets those that precede it (since the last section header) before its own 
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -28,6 +27,9 @@ from wirelog.model import Finding, Severity, StreamInfo
 
 SPLIT_SIZE = 128 * 1024 * 1024  # bytes per split, like Spark's spark.sql.files.maxPartitionBytes
 READ_SIZE = 1024 * 1024
+# A routing task hands on its groups' routes every FLUSH_BYTES of the split, so its memory is bounded
+# by that (28 bytes per packet), not by the split.
+FLUSH_BYTES = 16 << 20
 PREFIX = 64  # bytes of the file's start a scanner needs (its header and first record header)
 SECTION_HEADER = b"\x0a\x0d\x0d\x0a"  # a pcapng block type, the same in either byte order
 SECRETS_BLOCK = (b"\x0a\x00\x00\x00", b"\x00\x00\x00\x0a")  # little- and big-endian
@@ -148,17 +150,23 @@ def split_bytes(path: str, split: Split) -> Iterator[bytes]:
     damaged ranges (the records before and after one meet)."""
     if split.context:
         yield split.context
+    for _, data in _split_pieces(path, split):
+        yield data
+
+
+def _split_pieces(path: str, split: Split) -> Iterator[tuple[int, bytes]]:
+    """The file's bytes `[start, next)` of `split` but its damaged ranges, each with its offset."""
     cuts = [split.start, *split.holes, split.next]
     with open(path, "rb") as f:
         for lo, hi in zip(cuts[::2], cuts[1::2], strict=True):
             f.seek(lo)
-            left = hi - lo
-            while left > 0:
-                data = f.read(min(READ_SIZE, left))
+            at = lo
+            while at < hi:
+                data = f.read(min(READ_SIZE, hi - at))
                 if not data:
                     return
-                left -= len(data)
-                yield data
+                yield at, data
+                at += len(data)
 
 
 def hole_findings(split: Split) -> list[Finding]:
@@ -174,20 +182,45 @@ def hole_findings(split: Split) -> list[Finding]:
     ]  # fmt: skip
 
 
-def segment_batches(path: str, split: Split, opts: Options, name: str | None = None) -> Iterator[Any]:
-    """A split's TCP segments as pyarrow RecordBatches in the segment schema (records/segments.rs,
-    its `flow` column the shuffle key), and the capture findings of its packets (Finding objects)."""
-    import pyarrow as pa
-
-    reader = _core.SegmentBatches(name or path, split.first_frame, server_ports(opts))
-    steps = itertools.chain(
-        (reader.feed(data) for data in split_bytes(path, split)), (reader.finish() for _ in ".")
-    )
+def route_split(
+    path: str, split: Split, groups: int, name: str | None = None
+) -> Iterator[Finding | list[bytes]]:
+    """Where the records of a split go (native/src/capture/route.rs): every `FLUSH_BYTES` read and
+    at its end, a list of `groups` byte strings, each the routes of one group of connections; and
+    the findings of its packets (Finding objects), as a whole-file read makes them."""
+    reader = _core.SegmentBatches(name or path, split.first_frame)
+    if split.context:
+        reader.feed(split.context)  # earlier sections' blocks: not routed (their splits route them)
+    reader.route(groups, split.start)
     yield from hole_findings(split)
-    for batch, findings in steps:
-        if batch is not None:
-            yield pa.RecordBatchReader.from_stream(batch).read_next_batch()
-        yield from findings
+    expected, fed = split.start, 0
+    for at, data in _split_pieces(path, split):
+        if at != expected:  # after a damaged range: no record is cut there
+            reader.set_position(at)
+        yield from reader.feed(data)[1]
+        expected, fed = at + len(data), fed + len(data)
+        if fed >= FLUSH_BYTES:
+            yield reader.take_routes()
+            fed = 0
+    yield from reader.finish()[1]
+    yield reader.take_routes()
+
+
+def routed_segments(path: str, name: str, context: bytes, routes: Iterable[bytes]) -> Iterator[Any]:
+    """The TCP segments of the records `routes` name (each a byte string of routes, in record
+    order), read from the file: Arrow batches in the segment schema (records/segments.rs), in frame
+    order. `context` is what a reader of the first split is fed first (the pcap file header)."""
+    reader = _core.SegmentBatches(name, 1)
+    reader.feed(context)
+    with open(path, "rb") as f:
+        for blob in routes:
+            for lo, hi, first, last in _core.route_spans(blob):
+                batch = reader.feed_routed(os.pread(f.fileno(), hi - lo, lo), lo, blob, first, last)
+                if batch is not None:
+                    yield batch
+    batch, _ = reader.finish()  # the packet layer's findings are the routing tasks'
+    if batch is not None:
+        yield batch
 
 
 def _flow_pipeline(capture: str, opts: Options, **options: Any) -> Any:
@@ -202,35 +235,39 @@ def _flow_pipeline(capture: str, opts: Options, **options: Any) -> Any:
     )
 
 
-def _fed(core: Any, batches: list[Any]) -> Iterator[list]:
-    """The core's output for a flow's segments (in frame order), to its end."""
-    import pyarrow as pa
-
-    yield core.feed_segments(pa.RecordBatchReader.from_batches(batches[0].schema, batches))
+def _fed(core: Any, segments: Iterable[Any]) -> Iterator[list]:
+    """The core's output for a group's segments (Arrow batches in frame order), to its end; nothing
+    for a group without any (the core takes no segments for an empty capture)."""
+    fed = False
+    for batch in segments:
+        fed = True
+        yield core.feed_segments(batch)
+    if not fed:
+        return
     yield core.finish()
     while (more := core.more()) is not None:
         yield more
 
 
-def opening_frames(capture: str, batches: list[Any], opts: Options) -> list[int]:
-    """The frames that opened the streams of one flow (its segments in frame order): reassembly only,
-    no decoding and no bytes handed on, so it costs a fraction of `decode_flow`."""
+def opening_frames(capture: str, segments: Iterable[Any], opts: Options) -> list[int]:
+    """The frames that opened the streams of a group of connections (its segments in frame order):
+    reassembly only, no decoding and no bytes handed on, so it costs a fraction of `decode_group`."""
     core = _flow_pipeline(capture, opts, decode=False, emit_data=False, ids_by_frame=True)
-    return [r.stream for out in _fed(core, batches) for r in out if isinstance(r, StreamInfo)]
+    return [r.stream for out in _fed(core, segments) for r in out if isinstance(r, StreamInfo)]
 
 
-def decode_flow(
-    capture: str, batches: list[Any], opts: Options, ranks: Any, delivery: dict | None = None
-) -> list[Any]:
-    """The records of the connections of one flow (its segments in frame order), decoded as the local
+def decode_group(
+    capture: str, segments: Iterable[Any], opts: Options, ranks: Any, delivery: dict | None = None
+) -> Iterator[Any]:
+    """The records of a group of connections (its segments in frame order), decoded as the local
     engine decodes them, with the capture's stream ids: `ranks` (a `_core.StreamRanks`) holds the
-    frames that opened every stream of the capture (`opening_frames` of every flow), and a stream's
-    id is its frame's rank, as the local engine numbers streams in the order they open. The flow's
-    delivery verdict numbers go to `delivery` (its findings are the capture's to make, from every
-    flow's numbers)."""
+    frames that opened every stream of the capture (`opening_frames` of every group), and a
+    stream's id is its frame's rank, as the local engine numbers streams in the order they open.
+    The group's delivery verdict numbers go to `delivery` once its records are all out (its
+    findings are the capture's to make, from every group's numbers)."""
     core = _flow_pipeline(capture, opts, decoding=decoding_options(opts), stream_ranks=ranks)
     pipe = StreamPipeline(capture, opts, core.stream_info, core)
-    out = [item for batch in _fed(core, batches) for item in pipe.handle(batch)]
+    for batch in _fed(core, segments):
+        yield from pipe.handle(batch)
     if delivery is not None:
         delivery.update(pipe.delivery())
-    return out

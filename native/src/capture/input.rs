@@ -8,6 +8,7 @@
 
 use super::gzip::Gunzip;
 use super::inflate::Inflate;
+use super::route::Route;
 use super::zstd::Unzstd;
 use super::{CaptureInfo, CaptureReader, Segment};
 use crate::model::FindingSink;
@@ -57,6 +58,32 @@ impl CaptureInput {
     /// See `CaptureReader::set_first_frame`.
     pub fn set_first_frame(&mut self, frame: u64) {
         self.reader.set_first_frame(frame);
+    }
+
+    /// See `CaptureReader::route` (uncompressed inputs: offsets are the file's).
+    pub fn route(&mut self, groups: u32, position: u64) {
+        self.reader.route(groups, position);
+    }
+
+    /// See `CaptureReader::set_position`.
+    pub fn set_position(&mut self, position: u64) {
+        self.reader.set_position(position);
+    }
+
+    /// See `CaptureReader::take_routes`.
+    pub fn take_routes(&mut self) -> Vec<Vec<u8>> {
+        self.reader.take_routes()
+    }
+
+    /// See `CaptureReader::feed_routed` (uncompressed inputs).
+    pub fn feed_routed(
+        &mut self,
+        route: &Route,
+        record: &[u8],
+        sink: &mut FindingSink,
+        on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
+    ) -> Result<(), String> {
+        self.reader.feed_routed(route, record, sink, on_segment)
     }
 
     /// See `CaptureReader::take_secrets`.

@@ -16,6 +16,7 @@ mod pcap;
 mod pcapng;
 mod reader;
 mod report;
+pub mod route;
 pub mod split;
 mod tcp_header;
 #[cfg(test)]

@@ -170,7 +170,9 @@ impl Pcapng {
                 let what = "block lengths at its start and end differ".to_owned();
                 return (pos, Progress::Corrupt(what));
             }
+            h.record(pos, block.len());
             self.block(btype, block, h);
+            h.record_end();
             pos += block.len();
         }
     }

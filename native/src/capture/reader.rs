@@ -14,6 +14,7 @@ use super::packet::{Packet, PacketParser};
 use super::pcap::{self, Pcap};
 use super::pcapng::{self, Pcapng};
 use super::report::limited;
+use super::route::{self, Route, Routes};
 use super::{CaptureInfo, Segment};
 use crate::model::{Finding, FindingSink, Severity};
 
@@ -52,6 +53,8 @@ pub struct CaptureReader {
     state: State,
     tail: Vec<u8>,
     need: usize,
+    /// File offset of the first byte not yet consumed (of `tail`, else of the next feed).
+    position: u64,
     flow: Flow,
 }
 
@@ -65,8 +68,47 @@ impl CaptureReader {
             state: State::Detect,
             tail: Vec::new(),
             need: 4,
+            position: 0,
             flow: Flow::default(),
         }
+    }
+
+    /// Record where every later record goes (`route`: their groups of connections), until
+    /// `take_routes`. The next bytes fed start at file offset `position`.
+    pub fn route(&mut self, groups: u32, position: u64) {
+        self.flow.routes = Some(Routes::new(groups));
+        self.position = position;
+    }
+
+    /// The next bytes fed start at file offset `position` (after a damaged range was skipped: no
+    /// record is cut there, so nothing is pending).
+    pub fn set_position(&mut self, position: u64) {
+        self.position = position;
+    }
+
+    /// Each group's routes since the last call (empty when not routing).
+    pub fn take_routes(&mut self) -> Vec<Vec<u8>> {
+        self.flow
+            .routes
+            .as_mut()
+            .map(Routes::take)
+            .unwrap_or_default()
+    }
+
+    /// Feeds one whole record that another reader routed here (`route`): the packet gets the frame
+    /// number and, when it carries no time of its own, the time that reader gave it.
+    pub fn feed_routed(
+        &mut self,
+        route: &Route,
+        record: &[u8],
+        sink: &mut FindingSink,
+        on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
+    ) -> Result<(), String> {
+        if route.frame > 0 {
+            self.set_first_frame(route.frame);
+            self.flow.last_ts = Some(route.ts);
+        }
+        self.feed(record, sink, on_segment)
     }
 
     /// The TLS key logs that Decryption Secrets Blocks brought since the last call.
@@ -192,6 +234,7 @@ impl CaptureReader {
         let rest = buf.get(start..).unwrap_or_default();
         let mut h = Handler {
             flow: &mut self.flow,
+            base: self.position + start as u64,
             sink,
             on_segment,
         };
@@ -200,6 +243,7 @@ impl CaptureReader {
             State::Pcapng(pcapng) => pcapng.parse(rest, &mut h),
             _ => return Ok(buf.len()),
         };
+        self.position += (start + used) as u64;
         match progress {
             Progress::Need(need) => self.need = need,
             Progress::Corrupt(what) => self.corrupt(sink, &what),
@@ -323,6 +367,8 @@ struct Flow {
     parser: PacketParser,
     /// TLS key logs from pcapng Decryption Secrets Blocks, not yet taken (`take_secrets`).
     secrets: Vec<Vec<u8>>,
+    /// Where each record goes, when a split is being routed (`CaptureReader::route`).
+    routes: Option<Routes>,
     /// Their bytes so far, against `MAX_SECRETS`.
     secret_bytes: usize,
 }
@@ -333,11 +379,27 @@ const MAX_SECRETS: usize = 16 << 20;
 /// Where the format parsers hand their records.
 pub(super) struct Handler<'a> {
     flow: &'a mut Flow,
+    /// File offset of the bytes the format parser was given.
+    base: u64,
     sink: &'a mut FindingSink,
     on_segment: &'a mut dyn FnMut(&Segment, &mut FindingSink),
 }
 
 impl Handler<'_> {
+    /// A whole record starts at `at` of the bytes the format parser was given; `len` bytes long.
+    pub fn record(&mut self, at: usize, len: usize) {
+        if let Some(routes) = &mut self.flow.routes {
+            routes.record(self.base + at as u64, len as u32);
+        }
+    }
+
+    /// The record announced by `record` was handled.
+    pub fn record_end(&mut self) {
+        if let Some(routes) = &mut self.flow.routes {
+            routes.end();
+        }
+    }
+
     /// The next packet record (Wireshark numbers every one): `ts` None for a record without a
     /// timestamp (it gets the previous packet's), `linktype` None for a record that is not a
     /// packet of a described interface.
@@ -360,6 +422,10 @@ impl Handler<'_> {
                 ts
             }
         };
+        if let Some(routes) = &mut flow.routes {
+            let group = linktype.and_then(|lt| route::group(lt, data, routes.groups()));
+            routes.packet(frame, ts, group);
+        }
         let mut packet = Packet {
             frame,
             ts,

@@ -1,5 +1,5 @@
-//! TCP segments as Arrow rows: what a task reading one split of a capture hands to the shuffle that
-//! groups them by connection (docs/spark.md), and what the task decoding a group reads back.
+//! TCP segments as Arrow rows: what a task of the split engine reads back from a capture for its
+//! group of connections and feeds its pipelines (docs/spark.md).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -13,11 +13,9 @@ use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
 use crate::capture::Segment;
-use crate::tcp::server_port;
 
 /// The columns: frame, ts (ns), the endpoints (addresses as 4 or 16 bytes), the TCP header fields,
-/// the payload and how many payload bytes the capture lacks, and `flow`: the shuffle's key (see
-/// `flow_key`).
+/// the payload and how many payload bytes the capture lacks.
 pub fn schema() -> SchemaRef {
     let f = |name: &str, t: DataType| Field::new(name, t, false);
     Arc::new(Schema::new(vec![
@@ -32,7 +30,6 @@ pub fn schema() -> SchemaRef {
         f("flags", DataType::UInt8),
         f("payload", DataType::Binary),
         f("missing", DataType::UInt32),
-        f("flow", DataType::Binary),
     ]))
 }
 
@@ -53,34 +50,9 @@ fn ip_from(bytes: &[u8]) -> Option<IpAddr> {
     }
 }
 
-/// The key of a conversation: the two hosts in a fixed order and the server's port when the ports
-/// tell it (`tcp::server_port`: a well-known server port, else one below 1024), else 0. Both
-/// directions of a connection share it, and so do the connections a client opens again to the same
-/// service, so the state that spans them (a window resent on a new connection, the delivery verdict)
-/// stays within one group of the shuffle. A segment alone cannot tell which of two other ports is
-/// the server's (a service on an ephemeral port can sit above or below its clients' ports), so such
-/// connections share the hosts' group.
-pub fn flow_key(a: IpAddr, a_port: u16, b: IpAddr, b_port: u16, server_ports: &[u16]) -> Vec<u8> {
-    let (mut x, y) = (ip_bytes(a), ip_bytes(b));
-    let (lo, hi) = if x <= y {
-        (x.clone(), y)
-    } else {
-        (y, x.clone())
-    };
-    x.clear();
-    x.extend(lo);
-    x.push(b'|');
-    x.extend(hi);
-    let port = server_port(a_port, b_port, server_ports).unwrap_or(0);
-    x.extend_from_slice(&port.to_be_bytes());
-    x
-}
-
 /// Segments appended one at a time, finished into one batch.
 #[derive(Default)]
 pub struct SegmentRows {
-    /// Well-known server ports (the protocols' and --decode-as ones), for `flow_key`.
-    server_ports: Vec<u16>,
     frame: UInt64Builder,
     ts: Int64Builder,
     src: BinaryBuilder,
@@ -92,18 +64,10 @@ pub struct SegmentRows {
     flags: UInt8Builder,
     payload: BinaryBuilder,
     missing: UInt32Builder,
-    flow: BinaryBuilder,
     rows: usize,
 }
 
 impl SegmentRows {
-    pub fn new(server_ports: Vec<u16>) -> Self {
-        SegmentRows {
-            server_ports,
-            ..SegmentRows::default()
-        }
-    }
-
     pub fn len(&self) -> usize {
         self.rows
     }
@@ -124,8 +88,6 @@ impl SegmentRows {
         self.flags.append_value(s.flags);
         self.payload.append_value(s.payload);
         self.missing.append_value(s.missing);
-        let flow = flow_key(s.src, s.sport, s.dst, s.dport, &self.server_ports);
-        self.flow.append_value(flow);
         self.rows = self.rows.saturating_add(1);
     }
 
@@ -143,7 +105,6 @@ impl SegmentRows {
             Arc::new(self.flags.finish()),
             Arc::new(self.payload.finish()),
             Arc::new(self.missing.finish()),
-            Arc::new(self.flow.finish()),
         ];
         RecordBatch::try_new(schema(), columns)
     }
@@ -221,7 +182,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn segments_round_trip_and_both_directions_share_a_flow() {
+    fn segments_round_trip() {
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "::1".parse().unwrap();
         let seg = |src, sport, dst, dport, payload: &'static [u8]| Segment {
@@ -237,12 +198,10 @@ mod tests {
             payload,
             missing: 3,
         };
-        let mut rows = SegmentRows::new(vec![5044]);
+        let mut rows = SegmentRows::default();
         rows.push(&seg(a, 40000, b, 5044, b"hello"));
         rows.push(&seg(b, 5044, a, 40000, b""));
         let batch = rows.finish().unwrap();
-        let flows = batch.column(11).as_binary::<i32>();
-        assert_eq!(flows.value(0), flows.value(1));
         let mut back = Vec::new();
         each_segment(&batch, |s| {
             back.push((s.src, s.sport, s.payload.to_vec(), s.missing))
@@ -252,21 +211,5 @@ mod tests {
             back,
             [(a, 40000, b"hello".to_vec(), 3), (b, 5044, Vec::new(), 3)]
         );
-    }
-
-    #[test]
-    fn a_services_connections_share_a_flow_whichever_port_is_lower() {
-        let (c, s): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
-        let key = |cp, sp| flow_key(c, cp, s, sp, &[5044]);
-        // a well-known port, above or below the client's
-        assert_eq!(key(40000, 5044), key(4000, 5044));
-        assert_eq!(key(40000, 5044), flow_key(s, 5044, c, 40000, &[5044]));
-        // below 1024 against one above
-        assert_eq!(key(40000, 514), key(2000, 514));
-        // a service on an ephemeral port with clients on both sides of it: the hosts' group
-        assert_eq!(key(34462, 37395), key(40000, 37395));
-        // different services the ports tell apart stay apart; other hosts too
-        assert_ne!(key(40000, 5044), key(40000, 514));
-        assert_ne!(key(40000, 5044), flow_key(c, 40000, c, 5044, &[5044]));
     }
 }
