@@ -9,7 +9,7 @@ each in a fresh process. With `--one`, the input is one Lumberjack capture of `-
 split engine: byte-range splits routed by several tasks, each group of hosts read back and decoded by one; issue target
 >= 1.6x on 2 cores for a >= 1 GB capture). Spark's time is split into start-up (JVM + SparkSession), a
 first tiny job (planning and Python worker start-up) and the conversion itself; the ratio is printed
-both with and without the start-up, and per core (efficiency, goal >= 0.8). The first conversion's
+both with and without the start-up, and per core (efficiency, goal >= 0.8). Each conversion's
 phases (the engine describes its Spark jobs: plan, read + shuffle + decode, write) are printed with
 their wall time and the time their tasks ran, from Spark's REST API. Both outputs must hold the same
 number of rows. With `--one`, the routing, its shuffle and the reading back alone (no decoding) are measured in the same
@@ -59,7 +59,6 @@ for i in range(int(repeat)):
 sc.setJobGroup("floor", "floor")
 floors = {}
 if len(files) == 1:  # one capture read in splits: what Spark alone costs, without decoding
-    import pyarrow as pa
     from wirelog.engine.spark import SPLIT_SIZE, TASKS_PER_CORE
     from wirelog.engine.spark_split import routed, spark_plan
     from wirelog.engine.splits import routed_segments
@@ -67,11 +66,10 @@ if len(files) == 1:  # one capture read in splits: what Spark alone costs, witho
     start = time.perf_counter()
     splits = spark_plan(spark, files[0], SPLIT_SIZE)
     path = files[0]
-    def read_back(batches):  # a group's records read back into segments, nothing reassembled
-        blobs = (b for rows in batches for b in rows.column("routes").to_pylist() if b)
-        rows = sum(s.num_rows for s in routed_segments(path, path, splits[0].context, blobs))
-        yield pa.RecordBatch.from_pylist([{"segments": rows}])
-    routed(spark, path, "x", splits, tasks).mapInArrow(read_back, "segments bigint").collect()
+    def read_back(pairs):  # a group's records read back into segments, nothing reassembled
+        blobs = (b for _, (_, b) in pairs if b)
+        yield sum(s.num_rows for s in routed_segments(path, path, splits[0].context, blobs))
+    routed(spark, path, "x", splits, tasks).mapPartitions(read_back).collect()
     floors["shuffle"] = time.perf_counter() - start
 # per phase of the first conversion (the engine describes its jobs): wall time from Spark's own
 # accounting (its REST API), and the time its tasks ran (summed over cores)
@@ -82,12 +80,13 @@ def get(path):
 def seconds(when):  # e.g. 2026-11-27T11:10:05.123GMT
     return datetime.strptime(when, "%Y-%m-%dT%H:%M:%S.%f%Z").timestamp()
 stages = {s["stageId"]: s for s in get("/stages?status=complete")}
-phases = []
+phases = [[] for _ in jobs]  # per conversion
 for job in sorted(get("/jobs"), key=lambda j: j["jobId"]):
-    if job.get("jobGroup") != "conversion-0":
+    if not job.get("jobGroup", "").startswith("conversion-"):
         continue
     busy = sum(stages[i]["executorRunTime"] for i in job["stageIds"] if i in stages) / 1e3
-    phases.append([job.get("description", job["name"]), seconds(job["completionTime"]) - seconds(job["submissionTime"]), busy])
+    phases[int(job["jobGroup"].split("-")[1])].append(
+        [job.get("description", job["name"]), seconds(job["completionTime"]) - seconds(job["submissionTime"]), busy])
 print(json.dumps({"startup": t1 - t0, "first_job": t2 - t1, "jobs": jobs, "rows": rows, "floors": floors,
                   "phases": phases, "cores": sc.defaultParallelism}))
 """
@@ -159,9 +158,10 @@ def print_spark(master: str, wall: float, s: dict, local: float, size: int) -> N
     )
     cores = s["cores"]
     print(f"efficiency        : {local / first / cores:.2f}  (speed-up per core of {master}; goal >= 0.8)")
-    print("phases of the first conversion (wall time of its Spark jobs; time its tasks ran):")
-    for name, seconds, task_time in s["phases"]:
-        print(f"  {seconds:7.1f} s  {task_time:7.1f} s in tasks  {name}")
+    for i, phases in enumerate(s["phases"], 1):
+        print(f"phases of conversion #{i} (wall time of its Spark jobs; time its tasks ran):")
+        for name, seconds, task_time in phases:
+            print(f"  {seconds:7.1f} s  {task_time:7.1f} s in tasks  {name}")
     if s["floors"]:
         shuffle = s["floors"]["shuffle"]
         print(

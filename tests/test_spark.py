@@ -413,9 +413,10 @@ def test_one_capture_read_in_splits_gives_the_local_engines_rows(spark, tmp_path
 
 
 def test_routes_handed_on_in_many_chunks_per_split_keep_each_groups_order(tmp_path, monkeypatch):
-    """The routing tasks hand on a row per split, group and flush: with flushes every 4 KB (many
-    per split, each group in many of them), the rows sorted as the engine sorts them (split, chunk)
-    read back and decode to the local engine's records — stages 2-5 in one process, no Spark."""
+    """The routing tasks hand on a pair per split, group and flush: with flushes every 4 KB (many
+    per split, each group in many of them), a group's pairs sorted as the engine sorts them (group,
+    split, chunk) read back and decode to the local engine's records — stages 2-5 in one process,
+    no Spark."""
     from bench.gen_capture import generate
     from wirelog.engine import spark_split, splits
 
@@ -424,27 +425,22 @@ def test_routes_handed_on_in_many_chunks_per_split_keep_each_groups_order(tmp_pa
     monkeypatch.setattr(splits, "READ_SIZE", 4096)
     monkeypatch.setattr(splits, "FLUSH_BYTES", 4096)
     parts = plan(str(path), 64 * 1024)
-    opts = splits.flow_options(Options(), parts)
+    opts = splits.group_options(Options(), parts)
     rows = [(s.index, s.start, s.next, s.first_frame, s.frames, s.context, b"", s.holes) for s in parts]
     groups = 3
     pairs = list(spark_split.route_splits(str(path), str(path), groups, iter(rows)))
-    chunks = [c for _, (_, c, finding, _) in pairs if finding is None]
-    assert max(chunks) > 3 and len(parts) > 2 and {g for g, _ in pairs} == set(range(groups))
+    chunks = [key[2] for key, (finding, _) in pairs if finding is None]
+    assert max(chunks) > 3 and len(parts) > 2 and {key[0] for key, _ in pairs} == set(range(groups))
 
-    def group_rows(group: int) -> list[pa.RecordBatch]:
-        mine = sorted((row for g, row in pairs if g == group), key=lambda r: (r[0], r[1]))
-        table = pa.Table.from_pylist(
-            [dict(zip(spark_split.ROUTED.names, (group, *r), strict=True)) for r in mine],
-            schema=spark_split.ROUTED,
-        )
-        return table.to_batches(max_chunksize=5)
+    def group_pairs(group: int) -> list:  # what a group's task gets: its pairs, sorted by key
+        return sorted((p for p in pairs if p[0][0] == group), key=lambda p: p[0])
 
     context = parts[0].context
     opened = [
         f
         for g in range(groups)
-        for batch in spark_split.opened_streams(str(path), str(path), opts, context, iter(group_rows(g)))
-        for f in batch.column("frame").to_pylist()
+        for frames in spark_split.opened_streams(str(path), str(path), opts, context, iter(group_pairs(g)))
+        for f in frames
     ]
     frames = pa.array(sorted(opened), pa.int64())
     deliveries: list[dict] = []
@@ -452,7 +448,7 @@ def test_routes_handed_on_in_many_chunks_per_split_keep_each_groups_order(tmp_pa
         batch
         for g in range(groups)
         for batch in spark_split.group_records(
-            str(path), str(path), opts, context, frames, iter(group_rows(g)), deliveries
+            str(path), str(path), opts, context, frames, iter(group_pairs(g)), deliveries
         )
     ]
     got = spark_rows(pa.Table.from_batches(got_batches))

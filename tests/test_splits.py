@@ -18,7 +18,7 @@ from wirelog import _core
 from wirelog.engine.local import Options, run
 from wirelog.engine.splits import (
     decode_group,
-    flow_options,
+    group_options,
     hole_findings,
     opening_frames,
     plan,
@@ -143,7 +143,7 @@ def split_run(path: Path, size: int, opts: Options, groups: int = 3) -> list:
     from wirelog.engine.spark_split import verdict_findings
 
     splits = plan(str(path), size)
-    opts = flow_options(opts, splits)
+    opts = group_options(opts, splits)
     routes: list[list[bytes]] = [[] for _ in range(groups)]
     for split in splits:
         for item in route_split(str(path), split, groups, str(path)):
@@ -198,10 +198,10 @@ def test_split_engine_on_real_cql_and_reassembly_captures():
             assert comparable(split_run(path, size, opts)) == comparable(local_run(path, opts)), path.name
 
 
-def test_a_service_on_a_port_between_its_clients_ports_is_one_flow(tmp_path):
+def test_a_service_on_a_port_between_its_clients_ports_is_one_group(tmp_path):
     """A service on an unlisted port, one client connection from a lower port and its resend from a
     higher one (a Log Courier receiver on a random port does this): both connections are in one
-    flow, so the split engine sees the resend and gives the local engine's verdict, also when the
+    group, so the split engine sees the resend and gives the local engine's verdict, also when the
     capture's packets are reordered or duplicated."""
     from scapy.all import TCP, rdpcap, wrpcap
 

@@ -51,9 +51,9 @@ class Split:
     holes: tuple[int, ...] = ()  # damaged byte ranges skipped: from, to, from, to...
 
 
-def flow_options(opts: Options, splits: list[Split]) -> Options:
-    """The options every flow of the capture is decoded with: `opts` and the TLS key logs of the
-    pcapng's Decryption Secrets Blocks, wherever they are in the file (a flow's decoder never reads
+def group_options(opts: Options, splits: list[Split]) -> Options:
+    """The options every group of the capture is decoded with: `opts` and the TLS key logs of the
+    pcapng's Decryption Secrets Blocks, wherever they are in the file (a group's decoder never reads
     the file's blocks; the local engine uses them for every stream)."""
     return replace(opts, tls_keylogs=(*opts.tls_keylogs, *_embedded_keylogs(splits)))
 
@@ -223,8 +223,8 @@ def routed_segments(path: str, name: str, context: bytes, routes: Iterable[bytes
         yield batch
 
 
-def _flow_pipeline(capture: str, opts: Options, **options: Any) -> Any:
-    """A core pipeline for one flow's segments, reassembled as the local engine reassembles them."""
+def _group_pipeline(capture: str, opts: Options, **options: Any) -> Any:
+    """A core pipeline for one group's segments, reassembled as the local engine reassembles them."""
     return _core.Pipeline(
         capture,
         None,
@@ -252,7 +252,7 @@ def _fed(core: Any, segments: Iterable[Any]) -> Iterator[list]:
 def opening_frames(capture: str, segments: Iterable[Any], opts: Options) -> list[int]:
     """The frames that opened the streams of a group of connections (its segments in frame order):
     reassembly only, no decoding and no bytes handed on, so it costs a fraction of `decode_group`."""
-    core = _flow_pipeline(capture, opts, decode=False, emit_data=False, ids_by_frame=True)
+    core = _group_pipeline(capture, opts, decode=False, emit_data=False, ids_by_frame=True)
     return [r.stream for out in _fed(core, segments) for r in out if isinstance(r, StreamInfo)]
 
 
@@ -265,7 +265,7 @@ def decode_group(
     stream's id is its frame's rank, as the local engine numbers streams in the order they open.
     The group's delivery verdict numbers go to `delivery` once its records are all out (its
     findings are the capture's to make, from every group's numbers)."""
-    core = _flow_pipeline(capture, opts, decoding=decoding_options(opts), stream_ranks=ranks)
+    core = _group_pipeline(capture, opts, decoding=decoding_options(opts), stream_ranks=ranks)
     pipe = StreamPipeline(capture, opts, core.stream_info, core)
     for batch in _fed(core, segments):
         yield from pipe.handle(batch)
