@@ -391,8 +391,8 @@ def test_a_worker_reading_a_partition_tunes_its_garbage_collector(captures):
 
 def test_one_capture_read_in_splits_gives_the_local_engines_rows(spark, tmp_path):
     """A capture of many interleaved connections from several clients, cut in splits of a few KB
-    (packets straddle every boundary): read by several tasks, shuffled by flow, decoded per flow,
-    renumbered; the same rows as the local engine, the capture-level verdict included."""
+    (packets straddle every boundary): routed by several tasks, read back and decoded per group of
+    hosts; the same rows as the local engine, the capture-level verdict included."""
     docs = [{"message": f"line {n}", "@timestamp": "2026-11-21T04:41:22.123456789Z"} for n in range(40)]
     conns = []
     for c in range(12):
@@ -409,7 +409,7 @@ def test_one_capture_read_in_splits_gives_the_local_engines_rows(spark, tmp_path
     got = spark_rows(engine.read(spark, [str(path)], split_size=1024).toArrow())[str(path)]
     assert sorted(got, key=repr) == sorted((micro(r) for r in want[str(path)]), key=repr)
     codes = Counter(r[parquet.COLUMNS.index("code")] for r in got)
-    assert codes["lumberjack.never-acknowledged"] == 1  # the verdict over every flow, once
+    assert codes["lumberjack.never-acknowledged"] == 1  # the verdict over every group, once
 
 
 def test_routes_handed_on_in_many_chunks_per_split_keep_each_groups_order(tmp_path, monkeypatch):

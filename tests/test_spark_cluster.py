@@ -150,8 +150,8 @@ def test_split_capture_on_a_standalone_cluster(cluster, lean_python, wheel, spli
 
 
 def test_a_worker_killed_during_a_split_job(cluster, lean_python, split_capture, tmp_path):
-    """SIGKILL to worker 0's JVM once the job writes its output (the decoded flows already kept on
-    both executors): its executor goes with it, the lost work is redone on worker 1, and the output
+    """SIGKILL to worker 0's JVM once the job writes its output (the routes already kept on both
+    executors): its executor goes with it, the lost work is redone on worker 1, and the output
     holds each row once."""
     out = tmp_path / "out"
     started = time.monotonic()
@@ -181,8 +181,8 @@ def test_a_worker_killed_during_a_split_job(cluster, lean_python, split_capture,
 
 def test_a_worker_killed_while_the_split_job_reads(cluster, lean_python, split_capture, tmp_path):
     """SIGKILL to worker 0's JVM as soon as its executor runs a task after the planning job (the
-    read, shuffle and decode job), before anything is written: the shuffle files and decoded flows it
-    held are lost, Spark redoes them on worker 1, and the output holds each row once."""
+    routing and stream-finding job), before anything is written: the shuffle files and kept routes
+    it held are lost, Spark redoes them on worker 1, and the output holds each row once."""
     out = tmp_path / "out"
     apps = cluster.tmp / "worker0"
     before = set(apps.glob("app-*"))
