@@ -68,7 +68,7 @@ if len(files) == 1:  # one capture read in splits: what Spark alone costs, witho
     path = files[0]
     def read_back(pairs):  # a group's records read back into segments, nothing reassembled
         blobs = (b for _, (_, b) in pairs if b)
-        yield sum(s.num_rows for s in routed_segments(path, path, splits[0].context, blobs))
+        yield sum(s.num_rows for s in routed_segments(path, path, blobs))
     routed(spark, path, "x", splits, tasks).mapPartitions(read_back).collect()
     floors["shuffle"] = time.perf_counter() - start
 # per phase of the first conversion (the engine describes its jobs): wall time from Spark's own

@@ -435,11 +435,10 @@ def test_routes_handed_on_in_many_chunks_per_split_keep_each_groups_order(tmp_pa
     def group_pairs(group: int) -> list:  # what a group's task gets: its pairs, sorted by key
         return sorted((p for p in pairs if p[0][0] == group), key=lambda p: p[0])
 
-    context = parts[0].context
     opened = [
         f
         for g in range(groups)
-        for frames in spark_split.opened_streams(str(path), str(path), opts, context, iter(group_pairs(g)))
+        for frames in spark_split.opened_streams(str(path), str(path), opts, iter(group_pairs(g)))
         for f in frames
     ]
     frames = pa.array(sorted(opened), pa.int64())
@@ -448,7 +447,7 @@ def test_routes_handed_on_in_many_chunks_per_split_keep_each_groups_order(tmp_pa
         batch
         for g in range(groups)
         for batch in spark_split.group_records(
-            str(path), str(path), opts, context, frames, iter(group_pairs(g)), deliveries
+            str(path), str(path), opts, frames, iter(group_pairs(g)), deliveries
         )
     ]
     got = spark_rows(pa.Table.from_batches(got_batches))

@@ -152,7 +152,7 @@ def split_run(path: Path, size: int, opts: Options, groups: int = 3) -> list:
                     group.append(blob)
 
     def segments(group: int):
-        return routed_segments(str(path), str(path), splits[0].context, routes[group])
+        return routed_segments(str(path), str(path), routes[group])
 
     ranks = _core.StreamRanks(
         [f for g in range(groups) for f in opening_frames(str(path), segments(g), opts)]

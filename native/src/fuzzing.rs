@@ -266,7 +266,7 @@ fn seg_of(s: &Segment) -> Seg {
 }
 
 /// The split engine's way (capture/route.rs): `bytes` routed into `groups` groups, each group's
-/// records read back. Never panics; the routing read makes the whole read's findings; and without
+/// packets read back. Never panics; the routing read makes the whole read's findings; and without
 /// IP-layer trouble (fragments whose reassembly depends on the other hosts' packets: limits, time)
 /// the groups together give exactly the whole read's segments.
 fn routed(
@@ -293,14 +293,6 @@ fn routed(
         let mut reader = CaptureInput::new("fuzz", None);
         let mut sink = FindingSink::default();
         let mut keep = |s: &Segment, _: &mut FindingSink| back.push(seg_of(s));
-        let head = if bytes.starts_with(&[0xa1, 0xb2]) || bytes.get(2..4) == Some(&[0xb2, 0xa1]) {
-            bytes.get(..24).unwrap_or_default()
-        } else {
-            &[]
-        };
-        if reader.feed(head, &mut sink, &mut keep).is_err() {
-            return;
-        }
         for span in crate::capture::route::spans(group) {
             let data = bytes
                 .get(span.lo as usize..span.hi as usize)
@@ -308,13 +300,15 @@ fn routed(
             for index in span.first..span.last {
                 let r = crate::capture::route::Route::at(group, index).expect("a route");
                 let from = (r.offset - span.lo) as usize;
-                let record = data
+                let packet = data
                     .get(from..from + r.len as usize)
-                    .expect("a record of the span");
-                let _ = reader.feed_routed(&r, record, &mut sink, &mut keep);
+                    .expect("a packet of the span");
+                reader.feed_routed(&r, packet, &mut sink, &mut keep);
             }
         }
-        let _ = reader.finish(None, &mut sink, &mut keep);
+        reader
+            .finish(None, &mut sink, &mut keep)
+            .expect("a routed reader has no format to refuse");
     }
     if !whole.1.iter().any(|f| f.code.starts_with("ip.")) {
         back.sort_by_key(|s| s.0);

@@ -1556,9 +1556,9 @@ impl SegmentBatches {
         routes.iter().map(|r| PyBytes::new(py, r)).collect()
     }
 
-    /// The records `routes[first..last]` (capture/route.rs), read from `data`, the file's bytes
+    /// The packets of `routes[first..last]` (capture/route.rs), read from `data`, the file's bytes
     /// from offset `at` on (a span of `route_spans`); returns the segments they hold, or None. The
-    /// packet layer's findings are dropped: the reader that routed the records made them.
+    /// packet layer's findings are dropped: the reader that routed the packets made them.
     fn feed_routed<'py>(
         &mut self,
         py: Python<'py>,
@@ -1573,13 +1573,13 @@ impl SegmentBatches {
             guarded(|| {
                 for index in first..last {
                     let route = Route::at(routes, index).ok_or("a route past the routes' end")?;
-                    let record = route
+                    let packet = route
                         .offset
                         .checked_sub(at)
                         .and_then(|from| usize::try_from(from).ok())
                         .and_then(|from| data.get(from..)?.get(..route.len as usize))
-                        .ok_or("a routed record outside the bytes read")?;
-                    inner.feed_routed(&route, record, sink, &mut |seg, _| rows.push(seg))?;
+                        .ok_or("a routed packet outside the bytes read")?;
+                    inner.feed_routed(&route, packet, sink, &mut |seg, _| rows.push(seg));
                 }
                 Ok::<(), String>(())
             })

@@ -101,19 +101,16 @@ class _Group:
                 yield blob
 
 
-def opened_streams(
-    path: str, name: str, opts: Options, context: bytes, pairs: Iterator[Routed]
-) -> Iterator[list[int]]:
+def opened_streams(path: str, name: str, opts: Options, pairs: Iterator[Routed]) -> Iterator[list[int]]:
     """Stage 4 (a task): the frames that opened the streams of a group (one list)."""
     tune_gc()
-    yield opening_frames(name, routed_segments(path, name, context, _Group(pairs).routes()), opts)
+    yield opening_frames(name, routed_segments(path, name, _Group(pairs).routes()), opts)
 
 
 def group_records(
     path: str,
     name: str,
     opts: Options,
-    context: bytes,
     frames: pa.Array,
     pairs: Iterator[Routed],
     deliveries: list[dict],
@@ -124,7 +121,7 @@ def group_records(
     tune_gc()
     ranks = _core.StreamRanks(frames.to_pylist())
     group = _Group(pairs)
-    segments = routed_segments(path, name, context, group.routes())
+    segments = routed_segments(path, name, group.routes())
     delivery: dict = {}
     for item in decode_group(name, segments, replace(opts, records="arrow"), ranks, delivery):
         if isinstance(item, RecordRows):
@@ -251,29 +248,26 @@ def routed(spark: SparkSession, path: str, name: str, splits: list[Split], group
 
 def _groups_of_capture(
     spark: SparkSession, path: str, name: str, opts: Options, split_size: int, groups: int
-) -> tuple[RDD, Options, bytes, pa.Array]:
-    """Stages 1-4: the capture's routes by group (kept), the options of its groups, what a reader
-    of its records is fed first, and the frames that opened its streams, sorted."""
+) -> tuple[RDD, Options, pa.Array]:
+    """Stages 1-4: the capture's routes by group (kept), the options of its groups, and the frames
+    that opened its streams, sorted."""
     with phase(spark, f"wirelog: plan the splits of {name}"):
         splits = spark_plan(spark, path, split_size)
     opts = group_options(opts, splits)
-    context = splits[0].context if splits else b""
     kept = _kept(routed(spark, path, name, splits, groups))
     with phase(spark, f"wirelog: route and find the streams of {name}"):
-        opened = kept.mapPartitions(lambda it: opened_streams(path, name, opts, context, it)).collect()
+        opened = kept.mapPartitions(lambda it: opened_streams(path, name, opts, it)).collect()
     frames = pa.concat_arrays([pa.array(f, pa.int64()) for f in opened] or [pa.array([], pa.int64())])
-    return kept, opts, context, frames.sort()
+    return kept, opts, frames.sort()
 
 
 def read_split_capture(
     spark: SparkSession, path: str, name: str, opts: Options, split_size: int, partitions: int
 ) -> DataFrame:
     """The records of one uncompressed capture, read by many tasks (see the module docstring)."""
-    kept, opts, context, frames = _groups_of_capture(spark, path, name, opts, split_size, partitions)
+    kept, opts, frames = _groups_of_capture(spark, path, name, opts, split_size, partitions)
     decoded = _kept(
-        kept.mapPartitions(
-            lambda it: _blobs(lambda d: group_records(path, name, opts, context, frames, it, d))
-        )
+        kept.mapPartitions(lambda it: _blobs(lambda d: group_records(path, name, opts, frames, it, d)))
     )
     with phase(spark, f"wirelog: decode {name}"):
         marks = decoded.filter(lambda r: r[0] == DELIVERY).map(lambda r: r[1]).collect()
@@ -299,9 +293,9 @@ def write_split_capture(
 ) -> list[spark_output.Written]:
     """The records of one uncompressed capture written by the tasks that decode them (engine/
     spark_output.py), the delivery findings by the driver; their manifests."""
-    kept, opts, context, frames = _groups_of_capture(spark, path, name, opts, split_size, partitions)
+    kept, opts, frames = _groups_of_capture(spark, path, name, opts, split_size, partitions)
     results = kept.mapPartitions(
-        lambda it: _written(job, task, lambda d: group_records(path, name, opts, context, frames, it, d))
+        lambda it: _written(job, task, lambda d: group_records(path, name, opts, frames, it, d))
     )
     try:
         with phase(spark, f"wirelog: decode and write {name}"):

@@ -185,12 +185,12 @@ def hole_findings(split: Split) -> list[Finding]:
 def route_split(
     path: str, split: Split, groups: int, name: str | None = None
 ) -> Iterator[Finding | list[bytes]]:
-    """Where the records of a split go (native/src/capture/route.rs): every `FLUSH_BYTES` read and
+    """Where the packets of a split go (native/src/capture/route.rs): every `FLUSH_BYTES` read and
     at its end, a list of `groups` byte strings, each the routes of one group of connections; and
     the findings of its packets (Finding objects), as a whole-file read makes them."""
     reader = _core.SegmentBatches(name or path, split.first_frame)
     if split.context:
-        reader.feed(split.context)  # earlier sections' blocks: not routed (their splits route them)
+        reader.feed(split.context)  # the file header, earlier sections' blocks
     reader.route(groups, split.start)
     yield from hole_findings(split)
     expected, fed = split.start, 0
@@ -206,21 +206,23 @@ def route_split(
     yield reader.take_routes()
 
 
-def routed_segments(path: str, name: str, context: bytes, routes: Iterable[bytes]) -> Iterator[Any]:
-    """The TCP segments of the records `routes` name (each a byte string of routes, in record
+def routed_segments(path: str, name: str, routes: Iterable[bytes]) -> Iterator[Any]:
+    """The TCP segments of the packets `routes` name (each a byte string of routes, in frame
     order), read from the file: Arrow batches in the segment schema (records/segments.rs), in frame
-    order. `context` is what a reader of the first split is fed first (the pcap file header)."""
-    reader = _core.SegmentBatches(name, 1)
-    reader.feed(context)
+    order."""
+    reader = _core.SegmentBatches(name)
+    fed = False
     with open(path, "rb") as f:
         for blob in routes:
             for lo, hi, first, last in _core.route_spans(blob):
                 batch = reader.feed_routed(os.pread(f.fileno(), hi - lo, lo), lo, blob, first, last)
+                fed = True
                 if batch is not None:
                     yield batch
-    batch, _ = reader.finish()  # the packet layer's findings are the routing tasks'
-    if batch is not None:
-        yield batch
+    if fed:  # (a reader fed nothing is an empty capture); the packet layer's findings are the routing tasks'
+        batch, _ = reader.finish()
+        if batch is not None:
+            yield batch
 
 
 def _group_pipeline(capture: str, opts: Options, **options: Any) -> Any:

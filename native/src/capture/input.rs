@@ -75,15 +75,15 @@ impl CaptureInput {
         self.reader.take_routes()
     }
 
-    /// See `CaptureReader::feed_routed` (uncompressed inputs).
+    /// See `CaptureReader::feed_routed`.
     pub fn feed_routed(
         &mut self,
         route: &Route,
-        record: &[u8],
+        data: &[u8],
         sink: &mut FindingSink,
         on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
-    ) -> Result<(), String> {
-        self.reader.feed_routed(route, record, sink, on_segment)
+    ) {
+        self.reader.feed_routed(route, data, sink, on_segment);
     }
 
     /// See `CaptureReader::take_secrets`.

@@ -88,9 +88,8 @@ impl Pcap {
             };
             let ts = i64::from(record.ts_sec) * 1_000_000_000
                 + i64::from(record.ts_usec) * self.ns_per_fraction;
-            h.record(pos, need);
+            h.data_at(pos + RECORD_HEADER);
             h.packet(Some(ts), Some(self.linktype), record.data, record.origlen);
-            h.record_end();
             pos = buf.len() - after.len();
         }
     }

@@ -170,9 +170,18 @@ impl Pcapng {
                 let what = "block lengths at its start and end differ".to_owned();
                 return (pos, Progress::Corrupt(what));
             }
-            h.record(pos, block.len());
+            // where a packet's data starts: Enhanced and obsolete Packet Blocks have 28 bytes before
+            // it, Simple ones 12, the others that carry frames (journal, custom) 8
+            h.data_at(
+                pos + if btype == SPB {
+                    12
+                } else if btype == EPB || btype == OPB {
+                    28
+                } else {
+                    8
+                },
+            );
             self.block(btype, block, h);
-            h.record_end();
             pos += block.len();
         }
     }

@@ -14,7 +14,7 @@ use super::packet::{Packet, PacketParser};
 use super::pcap::{self, Pcap};
 use super::pcapng::{self, Pcapng};
 use super::report::limited;
-use super::route::{self, Route, Routes};
+use super::route::{Route, Routes};
 use super::{CaptureInfo, Segment};
 use crate::model::{Finding, FindingSink, Severity};
 
@@ -42,6 +42,8 @@ enum State {
     Stopped,
     /// Unusable input: every call returns this error.
     Failed(String),
+    /// Fed routed packets (`feed_routed`), not bytes of a format.
+    Routed,
     Finished,
 }
 
@@ -73,8 +75,8 @@ impl CaptureReader {
         }
     }
 
-    /// Record where every later record goes (`route`: their groups of connections), until
-    /// `take_routes`. The next bytes fed start at file offset `position`.
+    /// Note where every later packet goes (capture/route.rs: `groups` groups of connections),
+    /// until `take_routes`. The next bytes fed start at file offset `position`.
     pub fn route(&mut self, groups: u32, position: u64) {
         self.flow.routes = Some(Routes::new(groups));
         self.position = position;
@@ -95,20 +97,27 @@ impl CaptureReader {
             .unwrap_or_default()
     }
 
-    /// Feeds one whole record that another reader routed here (`route`): the packet gets the frame
-    /// number and, when it carries no time of its own, the time that reader gave it.
+    /// One packet that another reader routed here (capture/route.rs), its data read from the file:
+    /// parsed with the frame number, time and link type that reader gave it. A reader fed so reads
+    /// no format (no file header, no sections) and takes no other bytes.
     pub fn feed_routed(
         &mut self,
         route: &Route,
-        record: &[u8],
+        data: &[u8],
         sink: &mut FindingSink,
         on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
-    ) -> Result<(), String> {
-        if route.frame > 0 {
-            self.set_first_frame(route.frame);
-            self.flow.last_ts = Some(route.ts);
-        }
-        self.feed(record, sink, on_segment)
+    ) {
+        self.state = State::Routed;
+        self.flow.frame = route.frame.saturating_sub(1);
+        // its own time, never "backwards": the routing read made the packet layer's findings
+        self.flow.last_ts = Some(route.ts);
+        let mut h = Handler {
+            flow: &mut self.flow,
+            base: 0,
+            sink,
+            on_segment,
+        };
+        h.packet(Some(route.ts), Some(route.linktype), data, route.wirelen);
     }
 
     /// The TLS key logs that Decryption Secrets Blocks brought since the last call.
@@ -206,7 +215,7 @@ impl CaptureReader {
     fn running(&self) -> Result<bool, String> {
         match &self.state {
             State::Failed(message) => Err(message.clone()),
-            State::Stopped | State::Finished => Ok(false),
+            State::Stopped | State::Finished | State::Routed => Ok(false),
             State::Detect | State::Pcap(_) | State::Pcapng(_) => Ok(true),
         }
     }
@@ -367,10 +376,10 @@ struct Flow {
     parser: PacketParser,
     /// TLS key logs from pcapng Decryption Secrets Blocks, not yet taken (`take_secrets`).
     secrets: Vec<Vec<u8>>,
-    /// Where each record goes, when a split is being routed (`CaptureReader::route`).
-    routes: Option<Routes>,
     /// Their bytes so far, against `MAX_SECRETS`.
     secret_bytes: usize,
+    /// Where each packet goes, when a split is being routed (`CaptureReader::route`).
+    routes: Option<Routes>,
 }
 
 /// Key log bytes a capture may carry (a line per connection: some 100,000 connections).
@@ -386,17 +395,10 @@ pub(super) struct Handler<'a> {
 }
 
 impl Handler<'_> {
-    /// A whole record starts at `at` of the bytes the format parser was given; `len` bytes long.
-    pub fn record(&mut self, at: usize, len: usize) {
+    /// The next packet's data starts at `at` of the bytes the format parser was given.
+    pub fn data_at(&mut self, at: usize) {
         if let Some(routes) = &mut self.flow.routes {
-            routes.record(self.base + at as u64, len as u32);
-        }
-    }
-
-    /// The record announced by `record` was handled.
-    pub fn record_end(&mut self) {
-        if let Some(routes) = &mut self.flow.routes {
-            routes.end();
+            routes.data_at(self.base + at as u64);
         }
     }
 
@@ -422,9 +424,8 @@ impl Handler<'_> {
                 ts
             }
         };
-        if let Some(routes) = &mut flow.routes {
-            let group = linktype.and_then(|lt| route::group(lt, data, routes.groups()));
-            routes.packet(frame, ts, group);
+        if let (Some(routes), Some(linktype)) = (&mut flow.routes, linktype) {
+            routes.packet(frame, ts, linktype, data, wirelen);
         }
         let mut packet = Packet {
             frame,

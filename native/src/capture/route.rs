@@ -1,17 +1,18 @@
-//! Routes: which records of a capture each group of connections needs, so that a task decoding a
-//! group reads those records from the file itself instead of receiving their bytes through a
-//! shuffle (docs/spark.md, "One huge capture").
+//! Routes: which packets of a capture each group of connections needs, so that a task decoding a
+//! group reads them from the file itself instead of receiving their bytes through a shuffle
+//! (docs/spark.md, "One huge capture").
 //!
 //! A packet goes to the group of its two IP hosts (`group`): every packet of a TCP connection,
 //! fragments of its datagrams included, carries the same pair, so a connection never spans groups,
-//! and neither do the connections a client opens again to the same server. Blocks that are not
-//! packets (pcapng sections, interfaces, statistics) go to every group, so that each group's reader
-//! sees the interfaces its packets name. Packets without IP hosts go nowhere: they carry no TCP,
-//! and their findings are made by the task that routes them.
+//! and neither do the connections a client opens again to the same server. Packets without IP
+//! hosts go nowhere: they carry no TCP, and their findings are made by the task that routes them.
 //!
-//! A route is ROUTE bytes, little-endian: the record's file offset (u64), its frame number (u64; 0
-//! for a block that is not a packet), its timestamp (i64: what the packet got when the whole split
-//! was read, which a Simple Packet Block takes from the packet before it) and its length (u32).
+//! A route is ROUTE bytes, little-endian, everything the packet parser needs besides the bytes:
+//! where the packet's data lies in the file (u64) and how long it is (u32), its frame number (u64),
+//! its timestamp (i64: what the routing read gave it, which a Simple Packet Block takes from the
+//! packet before it), its link type (u32) and its length on the wire (u32). So a group's reader
+//! needs none of the file's format: no pcap header, no pcapng sections or interfaces, whose blocks
+//! would otherwise have to reach every group.
 #![allow(
     clippy::arithmetic_side_effects,
     reason = "file offsets and lengths of records the reader accepted (each at most MAX_BLOCK); span sizes are bounded by MAX_SPAN plus one record"
@@ -21,19 +22,22 @@ use super::bytes::u32_in;
 use super::link::{self, Ip};
 
 /// Bytes of one route.
-pub const ROUTE: usize = 28;
-/// A span read at once gathers records at most this far apart...
+pub const ROUTE: usize = 36;
+/// A span read at once gathers packets at most this far apart...
 const MAX_GAP: u64 = 64 << 10;
-/// ...into at most this many bytes (or one record, when larger).
+/// ...into at most this many bytes (or one packet, when larger).
 const MAX_SPAN: u64 = 4 << 20;
 
-/// One record a group needs.
+/// One packet a group needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Route {
+    /// File offset of the packet's data (past its record or block header).
     pub offset: u64,
+    pub len: u32,
     pub frame: u64,
     pub ts: i64,
-    pub len: u32,
+    pub linktype: u32,
+    pub wirelen: u32,
 }
 
 impl Route {
@@ -42,17 +46,21 @@ impl Route {
         out.extend_from_slice(&self.frame.to_le_bytes());
         out.extend_from_slice(&self.ts.to_le_bytes());
         out.extend_from_slice(&self.len.to_le_bytes());
+        out.extend_from_slice(&self.linktype.to_le_bytes());
+        out.extend_from_slice(&self.wirelen.to_le_bytes());
     }
 
     /// The `index`th route of `routes` (None past the end).
     pub fn at(routes: &[u8], index: usize) -> Option<Route> {
         let r = routes.get(index.checked_mul(ROUTE)?..)?.get(..ROUTE)?;
-        let word = |at: usize| r.get(at..at + 8).and_then(|b| b.try_into().ok());
+        let long = |at: usize| r.get(at..at + 8).and_then(|b| b.try_into().ok());
         Some(Route {
-            offset: u64::from_le_bytes(word(0)?),
-            frame: u64::from_le_bytes(word(8)?),
-            ts: i64::from_le_bytes(word(16)?),
+            offset: u64::from_le_bytes(long(0)?),
+            frame: u64::from_le_bytes(long(8)?),
+            ts: i64::from_le_bytes(long(16)?),
             len: u32_in(r, 24, false)?,
+            linktype: u32_in(r, 28, false)?,
+            wirelen: u32_in(r, 32, false)?,
         })
     }
 }
@@ -80,66 +88,48 @@ pub fn group(linktype: u32, data: &[u8], groups: u32) -> Option<u32> {
 #[derive(Debug)]
 pub struct Routes {
     groups: Vec<Vec<u8>>,
-    /// The record being read: (file offset, length), until it turns out to be a packet or not.
-    record: Option<(u64, u32)>,
+    /// File offset of the data of the packet being read.
+    data_at: u64,
 }
 
 impl Routes {
     pub fn new(groups: u32) -> Self {
         Routes {
             groups: vec![Vec::new(); groups.max(1) as usize],
-            record: None,
+            data_at: 0,
         }
     }
 
-    /// How many groups there are.
-    pub fn groups(&self) -> u32 {
-        self.groups.len() as u32
+    /// The next packet's data starts at file offset `offset`.
+    pub fn data_at(&mut self, offset: u64) {
+        self.data_at = offset;
     }
 
-    /// A record starts at file offset `offset`, `len` bytes long.
-    pub fn record(&mut self, offset: u64, len: u32) {
-        self.record = Some((offset, len));
-    }
-
-    /// The record is packet `frame` (time `ts`) of the group `group` (None: of no group).
-    pub fn packet(&mut self, frame: u64, ts: i64, group: Option<u32>) {
-        let Some((offset, len)) = self.record.take() else {
+    /// The packet whose data `data_at` told: its route goes to its group (none without IP hosts).
+    pub fn packet(&mut self, frame: u64, ts: i64, linktype: u32, data: &[u8], wirelen: u32) {
+        let groups = self.groups.len() as u32;
+        let Some(out) = group(linktype, data, groups).and_then(|g| self.groups.get_mut(g as usize))
+        else {
             return;
         };
-        if let Some(out) = group.and_then(|g| self.groups.get_mut(g as usize)) {
-            Route {
-                offset,
-                frame,
-                ts,
-                len,
-            }
-            .write(out);
-        }
+        let route = Route {
+            offset: self.data_at,
+            len: data.len() as u32,
+            frame,
+            ts,
+            linktype,
+            wirelen,
+        };
+        route.write(out);
     }
 
-    /// The record ended: one that was not a packet goes to every group.
-    pub fn end(&mut self) {
-        if let Some((offset, len)) = self.record.take() {
-            let route = Route {
-                offset,
-                frame: 0,
-                ts: 0,
-                len,
-            };
-            for out in &mut self.groups {
-                route.write(out);
-            }
-        }
-    }
-
-    /// Every group's routes so far (one byte string per group, in record order), emptied.
+    /// Every group's routes so far (one byte string per group, in frame order), emptied.
     pub fn take(&mut self) -> Vec<Vec<u8>> {
         self.groups.iter_mut().map(std::mem::take).collect()
     }
 }
 
-/// A byte range of the file to read at once: `[lo, hi)`, holding the routes `first..last`.
+/// A byte range of the file to read at once: `[lo, hi)`, holding the packets of routes `first..last`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span {
     pub lo: u64,
@@ -148,7 +138,7 @@ pub struct Span {
     pub last: usize,
 }
 
-/// The spans that cover `routes` (in record order): records close together are read in one piece,
+/// The spans that cover `routes` (in frame order): packets close together are read in one piece,
 /// so that a group of a few packets in a thousand does not cost a read per packet, nor one of every
 /// other packet a read of the whole file in tiny pieces.
 pub fn spans(routes: &[u8]) -> Vec<Span> {
@@ -207,23 +197,24 @@ mod tests {
         (out, sink.drain().len())
     }
 
-    /// The segments of one group's records, read back from `data` as a task of the split engine
-    /// reads them from the file.
-    fn read_back(data: &[u8], head: usize, routes: &[u8]) -> Vec<Seg> {
+    /// The segments of one group's packets, read back from `data` as a task of the split engine
+    /// reads them from the file: its routes only, nothing of the format.
+    fn read_back(data: &[u8], routes: &[u8]) -> Vec<Seg> {
         let mut reader = CaptureReader::new("t", None);
         let mut sink = FindingSink::default();
         let mut segs = Vec::new();
         let mut keep = |s: &Segment, _: &mut FindingSink| segs.push(Seg::from(s));
-        reader.feed(&data[..head], &mut sink, &mut keep).unwrap();
         for span in spans(routes) {
             let bytes = &data[span.lo as usize..span.hi as usize];
             for index in span.first..span.last {
                 let r = Route::at(routes, index).unwrap();
                 let from = (r.offset - span.lo) as usize;
-                let record = &bytes[from..from + r.len as usize];
-                reader
-                    .feed_routed(&r, record, &mut sink, &mut keep)
-                    .unwrap();
+                reader.feed_routed(
+                    &r,
+                    &bytes[from..from + r.len as usize],
+                    &mut sink,
+                    &mut keep,
+                );
             }
         }
         reader.finish(None, &mut sink, &mut keep).unwrap();
@@ -258,7 +249,7 @@ mod tests {
             let mut back: Vec<Seg> = Vec::new();
             let mut owner = std::collections::HashMap::new();
             for (g, mine) in routes.iter().enumerate() {
-                for seg in read_back(data, head, mine) {
+                for seg in read_back(data, mine) {
                     assert_eq!(*owner.entry(hosts(&seg)).or_insert(g), g, "{seg:?}");
                     back.push(seg);
                 }
@@ -269,7 +260,7 @@ mod tests {
     }
 
     #[test]
-    fn routed_records_read_back_give_every_segment_once_pcap() {
+    fn routed_packets_read_back_give_every_segment_once_pcap() {
         let mut frames = Vec::new();
         for i in 0..30u32 {
             let a = format!("10.0.{}.{}", i % 3, 1 + i % 7);
@@ -286,7 +277,7 @@ mod tests {
     }
 
     #[test]
-    fn routed_records_read_back_give_every_segment_once_pcapng() {
+    fn routed_packets_read_back_give_every_segment_once_pcapng() {
         // sections in both byte orders, EPB/SPB/OPB, interfaces of several link types
         let sample = pcapng_sample();
         // a Simple Packet Block takes its time from the packet before it, of other hosts
@@ -306,9 +297,11 @@ mod tests {
     fn route(offset: u64, len: u32) -> Route {
         Route {
             offset,
+            len,
             frame: offset,
             ts: -1,
-            len,
+            linktype: 1,
+            wirelen: len,
         }
     }
 
@@ -324,9 +317,11 @@ mod tests {
     fn a_route_reads_back_as_written() {
         let r = Route {
             offset: u64::MAX - 3,
+            len: 300,
             frame: 7,
             ts: -5,
-            len: 300,
+            linktype: 276,
+            wirelen: 1 << 31,
         };
         let bytes = routes(&[route(1, 2), r]);
         assert_eq!(bytes.len(), 2 * ROUTE);
