@@ -306,9 +306,11 @@ fn routed(
                 reader.feed_routed(&r, packet, &mut sink, &mut keep);
             }
         }
-        reader
-            .finish(None, &mut sink, &mut keep)
-            .expect("a routed reader has no format to refuse");
+        if !group.is_empty() {
+            // (a reader fed nothing is an empty capture, as the engine knows)
+            let finished = reader.finish(None, &mut sink, &mut keep);
+            finished.expect("a routed reader has no format to refuse");
+        }
     }
     if !whole.1.iter().any(|f| f.code.starts_with("ip.")) {
         back.sort_by_key(|s| s.0);

@@ -1,15 +1,15 @@
-"""One huge uncompressed capture on many Spark tasks: byte-range splits, records routed by hosts.
+"""One huge uncompressed capture on many Spark tasks: byte-range splits, packets routed by hosts.
 
 1. Plan (engine/splits.py): each byte range is scanned by a task (record boundaries, frame counts);
    the driver makes the plan exact and numbers frames.
 2. Route: a task per split reads its packets (making the packet layer's findings) and notes, per
-   group of connections (the two IP hosts hashed, native/src/capture/route.rs), where its records
-   lie in the file: 28 bytes per packet, handed on as a few rows per split and group.
-3. Shuffle: the routes (not the packets: a few percent of the bytes) go to their group's task.
-4. Streams: each group's records are read back from the file and reassembled, without decoding,
+   group of connections (the two IP hosts hashed, native/src/capture/route.rs), where its packets
+   lie in the file: 36 bytes per packet, handed on as a few pairs per split and group.
+3. Shuffle: the routes (not the packets: about a tenth of the bytes) go to their group's task.
+4. Streams: each group's packets are read back from the file and reassembled, without decoding,
    for the frames that open its streams; the driver sorts them all: a stream's id in the capture
    is its frame's rank (the local engine numbers streams in the order they open).
-5. Decode: each group's records are read again and decoded by one core pipeline (exactly as the
+5. Decode: each group's packets are read again and decoded by one core pipeline (exactly as the
    local engine decodes them), its streams numbered by those ranks, so its records are final as
    they are made: the tasks write them (Parquet, engine/spark_output.py) or hand them to Spark.
    Each group's delivery verdict numbers leave beside them, and the driver turns their sum into

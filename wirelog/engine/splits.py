@@ -28,7 +28,7 @@ from wirelog.model import Finding, Severity, StreamInfo
 SPLIT_SIZE = 128 * 1024 * 1024  # bytes per split, like Spark's spark.sql.files.maxPartitionBytes
 READ_SIZE = 1024 * 1024
 # A routing task hands on its groups' routes every FLUSH_BYTES of the split, so its memory is bounded
-# by that (28 bytes per packet), not by the split.
+# by that (36 bytes per packet), not by the split.
 FLUSH_BYTES = 16 << 20
 PREFIX = 64  # bytes of the file's start a scanner needs (its header and first record header)
 SECTION_HEADER = b"\x0a\x0d\x0d\x0a"  # a pcapng block type, the same in either byte order
