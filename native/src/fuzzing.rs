@@ -277,9 +277,9 @@ fn routed(
     let mut reader = CaptureInput::new("fuzz", None);
     let mut sink = FindingSink::default();
     let mut none = |_: &Segment, _: &mut FindingSink| {};
-    reader.route(groups, 0);
+    reader.reader().route(groups, 0);
     let fed = reader.feed(bytes, &mut sink, &mut none);
-    let routes = reader.take_routes();
+    let routes = reader.reader().take_routes();
     let finished = reader.finish(None, &mut sink, &mut none);
     sink.finish();
     assert_eq!(fed.and(finished).err(), whole.3);
@@ -303,7 +303,9 @@ fn routed(
                 let packet = data
                     .get(from..from + r.len as usize)
                     .expect("a packet of the span");
-                reader.feed_routed(&r, packet, &mut sink, &mut keep);
+                reader
+                    .reader()
+                    .feed_routed(&r, packet, &mut sink, &mut keep);
             }
         }
         if !group.is_empty() {

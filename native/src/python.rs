@@ -1542,17 +1542,17 @@ impl SegmentBatches {
     /// route.rs) instead of segments; the next bytes fed start at file offset `position`.
     fn route(&mut self, groups: u32, position: u64) {
         self.routing = true;
-        self.inner.route(groups, position);
+        self.inner.reader().route(groups, position);
     }
 
     /// The next bytes fed start at file offset `position` (after a skipped damaged range).
     fn set_position(&mut self, position: u64) {
-        self.inner.set_position(position);
+        self.inner.reader().set_position(position);
     }
 
     /// Each group's routes gathered since the last call: a list of `groups` byte strings.
     fn take_routes<'py>(&mut self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
-        let routes = self.inner.take_routes();
+        let routes = self.inner.reader().take_routes();
         routes.iter().map(|r| PyBytes::new(py, r)).collect()
     }
 
@@ -1579,7 +1579,9 @@ impl SegmentBatches {
                         .and_then(|from| usize::try_from(from).ok())
                         .and_then(|from| data.get(from..)?.get(..route.len as usize))
                         .ok_or("a routed packet outside the bytes read")?;
-                    inner.feed_routed(&route, packet, sink, &mut |seg, _| rows.push(seg));
+                    inner
+                        .reader()
+                        .feed_routed(&route, packet, sink, &mut |seg, _| rows.push(seg));
                 }
                 Ok::<(), String>(())
             })

@@ -8,7 +8,6 @@
 
 use super::gzip::Gunzip;
 use super::inflate::Inflate;
-use super::route::Route;
 use super::zstd::Unzstd;
 use super::{CaptureInfo, CaptureReader, Segment};
 use crate::model::FindingSink;
@@ -60,30 +59,10 @@ impl CaptureInput {
         self.reader.set_first_frame(frame);
     }
 
-    /// See `CaptureReader::route` (uncompressed inputs: offsets are the file's).
-    pub fn route(&mut self, groups: u32, position: u64) {
-        self.reader.route(groups, position);
-    }
-
-    /// See `CaptureReader::set_position`.
-    pub fn set_position(&mut self, position: u64) {
-        self.reader.set_position(position);
-    }
-
-    /// See `CaptureReader::take_routes`.
-    pub fn take_routes(&mut self) -> Vec<Vec<u8>> {
-        self.reader.take_routes()
-    }
-
-    /// See `CaptureReader::feed_routed`.
-    pub fn feed_routed(
-        &mut self,
-        route: &Route,
-        data: &[u8],
-        sink: &mut FindingSink,
-        on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
-    ) {
-        self.reader.feed_routed(route, data, sink, on_segment);
+    /// The reader itself, for what only uncompressed inputs do: routing a split of a file and
+    /// reading routed packets back (capture/route.rs), where offsets are the file's.
+    pub fn reader(&mut self) -> &mut CaptureReader {
+        &mut self.reader
     }
 
     /// See `CaptureReader::take_secrets`.
