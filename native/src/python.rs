@@ -1464,9 +1464,10 @@ fn import_stream(obj: &Bound<'_, PyAny>) -> PyResult<Vec<RecordBatch>> {
         .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-/// The TCP segments of one split of a capture (its context, then its bytes) as Arrow batches in
-/// the segment schema (records/segments.rs), for a shuffle by connection; capture findings as
-/// objects.
+/// A reader of one split of a capture for the split engine (docs/spark.md): fed its context, then
+/// its bytes, it makes the capture findings (as objects) and, routing, where each group's packets
+/// lie (capture/route.rs); fed a group's routed packets, their TCP segments as Arrow batches in
+/// the segment schema (records/segments.rs).
 #[pyclass(module = "wirelog._core")]
 struct SegmentBatches {
     inner: CaptureInput,
