@@ -1474,11 +1474,11 @@ struct SegmentBatches {
     sink: FindingSink,
     rows: SegmentRows,
     model: Model,
-    /// Routing (`route`): the records' places are gathered, not their segments.
-    routing: bool,
 }
 
 impl SegmentBatches {
+    /// Runs one reading step over the fed bytes: the findings it made (segments are not kept: a
+    /// routing read only notes where packets lie, and a split's context holds none).
     fn run<'py>(
         &mut self,
         py: Python<'py>,
@@ -1488,18 +1488,9 @@ impl SegmentBatches {
                 &mut dyn FnMut(&Segment, &mut FindingSink),
             ) -> Result<(), String>
             + Send,
-    ) -> PyResult<(Option<Bound<'py, PyAny>>, Bound<'py, PyList>)> {
-        let (inner, sink, rows) = (&mut self.inner, &mut self.sink, &mut self.rows);
-        let routing = self.routing;
-        let result = py.detach(|| {
-            guarded(|| {
-                step(inner, sink, &mut |seg, _| {
-                    if !routing {
-                        rows.push(seg);
-                    }
-                })
-            })
-        });
+    ) -> PyResult<Bound<'py, PyList>> {
+        let (inner, sink) = (&mut self.inner, &mut self.sink);
+        let result = py.detach(|| guarded(|| step(inner, sink, &mut |_, _| {})));
         match result {
             Ok(Err(message)) => return Err(CaptureFormatError::new_err(message)),
             Err(finding) => self.sink.add(*finding),
@@ -1509,16 +1500,7 @@ impl SegmentBatches {
         for f in self.sink.drain() {
             findings.append(self.model.finding(py, &f)?)?;
         }
-        let batch = if self.rows.is_empty() {
-            None
-        } else {
-            let batch = self
-                .rows
-                .finish()
-                .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-            Some(Bound::new(py, ArrowRecords { batch: Some(batch) })?.into_any())
-        };
-        Ok((batch, findings))
+        Ok(findings)
     }
 }
 
@@ -1535,14 +1517,12 @@ impl SegmentBatches {
             sink: FindingSink::default(),
             rows: SegmentRows::default(),
             model: Model::load(py)?,
-            routing: false,
         })
     }
 
-    /// From now on gather where every record goes (`groups` groups of connections: capture/
-    /// route.rs) instead of segments; the next bytes fed start at file offset `position`.
+    /// From now on note where every packet goes (`groups` groups of connections: capture/
+    /// route.rs); the next bytes fed start at file offset `position`.
     fn route(&mut self, groups: u32, position: u64) {
-        self.routing = true;
         self.inner.reader().route(groups, position);
     }
 
@@ -1605,23 +1585,18 @@ impl SegmentBatches {
         ))
     }
 
-    /// The next bytes; returns (a batch of the segments they completed or None, findings).
-    #[allow(clippy::type_complexity)]
-    fn feed<'py>(
-        &mut self,
-        py: Python<'py>,
-        data: &[u8],
-    ) -> PyResult<(Option<Bound<'py, PyAny>>, Bound<'py, PyList>)> {
+    /// The next bytes of the split; returns the findings they made.
+    fn feed<'py>(&mut self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
         self.run(py, |r, s, f| r.feed(data, s, f))
     }
 
-    #[allow(clippy::type_complexity)]
+    /// The end of the split; returns the last findings.
     #[pyo3(signature = (read_error=None))]
     fn finish<'py>(
         &mut self,
         py: Python<'py>,
         read_error: Option<&str>,
-    ) -> PyResult<(Option<Bound<'py, PyAny>>, Bound<'py, PyList>)> {
+    ) -> PyResult<Bound<'py, PyList>> {
         self.run(py, |r, s, f| {
             let result = r.finish(read_error, s, f);
             s.finish();

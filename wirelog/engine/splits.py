@@ -197,12 +197,12 @@ def route_split(
     for at, data in _split_pieces(path, split):
         if at != expected:  # after a damaged range: no record is cut there
             reader.set_position(at)
-        yield from reader.feed(data)[1]
+        yield from reader.feed(data)
         expected, fed = at + len(data), fed + len(data)
         if fed >= FLUSH_BYTES:
             yield reader.take_routes()
             fed = 0
-    yield from reader.finish()[1]
+    yield from reader.finish()
     yield reader.take_routes()
 
 
@@ -210,19 +210,13 @@ def routed_segments(path: str, name: str, routes: Iterable[bytes]) -> Iterator[A
     """The TCP segments of the packets `routes` name (each a byte string of routes, in frame
     order), read from the file: Arrow batches in the segment schema (records/segments.rs), in frame
     order."""
-    reader = _core.SegmentBatches(name)
-    fed = False
+    reader = _core.SegmentBatches(name)  # no finish: the packet layer's findings are the routing tasks'
     with open(path, "rb") as f:
         for blob in routes:
             for lo, hi, first, last in _core.route_spans(blob):
                 batch = reader.feed_routed(os.pread(f.fileno(), hi - lo, lo), lo, blob, first, last)
-                fed = True
                 if batch is not None:
                     yield batch
-    if fed:  # (a reader fed nothing is an empty capture); the packet layer's findings are the routing tasks'
-        batch, _ = reader.finish()
-        if batch is not None:
-            yield batch
 
 
 def _group_pipeline(capture: str, opts: Options, **options: Any) -> Any:

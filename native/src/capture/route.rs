@@ -145,7 +145,7 @@ pub fn spans(routes: &[u8]) -> Vec<Span> {
     let mut out: Vec<Span> = Vec::new();
     let mut index = 0;
     while let Some(r) = Route::at(routes, index) {
-        let end = r.offset + u64::from(r.len);
+        let end = r.offset.saturating_add(u64::from(r.len)); // (any bytes from Python)
         match out.last_mut() {
             Some(s) if r.offset >= s.hi && r.offset - s.hi <= MAX_GAP && end - s.lo <= MAX_SPAN => {
                 s.hi = end;
