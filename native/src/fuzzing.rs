@@ -297,16 +297,10 @@ fn routed(
             let data = bytes
                 .get(span.lo as usize..span.hi as usize)
                 .expect("a span of the file");
-            for index in span.first..span.last {
-                let r = crate::capture::route::Route::at(group, index).expect("a route");
-                let from = (r.offset - span.lo) as usize;
-                let packet = data
-                    .get(from..from + r.len as usize)
-                    .expect("a packet of the span");
-                reader
-                    .reader()
-                    .feed_routed(&r, packet, &mut sink, &mut keep);
-            }
+            let fed = reader
+                .reader()
+                .feed_span(group, &span, data, &mut sink, &mut keep);
+            fed.expect("every routed packet lies in its span");
         }
         if !group.is_empty() {
             // (a reader fed nothing is an empty capture, as the engine knows)

@@ -24,7 +24,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyCapsule, PyDict, PyFloat, PyList, PyString, PyTuple};
 
-use crate::capture::route::{self, Route};
+use crate::capture::route;
 use crate::capture::split::{Head, Scanner};
 use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
 use crate::decoders::detect::{self as detection, Decision, Sample};
@@ -1552,19 +1552,17 @@ impl SegmentBatches {
         let (inner, sink, rows) = (&mut self.inner, &mut self.sink, &mut self.rows);
         let result = py.detach(|| {
             guarded(|| {
-                for index in first..last {
-                    let route = Route::at(routes, index).ok_or("a route past the routes' end")?;
-                    let packet = route
-                        .offset
-                        .checked_sub(at)
-                        .and_then(|from| usize::try_from(from).ok())
-                        .and_then(|from| data.get(from..)?.get(..route.len as usize))
-                        .ok_or("a routed packet outside the bytes read")?;
-                    inner
-                        .reader()
-                        .feed_routed(&route, packet, sink, &mut |seg, _| rows.push(seg));
-                }
-                Ok::<(), String>(())
+                let hi = at.saturating_add(data.len() as u64);
+                let span = route::Span {
+                    lo: at,
+                    hi,
+                    first,
+                    last,
+                };
+                let on_segment = &mut |seg: &Segment, _: &mut FindingSink| rows.push(seg);
+                inner
+                    .reader()
+                    .feed_span(routes, &span, data, sink, on_segment)
             })
         });
         drop(self.sink.drain());

@@ -14,7 +14,7 @@ use super::packet::{Packet, PacketParser};
 use super::pcap::{self, Pcap};
 use super::pcapng::{self, Pcapng};
 use super::report::limited;
-use super::route::{Route, Routes};
+use super::route::{Route, Routes, Span};
 use super::{CaptureInfo, Segment};
 use crate::model::{Finding, FindingSink, Severity};
 
@@ -118,6 +118,31 @@ impl CaptureReader {
             on_segment,
         };
         h.packet(Some(route.ts), Some(route.linktype), data, route.wirelen);
+    }
+
+    /// The packets of `span` (of `route::spans(routes)`), their data in `data`, the file's bytes
+    /// of the span: each through `feed_routed`. Err for a route that is not there or a packet
+    /// outside `data` (the file changed since it was routed).
+    pub fn feed_span(
+        &mut self,
+        routes: &[u8],
+        span: &Span,
+        data: &[u8],
+        sink: &mut FindingSink,
+        on_segment: &mut dyn FnMut(&Segment, &mut FindingSink),
+    ) -> Result<(), String> {
+        let (first, last, at) = (span.first, span.last, span.lo);
+        for index in first..last {
+            let route = Route::at(routes, index).ok_or("a route past the routes' end")?;
+            let packet = route
+                .offset
+                .checked_sub(at)
+                .and_then(|from| usize::try_from(from).ok())
+                .and_then(|from| data.get(from..)?.get(..route.len as usize))
+                .ok_or("a routed packet outside the bytes read")?;
+            self.feed_routed(&route, packet, sink, on_segment);
+        }
+        Ok(())
     }
 
     /// The TLS key logs that Decryption Secrets Blocks brought since the last call.

@@ -206,16 +206,9 @@ mod tests {
         let mut keep = |s: &Segment, _: &mut FindingSink| segs.push(Seg::from(s));
         for span in spans(routes) {
             let bytes = &data[span.lo as usize..span.hi as usize];
-            for index in span.first..span.last {
-                let r = Route::at(routes, index).unwrap();
-                let from = (r.offset - span.lo) as usize;
-                reader.feed_routed(
-                    &r,
-                    &bytes[from..from + r.len as usize],
-                    &mut sink,
-                    &mut keep,
-                );
-            }
+            reader
+                .feed_span(routes, &span, bytes, &mut sink, &mut keep)
+                .unwrap();
         }
         reader.finish(None, &mut sink, &mut keep).unwrap();
         segs
