@@ -23,9 +23,10 @@ class CoreDecoder:
     def __init__(self, protocol: str, ctx: StreamContext) -> None:
         session = ctx.shared.get(_SESSION)
         if session is None:
-            session = _core.Decoding(
-                "", records="objects", show_secrets=ctx.show_secrets, limits=asdict(ctx.limits)
-            )
+            # a horizon of 0: each connection's records come out as it gives them, not held until
+            # the end of the input for a resend on another connection to decide their fate
+            limits = {**asdict(ctx.limits), "fate_horizon_ns": 0}
+            session = _core.Decoding("", records="objects", show_secrets=ctx.show_secrets, limits=limits)
             ctx.shared[_SESSION] = session
         self._session = session
         self.stream = ctx.stream

@@ -122,6 +122,17 @@ def normalise(
     frame in `resent`, which the capture itself sent twice, drop their times too: the copy first in
     the file is the one decoded ("first copy wins"), and the copies were sent at different times."""
     ends = {r["stream"]: (r["client"], r["server"]) for r in records if r.get("client") and "stream" in r}
+    # a Lumberjack event_id names its first copy's place (stream, frame, seq) in this file: the
+    # same place in the original names the same event
+    first_copies = {
+        r["event_id"]: [
+            ends.get(r["stream"], r["stream"]),
+            frames.get(r["frame"], r["frame"]) if frames else r["frame"],
+            r.get("seq"),
+        ]
+        for r in records
+        if r.get("event_id") and r["protocol"] == "lumberjack" and not r.get("resend_of")
+    }
 
     def frame(value: Any) -> Any:
         if frames is None or not isinstance(value, int):
@@ -144,6 +155,8 @@ def normalise(
                 continue
             if key in FRAME_FIELDS:
                 value = frame(value)
+            elif key == "event_id":
+                value = first_copies.get(value, value)
             elif key == "ack_frames" and isinstance(value, list):
                 value = [frame(f) for f in value]
             elif key == "stream" and value is not None:

@@ -24,14 +24,24 @@ def test_message_line_keys_in_contract_order():
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     assert list(json.loads(line)) == [
         "record", "capture", "stream", "client", "server", "direction", "frame", "offset", "ts",
-        "protocol", "kind", "version", "length", "seq", "window", "event", "acked",
+        "protocol", "kind", "version", "length", "seq", "window", "event", "acked", "event_id",
+        "delivery",
     ]  # fmt: skip
     assert json.loads(line)["ts"] == "2023-11-14T22:13:20.000060000Z"
 
 
 def test_field_named_like_a_common_key_gets_the_protocol_prefix_in_place():
     d = json.loads(dumps(message({"seq": 1, "kind": "x", "event": 2, "z": 3})))
-    assert list(d)[13:] == ["seq", "lumberjack_kind", "lumberjack_event", "z", "event", "acked"]
+    assert list(d)[13:] == [
+        "seq",
+        "lumberjack_kind",
+        "lumberjack_event",
+        "z",
+        "event",
+        "acked",
+        "event_id",
+        "delivery",
+    ]
     assert d["kind"] == "event" and d["lumberjack_kind"] == "x" and d["lumberjack_event"] == 2
 
 

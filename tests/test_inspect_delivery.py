@@ -13,6 +13,7 @@ from pcap_helpers import tcp_conversation, write_pcap
 
 from tests.capture_tools import ndjson, run_cli
 from tests.conftest import REPO
+from tests.delivery_helpers import verdict_numbers, verdict_of_records
 
 SERVER = ("10.1.0.9", 5044)
 
@@ -193,6 +194,10 @@ def test_the_verdict_matches_a_model_of_stalls_and_resends(
     got = d["lumberjack"]
     assert {k: got[k] for k in expected} == expected
     assert got["distinct_events"] == sum(sizes)
+    # every copy's record says its fate, and counting them gives the verdict (docs/records.md)
+    code, out, err = run_cli("convert", str(path), "--events", "--to", "json")
+    assert code == 0, err
+    assert verdict_of_records(ndjson(out)) == verdict_numbers(d)
 
 
 def herc_event(uuid: int) -> bytes:

@@ -501,3 +501,41 @@ def test_java_reason_is_the_error_not_py4js_call_line():
     )
     nested = text + "Caused by: java.io.IOException: disk full\n\tat x.y(Z.java:1)\n"
     assert engine.java_reason(RuntimeError(nested)) == "java.io.IOException: disk full"
+
+
+def test_the_verdict_query_gives_inspects_numbers_in_spark_sql_and_on_the_spark_engines_parquet(
+    spark, tmp_path
+):
+    """docs/schema.md's verdict query, as written, in Spark SQL over the `wirelog` source (whole
+    captures and split ones) and in DuckDB over the Parquet the Spark engine wrote: `inspect --json`'s
+    numbers, on captures with resends (recovered, twice), losses, open connections and Gate retries."""
+    import duckdb
+    from delivery_helpers import VERDICT_KEYS, VERDICT_QUERY, query, verdict_numbers
+    from test_inspect_delivery import batch, connections, gate_answer, gate_post
+
+    from tests.capture_tools import run_cli
+
+    first = [("c", batch(1, 2)), ("s", ack(2)), ("c", batch(3, 3))]  # 3-5 unacknowledged
+    second = [("c", batch(1, 4)), ("s", ack(4)), ("c", batch(9, 2))]  # 1, 2 twice; 3, 4 recovered; 5 lost
+    gate = [("c", gate_post(1, 2)), ("s", gate_answer(503)), ("c", gate_post(2, 3)), ("s", gate_answer(200))]
+    captures = [
+        connections(tmp_path / "resend.pcap", [first, second, [("c", batch(20, 1))]], last_open=True),
+        connections(tmp_path / "gate.pcap", [gate], port=6306),
+        DATA / "lumberjack" / "pylogbeat-stalled-resend.pcap",
+    ]
+    for path in captures:
+        code, out, err = run_cli("inspect", "--json", str(path))
+        assert code == 0, err
+        want = verdict_numbers(json.loads(out)["delivery"])
+        assert any(n["recovered_by_resend"] for n in want.values())
+        for split_size in (None, 256):
+            frame = engine.read(spark, [str(path)], **({"split_size": split_size} if split_size else {}))
+            frame.createOrReplaceTempView("records")
+            rows = spark.sql(query(VERDICT_QUERY, "records")).collect()
+            got = {r[0]: dict(zip(VERDICT_KEYS, r[1:], strict=True)) for r in rows}
+            assert got == want, (path.name, split_size)
+        out_dir = tmp_path / f"{path.stem}-parquet"
+        engine.convert_spark([str(path)], "parquet", str(out_dir), Options())
+        table = f"read_parquet('{out_dir}/**/*.parquet', hive_partitioning = true)"
+        rows = duckdb.sql(query(VERDICT_QUERY, table)).fetchall()
+        assert {r[0]: dict(zip(VERDICT_KEYS, r[1:], strict=True)) for r in rows} == want, path.name

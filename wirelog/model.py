@@ -173,7 +173,9 @@ class Message:
     `fields` holds protocol fields (flat, JSON-compatible values only: str, int, float, bool, None,
     lists and dicts of those; bytes must be rendered as hex by the decoder). Their names must not
     collide with the common columns in `COMMON_MESSAGE_KEYS`. Log events put the decoded document
-    in `event` and their delivery state in `acked` (True/False; None when the protocol cannot say).
+    in `event` and their delivery state in `acked` (True/False; None when the protocol cannot say);
+    the delivery verdict names the event (`event_id`, the same on every copy) and its fate
+    (`delivery`: docs/records.md).
     """
 
     protocol: str
@@ -191,6 +193,8 @@ class Message:
     capture: str = ""
     client: str | None = None
     server: str | None = None
+    event_id: str | None = None
+    delivery: str | None = None
 
     record = "message"
 
@@ -227,7 +231,8 @@ REDACTED = "<redacted>"  # the value of a credential field when --show-secrets i
 COMMON_MESSAGE_KEYS = frozenset(
     {
         "record", "capture", "stream", "client", "server", "direction", "frame", "offset", "ts",
-        "protocol", "kind", "version", "length", "event", "acked", "code", "severity", "message",
+        "protocol", "kind", "version", "length", "event", "acked", "event_id", "delivery", "code",
+        "severity", "message",
     }
 )  # fmt: skip
 

@@ -8,6 +8,7 @@
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io::Write;
 use std::net::IpAddr;
@@ -333,7 +334,7 @@ impl Model {
                     Some(doc) => py_value(py, &doc.value())?,
                     None => py.None().into_bound(py),
                 };
-                self.message.bind(py).call1((
+                let obj = self.message.bind(py).call1((
                     m.protocol,
                     m.kind,
                     m.direction.map(|d| self.direction(py, d)),
@@ -345,7 +346,12 @@ impl Model {
                     fields,
                     event,
                     m.acked,
-                ))?
+                ))?;
+                if let (Some(id), Some(delivery)) = (m.event_id, m.delivery) {
+                    obj.setattr("event_id", id.text())?;
+                    obj.setattr("delivery", delivery.as_str())?;
+                }
+                obj
             }
         };
         obj.setattr("capture", capture)?;
@@ -780,10 +786,19 @@ impl Pipeline {
         self.inner.mute(stream);
     }
 
-    /// After the last records: the delivery verdict's findings.
-    fn finish_decoding<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.inner.session.finish();
-        took(py, &self.model, &self.capture, &mut self.inner.session)
+    /// After the last records: the records still waiting for their fate, then (`findings`) the
+    /// delivery verdict's findings, in parts: (done, records of this part).
+    #[pyo3(signature = (findings=true))]
+    fn finish_decoding<'py>(
+        &mut self,
+        py: Python<'py>,
+        findings: bool,
+    ) -> PyResult<(bool, Option<Bound<'py, PyAny>>)> {
+        let done = self.inner.session.finish(findings);
+        Ok((
+            done,
+            took(py, &self.model, &self.capture, &mut self.inner.session)?,
+        ))
     }
 
     /// The delivery verdict's numbers so far, per protocol (a JSON object).
@@ -855,10 +870,19 @@ impl Decoding {
         Ok((protocol, self.items(py)?))
     }
 
-    /// The end of the input: the delivery verdict's findings.
-    fn finish_decoding<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.session.finish();
-        took(py, &self.model, &self.capture, &mut self.session)
+    /// The end of the input: the records still waiting for their fate, then (`findings`) the
+    /// delivery verdict's findings, in parts: (done, records of this part).
+    #[pyo3(signature = (findings=true))]
+    fn finish_decoding<'py>(
+        &mut self,
+        py: Python<'py>,
+        findings: bool,
+    ) -> PyResult<(bool, Option<Bound<'py, PyAny>>)> {
+        let done = self.session.finish(findings);
+        Ok((
+            done,
+            took(py, &self.model, &self.capture, &mut self.session)?,
+        ))
     }
 
     fn delivery(&self) -> String {
@@ -1020,6 +1044,7 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
                         "max_depth" => limits.max_depth = v.extract()?,
                         "max_pending_events" => limits.max_pending_events = v.extract()?,
                         "held_memory" => limits.held_memory = v.extract()?,
+                        "fate_horizon_ns" => limits.fate_horizon_ns = v.extract()?,
                         other => {
                             return Err(PyTypeError::new_err(format!("unexpected limit {other:?}")))
                         }
@@ -1768,6 +1793,7 @@ impl HerculesWriter {
         let event = Document::Parsed(value_of(&m.getattr("event")?)?);
         let (capture, client, server) = (text("capture")?, text("client")?, text("server")?);
         let (protocol, kind, version) = (text("protocol")?, text("kind")?, text("version")?);
+        let (event_id, delivery) = (text("event_id")?, text("delivery")?);
         self.encoder.push(&View {
             capture: capture.as_deref().unwrap_or(""),
             stream: m.getattr("stream")?.extract()?,
@@ -1782,6 +1808,8 @@ impl HerculesWriter {
             ts: m.getattr("ts")?.extract()?,
             version: version.as_deref(),
             acked: m.getattr("acked")?.extract()?,
+            event_id: event_id.map(Cow::Owned),
+            delivery: delivery.as_deref(),
             fields: Fields::Object(&fields),
             event: Some(&event),
         });

@@ -8,6 +8,8 @@ Consumers (CLI commands, writers, the Spark data source) pick the types they nee
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -76,13 +78,34 @@ def server_ports(opts: Options) -> list[int]:
     return sorted(protocols.well_known_ports() | frozenset(opts.decode_as))
 
 
-def decoding_options(opts: Options) -> dict[str, Any]:
-    """The core's decoding options (native/src/python.rs `session`)."""
+# How long (capture time) an unacknowledged event's record waits on a live input for a resend that
+# decides its fate (docs/records.md, "Delivery"): Beats back off up to 60 s between reconnections
+# and Log Courier up to 300 s. A file's records wait until it ends.
+FATE_HORIZON_NS = 600 * 10**9
+
+
+def live(path: str) -> bool:
+    """An input that may never end: stdin, a FIFO, a character device."""
+    if path == STDIN:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # a URI, a glob's leftover: not a local special file
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def decoding_options(opts: Options, live_input: bool = False) -> dict[str, Any]:
+    """The core's decoding options (native/src/python.rs `session`) for an input (`live_input`:
+    one that may never end, `live`)."""
     keep = opts.keep
+    limits = asdict(opts.limits)
+    if live_input and limits["fate_horizon_ns"] is None:
+        limits["fate_horizon_ns"] = FATE_HORIZON_NS
     d: dict[str, Any] = {
         "records": opts.records,
         "show_secrets": opts.show_secrets,
-        "limits": asdict(opts.limits),
+        "limits": limits,
         "decode_as": opts.decode_as,
         "tls_keylogs": list(opts.tls_keylogs),
     }
@@ -145,7 +168,7 @@ def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | Non
             stream_lines=opts.stream_lines and not opts.decode,
             decode=opts.decode,
             chunks=opts.chunks,
-            decoding=decoding_options(opts),
+            decoding=decoding_options(opts, live(path)),
         )
     except CaptureError:
         yield info
@@ -188,7 +211,7 @@ def _run_raw(
 
     info = CaptureInfo(capture=capture, format="raw")
     streams = pair_dumps(paths, capture, protocols.well_known_ports() | frozenset(opts.decode_as))
-    core = Decoding(capture, **decoding_options(opts))
+    core = Decoding(capture, **decoding_options(opts, any(live(p) for p in paths)))
     pipe = StreamPipeline(capture, opts, {s.info.stream: s.info for s in streams}.get, core)
     for stream in streams:
         core.open(stream.info)
@@ -227,9 +250,14 @@ class StreamPipeline:
         self._filtering = opts.keep.active
         self._batch: list = []  # the core output being handled
 
-    def verdict(self) -> list[Item]:
-        """At the end of the capture: data loss and duplicates across connections, as findings."""
-        return native_records(self._core.finish_decoding())
+    def verdict(self, findings: bool = True) -> Iterator[Item]:
+        """At the end of the capture: the event records still waiting for their fate (in parts, each
+        taken before the next is read back), then (`findings`) data loss and duplicates across
+        connections, as findings."""
+        done = False
+        while not done:
+            done, records = self._core.finish_decoding(findings)
+            yield from native_records(records)
 
     def delivery(self) -> dict[str, dict[str, Any]]:
         """The delivery verdict's numbers per protocol (native/src/decoders/delivery.rs)."""

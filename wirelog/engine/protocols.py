@@ -25,6 +25,9 @@ class Limits:
     max_pending_events: int = 100_000  # events held back per stream while waiting for their ack
     # bytes of held records kept in memory, all streams; then a spill file
     held_memory: int = 128 * 1024 * 1024
+    # capture time (ns) an event record waits for a resend to decide its fate; None: until the
+    # input ends (live inputs get local.FATE_HORIZON_NS)
+    fate_horizon_ns: int | None = None
 
 
 @dataclass(slots=True)

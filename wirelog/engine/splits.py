@@ -265,5 +265,6 @@ def decode_group(
     pipe = StreamPipeline(capture, opts, core.stream_info, core)
     for batch in _fed(core, segments):
         yield from pipe.handle(batch)
+    yield from pipe.verdict(findings=False)  # the records still waiting for their fate
     if delivery is not None:
         delivery.update(pipe.delivery())

@@ -81,11 +81,20 @@ def _message_tail(rec: Message) -> dict[str, Any]:
     it never collides with a head key: head and tail can be encoded apart (see JsonWriter)."""
     fields = rec.fields
     if COMMON_MESSAGE_KEYS.isdisjoint(fields):  # the usual case
-        return {"length": rec.length, **fields, "event": rec.event, "acked": rec.acked}
+        return {
+            "length": rec.length,
+            **fields,
+            "event": rec.event,
+            "acked": rec.acked,
+            "event_id": rec.event_id,
+            "delivery": rec.delivery,
+        }
     d = {"length": rec.length}
     _add_renamed(d, rec.protocol, fields, COMMON_MESSAGE_KEYS)
     d["event"] = rec.event
     d["acked"] = rec.acked
+    d["event_id"] = rec.event_id
+    d["delivery"] = rec.delivery
     return d
 
 

@@ -37,6 +37,8 @@ SCHEMA = pa.schema(
         pa.field("length", pa.int64()),
         pa.field("seq", pa.int64()),
         pa.field("acked", pa.bool_()),
+        pa.field("event_id", pa.string()),
+        pa.field("delivery", pa.string()),
         pa.field("message", pa.string()),
         pa.field("code", pa.string()),
         pa.field("severity", pa.string()),
@@ -51,7 +53,7 @@ COLUMNS = SCHEMA.names
 # The Spark engine gives its writer the same choices (wirelog/engine/spark.py).
 DICTIONARY_COLUMNS = (
     "record", "capture", "stream", "client", "server", "direction", "protocol", "kind", "version",
-    "code", "severity",
+    "delivery", "code", "severity",
 )  # fmt: skip
 TEXT_COLUMNS = ("message", "event", "fields")
 ROW_GROUP = 65_536
@@ -98,6 +100,8 @@ def row(rec: Message | Finding) -> tuple:
             rec.length,
             _seq(rec.fields),
             rec.acked,
+            rec.event_id,
+            rec.delivery,
             text if isinstance(text, str) else None,
             None,
             None,
@@ -107,6 +111,8 @@ def row(rec: Message | Finding) -> tuple:
     return (
         *common,
         rec.protocol,
+        None,
+        None,
         None,
         None,
         None,

@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map};
 
-use crate::model::{Direction, Finding, Message, Record, Severity, Value};
+use crate::model::{Delivery, Direction, EventId, Finding, Message, Record, Severity, Value};
 
 /// Unacknowledged events and resends remembered; beyond, counts are lower bounds. 7/8 of 2^21, the
 /// most a table of 2^21 slots holds before it doubles (~52 MB of Lumberjack keys).
@@ -138,6 +138,45 @@ struct Lumberjack {
     resends_in: HashMap<u64, Vec<Key>>,
     resends_waiting: usize,
     capped: bool,
+    /// `open` sorted by place, for `first_state` (built when asked, again when `open` changed).
+    index: Vec<((u32, u64, u32), u32, usize)>,
+    indexed: (usize, u32),
+}
+
+/// Where an event was first sent: its own place, or the first copy a resend names.
+fn first_place(stream: u64, m: &Message) -> (Place, bool) {
+    match m.get("resend_of").filter(|v| !v.is_null()) {
+        Some(first) => (
+            (
+                first.get("stream").and_then(Value::as_u64),
+                first.get("frame").and_then(Value::as_u64),
+                first.get("seq").and_then(Value::as_i64),
+            ),
+            true,
+        ),
+        None => (
+            (Some(stream), m.frame, m.get("seq").and_then(Value::as_i64)),
+            false,
+        ),
+    }
+}
+
+/// The event id of the event first sent at `p` (docs/records.md, "Delivery").
+fn place_id(p: Place) -> EventId {
+    EventId::of_place(&[
+        p.0.unwrap_or(u64::MAX),
+        p.1.unwrap_or(u64::MAX),
+        p.2.map_or(u64::MAX, |q| q as u64),
+    ])
+}
+
+/// What a copy's own ACK state says when the verdict could not follow its event.
+fn alone(acked: Option<bool>) -> Delivery {
+    match acked {
+        Some(true) => Delivery::Delivered,
+        Some(false) => Delivery::NeverAcknowledged,
+        None => Delivery::Unknown,
+    }
 }
 
 impl Lumberjack {
@@ -198,6 +237,68 @@ impl Lumberjack {
                 .insert(u32::try_from(stream).unwrap_or(u32::MAX));
             self.resent_unknown.extend(resent);
         }
+    }
+
+    /// The id of an event record and, when it is already final, its fate: a first copy that
+    /// was acknowledged is delivered whatever comes after it; every other copy waits (`fate`).
+    fn judge(&self, stream: u64, m: &Message) -> (EventId, Option<Delivery>) {
+        let (place, resend) = first_place(stream, m);
+        let now = (!resend && m.acked == Some(true)).then_some(Delivery::Delivered);
+        (place_id(place), now)
+    }
+
+    /// The fate of a copy that waited, as the verdict stands: the classes `result` counts.
+    fn fate(&mut self, stream: u64, m: &Message) -> Delivery {
+        let (place, resend) = first_place(stream, m);
+        let Some(k) = key(place) else {
+            return alone(m.acked);
+        };
+        let first = if resend {
+            self.first_state(&k)
+        } else if m.acked == Some(true) {
+            None
+        } else {
+            // a first copy not acknowledged is one of `open` (unless the verdict was full)
+            let unclosed = self.unclosed.contains(&k.0);
+            Some(if unclosed { None } else { m.acked })
+        };
+        match first {
+            // the first copy was not acknowledged: the event's fate is its resends'
+            Some(_) if m.acked == Some(true) => Delivery::Delivered,
+            Some(_) if self.resent_ok.contains(&k) => Delivery::RecoveredByResend,
+            Some(None) => Delivery::Unknown,
+            Some(Some(_)) if self.resent_unknown.contains(&k) => Delivery::Unknown,
+            Some(Some(_)) => Delivery::NeverAcknowledged,
+            // the first copy was acknowledged
+            None if resend && (m.acked == Some(true) || self.resent_ok.contains(&k)) => {
+                Delivery::DeliveredTwice
+            }
+            None => Delivery::Delivered,
+        }
+    }
+
+    /// The ACK state of the unacknowledged first copy at `k` (None inside: unknown), or None
+    /// when `k` is not one (it was acknowledged).
+    fn first_state(&mut self, k: &Key) -> Option<Option<bool>> {
+        let now = (self.open.len(), self.open.last().map_or(0, |r| r.len));
+        if self.indexed != now {
+            self.index = (0..self.open.len())
+                .map(|i| {
+                    let r = &self.open[i];
+                    ((r.stream, r.frame, r.seq), r.len, i)
+                })
+                .collect();
+            self.index.sort_unstable();
+            self.indexed = now;
+        }
+        // the last run of k's stream and frame starting at or before k's seq, if it reaches k
+        let at_k = (k.0, k.2, k.1);
+        let at = self.index.partition_point(|(start, _, _)| *start <= at_k);
+        let (start, len, i) = *self.index[..at].last()?;
+        let inside = (start.0, start.1) == (k.0, k.2) && k.1.wrapping_sub(start.2) < len;
+        let run = &self.open[i];
+        let unclosed = self.unclosed.contains(&run.stream);
+        inside.then_some(if unclosed { None } else { run.acked })
     }
 
     fn result(&self, capture: &str) -> Value {
@@ -495,6 +596,41 @@ impl Hercules {
         }
     }
 
+    /// The id of a Gate event record and, when already final, its fate: an accepted copy is
+    /// delivered, or delivered twice after an earlier accepted one; a copy the verdict cannot
+    /// follow (past `UUIDS_LIMIT`) by its own answer.
+    fn judge(&self, m: &Message) -> Option<(Uuid, Option<Delivery>)> {
+        let key = m.get("uuid").and_then(Value::as_str).and_then(uuid_key)?;
+        let now = match self.uuids.get(&key) {
+            None => Some(alone(m.acked)),
+            Some(c) if m.acked == Some(true) => Some(if c.accepted > 1 {
+                Delivery::DeliveredTwice
+            } else {
+                Delivery::Delivered
+            }),
+            Some(_) => None,
+        };
+        Some((key, now))
+    }
+
+    /// The fate of a copy that was not accepted, as the verdict stands (`result`'s classes).
+    fn fate(&self, key: &Uuid) -> Delivery {
+        let Some(c) = self.uuids.get(key) else {
+            return Delivery::Unknown;
+        };
+        if c.accepted > 0 {
+            if self.failed_first.contains_key(key) {
+                Delivery::RecoveredByResend
+            } else {
+                Delivery::Delivered
+            }
+        } else if c.unknown || c.waiting > 0 {
+            Delivery::Unknown
+        } else {
+            Delivery::NeverAcknowledged
+        }
+    }
+
     fn result(&self, capture: &str) -> Value {
         let (accepted, refused, unanswered) = self.untracked;
         let mut lost: Vec<(&Uuid, CopyPlace)> = Vec::new();
@@ -582,6 +718,11 @@ fn wording(protocol: &str) -> Wording {
 }
 
 /// The trackers behind one feed: the records of any stream and the stream ends go in.
+/// A Hercules event the Gate was asked to take (a copy in a request), not one read back.
+fn hercules_copy(m: &Message) -> bool {
+    m.direction == Some(Direction::C2S) && m.get("request_offset").is_some()
+}
+
 #[derive(Debug, Default)]
 pub struct Verdict {
     lumberjack: Option<Lumberjack>,
@@ -604,19 +745,53 @@ impl Verdict {
                     .get_or_insert_with(Courier::default)
                     .add(stream, m),
                 // Gate traffic only: bare events and read answers have no acknowledgement.
-                ("hercules", "event")
-                    if m.direction == Some(Direction::C2S) && m.get("request_offset").is_some() =>
-                {
-                    self.hercules
-                        .get_or_insert_with(Hercules::default)
-                        .add(stream, m)
-                }
+                ("hercules", "event") if hercules_copy(m) => self
+                    .hercules
+                    .get_or_insert_with(Hercules::default)
+                    .add(stream, m),
                 _ => {}
             }
         }
     }
 
     /// A stream ended; `closed`: by FIN or RST, so a missing ACK will not come later.
+    /// An event record's id and, when its fate is already final, that fate; None for records
+    /// that are not events of a protocol the verdict follows. Call after `add` gave it the record.
+    pub fn judge(&self, stream: u64, m: &Message) -> Option<(EventId, Option<Delivery>)> {
+        match (m.protocol, m.kind) {
+            ("lumberjack", "event") => self.lumberjack.as_ref().map(|t| t.judge(stream, m)),
+            ("hercules", "event") if hercules_copy(m) => self
+                .hercules
+                .as_ref()
+                .and_then(|t| t.judge(m))
+                .map(|(key, now)| {
+                    (
+                        EventId::Uuid(u128::from(key[0]) << 64 | u128::from(key[1])),
+                        now,
+                    )
+                }),
+            _ => None,
+        }
+    }
+
+    /// The fate of an event record `judge` left open, as the verdict stands now (at the end of
+    /// the capture: final).
+    pub fn fate(&mut self, stream: u64, m: &Message) -> Delivery {
+        match m.protocol {
+            "lumberjack" => self
+                .lumberjack
+                .as_mut()
+                .map_or(alone(m.acked), |t| t.fate(stream, m)),
+            _ => {
+                let key = m.get("uuid").and_then(Value::as_str).and_then(uuid_key);
+                match (&self.hercules, key) {
+                    (Some(t), Some(key)) => t.fate(&key),
+                    _ => alone(m.acked),
+                }
+            }
+        }
+    }
+
     pub fn stream_ended(&mut self, stream: u64, closed: bool) {
         if let Some(t) = self.lumberjack.as_mut() {
             t.stream_ended(stream, closed);
@@ -1003,5 +1178,120 @@ mod tests {
         let n = |k: &str| r[k].as_u64().unwrap();
         assert_eq!(n("delivered"), UUIDS_LIMIT as u64 + 1);
         assert_eq!((n("never_acknowledged"), n("ack_unknown")), (1, 1));
+    }
+
+    /// Each record's class as the session writes it (`judge` as it comes, `fate` at the end for
+    /// the rest), counted per distinct id as docs/schema.md's query counts them.
+    fn labelled(streams: &[(u64, Vec<Record>, bool)]) -> (Value, Map<String, Value>) {
+        let mut v = Verdict::default();
+        type Judged = Option<(EventId, Option<Delivery>)>;
+        let mut labels: Vec<(u64, Message, Judged)> = Vec::new();
+        for (stream, records, closed) in streams {
+            v.add(*stream, records);
+            for r in records {
+                let Record::Message(m) = r else { continue };
+                labels.push((*stream, m.clone(), v.judge(*stream, m)));
+            }
+            v.stream_ended(*stream, *closed);
+        }
+        let mut classes: HashMap<EventId, HashSet<Delivery>> = HashMap::new();
+        for (stream, m, judged) in labels {
+            let (id, now) = judged.expect("an event the verdict follows");
+            let class = now.unwrap_or_else(|| v.fate(stream, &m));
+            classes.entry(id).or_default().insert(class);
+        }
+        let mut n = Map::new();
+        let count = |f: &dyn Fn(&HashSet<Delivery>) -> bool| {
+            Value::from(classes.values().filter(|c| f(c)).count())
+        };
+        n.insert("distinct_events".into(), count(&|_| true));
+        n.insert(
+            "delivered".into(),
+            count(&|c| c.contains(&Delivery::Delivered) || c.contains(&Delivery::DeliveredTwice)),
+        );
+        for (key, class) in [
+            ("recovered_by_resend", Delivery::RecoveredByResend),
+            ("delivered_twice", Delivery::DeliveredTwice),
+            ("never_acknowledged", Delivery::NeverAcknowledged),
+            ("ack_unknown", Delivery::Unknown),
+        ] {
+            n.insert(key.into(), count(&|c| c.contains(&class)));
+        }
+        let protocol = if v.lumberjack.is_some() {
+            "lumberjack"
+        } else {
+            "hercules"
+        };
+        (v.results("c")[protocol].clone(), n)
+    }
+
+    fn numbers(r: &Value, n: &Map<String, Value>) {
+        for (key, got) in n {
+            assert_eq!(&r[key], got, "{key}");
+        }
+    }
+
+    #[test]
+    fn the_classes_of_the_records_count_to_the_verdict() {
+        let first = |s: u64, f: u64, q: i64| Some(json!({"stream": s, "frame": f, "seq": q}));
+        // runs of several frames on one stream: the run of each first copy must be found
+        let a: Vec<Record> = (1..=6)
+            .map(|q| event(10 + q as u64 % 2, q, Some(false), None))
+            .chain((7..=9).map(|q| event(12, q, Some(true), None)))
+            .chain([event(13, 10, None, None)])
+            .collect();
+        let b = vec![
+            event(20, 1, Some(true), first(0, 11, 1)), // recovers a's seq 1
+            event(20, 2, Some(false), first(0, 10, 2)), // a's seq 2 stays lost
+            event(20, 3, Some(true), first(0, 12, 7)), // a's seq 7 again: twice
+            event(20, 4, Some(true), first(0, 13, 10)), // recovers the unknown seq 10
+            event(21, 5, Some(true), first(0, 11, 1)), // seq 1 a third time
+        ];
+        let c = vec![event(30, 1, Some(false), first(0, 11, 3))]; // still open: seq 3 unknown
+        let (r, n) = labelled(&[(0, a, true), (1, b, true), (2, c, false)]);
+        numbers(&r, &n);
+        assert_eq!(
+            (
+                n["recovered_by_resend"].as_u64(),
+                n["never_acknowledged"].as_u64()
+            ),
+            (Some(2), Some(4))
+        );
+        assert_eq!(n["ack_unknown"], 1);
+        assert_eq!(n["delivered_twice"], 1);
+    }
+
+    #[test]
+    fn the_classes_of_gate_records_count_to_the_verdict() {
+        let (r, n) = labelled(&[
+            (
+                0,
+                vec![
+                    gate_event(1, 5, Some(false)),
+                    gate_event(2, 5, Some(true)),
+                    gate_event(3, 6, None),
+                    gate_event(4, 6, Some(false)),
+                ],
+                true,
+            ),
+            (
+                1,
+                vec![
+                    gate_event(1, 8, Some(true)),
+                    gate_event(1, 9, Some(true)),
+                    gate_event(2, 9, Some(false)),
+                    gate_event(5, 9, None),
+                ],
+                false,
+            ),
+        ]);
+        numbers(&r, &n);
+        assert_eq!(
+            (
+                n["recovered_by_resend"].as_u64(),
+                n["delivered_twice"].as_u64()
+            ),
+            (Some(1), Some(1))
+        );
     }
 }

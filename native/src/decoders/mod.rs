@@ -40,6 +40,10 @@ pub struct Limits {
     /// Packed bytes of the records of all streams waiting for their fate kept in memory; past it
     /// they wait in a spill file (`spill.rs`).
     pub held_memory: usize,
+    /// How long (capture time, ns) an event record waits for a resend on another connection to
+    /// decide its fate (`pipeline/fates.rs`); None: until the input ends. Set for live inputs;
+    /// 0 writes each record as its connection gives it (tests of one connection's decoding).
+    pub fate_horizon_ns: Option<i64>,
 }
 
 impl Default for Limits {
@@ -50,6 +54,7 @@ impl Default for Limits {
             max_depth: 8,
             max_pending_events: 100_000,
             held_memory: crate::held::spill::DEFAULT_BUDGET,
+            fate_horizon_ns: None,
         }
     }
 }

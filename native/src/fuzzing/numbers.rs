@@ -182,6 +182,7 @@ impl Conversation {
                 max_depth: 2,
                 max_pending_events: 3,
                 held_memory: 0,
+                fate_horizon_ns: None,
             }
         } else {
             Limits::default()

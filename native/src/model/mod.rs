@@ -1,12 +1,14 @@
 //! The record contract's basic types, shared by every layer of the core (docs/records.md): directions, severities,
 //! messages and findings with their machine-readable fields, and the sink that rate-limits repeatable findings.
 
+mod fate;
 pub mod json;
 pub mod json_text;
 mod record;
 mod sink;
 pub mod text;
 
+pub use fate::{Delivery, EventId};
 pub use json::Document;
 pub use record::{Fields, Message, Record, Stamp};
 pub use sink::FindingSink;

@@ -1,12 +1,13 @@
 //! The record contract's two record types as the core builds them (docs/records.md): `Message`
 //! (anything a decoder decoded) and `Finding` (model/), and the stream a record belongs to.
 
-use super::{Direction, Document, Field, Finding, Value};
+use super::{Delivery, Direction, Document, EventId, Field, Finding, Value};
 use std::sync::Arc;
 
 /// Anything a decoder decoded: a frame, a request, a response, a log event. `fields` are the
 /// protocol fields in the order they are written; log events put their document in `event` and
-/// their delivery state in `acked` (None when the protocol cannot say).
+/// their delivery state in `acked` (None when the protocol cannot say); the delivery verdict
+/// names the event (`event_id`, the same on every copy) and its fate (`delivery`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Message {
     pub protocol: &'static str,
@@ -20,6 +21,8 @@ pub struct Message {
     pub fields: Fields,
     pub event: Option<Document>,
     pub acked: Option<bool>,
+    pub event_id: Option<EventId>,
+    pub delivery: Option<Delivery>,
 }
 
 impl Message {
@@ -36,6 +39,8 @@ impl Message {
             fields: Fields::default(),
             event: None,
             acked: None,
+            event_id: None,
+            delivery: None,
         }
     }
 

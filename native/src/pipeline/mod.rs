@@ -2,6 +2,7 @@
 //! (a capture finding before the segment that follows it, each segment's reassembly output right
 //! after it, the records a native decoder made of it in its place).
 
+mod fates;
 mod held;
 mod hellos;
 mod hunt;

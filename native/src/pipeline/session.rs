@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
+use super::fates::{self, Fates};
 use super::held::{Held, OwnedChunk};
 use super::hunt::Hunt;
 use crate::decoders::detect::{self, Decision, Sample, SAMPLE_LIMIT};
@@ -98,11 +99,14 @@ pub struct Session {
     keylog: Arc<KeyLog>,
     /// The stream whose decoder's `close` has more records to give, and whether it is TLS.
     closing: Option<(u64, bool)>,
+    /// Event records waiting for their fate across connections.
+    fates: Fates,
 }
 
 impl Session {
     pub fn new(capture: &str, out: RecordOut, show_secrets: bool, limits: Limits) -> Self {
         let shared = Shared::new(&limits);
+        let horizon = limits.fate_horizon_ns;
         Session {
             capture: capture.to_owned(),
             show_secrets,
@@ -117,6 +121,7 @@ impl Session {
             tls: HashMap::new(),
             keylog: Arc::default(),
             closing: None,
+            fates: Fates::new(horizon),
         }
     }
 
@@ -560,9 +565,33 @@ impl Session {
             records.push(finding.into());
         }
         records.extend(self.shared.spill_findings().map(Record::from));
+        // records waiting past the horizon go before these new ones can change their fate
+        let (fates, shared, verdict, out) = (
+            &mut self.fates,
+            &mut self.shared,
+            &mut self.verdict,
+            &mut self.out,
+        );
+        records.iter().for_each(|r| fates.saw(r.ts()));
+        release(fates, shared, verdict, out, None);
         self.verdict.add(stream, records);
         let tls = self.tls.get(&stream).map(|l| l.conn.info().to_value());
-        for r in records.drain(..) {
+        for mut r in records.drain(..) {
+            if let Record::Message(m) = &mut r {
+                if let Some((id, now)) = self.verdict.judge(stream, m) {
+                    m.event_id = Some(id);
+                    m.delivery = now;
+                    if now.is_none() && self.fates.at_once() {
+                        m.delivery = Some(self.verdict.fate(stream, m));
+                    } else if now.is_none() {
+                        let held = fates::store(&mut self.shared, native.protocol).hold(m);
+                        let (stamp, protocol) = (&native.stamp, native.protocol);
+                        let tls = tls.as_ref();
+                        self.fates.hold(stream, held, m.ts, stamp, protocol, tls);
+                        continue;
+                    }
+                }
+            }
             let (stamp, protocol) = (Some(&native.stamp), Some(native.protocol));
             self.out.write_tls(r, stamp, protocol, tls.as_ref());
         }
@@ -573,17 +602,64 @@ impl Session {
         true
     }
 
-    /// The end of the capture: the delivery verdict's findings are written.
-    pub fn finish(&mut self) {
-        for f in self.verdict.findings(&self.capture) {
-            self.out.write(f.into(), None, None);
+    /// The end of the capture, in parts (false: call again once the records so far are taken):
+    /// the records still waiting for their fate, `fates::PART` a call, then (`findings`) the
+    /// delivery verdict's findings (a split capture's are made from every group's numbers).
+    pub fn finish(&mut self, findings: bool) -> bool {
+        let (fates, shared, verdict, out) = (
+            &mut self.fates,
+            &mut self.shared,
+            &mut self.verdict,
+            &mut self.out,
+        );
+        if release(fates, shared, verdict, out, Some(fates::PART)) {
+            return false;
         }
+        if findings {
+            for f in self.verdict.findings(&self.capture) {
+                self.out.write(f.into(), None, None);
+            }
+        }
+        true
     }
 
     /// The delivery numbers per protocol (JSON object text), for `inspect`.
     pub fn delivery(&self) -> String {
         serde_json::Value::Object(self.verdict.results(&self.capture)).to_string()
     }
+}
+
+/// Event records whose fate is due, written with the verdict's class as it stands: with `end`, the
+/// end of the input, all of them, at most `end` records (true: more are waiting); else those the
+/// horizon or the cap let go.
+fn release(
+    fates: &mut Fates,
+    shared: &mut Shared,
+    verdict: &mut Verdict,
+    out: &mut RecordOut,
+    end: Option<usize>,
+) -> bool {
+    let mut budget = end.unwrap_or(usize::MAX);
+    while let Some(w) = fates.due(end.is_some()) {
+        let Some((stamp, protocol, tls)) = fates.origin(w.stream) else {
+            continue; // every waiting record has its origin
+        };
+        if let Some(mut m) = fates::store(shared, protocol).take(w.record) {
+            let fate = verdict.fate(w.stream, &m);
+            m.event_id = verdict.judge(w.stream, &m).map(|(id, _)| id);
+            m.delivery = Some(fate);
+            out.write_tls(m.into(), Some(stamp), Some(protocol), tls);
+        }
+        fates.done(w.stream);
+        budget = budget.saturating_sub(1);
+        if budget == 0 {
+            break;
+        }
+    }
+    for f in shared.spill_findings().collect::<Vec<_>>() {
+        out.write(f.into(), None, None);
+    }
+    end.is_some() && fates.waiting()
 }
 
 /// Detection's decision on a pending stream, and whether an unknown one may be hunted through

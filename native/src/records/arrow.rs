@@ -11,7 +11,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::model::json::{self, Json};
-use crate::model::{Document, Record, Stamp, Value};
+use crate::model::{Delivery, Document, Record, Stamp, Value};
 
 /// The columns, in order (wirelog/export/parquet.py `SCHEMA`).
 pub fn schema() -> SchemaRef {
@@ -37,6 +37,8 @@ pub fn schema() -> SchemaRef {
         int("length"),
         int("seq"),
         Field::new("acked", DataType::Boolean, true),
+        text("event_id", true),
+        text("delivery", true),
         text("message", true),
         text("code", true),
         text("severity", true),
@@ -66,6 +68,8 @@ pub struct Rows {
     length: Int64Builder,
     seq: Int64Builder,
     acked: BooleanBuilder,
+    event_id: StringBuilder,
+    delivery: StringBuilder,
     message: StringBuilder,
     code: StringBuilder,
     severity: StringBuilder,
@@ -93,6 +97,8 @@ impl Default for Rows {
             length: Int64Builder::new(),
             seq: Int64Builder::new(),
             acked: BooleanBuilder::new(),
+            event_id: StringBuilder::new(),
+            delivery: StringBuilder::new(),
             message: StringBuilder::new(),
             code: StringBuilder::new(),
             severity: StringBuilder::new(),
@@ -165,6 +171,16 @@ impl Rows {
                 self.length.append_value(i64_of(m.length));
                 self.seq.append_option(m.get("seq").and_then(Value::as_i64));
                 self.acked.append_option(m.acked);
+                match &m.event_id {
+                    Some(id) => {
+                        self.text.clear();
+                        id.write(&mut self.text);
+                        self.event_id.append_value(&self.text);
+                    }
+                    None => self.event_id.append_null(),
+                }
+                self.delivery
+                    .append_option(m.delivery.map(Delivery::as_str));
                 let text = m.event.as_ref().and_then(|doc| doc.str_member("message"));
                 self.message.append_option(text);
                 self.code.append_null();
@@ -187,6 +203,8 @@ impl Rows {
                 self.length.append_null();
                 self.seq.append_null();
                 self.acked.append_null();
+                self.event_id.append_null();
+                self.delivery.append_null();
                 self.message.append_value(&f.message);
                 self.code.append_value(f.code);
                 self.severity.append_value(f.severity.as_str());
@@ -215,6 +233,8 @@ impl Rows {
             Arc::new(self.length.finish()),
             Arc::new(self.seq.finish()),
             Arc::new(self.acked.finish()),
+            Arc::new(self.event_id.finish()),
+            Arc::new(self.delivery.finish()),
             Arc::new(self.message.finish()),
             Arc::new(self.code.finish()),
             Arc::new(self.severity.finish()),
@@ -224,9 +244,9 @@ impl Rows {
         // The text columns start the next batch at this one's size: grown from nothing, they were
         // reallocated and copied a dozen times per batch (4 % of a Parquet conversion).
         for (builder, column) in [
-            (&mut self.message, &columns[15]),
-            (&mut self.event, &columns[18]),
-            (&mut self.fields, &columns[19]),
+            (&mut self.message, &columns[17]),
+            (&mut self.event, &columns[20]),
+            (&mut self.fields, &columns[21]),
         ] {
             let bytes = column.to_data().buffers().get(1).map_or(0, |b| b.len());
             *builder = StringBuilder::with_capacity(self.len, bytes);

@@ -15,6 +15,7 @@
 
 mod text;
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
@@ -37,7 +38,9 @@ use crate::decoders::hercules::types::{
 };
 use crate::model::json::integer;
 use crate::model::text::{days, hex};
-use crate::model::{Direction, Document, Field, Finding, Message, Severity, Stamp, Value};
+use crate::model::{
+    Delivery, Direction, Document, Field, Finding, Message, Severity, Stamp, Value,
+};
 
 /// wirelog's uuid5 namespace, 6f1d0e2a-4c57-5e6b-9a51-77697265c06f.
 const NAMESPACE: [u8; 16] = [
@@ -89,6 +92,8 @@ pub struct View<'a> {
     pub ts: Option<i64>,
     pub version: Option<&'a str>,
     pub acked: Option<bool>,
+    pub event_id: Option<Cow<'a, str>>,
+    pub delivery: Option<&'a str>,
     pub fields: Fields<'a>,
     pub event: Option<&'a Document>,
 }
@@ -110,6 +115,8 @@ impl<'a> View<'a> {
             ts: m.ts,
             version: m.version,
             acked: m.acked,
+            event_id: m.event_id.map(|id| Cow::Owned(id.text())),
+            delivery: m.delivery.map(Delivery::as_str),
             fields: Fields::Pairs(&m.fields),
             event: m.event.as_ref(),
         }
@@ -338,6 +345,7 @@ impl Encoder {
             text("version"),
         );
         let (fields, event) = (text("fields"), text("event"));
+        let (event_id, delivery) = (text("event_id"), text("delivery"));
         let ts = col("ts_ns").or(col("ts"));
         let acked = col("acked").filter(|a| a.data_type() == &DataType::Boolean);
         for i in 0..batch.num_rows() {
@@ -366,6 +374,8 @@ impl Encoder {
                 acked: acked
                     .filter(|a| a.is_valid(i))
                     .map(|a| a.as_boolean().value(i)),
+                event_id: event_id.get(i).map(Cow::Borrowed),
+                delivery: delivery.get(i),
                 fields: Fields::Object(&fields),
                 event: Some(&event),
             });
@@ -614,6 +624,7 @@ fn common(out: &mut Vec<u8>, v: &View<'_>) {
         out.extend_from_slice(&[FLAG, u8::from(acked)]);
         n += 1;
     }
+    n += text_tag(out, b"event_id", v.event_id.as_deref()) + text_tag(out, b"delivery", v.delivery);
     out[at..at + 2].copy_from_slice(&n.to_be_bytes());
 }
 
@@ -859,6 +870,8 @@ mod tests {
             ts: Some(1_500),
             version: Some("2"),
             acked: Some(true),
+            event_id: Some(Cow::Borrowed("0123456789abcdef")),
+            delivery: Some("delivered"),
             fields,
             event,
         }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::model::json::{integer, string, value, Json};
 use crate::model::text::datetime;
-use crate::model::{Finding, Message, Record, Stamp, Value};
+use crate::model::{Delivery, Finding, Message, Record, Stamp, Value};
 use crate::tcp::StreamInfo;
 
 /// Whether a protocol field may not take `name` (docs/records.md): such a field is written as
@@ -28,7 +28,11 @@ fn reserved(name: &str, message: bool) -> bool {
             | "code"
             | "severity"
             | "message"
-    ) || (message && matches!(name, "kind" | "version" | "length" | "event" | "acked"))
+    ) || (message
+        && matches!(
+            name,
+            "kind" | "version" | "length" | "event" | "acked" | "event_id" | "delivery"
+        ))
 }
 
 fn opt_u64(out: &mut String, v: Option<u64>) {
@@ -120,7 +124,7 @@ fn tls_field(out: &mut String, tls: Option<&Value>) {
 }
 
 /// The NDJSON line of a message (docs/records.md): common keys, protocol fields (`tls` last),
-/// event, acked.
+/// event, acked, event_id, delivery.
 pub fn message_line(
     out: &mut String,
     capture: &str,
@@ -159,6 +163,17 @@ pub fn message_line(
         Some(false) => "false",
         None => "null",
     });
+    out.push_str(",\"event_id\":");
+    match &m.event_id {
+        Some(id) => {
+            out.push('"');
+            id.write(out);
+            out.push('"');
+        }
+        None => out.push_str("null"),
+    }
+    out.push_str(",\"delivery\":");
+    opt_str(out, m.delivery.map(Delivery::as_str));
     out.push_str("}\n");
 }
 

@@ -26,6 +26,7 @@ pub fn lumberjack(data: &[u8]) {
             max_depth: 2,
             max_pending_events: 3,
             held_memory: 0,
+            fate_horizon_ns: None,
         }
     };
     let ctx = StreamContext {
