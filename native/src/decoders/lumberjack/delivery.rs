@@ -811,35 +811,22 @@ impl Delivery {
             let stale = v <= done || w.seqs.before(done, value);
             // A window with bytes missing from the capture: the ACK may count events the capture
             // lost, so it is the capture's shortfall, not the server's error; pairing goes on.
-            if let Some(new) = (!stale && w.gap)
+            let beyond = (!stale && w.gap)
                 .then(|| beyond_capture(w, value))
-                .flatten()
-            {
-                out.push(
-                    finding(
-                        "lumberjack.ack-beyond-capture",
-                        Severity::Info,
-                        format!(
-                            "ACK {value} acknowledges more of window {} than the capture holds \
-                             ({n} events, seqs {}..{}): the others are in a client→server \
-                             capture gap",
-                            w.index,
-                            count_text(w.seqs.first()),
-                            count_text(w.seqs.last())
-                        ),
-                        pos,
-                        vec![
-                            ("value", value.into()),
-                            ("window", w.index.into()),
-                            ("events", (n as u64).into()),
-                        ],
-                    )
-                    .into(),
-                );
-                self.acknowledge(at, new.max(done), value, record, pos, held, out);
-                return;
-            }
-            let (code, sev, text) = if stale {
+                .flatten();
+            let (code, sev, text) = if beyond.is_some() {
+                (
+                    "lumberjack.ack-beyond-capture",
+                    Severity::Info,
+                    format!(
+                        "ACK {value} acknowledges more of window {} than the capture holds ({n} \
+                         events, seqs {}..{}): the others are in a client→server capture gap",
+                        w.index,
+                        count_text(w.seqs.first()),
+                        count_text(w.seqs.last())
+                    ),
+                )
+            } else if stale {
                 (
                     "lumberjack.ack-stale",
                     Severity::Warning,
@@ -875,6 +862,9 @@ impl Delivery {
                 )
                 .into(),
             );
+            if let Some(new) = beyond {
+                self.acknowledge(at, new.max(done), value, record, pos, held, out);
+            }
             return;
         }
         let (interp, new) = match (by_count, by_seq) {
