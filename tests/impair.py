@@ -56,6 +56,31 @@ def duplicate(n: int, seed: int, fraction: float) -> list[int]:
     return [i for i in range(n) for _ in range(2 if i in twice else 1)]
 
 
+def drop(n: int, seed: int, fraction: float) -> list[int]:
+    """About `fraction` of `n` packets missing from the capture (a loaded sniffer), at random."""
+    rng = random.Random(seed)
+    gone = set(rng.sample(range(n), max(1, round(n * fraction)))) if n > 1 else set()
+    return [i for i in range(n) if i not in gone]
+
+
+def drop_bursts(n: int, seed: int, bursts: int, longest: int) -> list[int]:
+    """`bursts` runs of 1..`longest` consecutive packets missing (a ring buffer overrun)."""
+    rng = random.Random(seed)
+    gone: set[int] = set()
+    for _ in range(bursts if n > 1 else 0):
+        start = rng.randrange(n)
+        gone.update(range(start, min(n, start + rng.randint(1, longest))))
+    return [i for i in range(n) if i not in gone]
+
+
+def losses(n: int) -> list[tuple[str, list[int]]]:
+    """Copies of a capture of `n` packets that missed some (random 3 % and 10 %, bursts of up to
+    5 and 20 packets; two seeds each): not the same records, but the same traffic seen less."""
+    return [(f"drop-{p}%-seed{s}", drop(n, s, p / 100)) for p in (3, 10) for s in (1, 2)] + [
+        (f"bursts-{b}x{k}-seed{s}", drop_bursts(n, s, b, k)) for b, k in ((3, 5), (2, 20)) for s in (1, 2)
+    ]
+
+
 def clock(header: bytes) -> tuple[str, bool]:
     """A classic pcap header's byte order and whether its timestamps are in nanoseconds."""
     return ("<" if header[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"), header[:4] in (

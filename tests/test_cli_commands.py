@@ -60,7 +60,8 @@ def test_inspect_courier_highlights_across_captures():
     r = inspect_json(*paths)
     assert len(r["captures"]) == 3 and r["totals"]["streams"] == 3
     co = r["protocols"]["courier"]
-    assert co["payloads"] == co["complete_payloads"] == 5 and co["resends"] == 0
+    assert co["payload_sendings"] == co["sendings_fully_acked"] == 5 and co["resendings"] == 0
+    assert r["delivery"]["courier"]["payloads"] == 5  # no resend: as many distinct payloads as sendings
     assert r["totals"]["events"] == r["totals"]["acked"] == 11
 
 

@@ -457,6 +457,22 @@ def test_killed_receiver_verdict_counts_each_event_once(killed: KilledRun) -> No
     assert never["events"] == fates["lost"]
 
 
+def test_killed_receiver_panel_says_sendings_and_resendings(killed: KilledRun) -> None:
+    """The Log Courier panel names what it counts and agrees with the findings and the verdict:
+    payload sendings (a resend is one more sending of a payload), and resendings, as many as the
+    `courier.resend` findings (it said `resends: 0` beside them, and `payloads` for the sendings
+    beside the verdict's distinct payloads)."""
+    code, out, err = run_cli("inspect", str(killed.pcap), "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    panel, verdict = r["protocols"]["courier"], r["delivery"]["courier"]
+    resends = findings(killed.records, "courier.resend")
+    assert resends and panel["resendings"] == len(resends)
+    assert panel["payload_sendings"] == len(kind(killed.records, "jdat") + kind(killed.records, "evnt"))
+    assert verdict["payloads"] == 5 < panel["payload_sendings"]
+    assert panel["payload_sendings"] - panel["resendings"] == verdict["payloads"]
+
+
 @pytest.mark.parametrize("size", [4096, 1 << 20])
 def test_killed_receiver_split_engine_gives_the_same_records_and_verdict(
     killed: KilledRun, size: int

@@ -181,6 +181,22 @@ def test_ack_out_of_payload_order():
     assert codes(conv.records + conv.close()) == ["courier.ack-out-of-order"]
 
 
+def test_ack_past_a_payload_whose_ackn_is_in_a_server_gap_is_the_captures():
+    """The first payload's ACKN fell in a server→client capture gap: the second one's ACKN is not
+    the server acknowledging out of order (an info that names the gap), and the first payload's
+    fate stays unknown."""
+    conv = handshaken()
+    conv.c(enc.payload(N1, events(2)), enc.payload(N2, events(2, 2)))
+    conv.gap(S2C, len(enc.ackn(N1, 2)))
+    conv.s(enc.ackn(N2, 2))
+    recs = conv.records + conv.close()
+    (f,) = findings(recs, "courier.ack-after-gap")
+    assert f.severity is Severity.INFO and not findings(recs, "courier.ack-out-of-order")
+    delivered = {(d.fields["nonce"], d.fields["complete"]) for d in messages(recs, "delivery")}
+    assert delivered == {(N1.hex(), False), (N2.hex(), True)}
+    assert [a for _, a, _ in acked_by(recs)] == [True, True, None, None]  # N2 is resolved first
+
+
 def test_unknown_nonce_reported_once():
     conv = handshaken()
     conv.s(enc.ackn(N1, 1), enc.ackn(N1, 1))

@@ -18,7 +18,7 @@ from tests.core_decoders import CoreDecoder
 from wirelog.engine.hercules_events import decode_event_stream
 from wirelog.engine.local import run
 from wirelog.engine.protocols import Limits, StreamContext
-from wirelog.model import COMMON_MESSAGE_KEYS, Chunk, Direction, Gap, Message
+from wirelog.model import COMMON_MESSAGE_KEYS, Chunk, Direction, Finding, Gap, Message, Severity
 
 EV = bytes.fromhex(README_EVENT)
 BODY = struct.pack(">i", 2) + EV + EV
@@ -176,7 +176,8 @@ def test_gap_inside_a_request_keeps_pairing_aligned():
     out += dec.feed(Chunk(0, Direction.C2S, 150, first[150:] + second, frame=4))
     out += dec.feed(Chunk(0, Direction.S2C, 0, answer(500, b"kafka") + answer(200), frame=5))
     out += dec.close()
-    assert codes(out)[0] == "hercules.request-lost"
+    assert codes(out)[0] == "hercules.request-in-gap"
+    assert next(r for r in out if isinstance(r, Finding)).severity is Severity.WARNING  # the capture's loss
     reqs = messages(out, "request")
     assert [r.fields.get("incomplete", False) for r in reqs] == [True, False]
     assert reqs[0].fields["status"] == 500 and reqs[1].fields["status"] == 200

@@ -42,6 +42,20 @@ def tls_state(tls: dict[str, Any]) -> str:
     return f"not decrypted: {NOT_DECRYPTED.get(why, why)}"
 
 
+def capture_loss_text(loss: dict[str, int]) -> str | None:
+    """The sentence that opens `inspect`, `validate` and the report when the capture itself is
+    incomplete (`loss`: `bytes`, `gaps`, `streams`, as `inspect --json` gives them), like Zeek's
+    capture_loss: bytes the capture did not record are not bytes the peers lost. None when complete."""
+    if not loss["gaps"]:
+        return None
+    s = "" if loss["streams"] == 1 else "s"
+    return (
+        f"the capture missed {loss['bytes']:,} bytes in {loss['gaps']:,} gap{'' if loss['gaps'] == 1 else 's'} "
+        f"on {loss['streams']:,} stream{s}: packets the capture did not record, not data the peers lost "
+        "(findings that follow only from them say so)"
+    )
+
+
 class Severity(StrEnum):
     """How bad a finding is; ordered so that `rank` compares them."""
 

@@ -18,7 +18,7 @@ from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary, describe_tls
 from wirelog.cli.tables import Column, print_fitted
 from wirelog.export.json import dumps_line, record_dict, rfc3339
-from wirelog.model import REDACTED, Chunk, Finding, Message
+from wirelog.model import REDACTED, Chunk, Finding, Message, capture_loss_text
 
 EXAMPLES = """
 \b
@@ -91,18 +91,28 @@ STREAM_COLUMNS = (
     Column("client"),
     Column("server", under="client"),
     Column("msgs", "right", drop=4),
+    # events = acked + unacked + unknown: all essential, so that the row adds up at any width
     Column("events", "right"),
-    Column("acked", "right", drop=5),
+    Column("acked", "right", under="events"),
     Column("unacked", "right"),
+    Column("unknown", "right", under="unacked"),
     Column("bytes c→s", "right", drop=2),
     Column("bytes s→c", "right", drop=1),
     Column("gaps", "right", drop=7),
     Column("findings", "right"),
     Column("flags", drop=6),
 )
+ACK_NOTE = (
+    "acked / unacked / unknown: each event's ACK on its own connection (unknown: the ACK would be "
+    "in a capture gap, or the capture ended first); the delivery verdict counts resent events once "
+    "across connections"
+)
 
 
 def _render(console: Console, r: dict[str, Any], wide: bool = False) -> None:
+    loss = capture_loss_text(r["capture_loss"])
+    if loss:  # first: what follows is read knowing that the capture has holes
+        console.print(f"[bold yellow]capture loss[/]: {loss}")
     captures = []
     for c in r["captures"]:
         notes = ", ".join(
@@ -122,10 +132,12 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False) -> None:
         unacked = Text(str(s["unacked"]), style="bold red" if s["unacked"] else "")
         streams.append((
             ident, s["protocol"] or "", s["version"] or "", s["client"], s["server"], str(s["messages"]),
-            str(s["events"]), str(s["acked"]), unacked, str(s["bytes_c2s"]), str(s["bytes_s2c"]),
-            str(s["gaps"]), str(s["findings"]), ",".join(s["flags"]),
+            str(s["events"]), str(s["acked"]), unacked, str(s["ack_unknown"]), str(s["bytes_c2s"]),
+            str(s["bytes_s2c"]), str(s["gaps"]), str(s["findings"]), ",".join(s["flags"]),
         ))  # fmt: skip
     print_fitted(console, "Streams", STREAM_COLUMNS, streams, wide)
+    if any(s["events"] for s in r["streams"]):
+        console.print(ACK_NOTE, style="dim")
     for s in r["streams"]:
         if s["tls"]:
             console.print(f"stream {s['stream']}: {describe_tls(s['tls'])}")
@@ -133,7 +145,8 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False) -> None:
     sev = ", ".join(f"{n} {k}" for k, n in t["findings"].items()) or "none"
     console.print(
         f"[bold]{t['streams']}[/] streams, [bold]{t['messages']}[/] messages, [bold]{t['events']}[/] events "
-        f"([green]{t['acked']} acked[/], [red]{t['unacked']} unacked[/]); findings: {sev}"
+        f"(on their connections: [green]{t['acked']} acked[/], [red]{t['unacked']} unacked[/], "
+        f"{t['ack_unknown']} unknown); findings: {sev}"
     )
     for name, d in r["delivery"].items():
         console.print(_delivery_line(name, d))
@@ -164,7 +177,10 @@ def _delivery_line(protocol: str, d: dict[str, Any]) -> str:
         )
     else:
         resent = f"{d['recovered_by_resend']} only by a resend, {d['delivered_twice']} twice"
-    line = f"[bold]delivery ({protocol})[/]: {d['distinct_events']} distinct events, {d['delivered']} delivered ({resent})"
+    events = f"{d['distinct_events']} distinct events"
+    if protocol == "courier":  # sendings of a payload are counted once (the panel counts sendings)
+        events += f" in {d['payloads']} distinct payloads"
+    line = f"[bold]delivery ({protocol})[/]: {events}, {d['delivered']} delivered ({resent})"
     unknown = d.get("ack_unknown", 0)
     if unknown:
         line += f", [yellow]{unknown} with no ACK in the capture[/]"
@@ -190,6 +206,13 @@ def _highlights(h: dict[str, Any]) -> Group:
                         f"{p['request_frame']}) → {p['response']} (frame {p['response_frame']})"
                     )
                 )
+        elif key == "events":
+            lines.append(
+                Text(
+                    f"events: {value['events']} = {value['acked']} acked + {value['unacked']} unacked + "
+                    f"{value['ack_unknown']} unknown, on their own connections"
+                )
+            )
         elif isinstance(value, dict):
             text = ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
             lines.append(Text(f"{key}: {text}"))

@@ -14,6 +14,9 @@ from typing import Any
 from wirelog.export.json import rfc3339
 from wirelog.model import CaptureInfo, EventCounts, Finding, Message, Severity, StreamInfo, tls_state
 
+# What an event's `acked` says about it on its own connection: the three add up to its events.
+ACK_STATES = {True: "acked", False: "unacked", None: "ack_unknown"}
+
 FIRST_FRAMES = 5  # frame numbers kept per finding code
 TOP = 5  # slowest request/response pairs kept
 
@@ -24,8 +27,37 @@ class _StreamTally:
     events: int = 0
     acked: int = 0
     unacked: int = 0
+    ack_unknown: int = 0
     findings: int = 0
     version: str | None = None
+
+    def count_events(self, acked: bool | None, n: int) -> None:
+        self.events += n
+        setattr(self, ACK_STATES[acked], getattr(self, ACK_STATES[acked]) + n)
+
+
+@dataclass
+class CaptureLoss:
+    """What one input's capture missed (bytes, gaps, on which streams), from its stream summaries
+    and its `tcp.unseen-data` findings (a direction never captured is not among a summary's gaps)."""
+
+    bytes: int = 0
+    gaps: int = 0
+    streams: set[int] = field(default_factory=set)
+
+    def note(self, item: StreamInfo | Finding) -> None:
+        if isinstance(item, StreamInfo) and item.gaps:
+            self._add(item.stream, item.gaps, item.gap_bytes)
+        elif isinstance(item, Finding) and item.code == "tcp.unseen-data" and item.stream is not None:
+            self._add(item.stream, 1, int(item.fields.get("length") or 0))
+
+    def _add(self, stream: int, gaps: int, length: int) -> None:
+        self.bytes += length
+        self.gaps += gaps
+        self.streams.add(stream)
+
+    def result(self) -> dict[str, int]:
+        return {"bytes": self.bytes, "gaps": self.gaps, "streams": len(self.streams)}
 
 
 @dataclass
@@ -71,6 +103,8 @@ class Summary:
             "hercules": self._hercules,
         }
         self._delivery: dict[str, dict[str, Any]] = {}
+        self._events: dict[str, _StreamTally] = defaultdict(_StreamTally)  # by protocol
+        self._loss: dict[str, CaptureLoss] = defaultdict(CaptureLoss)  # by capture
 
     def add(self, item: Any) -> None:
         if isinstance(item, Message):
@@ -81,6 +115,7 @@ class Summary:
             self._finding(item)
         elif isinstance(item, StreamInfo):
             self.streams.append(item)
+            self._loss[item.capture].note(item)
         elif isinstance(item, CaptureInfo):
             self.captures.append(item)
             for name, numbers in item.delivery.items():
@@ -94,11 +129,9 @@ class Summary:
             if m.protocol != "tls":  # a TLS stream's version is that of the protocol inside
                 t.version = t.version or m.version
             if m.event is not None:
-                t.events += 1
-                if m.acked is True:
-                    t.acked += 1
-                elif m.acked is False:
-                    t.unacked += 1
+                t.count_events(m.acked, 1)
+        if m.event is not None:
+            self._events[m.protocol].count_events(m.acked, 1)
         highlights = self._highlights.get(m.protocol)
         if highlights is not None:
             highlights.add(m)
@@ -107,16 +140,13 @@ class Summary:
         """What `_message` notes of event messages with a document (no highlight reads them)."""
         for stream, protocol, version, acked, n in c.counts:
             self._kinds[protocol]["event"] += n
+            self._events[protocol].count_events(acked, n)
             if stream is None:
                 continue
             t = self._tally[(c.capture, stream)]
             t.messages += n
-            t.events += n
             t.version = t.version or version
-            if acked is True:
-                t.acked += n
-            elif acked is False:
-                t.unacked += n
+            t.count_events(acked, n)
         for stream, protocol, version, kind, framing, n in c.messages:
             self._kinds[protocol][kind] += n
             if stream is not None:
@@ -138,6 +168,10 @@ class Summary:
             tally.frames.append(f.frame)
         if f.protocol == "cql":
             self._cql.finding(f)
+        elif f.protocol == "courier":
+            self._courier.finding(f)
+        elif f.protocol == "tcp":
+            self._loss[f.capture].note(f)
 
     def result(self) -> dict[str, Any]:
         streams = []
@@ -156,9 +190,11 @@ class Summary:
                     "events": t.events,
                     "acked": t.acked,
                     "unacked": t.unacked,
+                    "ack_unknown": t.ack_unknown,
                     "bytes_c2s": s.bytes_c2s,
                     "bytes_s2c": s.bytes_s2c,
                     "gaps": s.gaps,
+                    "gap_bytes": s.gap_bytes,
                     "findings": t.findings,
                     "flags": s.flags,
                 }
@@ -188,8 +224,12 @@ class Summary:
                 highlights[name] = {"kinds": dict(sorted(self._kinds[name].items())), **h.result()}
         for name, kinds in sorted(self._kinds.items()):
             highlights.setdefault(name, {"kinds": dict(sorted(kinds.items()))})
+        for name, e in self._events.items():
+            highlights[name]["events"] = {k: getattr(e, k) for k in ("events", *ACK_STATES.values())}
+        losses = [loss.result() for loss in self._loss.values()]
         return {
-            "captures": [_capture_dict(c) for c in self.captures],
+            "capture_loss": {k: sum(loss[k] for loss in losses) for k in ("bytes", "gaps", "streams")},
+            "captures": [_capture_dict(c, self._loss.get(c.capture, CaptureLoss())) for c in self.captures],
             "streams": streams,
             "totals": {
                 "streams": len(streams),
@@ -197,6 +237,7 @@ class Summary:
                 "events": sum(s["events"] for s in streams),
                 "acked": sum(s["acked"] for s in streams),
                 "unacked": sum(s["unacked"] for s in streams),
+                "ack_unknown": sum(s["ack_unknown"] for s in streams),
                 "findings": dict(sorted(self._severities.items())),
             },
             "delivery": dict(sorted(self._delivery.items())),
@@ -224,7 +265,7 @@ def _merge_delivery(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, An
     return merged
 
 
-def _capture_dict(c: CaptureInfo) -> dict[str, Any]:
+def _capture_dict(c: CaptureInfo, loss: CaptureLoss) -> dict[str, Any]:
     span = (c.last_ts - c.first_ts) / 1e9 if c.first_ts is not None and c.last_ts is not None else None
     return {
         "capture": c.capture,
@@ -240,6 +281,7 @@ def _capture_dict(c: CaptureInfo) -> dict[str, Any]:
         "link_types": c.link_types,
         "truncated": c.truncated,
         "error": c.error,
+        "capture_loss": loss.result(),
     }
 
 
@@ -345,31 +387,36 @@ class _CqlHighlights:
 
 
 class _CourierHighlights:
-    """Payloads, their delivery and resends."""
+    """Payload sendings (a resent payload is sent more than once: the verdict counts distinct
+    payloads), how each sending was acknowledged on its connection, and the resendings."""
 
     def __init__(self) -> None:
-        self.payloads = 0
+        self.sendings = 0
         self.complete = 0
         self.incomplete = 0
-        self.resends = 0
+        self.resendings = 0
 
     def add(self, m: Message) -> None:
         if m.kind in ("jdat", "evnt"):
-            self.payloads += 1
+            self.sendings += 1
         elif m.kind == "delivery":
             if m.fields.get("complete"):
                 self.complete += 1
             else:
                 self.incomplete += 1
-            if m.fields.get("resend"):
-                self.resends += 1
+
+    def finding(self, f: Finding) -> None:
+        # a sending of a nonce sent before, on this connection or another (the delivery record's
+        # `resend` knows only its own connection)
+        if f.code == "courier.resend":
+            self.resendings += 1
 
     def result(self) -> dict[str, Any]:
         return {
-            "payloads": self.payloads,
-            "complete_payloads": self.complete,
-            "incomplete_payloads": self.incomplete,
-            "resends": self.resends,
+            "payload_sendings": self.sendings,
+            "sendings_fully_acked": self.complete,
+            "sendings_not_fully_acked": self.incomplete,
+            "resendings": self.resendings,
         }
 
 

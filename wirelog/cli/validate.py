@@ -9,8 +9,9 @@ import click
 
 from wirelog.cli.common import Session, exit_code, input_options
 from wirelog.cli.output import silence_stdout
+from wirelog.cli.summary import CaptureLoss
 from wirelog.export.json import dumps
-from wirelog.model import Finding, Severity
+from wirelog.model import CaptureInfo, Finding, Severity, StreamInfo, capture_loss_text
 
 EXAMPLES = """
 \b
@@ -42,12 +43,26 @@ def validate(ctx, fail_on, as_json, **params):
     threshold = Severity(fail_on).rank
     failing = 0
     out: BinaryIO | None = sys.stdout.buffer
+    # An input's findings wait for its end, where its stream summaries say what the capture missed:
+    # that comes first, so that findings the capture's holes explain are read as such.
+    held: list[Finding] = []
+    loss = CaptureLoss()
     for item in session.items():
-        if not isinstance(item, Finding):
-            continue
-        failing += item.severity.rank >= threshold
-        if out is not None:
-            out = _write(out, dumps(item) if as_json else _line(item))
+        if isinstance(item, Finding | StreamInfo):
+            loss.note(item)
+        if isinstance(item, Finding):
+            failing += item.severity.rank >= threshold
+            held.append(item)
+        elif isinstance(item, CaptureInfo):
+            text = capture_loss_text(loss.result())
+            if text and as_json:  # stdout is the records' (docs/records.md)
+                click.echo(f"{item.capture}: {text}", err=True)
+            elif text and out is not None:
+                out = _write(out, f"{'loss':7} {item.capture}: {text}\n".encode())
+            for f in held:
+                if out is not None:
+                    out = _write(out, dumps(f) if as_json else _line(f))
+            held, loss = [], CaptureLoss()
     if out is not None:
         _write(out, b"", flush=True)  # what is still buffered
     code = exit_code(session)

@@ -14,7 +14,7 @@ from typing import Any
 from wirelog.export.atomic import AtomicFile
 from wirelog.export.json import rfc3339
 from wirelog.export.report import charts
-from wirelog.model import tls_state
+from wirelog.model import capture_loss_text, tls_state
 
 DATASETS = ("marks", "stalls", "links", "series")  # the big tables, shipped as columns
 
@@ -185,8 +185,11 @@ def _verdict(report: dict[str, Any]) -> str:
     span = f"{min(firsts)} – {max(lasts)}" if firsts else "no timestamps"
     protocols = ", ".join(sorted({st["protocol"] for st in s["streams"] if st["protocol"]})) or "none"
     findings = ", ".join(f"{n} {k}" for k, n in t["findings"].items()) or "none"
+    loss = capture_loss_text(s["capture_loss"])
     parts = [
         "<h2>Verdict</h2>",
+        # first: the numbers below are read knowing that the capture has holes
+        f'<p class="loss"><b>Capture loss</b>: {html.escape(loss)}</p>' if loss else "",
         _table(
             [
                 "inputs",
@@ -195,8 +198,9 @@ def _verdict(report: dict[str, Any]) -> str:
                 "streams",
                 "messages",
                 "events",
-                "acked",
+                "acked (on their connection)",
                 "unacked",
+                "ack unknown",
                 "findings",
             ],
             [
@@ -209,10 +213,11 @@ def _verdict(report: dict[str, Any]) -> str:
                     t["events"],
                     t["acked"],
                     t["unacked"],
+                    t["ack_unknown"],
                     findings,
                 ]
             ],
-            {3, 4, 5, 6, 7},
+            {3, 4, 5, 6, 7, 8},
         ),
     ]
     if s["delivery"]:
@@ -293,7 +298,7 @@ def _protocols(report: dict[str, Any], specs: dict[str, Any]) -> str:
 STYLE = """
 body{font:14px system-ui,sans-serif;margin:24px;color:#222}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f4f4f4}.n{text-align:right}.bad{color:#c00}.note{color:#666}.chart{margin:12px 0}
+th{background:#f4f4f4}.n{text-align:right}.bad{color:#c00}.loss{color:#a60}.note{color:#666}.chart{margin:12px 0}
 .chart-error{color:#c00}
 """
 

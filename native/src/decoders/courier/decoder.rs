@@ -366,7 +366,9 @@ impl Conn {
                 let nonce = hex(&body[..NONCE]);
                 let seq = u32::from_be_bytes([body[16], body[17], body[18], body[19]]);
                 if ok {
-                    self.delivery.ack(&nonce, seq, at, &mut shared.held, out);
+                    let lost = self.acks_lost;
+                    self.delivery
+                        .ack(&nonce, seq, at, lost, &mut shared.held, out);
                 }
                 fields.push(("nonce", nonce.into()));
                 fields.push(("sequence", seq.into()));

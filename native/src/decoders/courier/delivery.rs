@@ -233,11 +233,13 @@ impl Delivery {
         self.bound(store, out);
     }
 
+    /// `acks_lost`: server→client bytes are missing before this ACKN (earlier ACKNs may be in them).
     pub fn ack(
         &mut self,
         nonce: &str,
         seq: u32,
         at: At,
+        acks_lost: bool,
         store: &mut SpillStore,
         out: &mut Vec<Record>,
     ) {
@@ -285,12 +287,24 @@ impl Delivery {
         if let Some(&first) = self.order.first() {
             if first != serial && self.order.contains(&serial) {
                 let earlier = &self.history[first];
+                // the earlier payload's ACKN may be in a server→client capture gap
+                let (code, why) = if acks_lost {
+                    (
+                        "courier.ack-after-gap",
+                        "its ACKN may be in a server→client capture gap",
+                    )
+                } else {
+                    (
+                        "courier.ack-out-of-order",
+                        "both servers acknowledge in order",
+                    )
+                };
                 let msg = format!(
                     "ACKN advances payload {nonce} while the earlier payload {} is not fully \
-                     acknowledged (both servers acknowledge in order)",
+                     acknowledged ({why})",
                     earlier.nonce
                 );
-                let f = finding("courier.ack-out-of-order", msg, Some(Direction::S2C), at)
+                let f = finding(code, msg, Some(Direction::S2C), at)
                     .field("nonce", nonce)
                     .field("earlier_nonce", earlier.nonce.as_str())
                     .field("earlier_frame", earlier.at.frame);

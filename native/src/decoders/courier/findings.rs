@@ -32,7 +32,8 @@ pub fn severity(code: &str) -> Severity {
         | "courier.unknown-nonce"
         | "courier.ack-repeated"
         | "courier.resend"
-        | "courier.fingerprint-mismatch" => Info,
+        | "courier.fingerprint-mismatch"
+        | "courier.ack-after-gap" => Info,
         "courier.helo-not-first"
         | "courier.ping-first"
         | "courier.vers-not-first"

@@ -215,11 +215,13 @@ impl Gateway {
             request: req,
             events: Vec::new(),
         });
+        // the bytes are missing from the capture, not from the Gate: the capture's loss
         let mut f = Finding::new(
-            "hercules.request-lost",
-            Severity::Error,
+            "hercules.request-in-gap",
+            Severity::Warning,
             format!(
-                "{} bytes missing inside the request at offset {start}: its events are lost",
+                "{} bytes of the request at offset {start} are missing from the capture: its \
+                 events are not in the output (the Gate's answer still pairs)",
                 gap.length
             ),
         )

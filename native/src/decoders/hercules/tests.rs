@@ -621,7 +621,7 @@ fn gap_inside_a_request_keeps_pairing() {
         &mut out,
     );
     while dec.close(&mut shared, &mut out) == crate::decoders::Closing::More {}
-    assert_eq!(codes(&out), ["hercules.request-lost"]);
+    assert_eq!(codes(&out), ["hercules.request-in-gap"]);
     let reqs = messages(&out, "request");
     assert_eq!(reqs[0].get("incomplete"), Some(&Value::Bool(true)));
     assert_eq!(messages(&out, "event")[0].acked, Some(true));

@@ -78,6 +78,18 @@ impl Window {
         self.seqs.shrink();
     }
 
+    /// The events an ACK of `value` acknowledges in all, read as a count and as a highest seq
+    /// (None for a reading that does not fit the unacknowledged events).
+    fn readings(&self, value: u32) -> (Option<usize>, Option<usize>) {
+        let (done, n, v) = (self.acked_n, self.seqs.len(), value as usize);
+        let by_count = (done < v && v <= n).then_some(v);
+        (by_count, self.seqs.after_last(done..n, value))
+    }
+
+    fn explains(&self, value: u32) -> bool {
+        self.readings(value) != (None, None)
+    }
+
     fn resolved(&self) -> bool {
         self.acked_n == self.seqs.len() && (self.closed || self.full())
     }
@@ -602,13 +614,28 @@ impl Delivery {
         held: &mut SpillStore,
         out: &mut Vec<Record>,
     ) {
+        // After a client→server capture gap, an event no window has room for most likely
+        // belongs to a window whose W frame is in the gap: the capture's loss, not the client's.
+        let in_gap = match self.newest() {
+            None => self.c2s_gap,
+            Some(w) => w.gap && (w.resolved() || w.full()),
+        };
         let new = match self.newest() {
+            _ if in_gap => Some((
+                "lumberjack.window-in-gap",
+                Severity::Info,
+                "event after a client→server capture gap that no captured W frame announces: its \
+                 window's W is in the gap"
+                    .to_owned(),
+            )),
             None => Some((
                 "lumberjack.event-without-window",
+                Severity::Error,
                 "event before any W frame (go-lumber: 'Expected window frame')".to_owned(),
             )),
             Some(w) if w.resolved() => Some((
                 "lumberjack.window-exceeded",
+                Severity::Error,
                 format!(
                     "event after window {} was complete, without a new W",
                     w.index
@@ -616,8 +643,8 @@ impl Delivery {
             )),
             Some(_) => None,
         };
-        if let Some((code, text)) = new {
-            out.push(finding(code, Severity::Error, text, pos, vec![("seq", seq.into())]).into());
+        if let Some((code, severity, text)) = new {
+            out.push(finding(code, severity, text, pos, vec![("seq", seq.into())]).into());
             let mut implicit = Message::new(PROTOCOL, "window");
             implicit.direction = Some(pos.direction);
             implicit.offset = Some(pos.offset);
@@ -625,6 +652,9 @@ impl Delivery {
             implicit.ts = pos.ts;
             implicit.version = event.version;
             self.new_window(None, implicit, *pos, held, out);
+            if let Some(w) = self.current().filter(|_| in_gap) {
+                w.gap = true; // its W, and maybe some of its events, are missing
+            }
             return;
         }
         let Some(w) = self.current() else {
@@ -711,7 +741,18 @@ impl Delivery {
         if value == 0 {
             self.keepalive(&mut record, pos);
         } else {
-            let target = self.windows.iter().find(|w| w.waiting()).map(Slot::index);
+            let mut waiting = self.windows.iter().filter(|w| w.waiting());
+            let first = waiting.next();
+            let mut target = first.map(Slot::index);
+            // The ACK of the oldest window may be in a server→client capture gap: an ACK that
+            // only a later (live) window explains is that window's, and the older one's fate
+            // stays unknown, instead of every later ACK being "too high" for the older one.
+            let explains = |s: &Slot| s.live().is_some_and(|w| w.explains(value));
+            if self.s2c_gap && first.is_some_and(|s| s.live().is_some() && !explains(s)) {
+                if let Some(later) = waiting.find(|s| explains(s)) {
+                    target = Some(later.index());
+                }
+            }
             match target {
                 None => {
                     let lost = if self.c2s_gap {
@@ -764,12 +805,28 @@ impl Delivery {
         };
         let (done, n) = (w.acked_n, w.seqs.len());
         let v = value as usize;
-        let by_count = (done < v && v <= n).then_some(v);
-        let by_seq = w.seqs.after_last(done..n, value);
+        let (by_count, by_seq) = w.readings(value);
         record.set("window", w.index);
         if by_count.is_none() && by_seq.is_none() {
             let stale = v <= done || w.seqs.before(done, value);
-            let (code, sev, text) = if stale {
+            // A window with bytes missing from the capture: the ACK may count events the capture
+            // lost, so it is the capture's shortfall, not the server's error; pairing goes on.
+            let beyond = (!stale && w.gap)
+                .then(|| beyond_capture(w, value))
+                .flatten();
+            let (code, sev, text) = if beyond.is_some() {
+                (
+                    "lumberjack.ack-beyond-capture",
+                    Severity::Info,
+                    format!(
+                        "ACK {value} acknowledges more of window {} than the capture holds ({n} \
+                         events, seqs {}..{}): the others are in a client→server capture gap",
+                        w.index,
+                        count_text(w.seqs.first()),
+                        count_text(w.seqs.last())
+                    ),
+                )
+            } else if stale {
                 (
                     "lumberjack.ack-stale",
                     Severity::Warning,
@@ -805,6 +862,9 @@ impl Delivery {
                 )
                 .into(),
             );
+            if let Some(new) = beyond {
+                self.acknowledge(at, new.max(done), value, record, pos, held, out);
+            }
             return;
         }
         let (interp, new) = match (by_count, by_seq) {
@@ -822,7 +882,9 @@ impl Delivery {
         };
         record.set("interpretation", interp);
         let mut found: Vec<Record> = Vec::new();
-        if (interp == COUNT || interp == HIGHEST) && server_kind.is_none() {
+        // a window with missing events cannot tell a count from a highest seq
+        let gap = self.windows[at].live().is_some_and(|w| w.gap);
+        if (interp == COUNT || interp == HIGHEST) && server_kind.is_none() && !gap {
             self.server_kind = Some(interp);
             found.push(
                 finding(
@@ -860,7 +922,7 @@ impl Delivery {
         }
         if new < n
             || w.count
-                .is_some_and(|c| (n as u64) < u64::from(c) && !w.closed)
+                .is_some_and(|c| (n as u64) < u64::from(c) && !w.closed && !gap)
         {
             let of = w.count.map_or(n as u64, u64::from);
             found.push(
@@ -881,6 +943,26 @@ impl Delivery {
                 .into(),
             );
         }
+        self.acknowledge(at, new, value, record, pos, held, out);
+        out.append(&mut found);
+    }
+
+    /// The first `new` events of the window at `at` are acknowledged by this ACK.
+    #[allow(clippy::too_many_arguments)]
+    fn acknowledge(
+        &mut self,
+        at: usize,
+        new: usize,
+        value: u32,
+        record: &mut Message,
+        pos: &Pos,
+        held: &mut SpillStore,
+        out: &mut Vec<Record>,
+    ) {
+        let Some(w) = self.windows[at].live_mut() else {
+            return;
+        };
+        let done = w.acked_n;
         record.set("acked_events", (new - done) as u64);
         self.stats.acked_events += (new - done) as u64;
         if !w.emitted {
@@ -892,7 +974,6 @@ impl Delivery {
         if w.resolved() {
             self.resolve(at, held, out);
         }
-        out.append(&mut found);
     }
 
     fn keepalive(&mut self, record: &mut Message, pos: &Pos) {
@@ -1236,6 +1317,31 @@ fn emit(
         out.push(m.into());
     }
     w.acks = Vec::new();
+}
+
+/// How many of a window's captured events an ACK acknowledges when no reading of them explains
+/// it but bytes of the window are missing from the capture; None when the ACK is above anything
+/// the window's announced count allows (then it is the server's error, gap or not).
+fn beyond_capture(w: &Window, value: u32) -> Option<usize> {
+    let n = w.seqs.len();
+    if let Some(count) = w.count {
+        let by_seq = w
+            .seqs
+            .first()
+            .is_some_and(|s| value.wrapping_sub(s) < count);
+        if value > count && !by_seq {
+            return None;
+        }
+        if value == count {
+            return Some(n); // a count ACK of the whole window
+        }
+    }
+    // the captured events up to the ACK's seq (seqs skip the ones in the gap)
+    Some(
+        (0..n)
+            .take_while(|&i| w.seqs.get(i).is_some_and(|s| s <= value))
+            .count(),
+    )
 }
 
 fn count_text(count: Option<u32>) -> String {

@@ -530,6 +530,125 @@ fn server_gap_leaves_ack_state_unknown() {
     assert_eq!(field(summary, "unknown_events"), &Value::from(3));
 }
 
+fn severities(out: &[Record]) -> Vec<(&str, Severity)> {
+    out.iter()
+        .filter_map(|r| match r {
+            Record::Finding(f) => Some((f.code, f.severity)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Two pipelined windows of 3 events with `lost` bytes cut out of the first window's tail by a
+/// client→server capture gap, answered by count ACKs of 3 and 3 (go-lumber).
+fn window_tail_in_gap(lost_events: usize, acks: &[u32]) -> Vec<Record> {
+    let w1 = [window(3, b'2'), js(&[1, 2, 3])].concat();
+    let w2 = [window(3, b'2'), js(&[1, 2, 3])].concat();
+    let lost = (lost_events * js(&[3]).len()) as u64;
+    let kept = w1.len() - lost as usize;
+    let a: Vec<u8> = acks.iter().flat_map(|&v| ack(v, b'2')).collect();
+    run(&[
+        Step::Data(C2S, &w1[..kept]),
+        Step::Gap(C2S, lost),
+        Step::Data(C2S, &w2),
+        Step::Data(S2C, &a),
+    ])
+}
+
+#[test]
+fn an_ack_of_events_lost_in_a_client_gap_is_the_captures_shortfall() {
+    let out = window_tail_in_gap(1, &[3, 3]);
+    // not "too high", and the second window's ACK still pairs with the second window
+    assert!(findings(&out, "ack-too-high").is_empty(), "{out:?}");
+    let beyond = findings(&out, "ack-beyond-capture");
+    assert_eq!(beyond.len(), 1);
+    assert_eq!(beyond[0].severity, Severity::Info);
+    assert_eq!(ffield(beyond[0], "window"), &Value::from(1));
+    let acks: Vec<_> = messages(&out, "ack")
+        .iter()
+        .map(|a| (field(a, "window").clone(), field(a, "acked_events").clone()))
+        .collect();
+    assert_eq!(
+        acks,
+        [(1, 2), (2, 3)].map(|(w, n)| (Value::from(w), Value::from(n)))
+    );
+    assert!(messages(&out, "event")
+        .iter()
+        .all(|e| e.acked == Some(true)));
+    // a gapped window does not teach the server kind, nor is its ACK partial
+    assert!(findings(&out, "server-kind").is_empty());
+    assert!(findings(&out, "ack-partial").is_empty());
+    assert!(severities(&out).iter().all(|(_, s)| *s != Severity::Error));
+}
+
+#[test]
+fn an_ack_above_the_announced_window_is_an_error_gap_or_not() {
+    let out = window_tail_in_gap(1, &[9]);
+    let too_high = findings(&out, "ack-too-high");
+    assert_eq!(too_high.len(), 1);
+    assert_eq!(too_high[0].severity, Severity::Error);
+    assert!(findings(&out, "ack-beyond-capture").is_empty());
+}
+
+#[test]
+fn events_whose_window_header_is_in_a_client_gap_open_a_window_of_their_own() {
+    // the gap takes window 2's W frame and first event: its last two events follow window 1
+    let w1 = [window(2, b'2'), js(&[1, 2])].concat();
+    let w2 = [window(3, b'2'), js(&[1, 2, 3])].concat();
+    let lost = 6 + js(&[1]).len();
+    let a = [ack(2, b'2'), ack(3, b'2')].concat();
+    let out = run(&[
+        Step::Data(C2S, &w1),
+        Step::Gap(C2S, lost as u64),
+        Step::Data(C2S, &w2[lost..]),
+        Step::Data(S2C, &a),
+    ]);
+    let codes: Vec<_> = severities(&out);
+    assert!(
+        !codes.iter().any(|(_, s)| *s == Severity::Error),
+        "{codes:?}"
+    );
+    assert_eq!(findings(&out, "window-in-gap").len(), 1);
+    let windows: Vec<_> = messages(&out, "event")
+        .iter()
+        .map(|e| field(e, "window").clone())
+        .collect();
+    assert_eq!(windows, [1, 1, 2, 2].map(Value::from));
+    assert!(messages(&out, "event")
+        .iter()
+        .all(|e| e.acked == Some(true)));
+}
+
+#[test]
+fn the_same_events_without_a_gap_exceed_their_window() {
+    let bytes = [window(2, b'2'), js(&[1, 2]), js(&[2, 3])].concat();
+    let out = run(&[Step::Data(C2S, &bytes), Step::Data(S2C, &ack(2, b'2'))]);
+    assert_eq!(
+        findings(&out, "window-exceeded")[0].severity,
+        Severity::Error
+    );
+    assert!(findings(&out, "window-in-gap").is_empty());
+}
+
+#[test]
+fn an_ack_lost_in_a_server_gap_leaves_its_window_unknown_not_the_next_ack_too_high() {
+    // pylogbeat to Logstash: continuing seqs, highest-seq ACKs; the ACK of window 1 is missing
+    let c2s = [window(2, b'2'), js(&[1, 2]), window(2, b'2'), js(&[3, 4])].concat();
+    let out = run(&[
+        Step::Data(C2S, &c2s),
+        Step::Gap(S2C, 6),
+        Step::Data(S2C, &ack(4, b'2')),
+    ]);
+    assert!(findings(&out, "ack-too-high").is_empty(), "{out:?}");
+    let mut acked: Vec<_> = messages(&out, "event")
+        .iter()
+        .map(|e| (field(e, "seq").clone(), e.acked))
+        .collect();
+    acked.sort_by_key(|(seq, _)| format!("{seq:?}"));
+    let want = [(1, None), (2, None), (3, Some(true)), (4, Some(true))];
+    assert_eq!(acked, want.map(|(s, a)| (Value::from(s), a)));
+}
+
 #[test]
 fn limits_bound_frames_bombs_depth_and_pending_events() {
     // a J length above max_frame is refused before anything is allocated
