@@ -9,6 +9,7 @@ import json
 import os
 
 import pytest
+from courier_helpers import ackn_frame, jdat_frame
 from lumberjack_helpers import ack
 from pcap_helpers import T0_NS, tcp_conversation, write_pcap
 
@@ -31,6 +32,11 @@ def events(path, *args: str) -> list[dict]:
     code, out, err = run_cli("convert", str(path), "--events", "--to", "json", *args)
     assert code == 0, err
     return ndjson(out)
+
+
+def events_of(path) -> list[dict]:
+    """The event records the verdict follows."""
+    return [r for r in events(path) if r["event_id"] is not None]
 
 
 def inspect_verdict(path) -> dict:
@@ -96,6 +102,38 @@ def test_lost_and_unknown_events_say_so_and_the_spill_file_changes_nothing(tmp_p
     }  # fmt: skip
     monkeypatch.setenv("WIRELOG_HELD_MEMORY", "1k")  # every waiting record through the spill file
     assert events(path) == records
+
+
+def test_log_courier_events_keep_their_id_when_resent_renumbered(tmp_path):
+    """Log Courier resends only a payload's unacknowledged tail, under its nonce, numbered from 1:
+    each resent event keeps its id, and the copies say their fate (an ACKN lost on the way makes
+    one event arrive twice)."""
+    a, b = bytes([1]) * 16, bytes([2]) * 16
+    events = [b'{"message":"line %d"}' % n for n in range(4)]
+    first = [("c", jdat_frame(a, events)), ("s", ackn_frame(a, 1)), ("c", jdat_frame(b, events[:2]))]
+    # a: events 1-3 resent, all acknowledged; b: resent whole (its ACKN never came), 1 acknowledged
+    second = [("c", jdat_frame(a, events[1:])), ("s", ackn_frame(a, 3)), ("c", jdat_frame(b, events[:2]))]
+    second += [("s", ackn_frame(b, 1))]
+    path = connections(tmp_path / "courier.pcap", [first, second], port=12345)
+    got = [
+        (r["stream"], r["nonce"][:2], r["index"], r["acked"], r["delivery"], r["event_id"])
+        for r in events_of(path)
+    ]
+    fates = {(s, n, i): (acked, d) for s, n, i, acked, d, _ in got}
+    assert fates == {
+        (0, "01", 0): (True, "delivered"), (0, "01", 1): (False, "recovered_by_resend"),
+        (0, "01", 2): (False, "recovered_by_resend"), (0, "01", 3): (False, "recovered_by_resend"),
+        (1, "01", 0): (True, "delivered"), (1, "01", 1): (True, "delivered"), (1, "01", 2): (True, "delivered"),
+        (0, "02", 0): (False, "recovered_by_resend"), (0, "02", 1): (False, "never_acknowledged"),
+        (1, "02", 0): (True, "delivered"), (1, "02", 1): (False, "never_acknowledged"),
+    }  # fmt: skip
+    ids = {(s, n, i): e for s, n, i, _, _, e in got}
+    assert [ids[(0, "01", i)] for i in (1, 2, 3)] == [ids[(1, "01", i)] for i in (0, 1, 2)]
+    assert ids[(0, "02", 0)] == ids[(1, "02", 0)] and len(set(ids.values())) == 6
+    assert assert_every_surface_agrees(path, tmp_path)["courier"] == {
+        "distinct_events": 6, "delivered": 5, "recovered_by_resend": 4, "delivered_twice": 0,
+        "never_acknowledged": 1, "ack_unknown": 0,
+    }  # fmt: skip
 
 
 def test_gate_events_by_uuid_say_their_fate(tmp_path):
@@ -164,9 +202,9 @@ def test_on_stdin_records_wait_ten_minutes_of_capture_time_at_most(tmp_path):
 
 
 REAL = [
-    DATA / "lumberjack" / "pylogbeat-stalled-resend.pcap",
     *sorted((DATA / "lumberjack").glob("*.pcap*")),
     *sorted((DATA / "hercules").glob("*.pcap*")),
+    *sorted(SHARED.glob("**/*.pcap*")),
 ]
 
 

@@ -360,40 +360,91 @@ impl Lumberjack {
     }
 }
 
+/// One sending of a Log Courier payload.
+#[derive(Clone, Copy, Debug)]
+struct Sending {
+    stream: u64,
+    frame: Option<u64>,
+    /// Its events: Log Courier resends only the events its payload has not had acknowledged,
+    /// under the same nonce, numbered from 1 again, so a sending of `n` events is the payload's
+    /// last `n`, and its ACKN covers the first of those.
+    events: u64,
+    acked: u64,
+}
+
+impl Sending {
+    /// Whether it carried the payload's event `g` (of `total`), and acknowledged it.
+    fn has(&self, total: u64, g: u64) -> (bool, bool) {
+        let start = total.saturating_sub(self.events);
+        let carried = g >= start && g < total;
+        (carried, carried && g - start < self.acked)
+    }
+}
+
 #[derive(Debug, Default)]
 struct Payload {
     /// Events of the payload as first sent (the most any sending carried).
     events: u64,
-    /// Each sending's (events, acknowledged events). Log Courier resends only the events its
-    /// payload has not had acknowledged, under the same nonce, numbered from 1 again: a sending
-    /// of `n` events is the payload's last `n`, and its ACKN covers the first of those.
-    sent: Vec<(u64, u64)>,
-    sendings: u64,
+    /// Its sendings, in the order they were sent (by frame).
+    sent: Vec<Sending>,
     complete_sendings: u64,
     /// (stream, frame) of the sendings that were not complete.
     open_sendings: Vec<(Option<u64>, Option<u64>)>,
-    /// A sending was cut by the end of the capture, not by its connection's end.
+    /// A sending was cut by the end of the capture, or its ACKNs may lie in a capture gap.
     cut: bool,
 }
 
+/// What became of one event of a payload: acknowledged by its first copy, by how many copies.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct EventFate {
+    first_acked: bool,
+    acks: u32,
+}
+
 impl Payload {
-    /// Distinct events acknowledged by any sending: the union of the acknowledged ranges.
-    fn delivered(&self) -> u64 {
-        let mut ranges: Vec<(u64, u64)> = self
-            .sent
-            .iter()
-            .map(|&(n, acked)| (self.events - n, self.events - n + acked))
-            .collect();
-        ranges.sort_unstable();
-        let (mut total, mut reach) = (0, 0);
-        for (start, end) in ranges {
-            let start = start.max(reach);
-            if end > start {
-                total += end - start;
-                reach = end;
+    fn event(&self, g: u64) -> EventFate {
+        let mut fate = EventFate {
+            first_acked: false,
+            acks: 0,
+        };
+        let mut seen = false;
+        for s in &self.sent {
+            let (carried, acked) = s.has(self.events, g);
+            if carried && !seen {
+                seen = true;
+                fate.first_acked = acked;
             }
+            fate.acks += u32::from(acked);
         }
-        total
+        fate
+    }
+
+    /// Distinct events acknowledged by any sending.
+    fn delivered(&self) -> u64 {
+        (0..self.events).filter(|&g| self.event(g).acks > 0).count() as u64
+    }
+}
+
+/// A Log Courier nonce (32 hex digits) as two words for an event id.
+fn nonce_words(nonce: &str) -> [u64; 2] {
+    let word = |hex: Option<&str>| hex.and_then(|h| u64::from_str_radix(h, 16).ok());
+    match (word(nonce.get(..16)), word(nonce.get(16..))) {
+        (Some(a), Some(b)) if nonce.len() == 32 => [a, b],
+        // not a wire nonce: its bytes, folded (FNV-1a), still the same for every copy
+        _ => [
+            nonce.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            }),
+            u64::MAX,
+        ],
+    }
+}
+
+fn nonce_of(m: &Message) -> String {
+    match m.get("nonce") {
+        Some(Value::String(s)) => s.clone(),
+        None | Some(Value::Null) => "None".to_owned(),
+        Some(other) => other.to_string(),
     }
 }
 
@@ -407,31 +458,50 @@ struct Courier {
 }
 
 impl Courier {
-    fn add(&mut self, stream: u64, m: &Message) {
-        let nonce = match m.get("nonce") {
-            Some(Value::String(s)) => s.clone(),
-            None | Some(Value::Null) => "None".to_owned(),
-            Some(other) => other.to_string(),
-        };
-        let i = match self.by_nonce.get(&nonce) {
-            Some(&i) => i,
+    fn payload(&mut self, nonce: String) -> Option<usize> {
+        match self.by_nonce.get(&nonce) {
+            Some(&i) => Some(i),
             None if self.payloads.len() >= KEYS_LIMIT => {
                 self.capped = true;
-                return;
+                None
             }
             None => {
                 self.by_nonce.insert(nonce, self.payloads.len());
                 self.payloads.push(Payload::default());
-                self.payloads.len() - 1
+                Some(self.payloads.len() - 1)
             }
+        }
+    }
+
+    /// An event record: its payload is known from its first event on (its delivery record comes
+    /// after the events it covers).
+    fn add_event(&mut self, m: &Message) {
+        self.payload(nonce_of(m));
+    }
+
+    /// A sending's delivery record.
+    fn add(&mut self, stream: u64, m: &Message) {
+        let Some(i) = self.payload(nonce_of(m)) else {
+            return;
         };
         let int = |name| m.get(name).and_then(Value::as_u64).unwrap_or(0);
+        let flag = |name| m.get(name).and_then(Value::as_bool) == Some(true);
         let p = &mut self.payloads[i];
         let events = int("events");
         p.events = p.events.max(events);
-        p.sent.push((events, int("acked_events").min(events)));
-        p.sendings += 1;
-        if m.get("complete").is_some_and(|c| c.as_bool() == Some(true)) {
+        let sending = Sending {
+            stream,
+            frame: m.frame,
+            events,
+            acked: int("acked_events").min(events),
+        };
+        // in the order sent: a sending ends (and is recorded) after later ones began
+        let at = p
+            .sent
+            .partition_point(|s| (s.frame.is_none(), s.frame) <= (m.frame.is_none(), m.frame));
+        p.sent.insert(at, sending);
+        p.cut |= flag("acks_lost");
+        if flag("complete") {
             p.complete_sendings += 1;
         } else {
             p.open_sendings.push((Some(stream), m.frame));
@@ -448,13 +518,71 @@ impl Courier {
         }
     }
 
+    /// An event copy's payload, and the event's place in it (its index in the payload as first
+    /// sent); None when the verdict could not follow it.
+    fn place(&self, stream: u64, m: &Message) -> Option<(&Payload, [u64; 2], u64)> {
+        let nonce = nonce_of(m);
+        let p = &self.payloads[*self.by_nonce.get(&nonce)?];
+        let index = m.get("index").and_then(Value::as_u64)?;
+        let sending = p
+            .sent
+            .iter()
+            .find(|s| (s.stream, s.frame) == (stream, m.frame));
+        let g = match sending {
+            Some(s) => p.events.saturating_sub(s.events).saturating_add(index),
+            None => index, // its delivery record is not made yet: it is in the first sending
+        };
+        Some((p, nonce_words(&nonce), g))
+    }
+
+    /// The id of an event copy and, when already final, its fate: a copy of a first sending
+    /// (no `resend_of`: the decoder saw its nonce first) that was acknowledged is delivered
+    /// whatever comes after it.
+    fn judge(&self, stream: u64, m: &Message) -> Option<(EventId, Option<Delivery>)> {
+        let (_, nonce, g) = self.place(stream, m)?;
+        let resend = m.get("resend_of").is_some_and(|v| !v.is_null());
+        let now = (!resend && m.acked == Some(true)).then_some(Delivery::Delivered);
+        Some((EventId::of_place(&[nonce[0], nonce[1], g]), now))
+    }
+
+    /// The fate of a copy that waited, as the verdict stands (the classes `result` counts).
+    fn fate(&self, stream: u64, m: &Message) -> Delivery {
+        let Some((p, _, g)) = self.place(stream, m) else {
+            return alone(m.acked);
+        };
+        let mut earlier_acked = false;
+        for s in &p.sent {
+            if (s.stream, s.frame) == (stream, m.frame) {
+                break;
+            }
+            earlier_acked |= s.has(p.events, g).1;
+        }
+        let fate = p.event(g);
+        match (m.acked == Some(true), earlier_acked) {
+            (true, true) => Delivery::DeliveredTwice,
+            (true, false) | (false, true) => Delivery::Delivered,
+            (false, false) if fate.acks > 0 => Delivery::RecoveredByResend,
+            _ if p.cut => Delivery::Unknown,
+            _ => Delivery::NeverAcknowledged,
+        }
+    }
+
     fn result(&self, capture: &str) -> Value {
         let ps = &self.payloads;
-        let missing: Vec<(&Payload, u64)> = ps
-            .iter()
-            .map(|p| (p, p.events - p.delivered()))
-            .filter(|&(_, n)| n > 0)
-            .collect();
+        let (mut recovered, mut twice) = (0u64, 0u64);
+        let mut missing: Vec<(&Payload, u64)> = Vec::new();
+        for p in ps {
+            let mut lost = 0;
+            for g in 0..p.events {
+                let fate = p.event(g);
+                recovered += u64::from(!fate.first_acked && fate.acks > 0);
+                twice += u64::from(fate.acks > 1);
+                lost += u64::from(fate.acks == 0);
+            }
+            if lost > 0 {
+                missing.push((p, lost));
+            }
+        }
         let lost: Vec<&Payload> = missing
             .iter()
             .filter(|(p, _)| !p.cut)
@@ -474,14 +602,17 @@ impl Courier {
             .take(FIRST)
             .map(|(s, f, _)| json!({"capture": capture, "stream": s, "frame": f}))
             .collect();
+        let sendings = |p: &Payload| p.sent.len() as u64;
         json!({
             "payloads": ps.len(),
             "distinct_events": events,
-            "resent_payloads": ps.iter().filter(|p| p.sendings > 1).count(),
+            "resent_payloads": ps.iter().filter(|p| sendings(p) > 1).count(),
             "delivered": events - never - unknown,
+            "recovered_by_resend": recovered,
+            "delivered_twice": twice,
             "payloads_recovered_by_resend": ps
                 .iter()
-                .filter(|p| p.sendings > 1 && p.delivered() == p.events && p.complete_sendings < p.sendings)
+                .filter(|p| sendings(p) > 1 && p.delivered() == p.events && p.complete_sendings < sendings(p))
                 .count(),
             "payloads_delivered_twice": ps.iter().filter(|p| p.complete_sendings > 1).count(),
             "never_acknowledged": never,
@@ -744,6 +875,10 @@ impl Verdict {
                     .courier
                     .get_or_insert_with(Courier::default)
                     .add(stream, m),
+                ("courier", "event") => self
+                    .courier
+                    .get_or_insert_with(Courier::default)
+                    .add_event(m),
                 // Gate traffic only: bare events and read answers have no acknowledgement.
                 ("hercules", "event") if hercules_copy(m) => self
                     .hercules
@@ -760,6 +895,7 @@ impl Verdict {
     pub fn judge(&self, stream: u64, m: &Message) -> Option<(EventId, Option<Delivery>)> {
         match (m.protocol, m.kind) {
             ("lumberjack", "event") => self.lumberjack.as_ref().map(|t| t.judge(stream, m)),
+            ("courier", "event") => self.courier.as_ref().and_then(|t| t.judge(stream, m)),
             ("hercules", "event") if hercules_copy(m) => self
                 .hercules
                 .as_ref()
@@ -781,6 +917,10 @@ impl Verdict {
             "lumberjack" => self
                 .lumberjack
                 .as_mut()
+                .map_or(alone(m.acked), |t| t.fate(stream, m)),
+            "courier" => self
+                .courier
+                .as_ref()
                 .map_or(alone(m.acked), |t| t.fate(stream, m)),
             _ => {
                 let key = m.get("uuid").and_then(Value::as_str).and_then(uuid_key);

@@ -851,7 +851,16 @@ impl Conn {
             digests,
             unseeded: self.fp.unseeded_possible(),
         };
-        resend::check(&mut shared.nonces, sending, out);
+        let mut events = events;
+        if let Some((stream, frame)) = resend::check(&mut shared.nonces, sending, out) {
+            // the verdict follows each event across sendings (decoders/delivery.rs)
+            let mut place = serde_json::Map::new();
+            place.insert("stream".into(), stream.into());
+            place.insert("frame".into(), frame.into());
+            for m in &mut events {
+                m.set("resend_of", Value::Object(place.clone()));
+            }
+        }
         self.delivery.fill(serial, events, &mut shared.held, out);
     }
 

@@ -428,6 +428,7 @@ impl Delivery {
             ("complete", p.complete().into()),
             ("resend", p.resend.into()),
             ("superseded", superseded.into()),
+            ("acks_lost", rest.is_none().into()),
         ]
         .into();
         out.push(m.into());

@@ -54,8 +54,13 @@ pub struct Sending<'a> {
     pub unseeded: bool,
 }
 
-/// Record this sending of its nonce and judge it against the previous one in the capture.
-pub fn check(shared: &mut Shared, s: Sending<'_>, out: &mut Vec<Record>) {
+/// Record this sending of its nonce and judge it against the previous one in the capture; a
+/// resend returns where that previous sending was: (stream, frame).
+pub fn check(
+    shared: &mut Shared,
+    s: Sending<'_>,
+    out: &mut Vec<Record>,
+) -> Option<(u64, Option<u64>)> {
     let size = s.digests.as_ref().map_or(0, Vec::len);
     let new = |first_stream| Sighting {
         stream: s.stream,
@@ -70,7 +75,7 @@ pub fn check(shared: &mut Shared, s: Sending<'_>, out: &mut Vec<Record>) {
         shared.seen.insert(s.nonce.to_owned(), new(s.stream));
         shared.order.push_back(s.nonce.to_owned());
         evict(shared);
-        return;
+        return None;
     };
     let replacement = new(prev.first_stream);
     let prev = std::mem::replace(prev, replacement);
@@ -101,6 +106,8 @@ pub fn check(shared: &mut Shared, s: Sending<'_>, out: &mut Vec<Record>) {
             .field("previous_frame", prev.at.frame)
             .field("first_stream", prev.first_stream);
         out.push(f.into());
+        evict(shared);
+        return Some((prev.stream, prev.at.frame));
     } else {
         let normal = s.unseeded && prev.stream != s.stream;
         let why = if normal {
@@ -123,6 +130,7 @@ pub fn check(shared: &mut Shared, s: Sending<'_>, out: &mut Vec<Record>) {
         out.push(f.into());
     }
     evict(shared);
+    None
 }
 
 fn evict(shared: &mut Shared) {
