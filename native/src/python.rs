@@ -1965,6 +1965,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .map(|p| (p.name, p.ports.to_vec()))
         .collect();
     m.add("PROTOCOLS", protocols)?;
+    let kinds: Vec<(&str, Vec<&str>)> = detection::PROTOCOLS
+        .iter()
+        .map(|p| (p.name, p.kinds.to_vec()))
+        .collect();
+    m.add("KINDS", kinds)?;
     m.add("WELL_KNOWN_PORTS", detection::well_known_ports())?;
     m.add("HUNT_LIMIT", crate::pipeline::HUNT_LIMIT)?;
     m.add("NATIVE", crate::decoders::ENGINE.to_vec())?;
