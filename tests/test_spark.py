@@ -31,6 +31,7 @@ from s3_helpers import ENV as S3_ENV
 from spark_helpers import DATA, ROOT, SHARED, TS, local_rows, make_captures, micro, spark_rows
 
 from wirelog.engine.filters import RecordFilter
+from wirelog.engine.keylogs import KeyLogSource
 from wirelog.engine.local import Options, run
 from wirelog.export import parquet
 from wirelog.export.hercules import HerculesWriter
@@ -327,7 +328,7 @@ def test_option_strings_round_trip():
         decode_as={5044: "lumberjack", 9042: "cql"},
         overlap="last",
         show_secrets=True,
-        tls_keylogs=(("keys.log", "CLIENT_RANDOM " + "ab" * 32 + " " + "cd" * 48 + "\n"),),
+        tls_keylogs=(KeyLogSource("keys.log", text="CLIENT_RANDOM " + "ab" * 32 + " " + "cd" * 48 + "\n"),),
         limits=Limits(max_frame=1024),
         keep=RecordFilter(frozenset({"cql"}), frozenset({1, 2}), frozenset({"query"}), True, 5, 10),
     )
@@ -480,7 +481,7 @@ def test_tls_key_logs_reach_the_workers(spark, tmp_path):
     lines = (fixtures / "tls13-aes128gcm.transcript").read_text().splitlines()
     turns = [(Direction(d), bytes.fromhex(h)) for d, h in (line.split() for line in lines)]
     pcap = str(write_capture(tmp_path / "tls.pcap", turns, port=5044))
-    keys = (("keys.log", (fixtures / "tls13-aes128gcm.keylog").read_text()),)
+    keys = (KeyLogSource("keys.log", path=str(fixtures / "tls13-aes128gcm.keylog")),)
     code = parquet.COLUMNS.index("code")
     for opts, no_key in ((Options(), True), (Options(tls_keylogs=keys), False)):
         got = spark_rows(engine.read(spark, [pcap], opts).toArrow())

@@ -14,6 +14,7 @@ from wirelog.cli.params import REORDER_WINDOW, STREAM_ID, ByteSize, check_kinds,
 from wirelog.cli.unmatched import Seen
 from wirelog.engine import protocols
 from wirelog.engine.filters import RecordFilter
+from wirelog.engine.keylogs import KeyLogSource
 from wirelog.engine.local import Item, Options, run
 from wirelog.inputs.errors import CaptureError
 from wirelog.inputs.sources import expand_inputs
@@ -146,16 +147,15 @@ def input_options(f: Callable) -> Callable:
     return f
 
 
-def read_keylogs(paths: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """(name, text) of each key log; one that cannot be read is a usage error."""
-    logs = []
+def read_keylogs(paths: tuple[str, ...]) -> tuple[KeyLogSource, ...]:
+    """The key logs, each read by the engine (in pieces); one that cannot be read is a usage error."""
     for path in paths:
         try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                logs.append((path, f.read()))
+            with open(path, "rb"):
+                pass
         except OSError as e:
             raise click.BadParameter(f"{path}: {e.strerror}", param_hint="--tls-keylog") from None
-    return tuple(logs)
+    return tuple(KeyLogSource(path, path=path) for path in paths)
 
 
 def build_options(params: dict, findings_only: bool = False, **overrides) -> Options:

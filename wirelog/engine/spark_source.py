@@ -34,6 +34,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 from wirelog.engine import protocols
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.gc_tuning import tune_gc
+from wirelog.engine.keylogs import KeyLogSource
 from wirelog.engine.local import REORDER_WINDOW, Options, run
 from wirelog.engine.protocols import Limits
 from wirelog.export import parquet
@@ -127,7 +128,9 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         overlap=overlap,
         reorder_window=int(o.get("reorderwindow", REORDER_WINDOW)),
         show_secrets=_bool(o.get("showsecrets", "false"), "showSecrets"),
-        tls_keylogs=tuple((name, text) for name, text in json.loads(o.get("tlskeylogs") or "[]")),
+        tls_keylogs=tuple(
+            KeyLogSource(name, text=text) for name, text in json.loads(o.get("tlskeylogs") or "[]")
+        ),
         limits=limits,
         keep=keep,
     )
@@ -162,7 +165,7 @@ def option_strings(opts: Options, findings: str = "include", **extra: object) ->
     if opts.limits != Limits():
         out["limits"] = json.dumps(dataclasses.asdict(opts.limits))
     if opts.tls_keylogs:  # the key logs' text travels with the options to every task
-        out["tlsKeylogs"] = json.dumps(opts.tls_keylogs)
+        out["tlsKeylogs"] = json.dumps([(s.name, s.read_text()) for s in opts.tls_keylogs])
     out.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in extra.items()})
     return out
 
