@@ -24,6 +24,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
+from capture_tools import run_cli
 from lumberjack_helpers import ack, cframe, jframe, window, write_capture
 from pcap_helpers import T0_NS, damaged_pcap, tcp_conversation, write_pcap
 from s3_helpers import BUCKET, s3_server
@@ -502,3 +503,22 @@ def test_java_reason_is_the_error_not_py4js_call_line():
     )
     nested = text + "Caused by: java.io.IOException: disk full\n\tat x.y(Z.java:1)\n"
     assert engine.java_reason(RuntimeError(nested)) == "java.io.IOException: disk full"
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "json", "hercules"])
+def test_no_readable_input_exits_2_as_with_the_local_engine(spark, tmp_path, fmt):
+    """The same situation, the same status: every input unreadable is status 2 with one line saying
+    so (the output keeps their capture.unreadable rows); one capture among them is enough for 0."""
+    garbage = tmp_path / "notes.pcap"
+    garbage.write_text("not a capture\n")
+    local, _, local_err = run_cli("convert", str(garbage), "--to", fmt, "-o", str(tmp_path / f"local.{fmt}"))
+    out = tmp_path / "out"
+    code, _, err = run_cli("convert", str(garbage), "--engine", "spark", "--to", fmt, "-o", str(out))
+    assert (local, code) == (2, 2), (local_err, err)
+    assert err.splitlines()[-1] == (
+        f"wirelog: no input could be read: none of the 1 inputs is a capture "
+        f"(their capture.unreadable findings are in {out})"
+    )
+    example = str(ROOT / "examples" / "lumberjack-pylogbeat.pcap")
+    code, _, err = run_cli("convert", str(garbage), example, "--engine", "spark", "--to", fmt, "-o", str(out))
+    assert code == 0, err

@@ -267,6 +267,9 @@ def pack(captures: list[Capture], max_bytes: int, open_cost: int, min_partitions
     return [sorted(b, key=lambda c: c.name) for b in bins]
 
 
+UNREADABLE = "capture.unreadable"  # the row of an input that is not a capture (docs/records.md)
+
+
 def _finding(code: str, message: str, name: str) -> Finding:
     return Finding(code, Severity.ERROR, message, "capture", capture=name)
 
@@ -284,7 +287,7 @@ def capture_records(captures: list[Capture], opts: SourceOptions) -> Iterator[Me
                     item.capture = cap.name
                     yield item
                 elif isinstance(item, CaptureInfo) and item.error and not item.packets:
-                    yield _finding("capture.unreadable", item.error.replace(cap.path, cap.name), cap.name)
+                    yield _finding(UNREADABLE, item.error.replace(cap.path, cap.name), cap.name)
         except Exception as e:
             yield _finding(
                 "capture.internal-error",
