@@ -83,6 +83,14 @@ def test_the_cql_and_tls_kinds_are_those_their_pages_name():
     assert all(f"`{kind}`" in tls for kind in protocols.kinds()["tls"])
 
 
+def test_the_protocol_names_are_those_the_record_contract_lists():
+    row = next(
+        x for x in (REPO / "docs" / "records.md").read_text().splitlines() if x.startswith("| `protocol` |")
+    )
+    named = re.findall(r"`([a-z]+)`", row.split("(these are", 1)[0])
+    assert named[1:] == protocols.record_protocols()
+
+
 def test_every_kind_the_decoders_write_is_known():
     code, out, err = run_cli("convert", *CAPTURES, "--to", "json")
     assert code == 0, err
@@ -105,7 +113,9 @@ OUT_OF_RANGE = [
 
 
 @pytest.mark.parametrize("name", COMMANDS)
-@pytest.mark.parametrize(("option", "why"), OUT_OF_RANGE, ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+@pytest.mark.parametrize(
+    ("option", "why"), OUT_OF_RANGE, ids=lambda v: " ".join(v) if isinstance(v, list) else ""
+)
 def test_a_shared_option_out_of_range_is_a_usage_error_in_every_command(name, option, why, tmp_path):
     code, _, err = run_cli(*command(name, tmp_path), EXAMPLE, *option)
     assert code == 2 and f"Invalid value for {option[0]}" in err.replace("'", "") and why in err, err
@@ -144,7 +154,10 @@ def test_a_command_option_out_of_range_is_a_usage_error(args, why, tmp_path, mon
         (["validate", "--stream", "7"], "no stream 7 in the input (its streams: 0)"),
         (["inspect", "--stream", "7"], "no stream 7 in the input (its streams: 0)"),
         (["convert", "--protocol", "cql"], "no cql stream in the input (its protocols: lumberjack)"),
-        (["validate", "--protocol", "hercules"], "no hercules stream in the input (its protocols: lumberjack)"),
+        (
+            ["validate", "--protocol", "hercules"],
+            "no hercules stream in the input (its protocols: lumberjack)",
+        ),
         (["convert", "--kind", "query"], "no record matched the filters (--kind query)"),
         (
             ["convert", "--to", "parquet", "-o", "x.parquet", "--events", "--until", "2000-01-01"],
@@ -160,7 +173,9 @@ def test_what_matches_nothing_is_said_once_and_the_status_stays(args, line, tmp_
 
 
 def test_a_filter_that_matches_is_not_reported():
-    code, out, err = run_cli("convert", EXAMPLE, "--protocol", "lumberjack", "--stream", "0", "--kind", "event")
+    code, out, err = run_cli(
+        "convert", EXAMPLE, "--protocol", "lumberjack", "--stream", "0", "--kind", "event"
+    )
     assert code == 0 and err == "" and len(ndjson(out)) == 9
 
 

@@ -203,6 +203,7 @@ impl Reader {
                 self.findings
                     .limited(Finding::new(CODE, Severity::Warning, text).field("line", self.line));
             } else {
+                // only counted now, for the summary: no sentence to write
                 self.findings
                     .limited(Finding::new(CODE, Severity::Warning, String::new()));
             }
