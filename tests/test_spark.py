@@ -24,6 +24,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
+from capture_tools import run_cli
 from lumberjack_helpers import ack, cframe, jframe, window, write_capture
 from pcap_helpers import T0_NS, damaged_pcap, tcp_conversation, write_pcap
 from s3_helpers import BUCKET, s3_server
@@ -31,6 +32,7 @@ from s3_helpers import ENV as S3_ENV
 from spark_helpers import DATA, ROOT, SHARED, TS, local_rows, make_captures, micro, spark_rows
 
 from wirelog.engine.filters import RecordFilter
+from wirelog.engine.keylogs import KeyLogSource
 from wirelog.engine.local import Options, run
 from wirelog.export import parquet
 from wirelog.export.hercules import HerculesWriter
@@ -327,7 +329,7 @@ def test_option_strings_round_trip():
         decode_as={5044: "lumberjack", 9042: "cql"},
         overlap="last",
         show_secrets=True,
-        tls_keylogs=(("keys.log", "CLIENT_RANDOM " + "ab" * 32 + " " + "cd" * 48 + "\n"),),
+        tls_keylogs=(KeyLogSource("keys.log", text="CLIENT_RANDOM " + "ab" * 32 + " " + "cd" * 48 + "\n"),),
         limits=Limits(max_frame=1024),
         keep=RecordFilter(frozenset({"cql"}), frozenset({1, 2}), frozenset({"query"}), True, 5, 10),
     )
@@ -480,7 +482,7 @@ def test_tls_key_logs_reach_the_workers(spark, tmp_path):
     lines = (fixtures / "tls13-aes128gcm.transcript").read_text().splitlines()
     turns = [(Direction(d), bytes.fromhex(h)) for d, h in (line.split() for line in lines)]
     pcap = str(write_capture(tmp_path / "tls.pcap", turns, port=5044))
-    keys = (("keys.log", (fixtures / "tls13-aes128gcm.keylog").read_text()),)
+    keys = (KeyLogSource("keys.log", path=str(fixtures / "tls13-aes128gcm.keylog")),)
     code = parquet.COLUMNS.index("code")
     for opts, no_key in ((Options(), True), (Options(tls_keylogs=keys), False)):
         got = spark_rows(engine.read(spark, [pcap], opts).toArrow())
@@ -539,3 +541,22 @@ def test_the_verdict_query_gives_inspects_numbers_in_spark_sql_and_on_the_spark_
         table = f"read_parquet('{out_dir}/**/*.parquet', hive_partitioning = true)"
         rows = duckdb.sql(query(VERDICT_QUERY, table)).fetchall()
         assert {r[0]: dict(zip(VERDICT_KEYS, r[1:], strict=True)) for r in rows} == want, path.name
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "json", "hercules"])
+def test_no_readable_input_exits_2_as_with_the_local_engine(spark, tmp_path, fmt):
+    """The same situation, the same status: every input unreadable is status 2 with one line saying
+    so (the output keeps their capture.unreadable rows); one capture among them is enough for 0."""
+    garbage = tmp_path / "notes.pcap"
+    garbage.write_text("not a capture\n")
+    local, _, local_err = run_cli("convert", str(garbage), "--to", fmt, "-o", str(tmp_path / f"local.{fmt}"))
+    out = tmp_path / "out"
+    code, _, err = run_cli("convert", str(garbage), "--engine", "spark", "--to", fmt, "-o", str(out))
+    assert (local, code) == (2, 2), (local_err, err)
+    assert err.splitlines()[-1] == (
+        f"wirelog: no input could be read: none of the 1 inputs is a capture "
+        f"(their capture.unreadable findings are in {out})"
+    )
+    example = str(ROOT / "examples" / "lumberjack-pylogbeat.pcap")
+    code, _, err = run_cli("convert", str(garbage), example, "--engine", "spark", "--to", fmt, "-o", str(out))
+    assert code == 0, err

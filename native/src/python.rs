@@ -29,6 +29,7 @@ use crate::capture::route;
 use crate::capture::split::{Head, Scanner};
 use crate::capture::{CaptureInfo, CaptureInput, Segment, INFLATED};
 use crate::decoders::detect::{self as detection, Decision, Sample};
+use crate::decoders::tls::keylog::{self, KeyLog};
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
 use crate::model::{
     Direction, Document, Finding, FindingSink, Message, Record, Severity, Stamp, Value,
@@ -996,7 +997,7 @@ fn decode_item(session: &mut Session, item: &Bound<'_, PyAny>) -> PyResult<()> {
 /// (`protocols`, `streams`, `kinds`, `events`, `since`, `until`) and how protocols are chosen
 /// (`decode_as`: a dict port → protocol, `forced`: one protocol for every stream).
 fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Session> {
-    let mut keylogs: Vec<(String, String)> = Vec::new();
+    let mut keylogs: Option<Py<KeyLogs>> = None;
     let (mut report, mut stall_ns) = (false, DEFAULT_STALL_NS);
     let (mut form, mut show_secrets, mut limits, mut filter, mut detection) = (
         Form::Records(Vec::new()),
@@ -1072,10 +1073,43 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
     out.timeline = report.then(|| Box::new(Timeline::new(stall_ns)));
     let mut session = Session::new(capture, out, show_secrets, limits);
     session.detection = detection;
-    for (source, text) in &keylogs {
-        session.add_keylog(source, text);
+    if let Some(keylogs) = keylogs {
+        let keylogs = keylogs.get();
+        session.use_keylog(&keylogs.log, &keylogs.findings);
     }
     Ok(session)
+}
+
+/// The key logs of a run (`--tls-keylog`), read once, in pieces, and shared by the decoding
+/// session of every capture (decoders/tls/keylog.rs): they cost their secrets, not their text.
+#[pyclass(module = "wirelog._core", frozen)]
+struct KeyLogs {
+    log: KeyLog,
+    /// Their bad lines (per key log: the first `keylog::REPORTED`, then a summary).
+    findings: Vec<Finding>,
+}
+
+#[pymethods]
+impl KeyLogs {
+    /// `logs`: (name, pieces) per key log, `pieces` an iterable of bytes objects of any size.
+    #[new]
+    fn new(logs: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let (mut log, mut findings) = (KeyLog::default(), Vec::new());
+        for item in logs.try_iter()? {
+            let (name, pieces): (String, Bound<'_, PyAny>) = item?.extract()?;
+            let mut reader = keylog::Reader::new(&name);
+            for piece in pieces.try_iter()? {
+                reader.feed(piece?.cast::<PyBytes>()?.as_bytes());
+            }
+            findings.extend(reader.finish(&mut log));
+        }
+        Ok(KeyLogs { log, findings })
+    }
+
+    /// Valid lines kept (one per client random and label).
+    fn __len__(&self) -> usize {
+        self.log.len()
+    }
 }
 
 /// `(kind, direction, offset, bytes or gap length, frame, ts)`, see `decode_stream`.
@@ -1983,6 +2017,7 @@ fn set_debug(on: bool) {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Pipeline>()?;
     m.add_class::<Decoding>()?;
+    m.add_class::<KeyLogs>()?;
     m.add_class::<ArrowRecords>()?;
     m.add_function(wrap_pyfunction!(decode_stream, m)?)?;
     m.add_function(wrap_pyfunction!(detect, m)?)?;
@@ -1993,6 +2028,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .map(|p| (p.name, p.ports.to_vec()))
         .collect();
     m.add("PROTOCOLS", protocols)?;
+    let kinds: Vec<(&str, Vec<&str>)> = detection::PROTOCOLS
+        .iter()
+        .map(|p| (p.name, p.kinds.to_vec()))
+        .collect();
+    m.add("KINDS", kinds)?;
     m.add("WELL_KNOWN_PORTS", detection::well_known_ports())?;
     m.add("HUNT_LIMIT", crate::pipeline::HUNT_LIMIT)?;
     m.add("NATIVE", crate::decoders::ENGINE.to_vec())?;

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import click
 
 from wirelog.cli.output import flush_if_stdin_waits
+from wirelog.cli.params import REORDER_WINDOW, STREAM_ID, ByteSize, check_kinds, check_protocols, parse_time
+from wirelog.cli.unmatched import Seen
 from wirelog.engine import protocols
 from wirelog.engine.filters import RecordFilter
+from wirelog.engine.keylogs import KeyLogSource
 from wirelog.engine.local import Item, Options, run
 from wirelog.inputs.errors import CaptureError
 from wirelog.inputs.sources import expand_inputs
@@ -48,42 +49,6 @@ def parse_decode_as(values: tuple[str, ...]) -> dict[int, str]:
         raise click.BadParameter(str(e), param_hint="--decode-as") from None
 
 
-class ByteSize(click.ParamType):
-    """A byte count as users write it: 134217728, 512k, 64m, 64MiB, 1g, 1GB (binary multiples:
-    k = 1024, as `ls -h` and Spark's size settings mean them)."""
-
-    name = "size"
-    UNITS = "kmgt"  # each 1024 times the one before
-    FORM = re.compile(r"(\d+)(?:([kmgt])(?:i?b)?|b)?", re.IGNORECASE)
-
-    def __init__(self, *, min: int) -> None:
-        self.min = min
-
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):  # click may pass a value through twice (defaults, default_map)
-            size = value
-        else:
-            m = self.FORM.fullmatch(str(value).strip())
-            if m is None:
-                self.fail(
-                    f"{value!r} is not a size: write bytes or k, m, g, t (e.g. 134217728, 64m, 1g)",
-                    param,
-                    ctx,
-                )
-            size = int(m[1]) << (10 * (self.UNITS.index(m[2].lower()) + 1) if m[2] else 0)
-        if size < self.min:
-            self.fail(f"{value!r} is less than {_binary(self.min)}", param, ctx)
-        return size
-
-
-def _binary(size: int) -> str:
-    """1048576 → '1 MiB': a limit in the unit users would write it in."""
-    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return f"{size >> shift} {unit}"
-    return f"{size} bytes"
-
-
 def input_options(f: Callable) -> Callable:
     """CAPTURE... plus the options every command that reads captures takes."""
     for deco in reversed(
@@ -113,7 +78,7 @@ def input_options(f: Callable) -> Callable:
             click.option(
                 "--reorder-window",
                 "reorder_window",
-                type=click.IntRange(min=0),
+                type=REORDER_WINDOW,
                 default=2048,
                 show_default=True,
                 metavar="PACKETS",
@@ -153,13 +118,23 @@ def input_options(f: Callable) -> Callable:
                 "WIRELOG_TLS_KEYLOG holds a list like PATH. Key logs inside a pcapng are used anyway.",
             ),
             click.option(
-                "--protocol", "protocols", multiple=True, metavar="NAME", help="Only these protocols."
+                "--protocol",
+                "protocols",
+                multiple=True,
+                metavar="NAME",
+                callback=check_protocols,
+                help=f"Only these protocols ({', '.join(protocols.record_protocols())}).",
             ),
             click.option(
-                "--stream", "streams", multiple=True, type=int, metavar="ID", help="Only these streams."
+                "--stream", "streams", multiple=True, type=STREAM_ID, metavar="ID", help="Only these streams."
             ),
             click.option(
-                "--kind", "kinds", multiple=True, metavar="KIND", help="Only messages of these kinds."
+                "--kind",
+                "kinds",
+                multiple=True,
+                metavar="KIND",
+                callback=check_kinds,
+                help="Only messages of these kinds (docs/protocols/).",
             ),
             click.option("--events", is_flag=True, help="Only log events (messages carrying a document)."),
             click.option(
@@ -172,36 +147,15 @@ def input_options(f: Callable) -> Callable:
     return f
 
 
-def parse_time(value: str | None, name: str) -> int | None:
-    """RFC 3339 / ISO 8601 (UTC if no zone) or epoch seconds → ns since the epoch."""
-    if value is None:
-        return None
-    try:
-        return int(float(value) * 1_000_000_000)
-    except ValueError:
-        pass
-    try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is neither RFC 3339 nor epoch seconds", param_hint=name
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    delta = when - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
-
-
-def read_keylogs(paths: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """(name, text) of each key log; one that cannot be read is a usage error."""
-    logs = []
+def read_keylogs(paths: tuple[str, ...]) -> tuple[KeyLogSource, ...]:
+    """The key logs, each read by the engine (in pieces); one that cannot be read is a usage error."""
     for path in paths:
         try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                logs.append((path, f.read()))
+            with open(path, "rb"):
+                pass
         except OSError as e:
             raise click.BadParameter(f"{path}: {e.strerror}", param_hint="--tls-keylog") from None
-    return tuple(logs)
+    return tuple(KeyLogSource(path, path=path) for path in paths)
 
 
 def build_options(params: dict, findings_only: bool = False, **overrides) -> Options:
@@ -252,14 +206,27 @@ class Session:
         self.paths, self.failed = expand(params["captures"])
         self.raw = list(params["raw"])
         self.captures: list[CaptureInfo] = []
+        self.seen: Seen | None = None  # what items() saw (None: the inputs were read elsewhere)
 
     def items(self, paths: list[str] | None = None, raw: bool = True) -> Iterator[Item]:
         """Pipeline items of `paths` (default: all inputs) and of the raw dumps when `raw`."""
         todo = self.paths if paths is None else paths
+        seen = self.seen = self.seen or Seen()
         for item in run(todo, self.raw if raw else (), self.options, flush_if_stdin_waits):
             if isinstance(item, CaptureInfo):
                 self.account(item)
+            else:
+                seen.add(item)
             yield item
+
+    def tell_unmatched(self) -> None:
+        """One line on stderr when a filter matched nothing in inputs that could be read (the
+        status stays that of the inputs: cli/unmatched.py)."""
+        if self.seen is None or exit_code(self):
+            return
+        line = self.seen.unmatched(self.options.keep, self.options.decode, not self.options.keep.findings)
+        if line:
+            error(line)
 
     def account(self, info: CaptureInfo) -> None:
         """An input is done: keep it for the exit code, print its error line if any."""

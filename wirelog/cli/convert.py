@@ -7,7 +7,8 @@ import stat
 
 import click
 
-from wirelog.cli.common import ByteSize, Session, build_options, error, exit_code, input_options
+from wirelog.cli.common import Session, build_options, error, exit_code, input_options
+from wirelog.cli.params import ByteSize
 from wirelog.cli.writing import RECORDS, SUFFIX, write_records
 from wirelog.inputs import remote
 
@@ -23,6 +24,7 @@ Examples:
   wirelog convert beats.pcap --to hercules -o events.bin
   wirelog convert captures/ --engine spark --master 'local[2]' --to parquet -o dataset/
 """
+MAX_JOBS = 1024  # worker processes; more than the CPUs only costs memory
 
 
 @click.command(epilog=EXAMPLES)
@@ -40,10 +42,11 @@ Examples:
 @click.option(
     "-j",
     "--jobs",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_JOBS),
     default=1,
     show_default=True,
-    help="Convert this many capture files at once (0: one per CPU); output as with one job.",
+    help=f"Convert this many capture files at once (0: one per CPU; at most {MAX_JOBS}); output as with "
+    "one job.",
 )
 @click.option(
     "--engine",
@@ -65,7 +68,7 @@ Examples:
     show_default=True,
     metavar="SIZE",
     help="With --engine spark: an uncompressed capture larger than this is read by several tasks "
-    "(bytes, or k, m, g: 64m, 1g; at least 1m).",
+    "(bytes, or k, m, g: 64m, 1g; 1m to 1 PiB).",
 )
 @click.pass_context
 def convert(ctx, fmt, output, jobs, engine, master, conf, split_size, **params):
@@ -110,6 +113,7 @@ def convert(ctx, fmt, output, jobs, engine, master, conf, split_size, **params):
         convert_parallel(session, fmt, output, jobs)
     else:
         write_records(fmt, output, session.items())
+    session.tell_unmatched()
     ctx.exit(exit_code(session))
 
 

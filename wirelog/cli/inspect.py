@@ -13,7 +13,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from wirelog.cli.common import Session, exit_code, input_options, make_console
+from wirelog.cli.common import Session, error, exit_code, input_options, make_console
+from wirelog.cli.params import FRAME_NUMBER
 from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary, describe_tls
 from wirelog.cli.tables import Column, print_fitted
@@ -38,7 +39,7 @@ HEX_CONTEXT = 256  # bytes of a frame's payload shown around the highlighted rec
 @input_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
 @click.option(
-    "--frame", "frame", type=int, metavar="N", help="Show what frame N carries, as a tree plus hex."
+    "--frame", "frame", type=FRAME_NUMBER, metavar="N", help="Show what frame N carries, as a tree plus hex."
 )
 @click.option(
     "--wide", is_flag=True, help="Every column of the tables, even wider than the terminal (for less -S)."
@@ -65,7 +66,8 @@ def inspect(ctx, as_json, frame, wide, **params):
             sys.stdout.buffer.write(dumps_line(result))
             sys.stdout.buffer.flush()
         else:
-            _render(console, result, wide)
+            _render(console, result, wide, filtered=session.options.keep.active)
+    session.tell_unmatched()
     ctx.exit(exit_code(session))
 
 
@@ -109,7 +111,8 @@ ACK_NOTE = (
 )
 
 
-def _render(console: Console, r: dict[str, Any], wide: bool = False) -> None:
+def _render(console: Console, r: dict[str, Any], wide: bool = False, filtered: bool = False) -> None:
+    """The summary; `filtered`: the records were filtered, which the core's delivery verdict is not."""
     loss = capture_loss_text(r["capture_loss"])
     if loss:  # first: what follows is read knowing that the capture has holes
         console.print(f"[bold yellow]capture loss[/]: {loss}")
@@ -149,7 +152,7 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False) -> None:
         f"{t['ack_unknown']} unknown); findings: {sev}"
     )
     for name, d in r["delivery"].items():
-        console.print(_delivery_line(name, d))
+        console.print(_delivery_line(name, d, filtered))
     if r["findings"]:
         table = Table(title="Findings", title_justify="left", header_style="bold")
         for col in ("severity", "code", "count", "first frames", "example"):
@@ -167,8 +170,9 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False) -> None:
         console.print(Panel(_highlights(h), title=name, title_align="left", expand=False))
 
 
-def _delivery_line(protocol: str, d: dict[str, Any]) -> str:
-    """One line answering "was anything lost?" for a protocol with acknowledgements."""
+def _delivery_line(protocol: str, d: dict[str, Any], filtered: bool = False) -> str:
+    """One line answering "was anything lost?" for a protocol with acknowledgements; under a filter
+    it says that it covers the whole capture (the verdict is made of every event, unfiltered)."""
     at_least = "at least " if d["lower_bounds"] else ""
     if protocol == "courier":
         resent = (
@@ -180,7 +184,8 @@ def _delivery_line(protocol: str, d: dict[str, Any]) -> str:
     events = f"{d['distinct_events']} distinct events"
     if protocol == "courier":  # sendings of a payload are counted once (the panel counts sendings)
         events += f" in {d['payloads']} distinct payloads"
-    line = f"[bold]delivery ({protocol})[/]: {events}, {d['delivered']} delivered ({resent})"
+    scope = ", whole capture: the filters do not apply" if filtered else ""
+    line = f"[bold]delivery ({protocol}{scope})[/]: {events}, {d['delivered']} delivered ({resent})"
     unknown = d.get("ack_unknown", 0)
     if unknown:
         line += f", [yellow]{unknown} with no ACK in the capture[/]"
@@ -262,6 +267,10 @@ def _show_frame(console: Console, session: Session, frame: int) -> None:
                 records.append(item)
             if hide and chunks and isinstance(item, Message) and REDACTED in item.fields.values():
                 secrets.append((item.stream, item.direction, item.offset, item.offset + item.length))
+    packets = max((c.packets for c in session.captures), default=0)
+    if frame > packets and not exit_code(session):  # else no input could be read: its line says why
+        error(f"frame {frame} is not in the input (it has {packets} packets)")
+        return
     if not records and not chunks:
         console.print(f"frame {frame}: no TCP payload and no records")
         return

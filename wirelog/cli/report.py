@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from wirelog.cli.common import Session, error, exit_code, input_options, make_console
+from wirelog.cli.params import FiniteRange
 from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary
 from wirelog.export.atomic import AtomicFile
@@ -19,6 +20,8 @@ Examples:
   wirelog report 'night/*.pcap.gz' --top 50 -o night.html
   wirelog report capture.pcap -o r.html --svg charts/  the charts as SVG files too, for a ticket
 """
+MAX_TOP = 10_000  # lanes: past a few hundred the timeline is unreadable anyway
+MAX_STALL_S = 1e9  # about 31 years: the core holds it in i64 nanoseconds
 
 
 @click.command(epilog=EXAMPLES)
@@ -26,20 +29,21 @@ Examples:
 @click.option("-o", "--output", required=True, metavar="FILE", help="The HTML page to write.")
 @click.option(
     "--top",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_TOP),
     default=20,
     show_default=True,
     metavar="N",
-    help="Connections with a lane of their own on the timeline (most events first); the rest share one.",
+    help=f"Connections with a lane of their own on the timeline (most events first; at most {MAX_TOP}); "
+    "the rest share one.",
 )
 @click.option(
     "--stall",
     "stall_s",
-    type=click.FloatRange(min=0),
+    type=FiniteRange(0, MAX_STALL_S),
     default=2.0,
     show_default=True,
     metavar="SECONDS",
-    help="A request or window answered later than this (or never) is drawn as a stall.",
+    help=f"A request or window answered later than this (or never) is drawn as a stall (0 to {MAX_STALL_S:g}).",
 )
 @click.option("--svg", "svg_dir", metavar="DIR", help="Also write each chart as DIR/<chart>.svg.")
 @click.option("--png", "png_dir", metavar="DIR", help="Also write each chart as DIR/<chart>.png.")
@@ -63,6 +67,7 @@ def report(ctx, output, top, stall_s, svg_dir, png_dir, **params):
             tick(item)
             if isinstance(item, CaptureInfo) and item.timeline is not None:
                 timelines.append((item.capture, item.timeline))
+    session.tell_unmatched()
     code = exit_code(session)
     if code:  # no input could be read: no page (the errors are said)
         ctx.exit(code)

@@ -7,8 +7,11 @@ import sys
 import click
 from rich.table import Table
 
+from wirelog.cli import exits
 from wirelog.cli.common import Session, error, exit_code, input_options, make_console
+from wirelog.cli.params import STREAM_ID
 from wirelog.cli.summary import describe_tls
+from wirelog.cli.unmatched import ids
 from wirelog.export.json import dumps_line, rfc3339, stream_dict
 from wirelog.model import Chunk, Direction, Gap, StreamInfo, StreamLines
 
@@ -25,7 +28,7 @@ Examples:
 @input_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per stream (NDJSON).")
 @click.option(
-    "--dump", "dump", type=int, metavar="ID", help="Write the reassembled bytes of stream ID to stdout."
+    "--dump", "dump", type=STREAM_ID, metavar="ID", help="Write the reassembled bytes of stream ID to stdout."
 )
 @click.option(
     "--direction",
@@ -52,6 +55,7 @@ def streams(ctx, as_json, dump, direction, **params):
         ]
         found.sort(key=lambda i: (i.capture, i.stream))
         _table(found, len({i.capture for i in found}) > 1)
+    session.tell_unmatched()
     ctx.exit(exit_code(session))
 
 
@@ -90,8 +94,11 @@ def _dump(session: Session, stream: int, direction: Direction) -> int:
             seen = True
     out.flush()
     if not seen and not exit_code(session):  # else no input could be read: its line says why
-        error(f"no stream {stream} in the input")
-        return 1
+        # the one thing asked for is not there: a usage error, as a missing input is
+        error(
+            f"--dump {stream}: no stream {stream} in the input (its streams: {ids(sorted(session.seen.streams))})"
+        )
+        return exits.UNUSABLE
     return exit_code(session)
 
 

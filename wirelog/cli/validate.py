@@ -39,6 +39,10 @@ def validate(ctx, fail_on, as_json, **params):
     Exit status: 0 no finding at or above --fail-on, 1 some, 2 no input could be read. The verdict
     covers every input even when the reader of stdout stops early (`| head`).
     """
+    if params["kinds"] or params["events"]:
+        raise click.UsageError(
+            "validate lists findings, which --kind and --events drop: use convert with them"
+        )
     session = Session(params, findings_only=True)  # no object is made for a message
     threshold = Severity(fail_on).rank
     failing = 0
@@ -65,6 +69,7 @@ def validate(ctx, fail_on, as_json, **params):
             held, loss = [], CaptureLoss()
     if out is not None:
         _write(out, b"", flush=True)  # what is still buffered
+    session.tell_unmatched()
     code = exit_code(session)
     ctx.exit(code if code else (1 if failing else 0))
 

@@ -17,6 +17,7 @@ from typing import Any
 from wirelog.engine import protocols
 from wirelog.engine.capture import CoreCapture, Decoding, native_records
 from wirelog.engine.filters import RecordFilter
+from wirelog.engine.keylogs import KeyLogSource, core_keylogs
 from wirelog.engine.protocols import Limits
 from wirelog.inputs.errors import CaptureError
 from wirelog.inputs.sources import READ_ERRORS, STDIN, open_input
@@ -60,7 +61,7 @@ class Options:
     overlap: str = "first"
     reorder_window: int = REORDER_WINDOW
     show_secrets: bool = False
-    tls_keylogs: tuple[tuple[str, str], ...] = ()  # (name, NSS key log text) for TLS streams
+    tls_keylogs: tuple[KeyLogSource, ...] = ()  # NSS key logs for TLS streams
     limits: Limits = field(default_factory=Limits)
     keep: RecordFilter = field(default_factory=RecordFilter)  # records not accepted are not yielded
     input_format: str = "auto"  # auto: captures, else raw bytes a decoder recognises; pcap; or a protocol
@@ -107,7 +108,7 @@ def decoding_options(opts: Options, live_input: bool = False) -> dict[str, Any]:
         "show_secrets": opts.show_secrets,
         "limits": limits,
         "decode_as": opts.decode_as,
-        "tls_keylogs": list(opts.tls_keylogs),
+        "tls_keylogs": core_keylogs(opts.tls_keylogs),
     }
     if opts.records == "report":
         d["stall_ns"] = opts.stall_ns

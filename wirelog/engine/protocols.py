@@ -107,6 +107,22 @@ def names() -> list[str]:
     return [s.name for s in _SPECS]
 
 
+# The layers below the protocols whose findings carry their own name as `protocol` (a finding's
+# code begins with it: `tcp.gap`, `pcap.snaplen-truncated`; docs/records.md).
+LAYERS = ("pcap", "ip", "tcp", "stream", "internal")
+
+
+def record_protocols() -> list[str]:
+    """Every `protocol` a record can carry: the decoders' protocols, then the layers'."""
+    return [*names(), *LAYERS]
+
+
+def kinds() -> dict[str, tuple[str, ...]]:
+    """The kinds of the message records each protocol's decoder writes (the core's list, which
+    docs/protocols/*.md's "Record kinds" tables follow)."""
+    return {name: tuple(ks) for name, ks in _core.KINDS}
+
+
 def well_known_ports() -> frozenset[int]:
     """Server ports used to infer the client side of SYN-less streams (documented in docs/records.md)."""
     return frozenset(_core.WELL_KNOWN_PORTS)

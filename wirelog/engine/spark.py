@@ -75,6 +75,11 @@ class SparkEngineError(Exception):
     """The Spark engine cannot run as asked (pyspark missing, output in the way); one line for the user."""
 
 
+class NothingRead(SparkEngineError):
+    """No input was a capture: the output holds only their `capture.unreadable` rows (status 2, as
+    the local engine's when no input could be read)."""
+
+
 def under_spark_submit() -> bool:
     """True when this Python was started by spark-submit (which then owns master and JVM options)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -235,12 +240,14 @@ def convert_spark(
     parquet: a dataset partitioned by protocol (`protocol=cql/part-*.parquet`, zstd); json: NDJSON part
     files written by Spark's JSON writer; hercules: Hercules event part files. An earlier output in
     `output` is replaced. Rows written: records for parquet/json, events (messages) for hercules.
+    Raises NothingRead, once the output is written, when no input was a capture.
     """
     if fmt not in FORMATS:
         raise SparkEngineError(f"unknown format {fmt!r} (known: {', '.join(FORMATS)})")
     from wirelog.engine.spark_source import expand
 
-    if not expand(list(inputs), os.getcwd()):  # a typo fails here, before a JVM starts
+    captures = len(expand(list(inputs), os.getcwd()))
+    if not captures:  # a typo fails here, before a JVM starts
         raise CaptureError(f"{', '.join(inputs)}: no capture files found")
     if remote.is_uri(output) and fmt == "hercules":
         raise SparkEngineError(f"{output}: Hercules output needs a local or mounted directory")
@@ -254,13 +261,10 @@ def convert_spark(
     spark = session(master, conf)
     try:
         if fmt == "parquet":
-            return _write_parquet(spark, inputs, options, output, split_size)
-        return _write(
-            spark,
-            read(spark, inputs, options, exact_time=fmt == "hercules", split_size=split_size),
-            fmt,
-            output,
-        )
+            rows, unreadable = _write_parquet(spark, inputs, options, output, split_size)
+        else:
+            df = read(spark, inputs, options, exact_time=fmt == "hercules", split_size=split_size)
+            rows, unreadable = _write(spark, df, fmt, output)
     except Exception as e:
         from py4j.protocol import Py4JJavaError
         from pyspark.errors import PySparkException
@@ -268,13 +272,20 @@ def convert_spark(
         if not isinstance(e, PySparkException | Py4JJavaError):
             raise
         raise SparkEngineError(f"{output}: Spark could not write it: {java_reason(e)}") from e
+    if unreadable >= captures:  # the local engine's status 2 (README, "Exit status")
+        raise NothingRead(
+            f"no input could be read: none of the {captures} inputs is a capture "
+            f"(their capture.unreadable findings are in {output})"
+        )
+    return rows
 
 
 def _write_parquet(
     spark: SparkSession, inputs: list[str], options: Options, output: str, split_size: int | None
-) -> int:
-    """Parquet written by the tasks, committed by the driver (engine/spark_output.py); rows written.
-    Whole captures: one task per bin of captures; split captures: the tasks of their last stage."""
+) -> tuple[int, int]:
+    """Parquet written by the tasks, committed by the driver (engine/spark_output.py); rows written
+    and inputs that were not captures. Whole captures: one task per bin of captures; split captures:
+    the tasks of their last stage."""
     from wirelog.engine.spark_source import pack, parse_options
     from wirelog.engine.spark_split import phase, write_split_capture
 
@@ -292,10 +303,13 @@ def _write_parquet(
             written += write_split_capture(
                 spark, cap.path, cap.name, options, split_size, tasks, job, f"s{k}"
             )
-        return spark_output.commit(job, written)
+        rows = spark_output.commit(job, written)
     except BaseException:
         spark_output.discard(job)
         raise
+    from wirelog.engine.spark_source import UNREADABLE
+
+    return rows, spark_output.codes(job, written, "capture").count(UNREADABLE)
 
 
 def write_bin(
@@ -309,14 +323,18 @@ def write_bin(
     return spark_output.write_task(job, f"c{index:05d}", exact_batches(captures, src))
 
 
-def _write(spark: SparkSession, df: DataFrame, fmt: str, output: str) -> int:
-    """JSON or Hercules output through Spark's writers; rows (Hercules: events) written."""
+def _write(spark: SparkSession, df: DataFrame, fmt: str, output: str) -> tuple[int, int]:
+    """JSON or Hercules output through Spark's writers; rows (Hercules: events) written, and inputs
+    that were not captures (counted as they are written: their finding rows)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
+    from wirelog.engine.spark_source import UNREADABLE
+
     written = Observation("wirelog")
     counted = F.count_if(F.col("record") == "message") if fmt == "hercules" else F.count(F.lit(1))
-    df = df.observe(written, counted.alias("rows"))
+    unreadable = F.count_if(F.col("code") == UNREADABLE).alias("unreadable")
+    df = df.observe(written, counted.alias("rows"), unreadable)
     if fmt == "json":
         (
             df.write.mode("overwrite")
@@ -326,7 +344,7 @@ def _write(spark: SparkSession, df: DataFrame, fmt: str, output: str) -> int:
         )
     else:
         df.write.format("wirelog-hercules").mode("overwrite").save(output)
-    return int(written.get["rows"])
+    return int(written.get["rows"]), int(written.get["unreadable"])
 
 
 _FS_CLASS = re.compile(r"ClassNotFoundException: Class (\S+FileSystem) not found")

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from wirelog.export import parquet
 from wirelog.inputs import remote
@@ -196,6 +197,18 @@ def commit(job: Job, written: list[Written]) -> int:
     with fs.open_output_stream(f"{path}/{SUCCESS}"):
         pass
     return sum(w.rows for w in written)
+
+
+def codes(job: Job, written: list[Written], protocol: str) -> list[str]:
+    """The `code` of every committed row of `protocol` (a small partition: the capture-level
+    findings the driver counts)."""
+    fs, path = job.filesystem()
+    found: list[str] = []
+    for w in written:
+        if w.protocol == protocol:
+            file = f"{path}/{PARTITION}={protocol}/{os.path.basename(w.file)}"
+            found += pq.read_table(file, columns=["code"], filesystem=fs)["code"].to_pylist()
+    return found
 
 
 def discard(job: Job) -> None:

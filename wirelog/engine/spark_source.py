@@ -34,6 +34,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 from wirelog.engine import protocols
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.gc_tuning import tune_gc
+from wirelog.engine.keylogs import KeyLogSource
 from wirelog.engine.local import REORDER_WINDOW, Options, run
 from wirelog.engine.protocols import Limits
 from wirelog.export import parquet
@@ -127,7 +128,9 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         overlap=overlap,
         reorder_window=int(o.get("reorderwindow", REORDER_WINDOW)),
         show_secrets=_bool(o.get("showsecrets", "false"), "showSecrets"),
-        tls_keylogs=tuple((name, text) for name, text in json.loads(o.get("tlskeylogs") or "[]")),
+        tls_keylogs=tuple(
+            KeyLogSource(name, text=text) for name, text in json.loads(o.get("tlskeylogs") or "[]")
+        ),
         limits=limits,
         keep=keep,
     )
@@ -162,7 +165,7 @@ def option_strings(opts: Options, findings: str = "include", **extra: object) ->
     if opts.limits != Limits():
         out["limits"] = json.dumps(dataclasses.asdict(opts.limits))
     if opts.tls_keylogs:  # the key logs' text travels with the options to every task
-        out["tlsKeylogs"] = json.dumps(opts.tls_keylogs)
+        out["tlsKeylogs"] = json.dumps([(s.name, s.read_text()) for s in opts.tls_keylogs])
     out.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in extra.items()})
     return out
 
@@ -264,6 +267,9 @@ def pack(captures: list[Capture], max_bytes: int, open_cost: int, min_partitions
     return [sorted(b, key=lambda c: c.name) for b in bins]
 
 
+UNREADABLE = "capture.unreadable"  # the row of an input that is not a capture (docs/records.md)
+
+
 def _finding(code: str, message: str, name: str) -> Finding:
     return Finding(code, Severity.ERROR, message, "capture", capture=name)
 
@@ -281,7 +287,7 @@ def capture_records(captures: list[Capture], opts: SourceOptions) -> Iterator[Me
                     item.capture = cap.name
                     yield item
                 elif isinstance(item, CaptureInfo) and item.error and not item.packets:
-                    yield _finding("capture.unreadable", item.error.replace(cap.path, cap.name), cap.name)
+                    yield _finding(UNREADABLE, item.error.replace(cap.path, cap.name), cap.name)
         except Exception as e:
             yield _finding(
                 "capture.internal-error",

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from wirelog import _core
+from wirelog.engine.keylogs import KeyLogSource
 from wirelog.engine.local import Options, StreamPipeline, decoding_options, server_ports
 from wirelog.model import Finding, Severity, StreamInfo
 
@@ -58,7 +59,7 @@ def group_options(opts: Options, splits: list[Split]) -> Options:
     return replace(opts, tls_keylogs=(*opts.tls_keylogs, *_embedded_keylogs(splits)))
 
 
-def _embedded_keylogs(splits: list[Split]) -> list[tuple[str, str]]:
+def _embedded_keylogs(splits: list[Split]) -> list[KeyLogSource]:
     reader = _core.SegmentBatches("secrets")
     if splits:
         reader.feed(splits[0].context)
@@ -66,7 +67,7 @@ def _embedded_keylogs(splits: list[Split]) -> list[tuple[str, str]]:
         reader.feed(split.secrets)
     reader.finish()
     return [
-        ("the capture's Decryption Secrets Block", text.decode("utf-8", "replace"))
+        KeyLogSource("the capture's Decryption Secrets Block", text=text.decode("utf-8", "replace"))
         for text in reader.secrets()
     ]
 

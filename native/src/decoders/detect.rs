@@ -39,6 +39,9 @@ pub struct Protocol {
     pub ports: &'static [u16],
     pub detect: fn(&Sample<'_>) -> Option<f64>,
     pub find_start: Option<FindStart>,
+    /// The kinds of the message records its decoder writes (docs/protocols/*.md, "Record kinds"):
+    /// what `--kind` accepts.
+    pub kinds: &'static [&'static str],
 }
 
 /// Every protocol, in the order detectors are asked (ties go to the earlier one). CQL comes last:
@@ -50,30 +53,48 @@ pub const PROTOCOLS: &[Protocol] = &[
         ports: &[443, 5044, 5043, 5045, 9093, 6514],
         detect: tls,
         find_start: None,
+        kinds: &["client_hello", "server_hello", "alert"],
     },
     Protocol {
         name: "lumberjack",
         ports: &lumberjack::detect::PORTS,
         detect: lumberjack::detect::detect,
         find_start: Some(lumberjack::detect::find_start),
+        kinds: &["window", "compressed", "event", "ack", "connection"],
     },
     Protocol {
         name: "courier",
         ports: &[],
         detect: courier::detect::detect,
         find_start: Some(courier::detect::find_start),
+        kinds: &[
+            "helo",
+            "vers",
+            "ping",
+            "pong",
+            "unknown_reply",
+            "unknown_type",
+            "jdat",
+            "evnt",
+            "ackn",
+            "event",
+            "delivery",
+            "connection",
+        ],
     },
     Protocol {
         name: "hercules",
         ports: &hercules::detect::PORTS,
         detect: hercules::detect::detect,
         find_start: None,
+        kinds: &["event", "batch", "request", "response"],
     },
     Protocol {
         name: "cql",
         ports: &cql::detect::PORTS,
         detect: cql::detect::detect,
         find_start: None,
+        kinds: &cql::KINDS,
     },
 ];
 

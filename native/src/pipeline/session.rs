@@ -135,6 +135,15 @@ impl Session {
         }
     }
 
+    /// Key logs read once for the run (`--tls-keylog`; shared, not copied) and the findings of
+    /// their bad lines, which every capture reports, as with `add_keylog`.
+    pub fn use_keylog(&mut self, keylog: &KeyLog, findings: &[Finding]) {
+        Arc::make_mut(&mut self.keylog).extend(keylog);
+        for f in findings {
+            self.out.write(f.clone().into(), None, None);
+        }
+    }
+
     /// Whether the session has seen `stream` (else `open` it before its first bytes).
     pub fn knows(&self, stream: u64) -> bool {
         self.streams.contains_key(&stream)

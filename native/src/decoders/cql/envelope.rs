@@ -78,6 +78,27 @@ pub fn framed(version: u8) -> bool {
     matches!(version, 5 | 6)
 }
 
+/// Every message kind: the opcode names, and `unknown` for an opcode no version defines.
+pub const KINDS: [&str; 17] = [
+    "error",
+    "startup",
+    "ready",
+    "authenticate",
+    "options",
+    "supported",
+    "query",
+    "result",
+    "prepare",
+    "execute",
+    "register",
+    "event",
+    "batch",
+    "auth_challenge",
+    "auth_response",
+    "auth_success",
+    "unknown",
+];
+
 pub fn opcode_name(op: u8) -> Option<&'static str> {
     Some(match op {
         0x00 => "error",

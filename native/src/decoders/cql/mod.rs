@@ -20,6 +20,7 @@ mod tests;
 mod types;
 
 pub use decoder::{CqlDecoder, Shared};
+pub use envelope::KINDS;
 
 /// Detection's evidence (`detect`): does the complete envelope at the start of
 /// `data` decode with no bytes left over? Compressed pre-v5 bodies are the caller's to judge.

@@ -716,3 +716,10 @@ fn latency_beyond_i64_is_left_out() {
         assert_eq!(got, latency.map(Value::from), "{asked} {answered}");
     }
 }
+
+#[test]
+fn kinds_are_the_opcode_names_and_unknown() {
+    let mut named: Vec<&str> = (0..=u8::MAX).filter_map(envelope::opcode_name).collect();
+    named.push("unknown");
+    assert_eq!(named, envelope::KINDS);
+}

@@ -1,0 +1,87 @@
+"""What the inputs held that the filters name, so that a filter matching nothing is said.
+
+A typo in `--stream 7` or `--protocol` would otherwise give an empty output and status 0, which a
+CI job cannot tell from a clean capture. The status stays what README's "Exit status" says (the
+inputs were read); one line on stderr names what matched nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wirelog.engine import protocols
+from wirelog.engine.filters import RecordFilter
+from wirelog.export.hercules import is_events
+from wirelog.export.json import rfc3339
+from wirelog.model import EventCounts, Finding, Message, RecordLines, RecordRows, StreamInfo
+
+
+@dataclass(slots=True)
+class Seen:
+    """The stream ids and protocols of the inputs, and whether any record passed the filters."""
+
+    streams: set[int] = field(default_factory=set)
+    protocols: set[str] = field(default_factory=set)
+    tls: bool = False  # a TLS stream's plaintext protocol is not in its summary
+    records: bool = False
+
+    def add(self, item: object) -> None:
+        if isinstance(item, StreamInfo):
+            self.streams.add(item.stream)
+            self.tls |= item.tls is not None
+            if item.protocol:
+                self.protocols.add(item.protocol)
+        elif not self.records:
+            self.records = _holds_records(item)
+
+    def unmatched(self, keep: RecordFilter, decoded: bool, records: bool) -> str | None:
+        """The line that says what in `keep` matched nothing, or None. `decoded`: streams were
+        decoded (their protocols are known); `records`: the command outputs the records kept (not
+        `validate`, whose empty output is the verdict of a clean capture)."""
+        missing = sorted(keep.streams - self.streams)
+        if missing:
+            return f"no stream {ids(missing)} in the input (its streams: {ids(sorted(self.streams))})"
+        named = keep.protocols & set(protocols.names())
+        if decoded and named and named == keep.protocols and not (named & self.protocols) and not self.tls:
+            held = ", ".join(sorted(self.protocols)) or "none decoded"
+            return f"no {' or '.join(sorted(named))} stream in the input (its protocols: {held})"
+        if decoded and records and _user_filter(keep) and not self.records:
+            return f"no record matched the filters ({_described(keep)})"
+        return None
+
+
+def _holds_records(item: object) -> bool:
+    if isinstance(item, Message | Finding):
+        return True
+    if isinstance(item, RecordLines):
+        return item.count > 0
+    if isinstance(item, RecordRows):
+        return item.batch.num_rows > 0
+    if isinstance(item, EventCounts):
+        return bool(item.counts or item.messages)
+    return is_events(item) and len(item) > 0  # type: ignore[arg-type]
+
+
+def _user_filter(keep: RecordFilter) -> bool:
+    """Whether the user chose records (a command's own `findings` restriction is not a filter)."""
+    return bool(_described(keep))
+
+
+def _described(keep: RecordFilter) -> str:
+    """The filters as options: `--kind query --events`."""
+    words = [f"--protocol {p}" for p in sorted(keep.protocols)]
+    words += [f"--stream {s}" for s in sorted(keep.streams)]
+    words += [f"--kind {k}" for k in sorted(keep.kinds)]
+    words += ["--events"] if keep.events else []
+    words += [f"--since {rfc3339(keep.since)}"] if keep.since is not None else []
+    words += [f"--until {rfc3339(keep.until)}"] if keep.until is not None else []
+    return " ".join(words)
+
+
+def ids(numbers: list[int]) -> str:
+    """`0-41` for a run of ids (a capture can hold thousands of streams), `3, 7` otherwise."""
+    if not numbers:
+        return "none"
+    if len(numbers) > 2 and numbers[-1] - numbers[0] == len(numbers) - 1:
+        return f"{numbers[0]}-{numbers[-1]}"
+    return ", ".join(map(str, numbers))
