@@ -3,9 +3,11 @@ docs/schema.md tells users to: its named SQL queries, run as written."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 
+from tests.capture_tools import ndjson, run_cli
 from tests.conftest import REPO
 
 VERDICT_KEYS = (
@@ -67,3 +69,38 @@ def parquet_verdict(path: Path) -> dict[str, dict[str, int]]:
 
     rows = duckdb.sql(query(VERDICT_QUERY, f"'{path}'")).fetchall()
     return {row[0]: dict(zip(VERDICT_KEYS, row[1:], strict=True)) for row in rows}
+
+
+def events(path, *args: str) -> list[dict]:
+    code, out, err = run_cli("convert", str(path), "--events", "--to", "json", *args)
+    assert code == 0, err
+    return ndjson(out)
+
+
+def events_of(path) -> list[dict]:
+    """The event records the verdict follows."""
+    return [r for r in events(path) if r["event_id"] is not None]
+
+
+def inspect_verdict(path) -> dict:
+    code, out, err = run_cli("inspect", "--json", str(path))
+    assert code == 0, err
+    return verdict_numbers(json.loads(out)["delivery"])
+
+
+def assert_every_surface_agrees(path, tmp_path) -> dict:
+    """The records' count (NDJSON) and docs/schema.md's queries (DuckDB over the Parquet) give
+    `inspect --json`'s numbers; returns them."""
+    want = inspect_verdict(path)
+    records = events(path)
+    assert all(r["delivery"] is not None for r in records if r["event_id"] is not None)
+    assert verdict_of_records(records) == want
+    out = tmp_path / f"{path.name}.parquet"
+    code, _, err = run_cli("convert", str(path), "--to", "parquet", "-o", str(out))
+    assert code == 0, err
+    assert parquet_verdict(out) == want
+    import duckdb
+
+    lost = dict(duckdb.sql(query(LOST_QUERY, f"'{out}'")).fetchall())
+    assert lost == {p: n["never_acknowledged"] for p, n in want.items() if n["never_acknowledged"]}
+    return want

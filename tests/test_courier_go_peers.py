@@ -37,6 +37,7 @@ from courier_go_helpers import (
     wait_for,
     write_lines,
 )
+from delivery_helpers import assert_every_surface_agrees
 from lumberjack_helpers import capture
 
 
@@ -455,6 +456,28 @@ def test_killed_receiver_verdict_counts_each_event_once(killed: KilledRun) -> No
     }
     (never,) = findings(killed.records, "courier.never-acknowledged")
     assert never["events"] == fates["lost"]
+
+
+def test_killed_receiver_records_say_each_lines_fate(killed: KilledRun, tmp_path: Path) -> None:
+    """Each event record says what the peers' own logs say became of its line (docs/records.md,
+    "Delivery"): acknowledged on its first sending = delivered; only by the resend = its first copy
+    recovered_by_resend and the resend's copy delivered; acknowledged nowhere = never_acknowledged
+    on every copy. Counted as docs/schema.md says, in DuckDB too, they give the verdict."""
+    line_of = {m: i for i, m in enumerate(killed.messages)}
+    labels: dict[int, set[str]] = {}
+    for e in kind(killed.records, "event"):
+        labels.setdefault(line_of[e["event"]["message"]], set()).add(e["delivery"])
+    want = {
+        "delivered": {"delivered"},
+        "resend": {"recovered_by_resend", "delivered"},
+        "lost": {"never_acknowledged"},
+    }
+    fates = killed.delivery.fates()
+    assert {"delivered", "resend", "lost"} <= set(fates.values())
+    assert {line: want[fate] for line, fate in fates.items()} == labels
+    assert assert_every_surface_agrees(killed.pcap, tmp_path)["courier"]["recovered_by_resend"] == sum(
+        fate == "resend" for fate in fates.values()
+    )
 
 
 def test_killed_receiver_panel_says_sendings_and_resendings(killed: KilledRun) -> None:

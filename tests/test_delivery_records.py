@@ -5,9 +5,6 @@ verdict exactly, on crafted captures and on real ones."""
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 from courier_helpers import ackn_frame, jdat_frame
 from lumberjack_helpers import ack
@@ -15,52 +12,11 @@ from pcap_helpers import T0_NS, tcp_conversation, write_pcap
 
 from tests.capture_tools import ndjson, run_cli
 from tests.conftest import REPO
-from tests.delivery_helpers import (
-    LOST_QUERY,
-    parquet_verdict,
-    query,
-    verdict_numbers,
-    verdict_of_records,
-)
-from tests.test_inspect_delivery import batch, connections, gate_answer, gate_post, hercules_uuid
+from tests.delivery_helpers import assert_every_surface_agrees, events, events_of, inspect_verdict
+from tests.test_inspect_delivery import batch, connections, gate_retries, hercules_uuid
 
 SHARED = REPO.parent / "shared" / "captures"
 DATA = REPO / "tests" / "data"
-
-
-def events(path, *args: str) -> list[dict]:
-    code, out, err = run_cli("convert", str(path), "--events", "--to", "json", *args)
-    assert code == 0, err
-    return ndjson(out)
-
-
-def events_of(path) -> list[dict]:
-    """The event records the verdict follows."""
-    return [r for r in events(path) if r["event_id"] is not None]
-
-
-def inspect_verdict(path) -> dict:
-    code, out, err = run_cli("inspect", "--json", str(path))
-    assert code == 0, err
-    return verdict_numbers(json.loads(out)["delivery"])
-
-
-def assert_every_surface_agrees(path, tmp_path) -> dict:
-    """The records' count (NDJSON) and docs/schema.md's queries (DuckDB over the Parquet) give
-    `inspect --json`'s numbers; returns them."""
-    want = inspect_verdict(path)
-    records = events(path)
-    assert all(r["delivery"] is not None for r in records if r["event_id"] is not None)
-    assert verdict_of_records(records) == want
-    out = tmp_path / f"{path.name}.parquet"
-    code, _, err = run_cli("convert", str(path), "--to", "parquet", "-o", str(out))
-    assert code == 0, err
-    assert parquet_verdict(out) == want
-    import duckdb
-
-    lost = dict(duckdb.sql(query(LOST_QUERY, f"'{out}'")).fetchall())
-    assert lost == {p: n["never_acknowledged"] for p, n in want.items() if n["never_acknowledged"]}
-    return want
 
 
 def by_copy(records: list[dict]) -> dict[tuple[int, int], tuple[bool | None, str, str]]:
@@ -137,16 +93,7 @@ def test_log_courier_events_keep_their_id_when_resent_renumbered(tmp_path):
 
 
 def test_gate_events_by_uuid_say_their_fate(tmp_path):
-    first = [  # 1-3 throttled; 4 accepted; 5 unanswered when the connection closed
-        ("c", gate_post(1, 2, 3)), ("s", gate_answer(503)), ("c", gate_post(4)), ("s", gate_answer(200)),
-        ("c", gate_post(5)),
-    ]  # fmt: skip
-    second = [  # 1 and 2 retried and accepted, 3 never again; 4 accepted a second time; 6 rejected
-        ("c", gate_post(1, 2)), ("s", gate_answer(200)), ("c", gate_post(4)), ("s", gate_answer(200)),
-        ("c", gate_post(6)), ("s", gate_answer(400)),
-    ]  # fmt: skip
-    third = [("c", gate_post(7))]  # the capture ends before the Gate answers
-    path = connections(tmp_path / "gate.pcap", [first, second, third], port=6306, last_open=True)
+    path = gate_retries(tmp_path / "gate.pcap")
     got = [(r["stream"], r["uuid"], r["delivery"]) for r in events(path) if r["event_id"] is not None]
     assert all(r["uuid"] == r["event_id"] for r in events(path) if r["event_id"] is not None)
     u = hercules_uuid
@@ -214,24 +161,25 @@ def test_real_captures_give_the_verdict_on_every_surface(path, tmp_path):
 
 
 def test_impaired_copies_of_a_real_resend_capture_agree_everywhere(tmp_path):
-    from tests.impair import impaired_copy, impairments, read_pcap
+    """Reordered and duplicated copies of a real resend capture give its verdict on every surface;
+    copies that missed packets give other numbers (the capture saw less), but the records, DuckDB
+    and `inspect` still agree with each other."""
+    from tests.impair import impaired_copy, impairments, losses, read_pcap
 
     source = DATA / "lumberjack" / "pylogbeat-stalled-resend.pcap"
     want = inspect_verdict(source)
     assert want["lumberjack"]["recovered_by_resend"] > 0
-    for name, order in impairments(len(read_pcap(source)[1])):
+    n = len(read_pcap(source)[1])
+    for name, order in impairments(n) + losses(n):
         copy = tmp_path / f"{name}.pcap"
         impaired_copy(source, copy, order)
-        assert assert_every_surface_agrees(copy, tmp_path) == want, name
+        got = assert_every_surface_agrees(copy, tmp_path)
+        if not name.startswith(("drop", "bursts")):
+            assert got == want, name
 
 
-def test_budget_and_jobs_do_not_change_the_records(tmp_path):
+def test_the_held_memory_budget_does_not_change_the_records(monkeypatch):
     path = DATA / "lumberjack" / "pylogbeat-stalled-resend.pcap"
     want = events(path)
-    env = dict(os.environ)
-    try:
-        os.environ["WIRELOG_HELD_MEMORY"] = "1k"
-        assert events(path) == want
-    finally:
-        os.environ.clear()
-        os.environ.update(env)
+    monkeypatch.setenv("WIRELOG_HELD_MEMORY", "1k")  # every waiting record through the spill file
+    assert events(path) == want

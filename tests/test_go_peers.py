@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from capture_tools import ndjson, run_cli
+from delivery_helpers import assert_every_surface_agrees
 from go_peer_helpers import ClientRun, GoServer, beats_file, require_golumber, run_client
 from lumberjack_helpers import LumberjackServer, capture
 
@@ -207,6 +208,11 @@ def test_golumber_server_stops_acking(tmp_path: Path, mode: str) -> None:
     (never,) = [r for r in records if r.get("code") == "lumberjack.never-acknowledged"]
     first = next(e for e in kind(records, "event") if e["window"] == 2)
     assert never["events"] == lost
+    # each event record says its fate, and counted as docs/schema.md says they give the verdict
+    assert [e["delivery"] for e in kind(records, "event")] == ["delivered"] * 2 + [
+        "never_acknowledged"
+    ] * lost
+    assert assert_every_surface_agrees(pcap, tmp_path)["lumberjack"]["never_acknowledged"] == lost
     assert never["first"] | {"stream": first["stream"], "frame": first["frame"], "seq": 1} == never["first"]
 
 

@@ -221,7 +221,8 @@ def hercules_uuid(n: int) -> str:
     return f"00000000-0000-0000-0000-{n:012x}"
 
 
-def test_hercules_events_by_uuid_across_retries_and_rejections(tmp_path):
+def gate_retries(path):
+    """Gate requests retried on other connections, refused, accepted twice, unanswered."""
     first = [  # 1-3 throttled; 4 accepted; 5 unanswered when the connection closed
         ("c", gate_post(1, 2, 3)), ("s", gate_answer(503)), ("c", gate_post(4)), ("s", gate_answer(200)),
         ("c", gate_post(5)),
@@ -231,7 +232,11 @@ def test_hercules_events_by_uuid_across_retries_and_rejections(tmp_path):
         ("c", gate_post(6)), ("s", gate_answer(400)),
     ]  # fmt: skip
     third = [("c", gate_post(7))]  # the capture ends before the Gate answers
-    path = connections(tmp_path / "gate.pcap", [first, second, third], port=6306, last_open=True)
+    return connections(path, [first, second, third], port=6306, last_open=True)
+
+
+def test_hercules_events_by_uuid_across_retries_and_rejections(tmp_path):
+    path = gate_retries(tmp_path / "gate.pcap")
     d, screen = delivery(path)
     h = d["hercules"]
     assert (h["events"], h["distinct_events"], h["resent"]) == (10, 7, 3)

@@ -108,11 +108,13 @@ def test_the_demo_stall_is_on_the_timeline(tmp_path):
     assert {m["kind"] for m in marks} >= {"send", "answer", "keepalive", "close"}
 
 
-def test_resends_and_never_acknowledged_events_are_marked(tmp_path):
-    """pylogbeat gives up on a stalled connection and resends its window on a new one."""
+def test_resends_and_recovered_events_are_marked(tmp_path):
+    """pylogbeat gives up on a stalled connection and resends its window on a new one: the first
+    copies are drawn as recovered by the resend, not as lost."""
     _, data = report(tmp_path, str(RESEND))
     marks = rows(data["datasets"]["marks"])
-    (unacked,) = [m for m in marks if m["kind"] == "unacked"]
+    assert not [m for m in marks if m["kind"] == "unacked"]
+    (unacked,) = [m for m in marks if m["kind"] == "recovered"]
     assert (unacked["stream"], unacked["frame"], unacked["count"], unacked["first"], unacked["last"]) == (
         0,
         12,
@@ -368,3 +370,24 @@ def test_filters_hold_for_the_timeline_too(tmp_path):
     _, data = report(tmp_path, str(cut), "--kind", "window")
     assert not [m for m in rows(data["datasets"]["marks"]) if m["kind"] in ("gap", "finding")]
     assert sum(r["warning"] + r["error"] for r in rows(data["datasets"]["series"])) == 0
+
+
+def test_the_series_and_marks_count_what_the_verdict_counts(tmp_path):
+    """A window unacknowledged on a stalled connection and resent on the next is drawn as recovered,
+    not lost (pylogbeat's real stall); a window never resent is lost: the series' never-acknowledged
+    and only-by-a-resend events add up to the verdict's numbers, and the marks are the lost ones."""
+    from lumberjack_helpers import ack
+
+    from tests.test_inspect_delivery import batch, connections
+
+    lost = connections(tmp_path / "lost.pcap", [[("c", batch(1, 2)), ("s", ack(2)), ("c", batch(3, 4))]])
+    for path, recovered, never in ((RESEND, 3, 0), (lost, 0, 4)):
+        text, data = report(tmp_path, str(path), name=f"{Path(path).stem}.html")
+        d = data["inspect"]["delivery"]["lumberjack"]
+        assert (d["recovered_by_resend"], d["never_acknowledged"]) == (recovered, never)
+        series = rows(data["datasets"]["series"])
+        width = data_bin_s(text)
+        assert round(sum(r["never acknowledged/s"] for r in series) * width) == never
+        assert round(sum(r["only by a resend/s"] for r in series) * width) == recovered
+        marks = [m for m in rows(data["datasets"]["marks"]) if m["kind"] == "unacked"]
+        assert sum(m["count"] for m in marks) == never

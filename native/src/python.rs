@@ -795,11 +795,13 @@ impl Pipeline {
         py: Python<'py>,
         findings: bool,
     ) -> PyResult<(bool, Option<Bound<'py, PyAny>>)> {
-        let done = self.inner.session.finish(findings);
-        Ok((
-            done,
-            took(py, &self.model, &self.capture, &mut self.inner.session)?,
-        ))
+        finished(
+            py,
+            &self.model,
+            &self.capture,
+            &mut self.inner.session,
+            findings,
+        )
     }
 
     /// The delivery verdict's numbers so far, per protocol (a JSON object).
@@ -879,11 +881,7 @@ impl Decoding {
         py: Python<'py>,
         findings: bool,
     ) -> PyResult<(bool, Option<Bound<'py, PyAny>>)> {
-        let done = self.session.finish(findings);
-        Ok((
-            done,
-            took(py, &self.model, &self.capture, &mut self.session)?,
-        ))
+        finished(py, &self.model, &self.capture, &mut self.session, findings)
     }
 
     fn delivery(&self) -> String {
@@ -919,6 +917,18 @@ impl Decoding {
 }
 
 /// The records written since the last take (see `taken`), None when there are none.
+/// One part of a session's end (`Session::finish`): whether it is done, and the records made.
+fn finished<'py>(
+    py: Python<'py>,
+    model: &Model,
+    capture: &str,
+    session: &mut Session,
+    findings: bool,
+) -> PyResult<(bool, Option<Bound<'py, PyAny>>)> {
+    let done = session.finish(findings);
+    Ok((done, took(py, model, capture, session)?))
+}
+
 fn took<'py>(
     py: Python<'py>,
     model: &Model,

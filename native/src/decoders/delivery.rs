@@ -671,17 +671,14 @@ fn uuid_key(text: &str) -> Option<Uuid> {
     Some([(key >> 64) as u64, key as u64])
 }
 
+/// A key as an event id (its text is the canonical UUID).
+fn uuid_id(key: &Uuid) -> EventId {
+    EventId::Uuid(u128::from(key[0]) << 64 | u128::from(key[1]))
+}
+
 /// A key's canonical UUID text.
 fn uuid_text(key: &Uuid) -> String {
-    let hex = format!("{:016x}{:016x}", key[0], key[1]);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    uuid_id(key).text()
 }
 
 impl Hercules {
@@ -900,12 +897,7 @@ impl Verdict {
                 .hercules
                 .as_ref()
                 .and_then(|t| t.judge(m))
-                .map(|(key, now)| {
-                    (
-                        EventId::Uuid(u128::from(key[0]) << 64 | u128::from(key[1])),
-                        now,
-                    )
-                }),
+                .map(|(key, now)| (uuid_id(&key), now)),
             _ => None,
         }
     }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Map, Value};
 
-use crate::model::{Direction, Finding, Message, Record, Severity, Stamp};
+use crate::model::{Delivery, Direction, Finding, Message, Record, Severity, Stamp};
 use crate::tcp::Event;
 
 /// How long an answer may take before the wait is a stall, unless the caller says otherwise.
@@ -45,7 +45,10 @@ fn bucket(ns: i64) -> usize {
 #[derive(Clone, Default)]
 struct Bin {
     events: u64,
+    /// Distinct events the verdict says were never acknowledged, at their first copy's time.
     unacked: u64,
+    /// Distinct events delivered only by a resend, at their first copy's time.
+    recovered: u64,
     bytes: [u64; 2],
     /// Findings by severity: info, warning, error.
     findings: [u64; 3],
@@ -59,6 +62,7 @@ impl Bin {
     fn merge(&mut self, o: Bin) {
         self.events += o.events;
         self.unacked += o.unacked;
+        self.recovered += o.recovered;
         for i in 0..2 {
             self.bytes[i] += o.bytes[i];
         }
@@ -139,6 +143,7 @@ enum Kind {
     Answer,
     Keepalive,
     Unacked,
+    Recovered,
     Resend,
     Finding,
     Gap,
@@ -153,6 +158,7 @@ impl Kind {
             Kind::Answer => "answer",
             Kind::Keepalive => "keepalive",
             Kind::Unacked => "unacked",
+            Kind::Recovered => "recovered",
             Kind::Resend => "resend",
             Kind::Finding => "finding",
             Kind::Gap => "gap",
@@ -226,7 +232,8 @@ impl Marks {
         self.routine.push(m);
     }
 
-    /// A never-acknowledged event joins the mark of the one before it when they share a frame.
+    /// A never-acknowledged (or recovered) event joins the mark of the one before it when they
+    /// share a frame and kind.
     fn unacked(&mut self, m: Mark) {
         if let Some(last) = self.notable.last_mut() {
             if last.kind == m.kind && last.stream == m.stream && last.frame == m.frame {
@@ -669,11 +676,24 @@ impl Timeline {
             .or_else(|| m.get("sequence"))
             .and_then(Value::as_i64);
         if m.acked == Some(false) {
-            lane.unacked += 1;
-            bin.unacked += 1;
-            let mut mark = Mark::new(Kind::Unacked, stream, ts, "event", m.frame);
-            (mark.first, mark.last) = (seq, seq);
-            self.marks.unacked(mark);
+            lane.unacked += 1; // on this connection
+        }
+        // the verdict's classes, once per distinct event: at its first copy (the others name it)
+        let first_copy = m.get("resend_of").is_none_or(Value::is_null);
+        match m.delivery {
+            Some(Delivery::NeverAcknowledged) if first_copy => {
+                bin.unacked += 1;
+                let mut mark = Mark::new(Kind::Unacked, stream, ts, "event", m.frame);
+                (mark.first, mark.last) = (seq, seq);
+                self.marks.unacked(mark);
+            }
+            Some(Delivery::RecoveredByResend) if first_copy => {
+                bin.recovered += 1;
+                let mut mark = Mark::new(Kind::Recovered, stream, ts, "event", m.frame);
+                (mark.first, mark.last) = (seq, seq);
+                self.marks.unacked(mark);
+            }
+            _ => {}
         }
         if let Some(first) = m.get("resend_of").and_then(Value::as_object) {
             let mut mark = Mark::new(Kind::Resend, stream, ts, "event", m.frame);
@@ -775,6 +795,7 @@ impl Timeline {
             "bin": bins.keys().collect::<Vec<_>>(),
             "events": col(&|b| b.events),
             "unacked": col(&|b| b.unacked),
+            "recovered": col(&|b| b.recovered),
             "bytes_c2s": col(&|b| b.bytes[0]),
             "bytes_s2c": col(&|b| b.bytes[1]),
             "info": col(&|b| b.findings[0]),

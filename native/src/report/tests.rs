@@ -132,12 +132,21 @@ fn never_acknowledged_events_of_a_frame_are_one_mark() {
     for seq in 1..=4u64 {
         let mut m = Message::new("lumberjack", "event");
         (m.ts, m.frame, m.acked) = (Some(S), Some(3), Some(false));
+        m.delivery = Some(Delivery::NeverAcknowledged);
         m.set("seq", seq);
         t.record(&m.into(), Some(&stamp(2)));
     }
+    // unacknowledged on its connection but delivered by a resend: not a lost event
+    let mut m = Message::new("lumberjack", "event");
+    (m.ts, m.frame, m.acked) = (Some(S), Some(4), Some(false));
+    m.delivery = Some(Delivery::RecoveredByResend);
+    m.set("seq", 5);
+    t.record(&m.into(), Some(&stamp(2)));
     let j = parse(&mut t, 1);
-    assert_eq!(j["marks"]["kind"], json!(["unacked"]));
-    assert_eq!(j["marks"]["count"], json!([4]));
+    assert_eq!(j["marks"]["kind"], json!(["unacked", "recovered"]));
+    assert_eq!(j["series"]["unacked"], json!([4]));
+    assert_eq!(j["series"]["recovered"], json!([1]));
+    assert_eq!(j["marks"]["count"], json!([4, 1]));
     assert_eq!(
         (
             j["marks"]["first"][0].clone(),
@@ -145,7 +154,7 @@ fn never_acknowledged_events_of_a_frame_are_one_mark() {
         ),
         (json!(1), json!(4))
     );
-    assert_eq!(j["lanes"][0]["unacked"], 4);
+    assert_eq!(j["lanes"][0]["unacked"], 5); // on its connection
 }
 
 #[test]

@@ -12,6 +12,7 @@ KIND_COLOURS = {
     "answer": "#54a24b",
     "keepalive": "#b7d7a8",
     "unacked": "#e45756",
+    "recovered": "#72b7b2",
     "resend": "#f58518",
     "finding": "#b279a2",
     "gap": "#000000",
@@ -23,6 +24,7 @@ KIND_SHAPES = {
     "answer": "triangle-left",
     "keepalive": "circle",
     "unacked": "cross",
+    "recovered": "cross",
     "resend": "diamond",
     "finding": "square",
     "gap": "stroke",
@@ -162,7 +164,11 @@ def timeline(lanes: int, present: set[str]) -> dict[str, Any]:
 def over_time() -> dict[str, dict[str, Any]]:
     line = {"type": "line", "interpolate": "step-after", "point": False}
     return {
-        "events": _folded("Events per second", ["events/s", "never acknowledged/s"], line),
+        "events": _folded(
+            "Events per second (the verdict's lost and resent events at their first copy's time)",
+            ["events/s", "never acknowledged/s", "only by a resend/s"],
+            line,
+        ),
         "bytes": _folded("Bytes per second by direction", ["bytes/s c→s", "bytes/s s→c"], line),
         "latency": _folded(
             "ACK / response latency (ms, by the answer's time)",

@@ -173,7 +173,9 @@ def _series(
     for _, t in timelines:
         s, factor = t["series"], width // t["bin_ns"]
         keys = [k // factor for k in s["bin"]]
-        for name in ("events", "unacked", "bytes_c2s", "bytes_s2c", "info", "warning", "error", "errors"):
+        for name in (
+            "events", "unacked", "recovered", "bytes_c2s", "bytes_s2c", "info", "warning", "error", "errors"
+        ):  # fmt: skip
             for key, n in zip(keys, s[name], strict=True):
                 counts.setdefault(key, Counter())[name] += n
         for i, bucket, n in s["latency"]:
@@ -191,6 +193,7 @@ def _series(
                 "t": (key * width - t0) / 1e9,
                 "events/s": c["events"] * per_s,
                 "never acknowledged/s": c["unacked"] * per_s,
+                "only by a resend/s": c["recovered"] * per_s,
                 "bytes/s c→s": c["bytes_c2s"] * per_s,
                 "bytes/s s→c": c["bytes_s2c"] * per_s,
                 "info": c["info"],

@@ -73,14 +73,15 @@ def _columns(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _delivery_rows(delivery: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each protocol's distinct events by outcome (resends and twice are parts of `delivered`;
-    Log Courier counts those by payload, so its bar does not split them)."""
+    """Each protocol's distinct events by outcome (resends and twice are parts of `delivered`; an
+    event retried after a refusal and then accepted twice is both, so `delivered` alone is what
+    neither takes)."""
     rows = []
     for protocol, d in delivery.items():
         resend = d.get("recovered_by_resend", 0)
         twice = d.get("delivered_twice", 0)
         parts = {
-            "delivered": d["delivered"] - resend - twice,
+            "delivered": max(0, d["delivered"] - resend - twice),
             "only by a resend": resend,
             "twice": twice,
             "never acknowledged": d["never_acknowledged"],
