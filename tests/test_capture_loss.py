@@ -158,3 +158,21 @@ def test_lossy_copies_of_a_golumber_capture_are_not_the_peers_fault(
         explained.update({f["code"]: f["count"] for f in r["findings"] if f["severity"] != "error"})
     assert explained["tcp.gap"] > 0
     assert explained["lumberjack.ack-beyond-capture"] > 0  # ACKs of events the capture missed
+
+
+def test_a_resend_the_capture_missed_leaves_the_first_copies_unknown_not_lost(tmp_path: Path) -> None:
+    """pylogbeat resends its stalled window on a new connection; with the packet carrying that resend
+    missing from the capture, the first copies' fate is unknown (the resend may be in the gap, and
+    the server ACKed something there), not never acknowledged: validate passes, and every surface
+    says so. Without the gap the same events are recovered by the resend."""
+    from delivery_helpers import assert_every_surface_agrees
+
+    source = REPO / "tests" / "data" / "lumberjack" / "pylogbeat-stalled-resend.pcap"
+    n = len(read_pcap(source)[1])
+    assert inspect_json(source)["delivery"]["lumberjack"]["recovered_by_resend"] == 3
+    copy = tmp_path / "resend-missed.pcap"
+    impaired_copy(source, copy, [i for i in range(n) if i != 25])  # frame 26: the resent window
+    code, findings = validate(copy, "--fail-on", "error")
+    assert code == 0 and not errors(findings)
+    lj = assert_every_surface_agrees(copy, tmp_path)["lumberjack"]
+    assert (lj["never_acknowledged"], lj["ack_unknown"], lj["recovered_by_resend"]) == (0, 3, 0)

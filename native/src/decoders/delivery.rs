@@ -138,6 +138,11 @@ struct Lumberjack {
     resends_in: HashMap<u64, Vec<Key>>,
     resends_waiting: usize,
     capped: bool,
+    /// Client host of each connection, and the connections whose client bytes the capture missed
+    /// some of (stream, host): a later connection from the same host with such a gap may have
+    /// carried a resend the capture cannot show (`hidden`).
+    hosts: HashMap<u32, Box<str>>,
+    missed: Vec<(u32, Box<str>)>,
     /// `open` sorted by place, for `first_state` (built when asked, again when `open` changed).
     index: Vec<((u32, u64, u32), u32, usize)>,
     indexed: (usize, u32),
@@ -259,8 +264,7 @@ impl Lumberjack {
             None
         } else {
             // a first copy not acknowledged is one of `open` (unless the verdict was full)
-            let unclosed = self.unclosed.contains(&k.0);
-            Some(if unclosed { None } else { m.acked })
+            Some(self.state_of(k.0, m.acked))
         };
         match first {
             // the first copy was not acknowledged: the event's fate is its resends'
@@ -274,6 +278,27 @@ impl Lumberjack {
                 Delivery::DeliveredTwice
             }
             None => Delivery::Delivered,
+        }
+    }
+
+    /// Whether a resend of the events of `stream` may lie in a capture gap: a later connection
+    /// from its client's host lost client bytes in the capture. Their fate is then unknown, as
+    /// that of events whose ACK may be in a gap.
+    fn hidden(&self, stream: u32) -> bool {
+        self.hosts.get(&stream).is_some_and(|host| {
+            self.missed
+                .iter()
+                .any(|(later, h)| *later > stream && h == host)
+        })
+    }
+
+    /// The ACK state the verdict gives a connection's unacknowledged events: unknown (None) when
+    /// the connection did not end in the capture or a resend of them may be hidden in a gap.
+    fn state_of(&self, stream: u32, acked: Option<bool>) -> Option<bool> {
+        if self.unclosed.contains(&stream) || self.hidden(stream) {
+            None
+        } else {
+            acked
         }
     }
 
@@ -297,8 +322,7 @@ impl Lumberjack {
         let (start, len, i) = *self.index[..at].last()?;
         let inside = (start.0, start.1) == (k.0, k.2) && k.1.wrapping_sub(start.2) < len;
         let run = &self.open[i];
-        let unclosed = self.unclosed.contains(&run.stream);
-        inside.then_some(if unclosed { None } else { run.acked })
+        inside.then_some(self.state_of(run.stream, run.acked))
     }
 
     fn result(&self, capture: &str) -> Value {
@@ -308,11 +332,7 @@ impl Lumberjack {
         let mut found: Set<Key> = Set::default(); // resent and acknowledged keys among the first copies
         let mut rank = 0u64;
         for run in &self.open {
-            let acked = if self.unclosed.contains(&run.stream) {
-                None
-            } else {
-                run.acked
-            };
+            let acked = self.state_of(run.stream, run.acked);
             if ok.is_empty() && pending.is_empty() {
                 match acked {
                     None => unknown += u64::from(run.len),
@@ -846,6 +866,11 @@ fn wording(protocol: &str) -> Wording {
 }
 
 /// The trackers behind one feed: the records of any stream and the stream ends go in.
+/// The host of an `ip:port` (`[ipv6]:port`) endpoint.
+fn host_of(endpoint: &str) -> &str {
+    endpoint.rsplit_once(':').map_or(endpoint, |(host, _)| host)
+}
+
 /// A Hercules event the Gate was asked to take (a copy in a request), not one read back.
 fn hercules_copy(m: &Message) -> bool {
     m.direction == Some(Direction::C2S) && m.get("request_offset").is_some()
@@ -924,6 +949,29 @@ impl Verdict {
         }
     }
 
+    /// A Lumberjack connection from `client` (`ip:port`) began.
+    pub fn lumberjack_client(&mut self, stream: u64, client: &str) {
+        if let Ok(stream) = u32::try_from(stream) {
+            let t = self.lumberjack.get_or_insert_with(Lumberjack::default);
+            t.hosts.insert(stream, host_of(client).into());
+        }
+    }
+
+    /// The capture missed client bytes of a Lumberjack connection.
+    pub fn lumberjack_client_gap(&mut self, stream: u64) {
+        let Some(t) = self.lumberjack.as_mut() else {
+            return;
+        };
+        let Ok(stream) = u32::try_from(stream) else {
+            return;
+        };
+        if let Some(host) = t.hosts.get(&stream).cloned() {
+            if !t.missed.iter().any(|(s, _)| *s == stream) {
+                t.missed.push((stream, host));
+            }
+        }
+    }
+
     pub fn stream_ended(&mut self, stream: u64, closed: bool) {
         if let Some(t) = self.lumberjack.as_mut() {
             t.stream_ended(stream, closed);
@@ -945,7 +993,8 @@ impl Verdict {
         if let Some(h) = &self.hercules {
             out.insert("hercules".into(), h.result(capture));
         }
-        if let Some(l) = &self.lumberjack {
+        // (a tracker that only learnt client hosts saw no event)
+        if let Some(l) = self.lumberjack.as_ref().filter(|l| l.events > 0) {
             out.insert("lumberjack".into(), l.result(capture));
         }
         out
@@ -1425,5 +1474,39 @@ mod tests {
             ),
             (Some(1), Some(1))
         );
+    }
+
+    #[test]
+    fn a_resend_the_capture_may_have_missed_makes_lost_events_unknown() {
+        let run = |gap_from: &str| {
+            let mut v = Verdict::default();
+            v.lumberjack_client(0, "10.0.0.1:4000");
+            let lost: Vec<Record> = (1..=3).map(|q| event(5, q, Some(false), None)).collect();
+            v.add(0, &lost);
+            v.stream_ended(0, true);
+            v.lumberjack_client(1, gap_from);
+            v.lumberjack_client_gap(1); // its client bytes (a resend?) partly missing
+            v.add(1, &[event(9, 1, Some(true), None)]);
+            v.stream_ended(1, true);
+            let fates: Vec<Delivery> = lost
+                .iter()
+                .map(|r| match r {
+                    Record::Message(m) => v.fate(0, m),
+                    Record::Finding(_) => unreachable!(),
+                })
+                .collect();
+            let r = v.results("c")["lumberjack"].clone();
+            (
+                r["never_acknowledged"].as_u64(),
+                r["ack_unknown"].as_u64(),
+                fates,
+            )
+        };
+        // a later connection from the same host lost client bytes: a resend may be there
+        let unknown = vec![Delivery::Unknown; 3];
+        assert_eq!(run("10.0.0.1:4001"), (Some(0), Some(3), unknown));
+        // from another host it cannot have carried these events
+        let lost = vec![Delivery::NeverAcknowledged; 3];
+        assert_eq!(run("10.0.0.2:4001"), (Some(3), Some(0), lost));
     }
 }

@@ -183,12 +183,20 @@ impl Session {
         }
         match self.native(protocol, ctx) {
             Some(native) => {
-                self.streams
-                    .insert(native.stamp.stream, Stream::Native(native));
+                self.adopt(native);
                 true
             }
             None => false,
         }
+    }
+
+    /// A stream decoded natively from now on (the verdict learns a Lumberjack client's host).
+    fn adopt(&mut self, native: Native) {
+        let stamp = &native.stamp;
+        if native.protocol == "lumberjack" {
+            self.verdict.lumberjack_client(stamp.stream, &stamp.client);
+        }
+        self.streams.insert(stamp.stream, Stream::Native(native));
     }
 
     fn native(&self, protocol: &str, mut ctx: StreamContext) -> Option<Native> {
@@ -279,7 +287,10 @@ impl Session {
     fn plain_gap(&mut self, stream: u64, gap: &Gap) -> bool {
         match self.streams.get_mut(&stream) {
             None => false,
-            Some(Stream::Native(_)) => {
+            Some(Stream::Native(n)) => {
+                if n.protocol == "lumberjack" && gap.direction == Direction::C2S {
+                    self.verdict.lumberjack_client_gap(stream);
+                }
                 self.step(stream, |d, shared, out| d.gap(gap, shared, out));
                 true
             }
@@ -479,7 +490,7 @@ impl Session {
         }
         match self.native(protocol, ctx) {
             Some(native) => {
-                self.streams.insert(stream, Stream::Native(native));
+                self.adopt(native);
                 for item in items {
                     match item {
                         Held::Chunk(c) => self.plain_chunk(stream, &c.borrow()),
