@@ -132,7 +132,7 @@ def _run(args: list[str], debug: bool) -> tuple[int, str | None]:
         if not isinstance(e, Exception) and not exits.is_core_panic(e):
             raise
         if debug:
-            import traceback  # imported here: ~5 ms of start-up that only --debug needs
+            import traceback  # already imported by main(): no memory needed here
 
             traceback.print_exc()
         return exits.outcome(e)
@@ -146,6 +146,10 @@ def main(argv: list[str] | None = None) -> None:
     stand_in_for_closed_stdout()
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
+    if debug:
+        # ~5 ms of start-up that only --debug needs; imported now, as importing it when memory has
+        # run out fails too (a MemoryError in the handler ends the run with status 1)
+        import traceback  # noqa: F401  (kept in sys.modules for _run)
     hooks = sys.unraisablehook, sys.excepthook
     if not debug:
         sys.unraisablehook = sys.excepthook = exits.quiet
