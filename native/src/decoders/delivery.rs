@@ -460,11 +460,11 @@ fn nonce_words(nonce: &str) -> [u64; 2] {
     }
 }
 
-fn nonce_of(m: &Message) -> String {
+fn nonce_of(m: &Message) -> std::borrow::Cow<'_, str> {
     match m.get("nonce") {
-        Some(Value::String(s)) => s.clone(),
-        None | Some(Value::Null) => "None".to_owned(),
-        Some(other) => other.to_string(),
+        Some(Value::String(s)) => s.as_str().into(),
+        None | Some(Value::Null) => "None".into(),
+        Some(other) => other.to_string().into(),
     }
 }
 
@@ -493,15 +493,9 @@ impl Courier {
         }
     }
 
-    /// An event record: its payload is known from its first event on (its delivery record comes
-    /// after the events it covers).
-    fn add_event(&mut self, m: &Message) {
-        self.payload(nonce_of(m));
-    }
-
     /// A sending's delivery record.
     fn add(&mut self, stream: u64, m: &Message) {
-        let Some(i) = self.payload(nonce_of(m)) else {
+        let Some(i) = self.payload(nonce_of(m).into_owned()) else {
             return;
         };
         let int = |name| m.get(name).and_then(Value::as_u64).unwrap_or(0);
@@ -542,7 +536,7 @@ impl Courier {
     /// sent); None when the verdict could not follow it.
     fn place(&self, stream: u64, m: &Message) -> Option<(&Payload, [u64; 2], u64)> {
         let nonce = nonce_of(m);
-        let p = &self.payloads[*self.by_nonce.get(&nonce)?];
+        let p = &self.payloads[*self.by_nonce.get(nonce.as_ref())?];
         let index = m.get("index").and_then(Value::as_u64)?;
         let sending = p
             .sent
@@ -558,11 +552,24 @@ impl Courier {
     /// The id of an event copy and, when already final, its fate: a copy of a first sending
     /// (no `resend_of`: the decoder saw its nonce first) that was acknowledged is delivered
     /// whatever comes after it.
-    fn judge(&self, stream: u64, m: &Message) -> Option<(EventId, Option<Delivery>)> {
-        let (_, nonce, g) = self.place(stream, m)?;
+    fn judge(this: Option<&Self>, stream: u64, m: &Message) -> Option<(EventId, Option<Delivery>)> {
         let resend = m.get("resend_of").is_some_and(|v| !v.is_null());
-        let now = (!resend && m.acked == Some(true)).then_some(Delivery::Delivered);
-        Some((EventId::of_place(&[nonce[0], nonce[1], g]), now))
+        if !resend && m.acked == Some(true) {
+            // nearly every event: in its first sending, its place is its index (no lookup)
+            let nonce = nonce_words(&nonce_of(m));
+            let index = m.get("index").and_then(Value::as_u64)?;
+            let id = EventId::of_place(&[nonce[0], nonce[1], index]);
+            return Some((id, Some(Delivery::Delivered)));
+        }
+        let (nonce, g) = match this.and_then(|t| t.place(stream, m)) {
+            Some((_, nonce, g)) => (nonce, g),
+            // its payload's delivery record is not made yet: `fate` places it when it is
+            None => (
+                nonce_words(&nonce_of(m)),
+                m.get("index").and_then(Value::as_u64)?,
+            ),
+        };
+        Some((EventId::of_place(&[nonce[0], nonce[1], g]), None))
     }
 
     /// The fate of a copy that waited, as the verdict stands (the classes `result` counts).
@@ -897,10 +904,6 @@ impl Verdict {
                     .courier
                     .get_or_insert_with(Courier::default)
                     .add(stream, m),
-                ("courier", "event") => self
-                    .courier
-                    .get_or_insert_with(Courier::default)
-                    .add_event(m),
                 // Gate traffic only: bare events and read answers have no acknowledgement.
                 ("hercules", "event") if hercules_copy(m) => self
                     .hercules
@@ -917,7 +920,8 @@ impl Verdict {
     pub fn judge(&self, stream: u64, m: &Message) -> Option<(EventId, Option<Delivery>)> {
         match (m.protocol, m.kind) {
             ("lumberjack", "event") => self.lumberjack.as_ref().map(|t| t.judge(stream, m)),
-            ("courier", "event") => self.courier.as_ref().and_then(|t| t.judge(stream, m)),
+            // before its first delivery record there is no tracker: the events judge alone
+            ("courier", "event") => Courier::judge(self.courier.as_ref(), stream, m),
             ("hercules", "event") if hercules_copy(m) => self
                 .hercules
                 .as_ref()
