@@ -55,7 +55,7 @@ DICTIONARY_COLUMNS = (
     "record", "capture", "stream", "client", "server", "direction", "protocol", "kind", "version",
     "delivery", "code", "severity",
 )  # fmt: skip
-TEXT_COLUMNS = ("message", "event", "fields")
+TEXT_COLUMNS = ("message", "event", "fields", "event_id")  # event_id: distinct per event, never pruned on
 ROW_GROUP = 65_536
 _INT64 = 1 << 63
 
