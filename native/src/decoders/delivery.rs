@@ -138,11 +138,11 @@ struct Lumberjack {
     resends_in: HashMap<u64, Vec<Key>>,
     resends_waiting: usize,
     capped: bool,
-    /// Client host of each connection, and the connections whose client bytes the capture missed
-    /// some of (stream, host): a later connection from the same host with such a gap may have
-    /// carried a resend the capture cannot show (`hidden`).
+    /// Client host of each connection (at most `KEYS_LIMIT`), and per host the latest connection
+    /// whose client bytes the capture missed some of: a later connection from the same host with
+    /// such a gap may have carried a resend the capture cannot show (`hidden`).
     hosts: HashMap<u32, Box<str>>,
-    missed: Vec<(u32, Box<str>)>,
+    missed: HashMap<Box<str>, u32>,
     /// `open` sorted by place, for `first_state` (built when asked, again when `open` changed).
     index: Vec<((u32, u64, u32), u32, usize)>,
     indexed: (usize, u32),
@@ -285,11 +285,10 @@ impl Lumberjack {
     /// from its client's host lost client bytes in the capture. Their fate is then unknown, as
     /// that of events whose ACK may be in a gap.
     fn hidden(&self, stream: u32) -> bool {
-        self.hosts.get(&stream).is_some_and(|host| {
-            self.missed
-                .iter()
-                .any(|(later, h)| *later > stream && h == host)
-        })
+        self.hosts
+            .get(&stream)
+            .and_then(|host| self.missed.get(host))
+            .is_some_and(|&later| later > stream)
     }
 
     /// The ACK state the verdict gives a connection's unacknowledged events: unknown (None) when
@@ -957,7 +956,9 @@ impl Verdict {
     pub fn lumberjack_client(&mut self, stream: u64, client: &str) {
         if let Ok(stream) = u32::try_from(stream) {
             let t = self.lumberjack.get_or_insert_with(Lumberjack::default);
-            t.hosts.insert(stream, host_of(client).into());
+            if t.hosts.len() < KEYS_LIMIT {
+                t.hosts.insert(stream, host_of(client).into());
+            }
         }
     }
 
@@ -970,9 +971,8 @@ impl Verdict {
             return;
         };
         if let Some(host) = t.hosts.get(&stream).cloned() {
-            if !t.missed.iter().any(|(s, _)| *s == stream) {
-                t.missed.push((stream, host));
-            }
+            let latest = t.missed.entry(host).or_insert(stream);
+            *latest = (*latest).max(stream);
         }
     }
 
