@@ -141,8 +141,8 @@ struct Lumberjack {
     /// Client host of each connection (at most `KEYS_LIMIT`), and per host the latest connection
     /// whose client bytes the capture missed some of: a later connection from the same host with
     /// such a gap may have carried a resend the capture cannot show (`hidden`).
-    hosts: HashMap<u32, Box<str>>,
-    missed: HashMap<Box<str>, u32>,
+    hosts: HashMap<u32, u64>,
+    missed: HashMap<u64, u32>,
     /// `open` sorted by place, for `first_state` (built when asked, again when `open` changed).
     index: Vec<((u32, u64, u32), u32, usize)>,
     indexed: (usize, u32),
@@ -450,12 +450,7 @@ fn nonce_words(nonce: &str) -> [u64; 2] {
     match (word(nonce.get(..16)), word(nonce.get(16..))) {
         (Some(a), Some(b)) if nonce.len() == 32 => [a, b],
         // not a wire nonce: its bytes, folded (FNV-1a), still the same for every copy
-        _ => [
-            nonce.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-            }),
-            u64::MAX,
-        ],
+        _ => [fnv1a(nonce), u64::MAX],
     }
 }
 
@@ -872,9 +867,17 @@ fn wording(protocol: &str) -> Wording {
 }
 
 /// The trackers behind one feed: the records of any stream and the stream ends go in.
-/// The host of an `ip:port` (`[ipv6]:port`) endpoint.
-fn host_of(endpoint: &str) -> &str {
-    endpoint.rsplit_once(':').map_or(endpoint, |(host, _)| host)
+/// The host of an `ip:port` (`[ipv6]:port`) endpoint, as a 64-bit key (FNV-1a): 8 bytes a
+/// connection instead of the text; two hosts sharing a key only widen `Lumberjack::hidden`.
+fn host_key(endpoint: &str) -> u64 {
+    fnv1a(endpoint.rsplit_once(':').map_or(endpoint, |(host, _)| host))
+}
+
+/// FNV-1a of a text: a fixed 64-bit key.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// A Hercules event the Gate was asked to take (a copy in a request), not one read back.
@@ -957,7 +960,7 @@ impl Verdict {
         if let Ok(stream) = u32::try_from(stream) {
             let t = self.lumberjack.get_or_insert_with(Lumberjack::default);
             if t.hosts.len() < KEYS_LIMIT {
-                t.hosts.insert(stream, host_of(client).into());
+                t.hosts.insert(stream, host_key(client));
             }
         }
     }
@@ -970,7 +973,7 @@ impl Verdict {
         let Ok(stream) = u32::try_from(stream) else {
             return;
         };
-        if let Some(host) = t.hosts.get(&stream).cloned() {
+        if let Some(&host) = t.hosts.get(&stream) {
             let latest = t.missed.entry(host).or_insert(stream);
             *latest = (*latest).max(stream);
         }
