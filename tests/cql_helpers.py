@@ -127,7 +127,8 @@ def _rows(values: list[bytes]) -> bytes:
 
 
 class Responder:
-    """Answers OPTIONS, STARTUP (READY or AUTHENTICATE), AUTH_RESPONSE, QUERY, PREPARE, EXECUTE."""
+    """Answers OPTIONS, STARTUP (READY or AUTHENTICATE), AUTH_RESPONSE, QUERY, PREPARE, EXECUTE; a QUERY
+    whose text has "invalid" with an ERROR (0x2200), one with "hang" never (a server stuck on it)."""
 
     def __init__(self, auth: bool = False, big: int = 300_000) -> None:
         self.auth = auth
@@ -170,6 +171,8 @@ class Responder:
                         return
                 for envelope in envs:
                     out, switch = self._answer(envelope)
+                    if out is None:
+                        continue
                     if codec is None:
                         conn.sendall(out)
                     else:
@@ -220,7 +223,7 @@ class Responder:
                 codec._encode_segment(out, envelope[i : i + 131060], False)
         return out.getvalue()
 
-    def _answer(self, envelope: bytes):
+    def _answer(self, envelope: bytes) -> tuple[bytes | None, object]:
         version, flags, stream, opcode, _ = struct.unpack(">BBhBI", envelope[:9])
         body = envelope[9:]
         if flags & 0x01 and version < 5:  # v4 LZ4 body from the driver
@@ -255,6 +258,10 @@ class Responder:
         if opcode == 0x07:
             n = struct.unpack(">i", body[:4])[0]
             text = body[4 : 4 + n]
+            if b"hang" in text:
+                return None, None
+            if b"invalid" in text:
+                return reply(0x00, struct.pack(">i", 0x2200) + s_string("invalid query")), None
             if b"big" in text:
                 return reply(0x08, _rows([b"x" * self.big])), None
             return reply(0x08, _rows([text])), None

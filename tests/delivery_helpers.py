@@ -38,13 +38,41 @@ def query(name: str, table: str) -> str:
 
 VERDICT_QUERY = "the delivery verdict: one row per protocol, the numbers of `inspect --json`'s `delivery`"
 LOST_QUERY = "events lost: distinct events never acknowledged, per protocol"
+CQL_QUERY = "CQL requests by outcome: the numbers of `inspect --json`'s `delivery.cql`"
+CQL_KEYS = ("requests", "answered", "error", "unanswered", "unknown")
+
+
+def cql_outcomes(records: list[dict]) -> dict[str, int]:
+    """CQL requests by outcome from NDJSON records, counted as the CQL query does; a response
+    carries its request's id and outcome, so its record is checked against the request's."""
+    requests = {r["event_id"]: r["delivery"] for r in records if _request(r)}
+    for r in records:
+        if r.get("protocol") == "cql" and r.get("direction") == "s2c" and r.get("event_id"):
+            assert requests[r["event_id"]] == r["delivery"], r
+    n = dict.fromkeys(CQL_KEYS, 0)
+    n["requests"] = len(requests)
+    for outcome in requests.values():
+        n[outcome] += 1
+    return n
+
+
+def _request(r: dict) -> bool:
+    return r.get("protocol") == "cql" and r.get("direction") == "c2s" and r.get("event_id") is not None
+
+
+def parquet_cql_outcomes(path: Path) -> dict[str, int]:
+    """The CQL query of docs/schema.md run by DuckDB on a Parquet file."""
+    import duckdb
+
+    (row,) = duckdb.sql(query(CQL_QUERY, f"'{path}'")).fetchall()
+    return dict(zip(CQL_KEYS, row, strict=True))
 
 
 def verdict_of_records(records: list[dict]) -> dict[str, dict[str, int]]:
     """The per-protocol numbers of the verdict from NDJSON records, counted as the verdict query does."""
     classes: dict[tuple[str, str], set[str]] = defaultdict(set)
     for r in records:
-        if r.get("event_id") is not None:
+        if r.get("event_id") is not None and r["protocol"] != "cql":  # (CQL: `cql_outcomes`)
             classes[(r["protocol"], r["event_id"])].add(r["delivery"])
     out: dict[str, dict[str, int]] = {}
     for (protocol, _), seen in classes.items():
@@ -103,4 +131,22 @@ def assert_every_surface_agrees(path, tmp_path) -> dict:
 
     lost = dict(duckdb.sql(query(LOST_QUERY, f"'{out}'")).fetchall())
     assert lost == {p: n["never_acknowledged"] for p, n in want.items() if n["never_acknowledged"]}
+    assert_cql_agrees(path, out)
+    return want
+
+
+def assert_cql_agrees(path, parquet: Path) -> dict[str, int] | None:
+    """CQL requests by outcome: `inspect --json`, the NDJSON records and docs/schema.md's CQL query
+    over `parquet` (the capture's records) give the same numbers; returns them (None: no CQL)."""
+    code, out, err = run_cli("inspect", "--json", str(path))
+    assert code == 0, err
+    want = json.loads(out)["delivery"].get("cql")
+    code, out, err = run_cli("convert", str(path), "--to", "json")
+    assert code == 0, err
+    records = ndjson(out)
+    if want is None:
+        assert not any(_request(r) for r in records)
+        return None
+    assert cql_outcomes(records) == want
+    assert parquet_cql_outcomes(parquet) == want
     return want

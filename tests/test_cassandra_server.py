@@ -707,6 +707,42 @@ def test_every_request_and_response_matches_the_driver(
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
+def test_each_request_carries_the_outcome_the_driver_got(
+    captures: dict[str, Capture],
+    cassandra_server: CassandraServer,  # noqa: F811
+    name: str,
+    tmp_path: Path,
+) -> None:
+    """Apache Cassandra's answers as the driver decoded them are the requests' outcomes: an ERROR (a
+    refused password, a read timeout, a tombstone failure, an unprepared statement, ...) `error`,
+    anything else `answered`, and the response carries its request's id; `inspect --json`, the records
+    and docs/schema.md's CQL query over the Parquet give the same numbers."""
+    from tests.delivery_helpers import assert_cql_agrees
+
+    cap = captures[name]
+    parquet = tmp_path / "records.parquet"
+    code, _, err = run_cli("convert", str(cap.pcap), "--to", "parquet", "-o", str(parquet))
+    assert code == 0, err
+    got = assert_cql_agrees(cap.pcap, parquet)
+    requests, responses, _ = by_connection(cap.records)
+    errors = 0
+    for ex in cap.transcript.exchanges:
+        if ex.server_port != cassandra_server.port or ex.response is None:
+            continue
+        errors += isinstance(ex.response, ErrorMessage)
+    checked = 0
+    for key, recs in requests.items():
+        for request, response in zip(recs, responses[key], strict=False):
+            want = "error" if response["kind"] == "error" else "answered"
+            assert request["delivery"] == response["delivery"] == want, (key, request["frame"])
+            assert request["event_id"] == response["event_id"]
+            checked += 1
+    assert got["error"] == errors > 0
+    assert got["answered"] + got["error"] == checked
+    assert got["requests"] == sum(map(len, requests.values()))
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
 def test_clean_capture_has_no_findings_and_the_framing_negotiated(
     captures: dict[str, Capture], name: str
 ) -> None:

@@ -50,7 +50,14 @@ def check_counts(r: dict[str, Any]) -> None:
     assert sum(e["events"] for e in by_protocol.values()) >= totals["events"]  # + events of no stream
     counts = {f["code"]: f["count"] for f in r["findings"]}
     assert sum(totals["findings"].values()) == sum(counts.values())
+    cql = r["delivery"].get("cql")
+    if cql:  # requests by outcome; each one never answered is a finding of its own
+        assert cql["requests"] == cql["answered"] + cql["error"] + cql["unanswered"] + cql["unknown"]
+        silent = counts.get("cql.unanswered-request", 0) + counts.get("cql.stream-id-reused", 0)
+        assert cql["unanswered"] + cql["unknown"] == silent or silent > 100  # (findings capped at 101)
     for protocol, d in r["delivery"].items():
+        if protocol == "cql":
+            continue
         assert d["distinct_events"] == d["delivered"] + d["never_acknowledged"] + d["ack_unknown"], protocol
         # the verdict and its findings agree
         assert (d["never_acknowledged"] > 0) == (f"{protocol}.never-acknowledged" in counts), protocol

@@ -543,6 +543,46 @@ def test_the_verdict_query_gives_inspects_numbers_in_spark_sql_and_on_the_spark_
         assert {r[0]: dict(zip(VERDICT_KEYS, r[1:], strict=True)) for r in rows} == want, path.name
 
 
+def test_the_cql_outcome_query_gives_inspects_numbers_in_spark_sql_and_on_the_spark_engines_parquet(
+    spark, tmp_path
+):
+    """docs/schema.md's CQL query, as written, in Spark SQL over the `wirelog` source and in DuckDB
+    over the Parquet the Spark engine wrote: `inspect --json`'s `delivery.cql` (answered, refused,
+    never answered on a closed connection, open at the capture's end)."""
+    import duckdb
+    from delivery_helpers import CQL_KEYS, CQL_QUERY, query
+    from test_inspect_delivery import connections
+
+    from tests.capture_tools import run_cli
+
+    def envelope(stream: int, opcode: int, body: bytes = b"") -> bytes:
+        return (
+            bytes([4 if opcode in (5, 7) else 0x84, 0])
+            + stream.to_bytes(2, "big")
+            + bytes([opcode])
+            + (len(body).to_bytes(4, "big") + body)
+        )
+
+    error = (0x2200).to_bytes(4, "big") + b"\x00\x03bad"
+    closed = [("c", envelope(1, 5)), ("c", envelope(2, 5)), ("c", envelope(3, 5)), ("s", envelope(2, 0, error)),
+              ("s", envelope(1, 6, b"\x00\x00"))]  # fmt: skip
+    path = connections(tmp_path / "cql.pcap", [closed, [("c", envelope(1, 5))]], port=9042, last_open=True)
+    code, out, err = run_cli("inspect", "--json", str(path))
+    assert code == 0, err
+    want = json.loads(out)["delivery"]["cql"]
+    assert want == {"requests": 4, "answered": 1, "error": 1, "unanswered": 1, "unknown": 1}
+    for split_size in (None, 256):
+        frame = engine.read(spark, [str(path)], **({"split_size": split_size} if split_size else {}))
+        frame.createOrReplaceTempView("records")
+        (row,) = spark.sql(query(CQL_QUERY, "records")).collect()
+        assert dict(zip(CQL_KEYS, row, strict=True)) == want, split_size
+    out_dir = tmp_path / "cql-parquet"
+    engine.convert_spark([str(path)], "parquet", str(out_dir), Options())
+    table = f"read_parquet('{out_dir}/**/*.parquet', hive_partitioning = true)"
+    (row,) = duckdb.sql(query(CQL_QUERY, table)).fetchall()
+    assert dict(zip(CQL_KEYS, row, strict=True)) == want
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "json", "hercules"])
 def test_no_readable_input_exits_2_as_with_the_local_engine(spark, tmp_path, fmt):
     """The same situation, the same status: every input unreadable is status 2 with one line saying

@@ -173,6 +173,9 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False, filtered: b
 def _delivery_line(protocol: str, d: dict[str, Any], filtered: bool = False) -> str:
     """One line answering "was anything lost?" for a protocol with acknowledgements; under a filter
     it says that it covers the whole capture (the verdict is made of every event, unfiltered)."""
+    scope = ", whole capture: the filters do not apply" if filtered else ""
+    if protocol == "cql":
+        return _requests_line(d, scope)
     at_least = "at least " if d["lower_bounds"] else ""
     if protocol == "courier":
         resent = (
@@ -184,7 +187,6 @@ def _delivery_line(protocol: str, d: dict[str, Any], filtered: bool = False) -> 
     events = f"{d['distinct_events']} distinct events"
     if protocol == "courier":  # sendings of a payload are counted once (the panel counts sendings)
         events += f" in {d['payloads']} distinct payloads"
-    scope = ", whole capture: the filters do not apply" if filtered else ""
     line = f"[bold]delivery ({protocol}{scope})[/]: {events}, {d['delivered']} delivered ({resent})"
     unknown = d.get("ack_unknown", 0)
     if unknown:
@@ -197,6 +199,19 @@ def _delivery_line(protocol: str, d: dict[str, Any], filtered: bool = False) -> 
         )
         return line + f"; [bold red]{at_least}{d['never_acknowledged']} never acknowledged[/] ({where})"
     return line + "; [green]every event acknowledged[/]" if not unknown else line
+
+
+def _requests_line(d: dict[str, Any], scope: str) -> str:
+    """CQL's answer to "was anything lost?": its requests by outcome (docs/records.md, "Delivery")."""
+    line = (
+        f"[bold]requests (cql{scope})[/]: {d['requests']} requests, {d['answered']} answered, "
+        f"{d['error']} answered with an error"
+    )
+    if d["unknown"]:
+        line += f", [yellow]{d['unknown']} whose response may lie beyond the capture[/]"
+    if d["unanswered"]:
+        return line + f"; [bold red]{d['unanswered']} never answered[/]"
+    return line + "; [green]every request answered[/]" if not d["unknown"] else line
 
 
 def _highlights(h: dict[str, Any]) -> Group:

@@ -259,9 +259,10 @@ def _merge_delivery(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, An
     if a is None:
         return b
     merged = {k: a[k] + b[k] if isinstance(v, int) and not isinstance(v, bool) else v for k, v in a.items()}
-    places = sorted(a["never_acknowledged_at"] + b["never_acknowledged_at"], key=_place_order)
-    merged["never_acknowledged_at"] = places[:FIRST_PLACES]
-    merged["lower_bounds"] = a["lower_bounds"] or b["lower_bounds"]
+    if "never_acknowledged_at" in a:  # (CQL's requests by outcome are counts only)
+        places = sorted(a["never_acknowledged_at"] + b["never_acknowledged_at"], key=_place_order)
+        merged["never_acknowledged_at"] = places[:FIRST_PLACES]
+        merged["lower_bounds"] = a["lower_bounds"] or b["lower_bounds"]
     return merged
 
 

@@ -885,11 +885,47 @@ fn hercules_copy(m: &Message) -> bool {
     m.direction == Some(Direction::C2S) && m.get("request_offset").is_some()
 }
 
+/// CQL requests by outcome, as their records carry it (the decoder decides each on its own
+/// connection: the response, or the connection's end, says).
+#[derive(Debug, Default)]
+struct Cql {
+    answered: u64,
+    error: u64,
+    unanswered: u64,
+    unknown: u64,
+}
+
+impl Cql {
+    fn add(&mut self, outcome: Delivery) {
+        let n = match outcome {
+            Delivery::Answered => &mut self.answered,
+            Delivery::Error => &mut self.error,
+            Delivery::Unanswered => &mut self.unanswered,
+            _ => &mut self.unknown,
+        };
+        *n = n.saturating_add(1);
+    }
+
+    fn result(&self) -> Value {
+        let requests = [self.answered, self.error, self.unanswered, self.unknown]
+            .iter()
+            .fold(0u64, |a, &n| a.saturating_add(n));
+        json!({
+            "requests": requests,
+            "answered": self.answered,
+            "error": self.error,
+            "unanswered": self.unanswered,
+            "unknown": self.unknown,
+        })
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Verdict {
     lumberjack: Option<Lumberjack>,
     courier: Option<Courier>,
     hercules: Option<Hercules>,
+    cql: Option<Cql>,
 }
 
 impl Verdict {
@@ -911,6 +947,12 @@ impl Verdict {
                     .hercules
                     .get_or_insert_with(Hercules::default)
                     .add(stream, m),
+                // a request, with its outcome (its response carries the same, and is not counted)
+                ("cql", _) if m.direction == Some(Direction::C2S) => {
+                    if let Some(outcome) = m.delivery {
+                        self.cql.get_or_insert_with(Cql::default).add(outcome);
+                    }
+                }
                 _ => {}
             }
         }
@@ -1000,6 +1042,9 @@ impl Verdict {
         if let Some(h) = &self.hercules {
             out.insert("hercules".into(), h.result(capture));
         }
+        if let Some(c) = &self.cql {
+            out.insert("cql".into(), c.result());
+        }
         // (a tracker that only learnt client hosts saw no event)
         if let Some(l) = self.lumberjack.as_ref().filter(|l| l.events > 0) {
             out.insert("lumberjack".into(), l.result(capture));
@@ -1017,7 +1062,8 @@ impl Verdict {
 /// flows a split capture was decoded in).
 pub fn findings_of(results: &Map<String, Value>) -> Vec<Finding> {
     let mut out = Vec::new();
-    for (name, r) in results {
+    // (CQL's unanswered requests are findings of their own, `cql.unanswered-request`)
+    for (name, r) in results.iter().filter(|(name, _)| *name != "cql") {
         let w = wording(name);
         let num = |key: &str| r.get(key).and_then(Value::as_u64).unwrap_or(0);
         let bound = if r.get("lower_bounds") == Some(&Value::Bool(true)) {

@@ -175,10 +175,11 @@ impl Shared {
             .filter_map(crate::held::spill::SpillStore::finding)
     }
 
-    fn stores(&mut self) -> [&mut crate::held::spill::SpillStore; 3] {
+    fn stores(&mut self) -> [&mut crate::held::spill::SpillStore; 4] {
         [
             &mut self.lumberjack.held,
             &mut self.courier.held,
+            &mut self.cql.held,
             &mut self.hercules.held,
         ]
     }
@@ -192,6 +193,9 @@ pub trait Decoder: Send + Sync {
     /// Held events go out a `CloseRoom` at a time: while it returns `Closing::More`, the caller
     /// hands on the records so far and calls it again.
     fn close(&mut self, shared: &mut Shared, out: &mut Vec<Record>) -> Closing;
+    /// Before the first `close`: whether the connection ended by FIN or RST (`closed`), or was
+    /// still open when the capture ended (an answer may have come after it).
+    fn ending(&mut self, _closed: bool) {}
 }
 
 /// Whether a stream's `close` gave all its records.

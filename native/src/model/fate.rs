@@ -78,7 +78,15 @@ pub enum Delivery {
     NeverAcknowledged,
     /// No copy was acknowledged, and some copy's ACK could still lie where the capture cannot
     /// see: a gap in the server's bytes, a connection still open when the capture ended.
+    /// (A CQL request: its response could lie there.)
     Unknown,
+    /// A CQL request and its response: the server answered (not with an ERROR).
+    Answered,
+    /// A CQL request and its response: the server answered with an ERROR.
+    Error,
+    /// A CQL request that got no response on a connection that ended (or whose stream id the
+    /// client reused), with no server bytes missing after it.
+    Unanswered,
 }
 
 impl Delivery {
@@ -89,6 +97,9 @@ impl Delivery {
             Delivery::DeliveredTwice => "delivered_twice",
             Delivery::NeverAcknowledged => "never_acknowledged",
             Delivery::Unknown => "unknown",
+            Delivery::Answered => "answered",
+            Delivery::Error => "error",
+            Delivery::Unanswered => "unanswered",
         }
     }
 }

@@ -333,6 +333,9 @@ impl Session {
                         None => self.decide(stream, true),
                     }
                 }
+                if let Some(Stream::Native(n)) = self.streams.get_mut(&stream) {
+                    n.decoder.ending(closed);
+                }
                 tls
             }
         };

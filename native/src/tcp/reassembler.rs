@@ -577,13 +577,20 @@ impl Conn {
             let half = &self.halves[h];
             if half.base.is_some() {
                 let next = half.next_off;
-                let fin = half.fin_off.is_some();
-                if let Some(acked) = half.acked_offset() {
-                    let beyond = acked - next - i64::from(fin);
+                // Where the sent bytes end: at a captured FIN (its sequence number says every byte
+                // before it was sent, acknowledged or not), else at what the peer acknowledged.
+                let sent = match (half.fin_off, half.acked_offset()) {
+                    (Some(fin), _) => Some((fin, " (sent before the FIN but not captured)")),
+                    (None, Some(acked)) => {
+                        Some((acked, " (acknowledged by the peer but not captured)"))
+                    }
+                    (None, None) => None,
+                };
+                if let Some((end, why)) = sent {
+                    let beyond = end - next;
                     // One byte acknowledged past the data with no FIN captured is the FIN itself.
-                    let lost_fin = !fin && beyond == 1;
+                    let lost_fin = half.fin_off.is_none() && beyond == 1;
                     if beyond > 0 && beyond < HALF && !lost_fin {
-                        let why = " (acknowledged by the peer but not captured)";
                         self.gap(h, next, beyond, frame, ts, why, out);
                     }
                 }

@@ -72,12 +72,24 @@ def _columns(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"n": len(rows), "cols": cols}
 
 
+#: CQL's request outcomes in the verdict's order (docs/records.md, "Delivery").
+CQL_OUTCOMES = ("answered", "error", "unanswered", "unknown")
+
+
 def _delivery_rows(delivery: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Each protocol's distinct events by outcome (resends and twice are parts of `delivered`; an
     event retried after a refusal and then accepted twice is both, so `delivered` alone is what
     neither takes)."""
     rows = []
     for protocol, d in delivery.items():
+        if protocol == "cql":  # requests by outcome
+            outcomes = {k.replace("error", "answered with an error"): d[k] for k in CQL_OUTCOMES}
+            rows.extend(
+                {"protocol": "cql requests", "outcome": outcome, "events": n, "order": order}
+                for order, (outcome, n) in enumerate(outcomes.items())
+                if n
+            )
+            continue
         resend = d.get("recovered_by_resend", 0)
         twice = d.get("delivered_twice", 0)
         parts = {
@@ -233,7 +245,7 @@ def _verdict(report: dict[str, Any]) -> str:
             '<div class="chart" id="chart-delivery"></div>',
         ]
         for p, d in s["delivery"].items():
-            for w in d["never_acknowledged_at"]:
+            for w in d.get("never_acknowledged_at", []):  # (none for CQL requests)
                 where = ", ".join(
                     f"{k} {w[k]}" for k in ("capture", "stream", "frame", "seq", "uuid") if k in w
                 )

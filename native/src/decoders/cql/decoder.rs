@@ -20,9 +20,12 @@ use std::borrow::Cow;
 use std::sync::Mutex;
 
 use crate::decoders::buffer::StreamBuffer;
-use crate::decoders::{Chunk, Closing, Decoder, Gap, Shared as AllShared, StreamContext};
+use crate::decoders::{
+    Chunk, CloseRoom, Closing, Decoder, Gap, Shared as AllShared, StreamContext,
+};
+use crate::held::spill::{Held, SpillStore};
 use crate::model::text::unhex;
-use crate::model::{Direction, Message, Record, Value};
+use crate::model::{Delivery, Direction, EventId, Message, Record, Value};
 
 use super::compression::{lz4_block, lz4_body, snappy_body};
 use super::envelope::{self, Header, HEADER};
@@ -132,12 +135,31 @@ struct Pending {
     seq: u64,
     query: Option<String>,
     prepared_id: Option<Vec<u8>>,
+    /// The request's record, written with its outcome once the response (or the end) decides it.
+    record: Option<Held>,
+    id: EventId,
+    /// Gaps in the server's bytes before it was sent: a later one may hold its response.
+    gaps: u64,
+    /// The client reused its stream id for another request: it gave up on this one.
+    reused: bool,
 }
 
-/// State shared by the CQL connections of one capture: prepared statements per server and port.
+/// State shared by the CQL connections of one capture: prepared statements per server and port,
+/// and the requests' records waiting for their outcome (docs/records.md, "Delivery").
 #[derive(Debug, Default)]
 pub struct Shared {
     prepared: foldhash::HashMap<String, foldhash::HashMap<u16, PreparedMap>>,
+    pub held: SpillStore,
+}
+
+/// Requests whose stream id was reused that wait for the end at most (their outcome depends on
+/// whether the server's bytes had a gap after them, which the capture may show only later).
+const MAX_REUSED: usize = 4096;
+
+/// What a connection's decoding uses of the capture's shared CQL state.
+struct Stores<'s> {
+    prepared: &'s mut PreparedMap,
+    held: &'s mut SpillStore,
 }
 
 /// Decodes both directions of one CQL connection.
@@ -155,6 +177,14 @@ pub struct CqlDecoder {
     inflight: foldhash::HashMap<i16, Pending>,
     seq: u64,
     specs: Mutex<SpecCache>,
+    /// `Decoder::ending`: the connection ended by FIN or RST.
+    closed: bool,
+    /// At the end: the requests never answered, in the order they were sent, last first.
+    unanswered: Vec<(i16, Pending)>,
+    /// Gaps in the server's bytes so far.
+    s2c_gaps: u64,
+    /// Requests whose stream id the client reused, oldest first.
+    reused: std::collections::VecDeque<(i16, Pending)>,
 }
 
 fn ix(d: Direction) -> usize {
@@ -170,14 +200,18 @@ impl Decoder for CqlDecoder {
         self.sides[ix(d)]
             .buf
             .append(chunk.offset, chunk.data, chunk.frame, chunk.ts);
-        let prepared = self.prepared(shared);
-        self.run(d, false, prepared, out);
+        let mut st = self.stores(shared);
+        self.run(d, false, &mut st, out);
     }
 
     fn gap(&mut self, gap: &Gap, shared: &mut AllShared, out: &mut Vec<Record>) {
         let d = gap.direction;
-        let prepared = self.prepared(shared);
-        self.run(d, true, prepared, out);
+        let mut st = self.stores(shared);
+        self.run(d, true, &mut st, out);
+        if d == Direction::S2C {
+            // the responses of the requests sent before it may be in the gap
+            self.s2c_gaps = self.s2c_gaps.saturating_add(1);
+        }
         let side = &mut self.sides[ix(d)];
         let lost = side.left();
         if lost > 0 {
@@ -209,11 +243,72 @@ impl Decoder for CqlDecoder {
         }
     }
 
-    /// CQL holds no events: everything goes out at once (at most 32,768 requests in flight).
+    /// The requests still waiting for a response go out with their outcome (unanswered, or unknown
+    /// when the capture may have missed the response), a `CloseRoom` at a time.
     fn close(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) -> Closing {
+        if self.unanswered.is_empty() {
+            self.flush(shared, out);
+        }
+        let held = &mut shared.cql.held;
+        let room = CloseRoom::new(out, held);
+        while let Some((stream, p)) = self.unanswered.pop() {
+            let outcome = self.silent(&p);
+            // (a reused stream id was said when the client reused it)
+            let f = (!p.reused).then(|| {
+                let msg = format!(
+                    "{} on stream {stream} got no response in the capture",
+                    p.opcode.to_uppercase()
+                );
+                finding("cql.unanswered-request", msg, Direction::C2S, p.at)
+                    .field("stream_id", stream)
+                    .field("opcode", p.opcode)
+            });
+            settle(p, outcome, held, out);
+            out.extend(f.map(Record::from));
+            if !room.left(out, held) {
+                break;
+            }
+        }
+        if self.unanswered.is_empty() {
+            Closing::Done
+        } else {
+            Closing::More
+        }
+    }
+
+    fn ending(&mut self, closed: bool) {
+        self.closed = closed;
+    }
+}
+
+/// A request's held record, written with its outcome (nothing when the spill file lost it: the
+/// store says so).
+fn settle(p: Pending, outcome: Delivery, held: &mut SpillStore, out: &mut Vec<Record>) {
+    if let Some(mut m) = p.record.and_then(|h| held.take(h)) {
+        m.event_id = Some(p.id);
+        m.delivery = Some(outcome);
+        out.push(m.into());
+    }
+}
+
+impl CqlDecoder {
+    /// The outcome of a request without a response: unknown when a gap in the server's bytes after
+    /// it may hold the response, or when the connection was still open at the capture's end (and
+    /// the client had not given up on it by reusing its stream id); else unanswered.
+    fn silent(&self, p: &Pending) -> Delivery {
+        if self.s2c_gaps > p.gaps || !(self.closed || p.reused) {
+            Delivery::Unknown
+        } else {
+            Delivery::Unanswered
+        }
+    }
+
+    /// The end of both directions: decode what is left, say what is incomplete, and line up the
+    /// requests never answered for `close`.
+    fn flush(&mut self, shared: &mut AllShared, out: &mut Vec<Record>) {
         for d in [Direction::C2S, Direction::S2C] {
-            let prepared = self.prepared(shared);
-            self.run(d, true, prepared, out);
+            let mut st = self.stores(shared);
+            self.run(d, true, &mut st, out);
             let side = &mut self.sides[ix(d)];
             end_search(side, out);
             let left = side.left();
@@ -231,18 +326,9 @@ impl Decoder for CqlDecoder {
             }
         }
         let mut pending: Vec<(i16, Pending)> = self.inflight.drain().collect();
-        pending.sort_by_key(|(_, p)| (p.at.offset, p.seq));
-        for (stream, p) in pending {
-            let msg = format!(
-                "{} on stream {stream} got no response in the capture",
-                p.opcode.to_uppercase()
-            );
-            let f = finding("cql.unanswered-request", msg, Direction::C2S, p.at)
-                .field("stream_id", stream)
-                .field("opcode", p.opcode);
-            out.push(f.into());
-        }
-        Closing::Done
+        pending.extend(self.reused.drain(..));
+        pending.sort_by_key(|(_, p)| std::cmp::Reverse((p.at.offset, p.seq)));
+        self.unanswered = pending;
     }
 }
 
@@ -267,6 +353,15 @@ fn end_search(side: &mut Side, out: &mut Vec<Record>) {
 }
 
 /// The next offset >= 1 holding a version byte for this direction.
+/// What a response says of its request.
+fn outcome_of(response: &Header) -> Delivery {
+    if response.opcode == envelope::ERROR {
+        Delivery::Error
+    } else {
+        Delivery::Answered
+    }
+}
+
 fn next_version_byte(data: &[u8], response: bool) -> Option<usize> {
     data.get(1..)?
         .iter()
@@ -287,33 +382,40 @@ impl CqlDecoder {
             inflight: Default::default(),
             seq: 0,
             specs: Mutex::default(),
+            closed: false,
+            unanswered: Vec::new(),
+            s2c_gaps: 0,
+            reused: std::collections::VecDeque::new(),
         }
     }
 
-    /// The prepared statements of this connection's server.
-    fn prepared<'s>(&self, shared: &'s mut AllShared) -> &'s mut PreparedMap {
+    /// The prepared statements of this connection's server, and the store requests wait in.
+    fn stores<'s>(&self, shared: &'s mut AllShared) -> Stores<'s> {
         // looked up by reference: this runs for every chunk, the key is made once per server
         let servers = &mut shared.cql.prepared;
         if !servers.contains_key(&self.ctx.server) {
             servers.insert(self.ctx.server.clone(), Default::default());
         }
         let ports = servers.get_mut(&self.ctx.server).expect("inserted above");
-        ports.entry(self.ctx.server_port).or_default()
+        Stores {
+            prepared: ports.entry(self.ctx.server_port).or_default(),
+            held: &mut shared.cql.held,
+        }
     }
 
-    fn run(&mut self, d: Direction, last: bool, prepared: &mut PreparedMap, out: &mut Vec<Record>) {
+    fn run(&mut self, d: Direction, last: bool, st: &mut Stores<'_>, out: &mut Vec<Record>) {
         loop {
             let side = &self.sides[ix(d)];
             if side.buf.is_empty() {
                 return;
             }
             let progressed = if side.searching {
-                self.search(d, last, prepared, out)
+                self.search(d, last, st.prepared, out)
             } else {
                 match side.mode {
                     Mode::Probe => self.probe(d, out),
-                    Mode::Envelope => self.envelope(d, prepared, out),
-                    Mode::Crc | Mode::Lz4 => self.frame(d, last, prepared, out),
+                    Mode::Envelope => self.envelope(d, st, out),
+                    Mode::Crc | Mode::Lz4 => self.frame(d, last, st, out),
                 }
             };
             if !progressed {
@@ -448,12 +550,7 @@ impl CqlDecoder {
 
     // ---- unframed envelopes --------------------------------------------------------------------
 
-    fn envelope(
-        &mut self,
-        d: Direction,
-        prepared: &mut PreparedMap,
-        out: &mut Vec<Record>,
-    ) -> bool {
+    fn envelope(&mut self, d: Direction, st: &mut Stores<'_>, out: &mut Vec<Record>) -> bool {
         let side = &mut self.sides[ix(d)];
         let Some(head) = envelope::parse(side.buf.view()) else {
             return false;
@@ -489,7 +586,7 @@ impl CqlDecoder {
             }
         };
         let fields = Fields::with_capacity(FIELDS);
-        self.message(d, &head, body.as_deref(), at, fields, prepared, out);
+        self.message(d, &head, body.as_deref(), at, fields, st, out);
         true
     }
 
@@ -531,7 +628,7 @@ impl CqlDecoder {
         &mut self,
         d: Direction,
         last: bool,
-        prepared: &mut PreparedMap,
+        st: &mut Stores<'_>,
         out: &mut Vec<Record>,
     ) -> bool {
         let side = &mut self.sides[ix(d)];
@@ -577,9 +674,9 @@ impl CqlDecoder {
         // envelope offsets exist only when the payload is on the wire as it is
         let base = (h.uncompressed_length == 0).then(|| at.offset + h.size() as u64);
         if h.self_contained {
-            self.split(d, &payload, base, at, prepared, out);
+            self.split(d, &payload, base, at, st, out);
         } else {
-            self.assemble(d, &payload, at, prepared, out);
+            self.assemble(d, &payload, at, st, out);
         }
         true
     }
@@ -631,7 +728,7 @@ impl CqlDecoder {
         payload: &[u8],
         base: Option<u64>,
         frame_at: At,
-        prepared: &mut PreparedMap,
+        st: &mut Stores<'_>,
         out: &mut Vec<Record>,
     ) {
         let mut pos = 0;
@@ -669,7 +766,7 @@ impl CqlDecoder {
                 Some(&payload[pos + HEADER..pos + total]),
                 at,
                 fields,
-                prepared,
+                st,
                 out,
             );
             pos += total;
@@ -682,7 +779,7 @@ impl CqlDecoder {
         d: Direction,
         payload: &[u8],
         at: At,
-        prepared: &mut PreparedMap,
+        st: &mut Stores<'_>,
         out: &mut Vec<Record>,
     ) {
         let mut part = self.sides[ix(d)].partial.take().unwrap_or(Partial {
@@ -714,7 +811,7 @@ impl CqlDecoder {
                 Some(&part.data[HEADER..total]),
                 part.at,
                 fields,
-                prepared,
+                st,
                 out,
             );
             part.data.drain(..total);
@@ -771,7 +868,7 @@ impl CqlDecoder {
         body: Option<&[u8]>,
         at: At,
         mut fields: Fields,
-        prepared: &mut PreparedMap,
+        st: &mut Stores<'_>,
         out: &mut Vec<Record>,
     ) {
         let response = d == Direction::S2C;
@@ -783,7 +880,7 @@ impl CqlDecoder {
             put(&mut fields, "flag_names", head.flag_names());
         }
         self.check_header(d, head, at, out);
-        let pending = self.pair(d, head, at, &mut fields, out);
+        let pending = self.pair(d, head, at, &mut fields, st.held, out);
         // the body's fields follow (no body field is named like one above: messages.rs)
         let Body {
             fields,
@@ -794,7 +891,7 @@ impl CqlDecoder {
             Some(b) => decode(
                 head,
                 b,
-                &self.body_context(head, b, pending.as_ref(), prepared),
+                &self.body_context(head, b, pending.as_ref(), st.prepared),
                 fields,
             ),
             None => Body {
@@ -829,23 +926,9 @@ impl CqlDecoder {
                     .into(),
             );
         }
-        if !response
-            && envelope::is_request(head.opcode)
-            && !self.inflight.contains_key(&head.stream)
-        {
-            self.seq += 1;
-            let p = Pending {
-                opcode: opname,
-                at,
-                seq: self.seq,
-                query,
-                prepared_id: pid,
-            };
-            self.inflight.insert(head.stream, p);
-        }
         if let Some((pid, prep)) = learnt {
-            if prepared.len() < MAX_PREPARED {
-                prepared.insert(pid, prep);
+            if st.prepared.len() < MAX_PREPARED {
+                st.prepared.insert(pid, prep);
             }
         }
         let mut m = Message::new(PROTOCOL, opname);
@@ -856,7 +939,30 @@ impl CqlDecoder {
         m.ts = at.ts;
         m.version = Some(envelope::version_name(head.version));
         m.fields = fields;
-        out.push(m.into());
+        if let Some(p) = &pending {
+            // the response says what became of its request, under the request's id
+            m.event_id = Some(p.id);
+            m.delivery = Some(outcome_of(head));
+        }
+        if !response && envelope::is_request(head.opcode) {
+            // its record waits for the response (`pair` made room for its stream id)
+            self.seq += 1;
+            let id = EventId::of_place(&[self.ctx.stream, at.offset]);
+            let p = Pending {
+                opcode: opname,
+                at,
+                seq: self.seq,
+                query,
+                prepared_id: pid,
+                record: Some(st.held.hold(&m)),
+                id,
+                gaps: self.s2c_gaps,
+                reused: false,
+            };
+            self.inflight.insert(head.stream, p);
+        } else {
+            out.push(m.into());
+        }
         self.handshake(d, head, startup_compression);
     }
 
@@ -892,17 +998,19 @@ impl CqlDecoder {
         }
     }
 
-    /// Pair a response with its request by stream id; flag reused ids and orphan responses.
+    /// Pair a response with its request by stream id (the request's record goes out, with its
+    /// outcome, just before the response's); flag reused ids and orphan responses.
     fn pair(
         &mut self,
         d: Direction,
         head: &Header,
         at: At,
         fields: &mut Fields,
+        held: &mut SpillStore,
         out: &mut Vec<Record>,
     ) -> Option<Pending> {
         if d == Direction::C2S {
-            if let Some(first) = self.inflight.remove(&head.stream) {
+            if let Some(mut first) = self.inflight.remove(&head.stream) {
                 let msg = format!(
                     "stream id {} reused while its {} is still unanswered",
                     head.stream,
@@ -912,6 +1020,16 @@ impl CqlDecoder {
                     .field("stream_id", head.stream)
                     .field("first_frame", first.at.frame);
                 out.push(f.into());
+                // the client gave up on it; whether the capture missed its response may show
+                // later (a gap in the server's bytes before this point is found with later bytes)
+                first.reused = true;
+                self.reused.push_back((head.stream, first));
+                if self.reused.len() > MAX_REUSED {
+                    if let Some((_, oldest)) = self.reused.pop_front() {
+                        let outcome = self.silent(&oldest);
+                        settle(oldest, outcome, held, out);
+                    }
+                }
             }
             return None;
         }
@@ -929,6 +1047,12 @@ impl CqlDecoder {
             out.push(f.into());
             return None;
         };
+        let mut pending = pending;
+        if let Some(mut m) = pending.record.take().and_then(|h| held.take(h)) {
+            m.event_id = Some(pending.id);
+            m.delivery = Some(outcome_of(head));
+            out.push(m.into());
+        }
         put(fields, "request_opcode", pending.opcode);
         put(fields, "request_frame", pending.at.frame);
         // pcapng interfaces' time offsets put capture times anywhere in i64: a latency that

@@ -723,3 +723,187 @@ fn kinds_are_the_opcode_names_and_unknown() {
     named.push("unknown");
     assert_eq!(named, envelope::KINDS);
 }
+
+/// The requests' records with their outcome and the responses' ids, per (kind, stream id).
+fn outcomes(recs: &[Record]) -> Vec<(&'static str, Value, Option<&'static str>)> {
+    messages(recs)
+        .iter()
+        .map(|m| {
+            let outcome = m.delivery.map(crate::model::Delivery::as_str);
+            (m.kind, field(m, "stream_id").clone(), outcome)
+        })
+        .collect()
+}
+
+/// Steps of one connection: data in either direction, or a gap in the server's bytes.
+enum Step {
+    Data(Direction, Vec<u8>),
+    ServerGap(u64),
+}
+
+/// Run `steps` and end the connection (`closed`: by FIN or RST, else the capture ended first).
+fn run_ending(steps: &[Step], closed: bool) -> Vec<Record> {
+    let mut dec = CqlDecoder::new(ctx(false));
+    let (mut shared, mut out) = (Shared::default(), Vec::new());
+    let mut offsets = [0u64; 2];
+    for (i, step) in steps.iter().enumerate() {
+        let frame = Some(i as u64 + 1);
+        match step {
+            Step::Data(d, data) => {
+                let o = &mut offsets[usize::from(*d == S2C)];
+                let chunk = Chunk {
+                    direction: *d,
+                    offset: *o,
+                    data,
+                    frame,
+                    ts: Some(1000),
+                };
+                dec.feed(&chunk, &mut shared, &mut out);
+                *o += data.len() as u64;
+            }
+            Step::ServerGap(length) => {
+                let gap = Gap {
+                    direction: S2C,
+                    offset: offsets[1],
+                    length: *length,
+                    frame,
+                    ts: Some(1000),
+                };
+                dec.gap(&gap, &mut shared, &mut out);
+                offsets[1] += length;
+            }
+        }
+    }
+    dec.ending(closed);
+    while dec.close(&mut shared, &mut out) == crate::decoders::Closing::More {}
+    out
+}
+
+fn options(stream: i16) -> Step {
+    Step::Data(C2S, envelope::encode(4, 0, stream, 0x05, b""))
+}
+
+fn supported(stream: i16) -> Step {
+    Step::Data(S2C, envelope::encode(0x84, 0, stream, 0x06, &[0, 0]))
+}
+
+fn error(stream: i16) -> Step {
+    // ERROR 0x2200 (invalid) with a message
+    let body = [&0x2200i32.to_be_bytes()[..], &[0, 3], b"bad"].concat();
+    Step::Data(S2C, envelope::encode(0x84, 0, stream, 0x00, &body))
+}
+
+#[test]
+fn each_request_carries_its_outcome_and_its_response_the_same_id() {
+    // pipelined: 1, 2, 3 sent; 2 answered with an error, 1 answered, 3 never
+    let steps = [options(1), options(2), options(3), error(2), supported(1)];
+    for (closed, last) in [(true, "unanswered"), (false, "unknown")] {
+        let out = run_ending(&steps, closed);
+        assert_eq!(
+            outcomes(&out),
+            [
+                ("options", Value::from(2), Some("error")),
+                ("error", Value::from(2), Some("error")),
+                ("options", Value::from(1), Some("answered")),
+                ("supported", Value::from(1), Some("answered")),
+                ("options", Value::from(3), Some(last)),
+            ],
+            "closed {closed}"
+        );
+        let m = messages(&out);
+        assert_eq!(m[0].event_id, m[1].event_id);
+        assert_eq!(m[2].event_id, m[3].event_id);
+        let ids: std::collections::HashSet<_> = m.iter().map(|m| m.event_id.unwrap()).collect();
+        assert_eq!(ids.len(), 3, "one id a request");
+        // the request's record is as it would have been written at once: its place and fields
+        assert_eq!((m[0].offset, m[0].frame), (Some(9), Some(2)));
+        assert_eq!(codes(&out), ["cql.unanswered-request"]);
+    }
+}
+
+#[test]
+fn a_response_the_capture_may_have_missed_makes_the_outcome_unknown() {
+    // 1 waits across a gap in the server's bytes: its answer may be in it (closed or not)
+    let steps = [options(1), Step::ServerGap(11), options(2), supported(2)];
+    let out = run_ending(&steps, true);
+    assert_eq!(
+        outcomes(&out),
+        [
+            ("options", Value::from(2), Some("answered")),
+            ("supported", Value::from(2), Some("answered")),
+            ("options", Value::from(1), Some("unknown")),
+        ]
+    );
+    // answered after the gap after all: answered
+    let steps = [options(1), Step::ServerGap(11), supported(1)];
+    let out = run_ending(&steps, true);
+    assert_eq!(outcomes(&out)[0].2, Some("answered"));
+}
+
+#[test]
+fn a_stream_id_reused_leaves_the_first_request_unanswered() {
+    let steps = [options(1), options(1), supported(1)];
+    // the client gave up on it: unanswered, even on a connection still open at the end
+    for closed in [true, false] {
+        let out = run_ending(&steps, closed);
+        assert_eq!(
+            outcomes(&out),
+            [
+                ("options", Value::from(1), Some("answered")),
+                ("supported", Value::from(1), Some("answered")),
+                ("options", Value::from(1), Some("unanswered")),
+            ]
+        );
+        assert_eq!(codes(&out), ["cql.stream-id-reused"]);
+    }
+    // a gap in the server's bytes, before the reuse or found after it: the first's answer may
+    // have been in it
+    for steps in [
+        [options(1), Step::ServerGap(11), options(1), supported(1)],
+        [options(1), options(1), Step::ServerGap(11), supported(1)],
+    ] {
+        let out = run_ending(&steps, true);
+        assert_eq!(
+            outcomes(&out)[2],
+            ("options", Value::from(1), Some("unknown"))
+        );
+    }
+}
+
+#[test]
+fn the_end_of_many_unanswered_requests_comes_in_parts() {
+    let steps: Vec<Step> = (0..5000)
+        .map(|i| {
+            let stream = i16::try_from(i).unwrap().to_be_bytes();
+            Step::Data(C2S, [&[4, 0][..], &stream, &[0x05, 0, 0, 0, 0]].concat())
+        })
+        .collect();
+    let mut dec = CqlDecoder::new(ctx(false));
+    let mut shared = Shared::default();
+    let mut out = Vec::new();
+    let mut offset = 0u64;
+    for step in &steps {
+        let Step::Data(d, data) = step else { continue };
+        let chunk = Chunk {
+            direction: *d,
+            offset,
+            data,
+            frame: Some(1),
+            ts: None,
+        };
+        dec.feed(&chunk, &mut shared, &mut out);
+        offset += data.len() as u64;
+    }
+    assert!(out.is_empty(), "requests wait for their outcome");
+    dec.ending(true);
+    let parts = crate::decoders::close_in_parts(&mut dec, &mut shared);
+    assert!(parts.len() > 1 && parts.iter().all(|p| p.len() <= 4098));
+    let all: Vec<Record> = parts.into_iter().flatten().collect();
+    let requests = messages(&all);
+    assert_eq!(requests.len(), 5000);
+    // in the order they were sent
+    assert!(requests.windows(2).all(|w| w[0].offset < w[1].offset));
+    assert!(requests
+        .iter()
+        .all(|m| m.delivery == Some(crate::model::Delivery::Unanswered)));
+}
