@@ -318,6 +318,8 @@ def _show_frame(console: Console, session: Session, frame: int) -> None:
         elif isinstance(item, CaptureInfo) and multi:  # an input's items end with its summary
             if frame <= item.packets:
                 _frame_of_one(console, f"{item.capture}:{frame}", records, chunks, secrets)
+            elif not item.error:
+                console.print(literal(f"{item.capture}: no frame {frame} (it has {item.packets} packets)"))
             records, chunks, secrets = [], [], []
     packets = max((c.packets for c in session.captures), default=0)
     if frame > packets and not exit_code(session):  # else no input could be read: its line says why
