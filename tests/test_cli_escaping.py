@@ -173,7 +173,7 @@ def test_stream_details_leave_absent_fields_out_and_say_yes_or_no():
 
 def test_durations_are_ms_with_the_unit_and_times_have_one_format(caps):
     out = run("inspect", str(caps["cql"]), "--stream", "0")
-    assert "latency=1 ms" in out and "latency_ns" not in out and "1000000" not in out
+    assert "latency=1.000 ms" in out and "latency_ns" not in out and "1000000" not in out
     out = run("inspect", str(caps["herc"]), "--frame", "3")
     assert "time: 2018-05-30T11:32:00.000000000Z" in out  # as ts: nine digits (the record has seven)
     assert "2018-05-30T11:32:00.0000000Z" not in out and "15276799200000000" not in out

@@ -230,7 +230,7 @@ def _highlights(h: dict[str, Any], multi: bool = False) -> list[Text]:
             for p in value:
                 lines.append(
                     literal(
-                        f"  {ms(round(p['latency_ms'], 3))}  stream {_at(p['capture'], p['stream'], multi)} "
+                        f"  {ms(float(p['latency_ms']))}  stream {_at(p['capture'], p['stream'], multi)} "
                         f"id {p['cql_stream']}  {p['request']} (frame {_at(p['capture'], p['request_frame'], multi)})"
                         f" → {p['response']} (frame {_at(p['capture'], p['response_frame'], multi)})"
                     )
@@ -248,7 +248,7 @@ def _highlights(h: dict[str, Any], multi: bool = False) -> list[Text]:
         elif value is not None:
             unit = unit_of(key)
             if unit:
-                text = ms(round(value, 3))
+                text = ms(value)
             else:
                 shown = human_value(key, value)
                 text = shown[1] if shown else ""

@@ -60,9 +60,10 @@ def yes_no(value: bool) -> str:
 
 
 def ms(value: float) -> str:
-    """A duration in ms, its unit shown: `1002 ms`, `0.371 ms`."""
-    if isinstance(value, int) or float(value).is_integer():
-        return f"{int(value)} ms"
+    """A duration in ms, its unit shown: a whole count as it is (`1002 ms`), a measured one to the
+    µs (`0.371 ms`, `1.000 ms`), so that a column of them lines up."""
+    if isinstance(value, int):
+        return f"{value} ms"
     return f"{value:.3f} ms"
 
 
@@ -99,7 +100,8 @@ def human_value(key: str, value: Any, protocol: str | None = None) -> tuple[str,
                 return ("time" if protocol == "hercules" else key), text
         for suffix, factor in _DURATION_UNITS.items():
             if key.endswith(suffix) and len(key) > len(suffix):
-                return key[: -len(suffix)], ms(value * factor if factor != 1.0 else value)
+                exact = isinstance(value, int) and factor >= 1  # whole seconds are whole ms
+                return key[: -len(suffix)], ms(value * int(factor) if exact else value * factor)
         return key, f"{value:.3f}" if isinstance(value, float) else str(value)
     if isinstance(value, dict | list | tuple) and not value:
         return None
