@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
 from wirelog.cli.output import flush_if_stdin_waits
 from wirelog.cli.params import REORDER_WINDOW, STREAM_ID, ByteSize, check_kinds, check_protocols, parse_time
+from wirelog.cli.text import clean
 from wirelog.cli.unmatched import Seen
 from wirelog.engine import protocols
 from wirelog.engine.filters import RecordFilter
@@ -24,22 +26,70 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-def make_console() -> Console:
-    """Rich console for stdout; a pipe or file gets whole lines instead of a table wrapped at 80."""
+def make_console(plain: bool = False) -> Console:
+    """Rich console for stdout. On a terminal: its width (COLUMNS when set), colour, boxed tables.
+    Elsewhere (a pipe, a file), or with `plain`: tables as plain aligned text, no box drawing, no
+    colour, no spaces at the end of a line, and as wide as COLUMNS says (else 400 columns: whole
+    lines instead of a table wrapped at 80). `console.plain` tells the printers which it is."""
     from rich.console import Console  # imported here: `convert` and `validate` print no tables
 
     class _Console(Console):
+        plain = False
+
         def on_broken_pipe(self) -> None:
             """Raise EPIPE to main(), which ends every command alike (rich would exit 1)."""
             raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
     console = _Console()
-    return console if console.is_terminal else _Console(width=400)
+    if console.is_terminal and not plain:
+        return console
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else None
+    if width is None:
+        width = console.width if console.is_terminal else PIPE_WIDTH
+    console = _Console(file=Unpadded(sys.stdout), width=width, color_system=None, force_terminal=False)
+    console.plain = True
+    return console
+
+
+PIPE_WIDTH = 400  # columns of output that is not a terminal, when COLUMNS does not say
+
+
+class Unpadded:
+    """A text stream that writes `out`'s lines without the spaces at their end (rich pads every
+    line of a table to its width)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.pending = ""
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.out, "encoding", None) or "utf-8"
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.out.fileno()
+
+    def write(self, text: str) -> int:
+        lines = (self.pending + text).split("\n")
+        self.pending = lines.pop()
+        if lines:
+            self.out.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.out.write(self.pending.rstrip(" "))
+            self.pending = ""
+        self.out.flush()
 
 
 def error(message: str) -> None:
-    """One clear line on stderr."""
-    click.echo(f"wirelog: {message}", err=True)
+    """One clear line on stderr (a file name or a reader's message escaped: cli/text.py)."""
+    click.echo(f"wirelog: {clean(message)}", err=True)
 
 
 def parse_decode_as(values: tuple[str, ...]) -> dict[int, str]:

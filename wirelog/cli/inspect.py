@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import click
 from rich.console import Console, Group
 from rich.panel import Panel
-from rich.table import Table
+from rich.markup import escape
 from rich.text import Text
 from rich.tree import Tree
 
@@ -17,9 +17,10 @@ from wirelog.cli.common import Session, error, exit_code, input_options, make_co
 from wirelog.cli.params import FRAME_NUMBER
 from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary, describe_tls
-from wirelog.cli.tables import Column, print_fitted
+from wirelog.cli.tables import Column, new_table, print_fitted
+from wirelog.cli.text import clean, human_value, label, literal, ms, unit_of
 from wirelog.export.json import dumps_line, record_dict, rfc3339
-from wirelog.model import REDACTED, Chunk, Finding, Message, capture_loss_text
+from wirelog.model import REDACTED, CaptureInfo, Chunk, Finding, Message, capture_loss_text
 
 EXAMPLES = """
 \b
@@ -44,10 +45,13 @@ HEX_CONTEXT = 256  # bytes of a frame's payload shown around the highlighted rec
 @click.option(
     "--wide", is_flag=True, help="Every column of the tables, even wider than the terminal (for less -S)."
 )
+@click.option(
+    "--plain", is_flag=True, help="Tables as plain aligned text, no box drawing or colour (as in a pipe)."
+)
 @click.pass_context
-def inspect(ctx, as_json, frame, wide, **params):
+def inspect(ctx, as_json, frame, wide, plain, **params):
     """Summarise CAPTURE...: streams, protocols, messages, events, findings."""
-    console = make_console()
+    console = make_console(plain)
     if frame is not None:
         session = Session(params, chunks=True)
         _show_frame(console, session, frame)
@@ -82,7 +86,7 @@ CAPTURE_COLUMNS = (
     Column("non-tcp", "right", drop=2),
     Column("first", drop=7),
     Column("last", drop=6),
-    Column("span s", "right", drop=5),
+    Column("span ms", "right", drop=5),
     Column("link types", drop=1),
     Column("notes"),
 )
@@ -112,16 +116,19 @@ ACK_NOTE = (
 
 
 def _render(console: Console, r: dict[str, Any], wide: bool = False, filtered: bool = False) -> None:
-    """The summary; `filtered`: the records were filtered, which the core's delivery verdict is not."""
+    """The summary; `filtered`: the records were filtered, which the core's delivery verdict is not.
+
+    Every text from the capture (its name, endpoints, TLS names, finding sentences, stream names)
+    is printed literally (cli/text.py); with several captures a stream or frame is `capture:N`."""
     loss = capture_loss_text(r["capture_loss"])
     if loss:  # first: what follows is read knowing that the capture has holes
-        console.print(f"[bold yellow]capture loss[/]: {loss}")
+        console.print(Text.assemble(("capture loss", "bold yellow"), ": ", literal(loss)))
     captures = []
     for c in r["captures"]:
         notes = ", ".join(
             x for x in (c["compression"], "truncated" if c["truncated"] else "", c["error"] or "") if x
         )
-        span = f"{c['span_s']:.3f}" if c["span_s"] is not None else ""
+        span = f"{c['span_s'] * 1000:.3f}" if c["span_s"] is not None else ""
         captures.append((
             c["capture"], c["format"], str(c["packets"]), str(c["tcp_packets"]), str(c["non_tcp_packets"]),
             c["first_ts"] or "", c["last_ts"] or "", span, ",".join(map(str, c["link_types"])), notes,
@@ -131,19 +138,19 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False, filtered: b
     streams = []
     multi = len(r["captures"]) > 1
     for s in r["streams"]:
-        ident = f"{Path(s['capture']).name}:{s['stream']}" if multi else str(s["stream"])
         unacked = Text(str(s["unacked"]), style="bold red" if s["unacked"] else "")
         streams.append((
-            ident, s["protocol"] or "", s["version"] or "", s["client"], s["server"], str(s["messages"]),
-            str(s["events"]), str(s["acked"]), unacked, str(s["ack_unknown"]), str(s["bytes_c2s"]),
-            str(s["bytes_s2c"]), str(s["gaps"]), str(s["findings"]), ",".join(s["flags"]),
+            _at(s["capture"], s["stream"], multi), s["protocol"] or "", s["version"] or "", s["client"],
+            s["server"], str(s["messages"]), str(s["events"]), str(s["acked"]), unacked, str(s["ack_unknown"]),
+            str(s["bytes_c2s"]), str(s["bytes_s2c"]), str(s["gaps"]), str(s["findings"]), ",".join(s["flags"]),
         ))  # fmt: skip
     print_fitted(console, "Streams", STREAM_COLUMNS, streams, wide)
     if any(s["events"] for s in r["streams"]):
-        console.print(ACK_NOTE, style="dim")
+        console.print(ACK_NOTE, style="dim", markup=False)
     for s in r["streams"]:
         if s["tls"]:
-            console.print(f"stream {s['stream']}: {describe_tls(s['tls'])}")
+            where = _at(s["capture"], s["stream"], multi)
+            console.print(Text.assemble(f"stream {clean(where)}: ", literal(describe_tls(s["tls"]))))
     t = r["totals"]
     sev = ", ".join(f"{n} {k}" for k, n in t["findings"].items()) or "none"
     console.print(
@@ -152,25 +159,39 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False, filtered: b
         f"{t['ack_unknown']} unknown); findings: {sev}"
     )
     for name, d in r["delivery"].items():
-        console.print(_delivery_line(name, d, filtered))
+        console.print(_delivery_line(name, d, filtered, multi))
     if r["findings"]:
-        table = Table(title="Findings", title_justify="left", header_style="bold")
+        table = new_table(console, "Findings")
         for col in ("severity", "code", "count", "first frames", "example"):
             table.add_column(col, no_wrap=col in ("severity", "code", "count"))  # the example wraps
         for f in r["findings"]:
+            places = f.get("first_at") or [{"capture": "", "frame": n} for n in f["first_frames"]]
             table.add_row(
                 Text(f["severity"], style=SEVERITY_STYLE[f["severity"]]),
-                f["code"],
+                literal(f["code"]),
                 str(f["count"]),
-                ", ".join(map(str, f["first_frames"])),
-                f["example"],
+                literal(", ".join(_at(p["capture"], p["frame"], multi) for p in places)),
+                literal(f["example"]),
             )
         console.print(table)
     for name, h in r["protocols"].items():
-        console.print(Panel(_highlights(h), title=name, title_align="left", expand=False))
+        lines = _highlights(h, multi)
+        if getattr(console, "plain", False):
+            console.print(literal(name, style="bold"))
+            console.print(Group(*(Text("  ").append_text(line) for line in lines)))
+        else:
+            console.print(Panel(Group(*lines), title=literal(name), title_align="left", expand=False))
 
 
-def _delivery_line(protocol: str, d: dict[str, Any], filtered: bool = False) -> str:
+def _at(capture: str, number: int | None, multi: bool) -> str:
+    """A stream id or frame number as a user finds it again: `capture:N` when several captures were
+    read (the capture as given on the command line), else `N`."""
+    if number is None:
+        return ""
+    return f"{capture}:{number}" if multi else str(number)
+
+
+def _delivery_line(protocol: str, d: dict[str, Any], filtered: bool = False, multi: bool = False) -> str:
     """One line answering "was anything lost?" for a protocol with acknowledgements; under a filter
     it says that it covers the whole capture (the verdict is made of every event, unfiltered)."""
     scope = ", whole capture: the filters do not apply" if filtered else ""
@@ -193,10 +214,11 @@ def _delivery_line(protocol: str, d: dict[str, Any], filtered: bool = False) -> 
         line += f", [yellow]{unknown} with no ACK in the capture[/]"
     if d["never_acknowledged"]:
         where = ", ".join(
-            f"stream {w['stream']} frame {w['frame']}"
+            f"stream {w['stream']} frame {_at(w.get('capture', ''), w['frame'], multi)}"
             + "".join(f" {k} {w[k]}" for k in ("seq", "uuid") if k in w)
             for w in d["never_acknowledged_at"]
         )
+        where = escape(clean(where))  # (capture names are the user's, not markup)
         return line + f"; [bold red]{at_least}{d['never_acknowledged']} never acknowledged[/] ({where})"
     return line + "; [green]every event acknowledged[/]" if not unknown else line
 
@@ -214,16 +236,20 @@ def _requests_line(d: dict[str, Any], scope: str) -> str:
     return line + "; [green]every request answered[/]" if not d["unknown"] else line
 
 
-def _highlights(h: dict[str, Any]) -> Group:
+def _highlights(h: dict[str, Any], multi: bool = False) -> list[Text]:
+    """A protocol's highlights, one line each, in words; a duration with its unit (ms); maps of
+    names from the wire (gate streams) escaped; an empty map or an absent value left out."""
     lines = []
     for key, value in h.items():
         if key == "slowest":
-            lines.append(Text(f"{key}:"))
+            if value:
+                lines.append(Text("slowest:"))
             for p in value:
                 lines.append(
-                    Text(
-                        f"  {p['latency_ms']:.3f} ms  stream {p['stream']} id {p['cql_stream']}  {p['request']} (frame "
-                        f"{p['request_frame']}) → {p['response']} (frame {p['response_frame']})"
+                    literal(
+                        f"  {ms(float(p['latency_ms']))}  stream {_at(p['capture'], p['stream'], multi)} "
+                        f"id {p['cql_stream']}  {p['request']} (frame {_at(p['capture'], p['request_frame'], multi)})"
+                        f" → {p['response']} (frame {_at(p['capture'], p['response_frame'], multi)})"
                     )
                 )
         elif key == "events":
@@ -234,35 +260,56 @@ def _highlights(h: dict[str, Any]) -> Group:
                 )
             )
         elif isinstance(value, dict):
-            text = ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
-            lines.append(Text(f"{key}: {text}"))
+            if value:
+                lines.append(literal(f"{label(key)}: " + ", ".join(f"{k} {v}" for k, v in value.items())))
         elif value is not None:
-            lines.append(Text(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}"))
-    return Group(*lines)
+            unit = unit_of(key)
+            if unit:
+                text = ms(value)
+            else:
+                shown = human_value(key, value)
+                text = shown[1] if shown else ""
+            lines.append(literal(f"{label(key)}: {text}"))
+    return lines
 
 
-def _key_fields(rec: Message | Finding) -> str:
+def _key_fields(rec: Message | Finding) -> Text:
+    """A record's details on one line: a finding's sentence, or a message's scalar fields in human
+    form (cli/text.py), absent ones left out."""
     if isinstance(rec, Finding):
-        return f"{rec.code}: {rec.message}"
-    parts = [f"{k}={v}" for k, v in rec.fields.items() if not isinstance(v, dict | list)][:6]
+        return literal(f"{rec.code}: {rec.message}")
+    parts = [f"{k}={v}" for k, v in _human_scalars(rec.fields, rec.protocol)][:6]
     if rec.event is not None:
-        parts.append(f"acked={rec.acked}")
-    return " ".join(parts)
+        parts.append(f"acked={_acked(rec.acked)}")
+    return literal(" ".join(parts))
+
+
+def _acked(acked: bool | None) -> str:
+    return "unknown" if acked is None else "yes" if acked else "no"
+
+
+def _human_scalars(fields: dict[str, Any], protocol: str | None) -> Iterator[tuple[str, str]]:
+    for key, value in fields.items():
+        if not isinstance(value, dict | list):
+            shown = human_value(key, value, protocol)
+            if shown is not None:
+                yield shown
 
 
 def _show_streams(console: Console, session: Session) -> None:
-    table = Table(header_style="bold")
+    multi = len(session.paths) + bool(session.raw) > 1
+    table = new_table(console)
     for col in ("stream", "frame", "time", "dir", "offset", "kind", "details"):
         table.add_column(col)
     for item in session.items():
         if isinstance(item, Message | Finding):
             kind = (
-                item.kind
+                literal(item.kind)
                 if isinstance(item, Message)
                 else Text(item.severity.value, SEVERITY_STYLE[item.severity.value])
             )
             table.add_row(
-                str(item.stream), str(item.frame or ""), rfc3339(item.ts) or "",
+                str(item.stream), literal(_at(item.capture, item.frame, multi)), rfc3339(item.ts) or "",
                 item.direction.value if item.direction else "", str(item.offset if item.offset is not None else ""),
                 kind, _key_fields(item),
             )  # fmt: skip
@@ -270,6 +317,9 @@ def _show_streams(console: Console, session: Session) -> None:
 
 
 def _show_frame(console: Console, session: Session, frame: int) -> None:
+    """What frame N carries, in each input: with several, each capture is named (`capture:N`), as
+    frame N of one file has nothing to do with frame N of another."""
+    multi = len(session.paths) + bool(session.raw) > 1
     records: list[Message | Finding] = []
     chunks: list[Chunk] = []
     secrets: list[tuple] = []  # (stream, direction, start, end) of records holding a redacted credential
@@ -282,23 +332,42 @@ def _show_frame(console: Console, session: Session, frame: int) -> None:
                 records.append(item)
             if hide and chunks and isinstance(item, Message) and REDACTED in item.fields.values():
                 secrets.append((item.stream, item.direction, item.offset, item.offset + item.length))
+        elif isinstance(item, CaptureInfo) and multi:  # an input's items end with its summary
+            if frame <= item.packets:
+                _frame_of_one(console, f"{item.capture}:{frame}", records, chunks, secrets)
+            elif not item.error:
+                console.print(literal(f"{item.capture}: no frame {frame} (it has {item.packets} packets)"))
+            records, chunks, secrets = [], [], []
     packets = max((c.packets for c in session.captures), default=0)
     if frame > packets and not exit_code(session):  # else no input could be read: its line says why
         error(f"frame {frame} is not in the input (it has {packets} packets)")
         return
+    if not multi:
+        _frame_of_one(console, f"frame {frame}", records, chunks, secrets)
+
+
+def _frame_of_one(
+    console: Console, name: str, records: list[Message | Finding], chunks: list[Chunk], secrets: list[tuple]
+) -> None:
+    """One capture's frame: its records as trees, then the hex of its TCP payload."""
     if not records and not chunks:
-        console.print(f"frame {frame}: no TCP payload and no records")
+        console.print(literal(f"{name}: no TCP payload and no records"))
         return
+    plain = getattr(console, "plain", False)
     for rec in records:
         d = record_dict(rec)
-        label = (
-            f"{d['protocol']} {d.get('kind') or d.get('code')}  stream {d['stream']} {d['direction'] or ''}"
+        head = literal(
+            f"{name} {d['protocol']} {d.get('kind') or d.get('code')}  stream {d['stream']} "
+            f"{rec.direction.value if rec.direction else ''}".rstrip(),
+            style="bold" if isinstance(rec, Message) else SEVERITY_STYLE[rec.severity.value],
         )
-        tree = Tree(
-            Text(label, style="bold" if isinstance(rec, Message) else SEVERITY_STYLE[rec.severity.value])
-        )
-        _tree(tree, {k: v for k, v in d.items() if k not in ("record", "capture")})
-        console.print(tree)
+        skip = ("record", "capture", "protocol", "kind", "code")
+        fields = {k: v for k, v in d.items() if k not in skip}
+        if isinstance(rec, Message) and rec.event is not None:
+            fields["acked"] = _acked(rec.acked)  # an event's unknown ACK is a fact, not an absence
+        tree = Tree(head)
+        _tree(tree, fields, rec.protocol)
+        console.print(_indented(tree) if plain else tree)
     for chunk in chunks:
         masked = {
             i
@@ -311,26 +380,58 @@ def _show_frame(console: Console, session: Session, frame: int) -> None:
                 chunk,
                 [r for r in records if r.stream == chunk.stream and r.direction is chunk.direction],
                 masked,
+                name,
             )
         )
 
 
-def _tree(node: Tree, value: Any) -> None:
+def _tree(node: Tree, value: Any, protocol: str | None = None) -> None:
+    """A record's fields under `node`: in human form (cli/text.py), absent ones left out; keys and
+    values from the wire (an event's document) shown literally."""
     if isinstance(value, dict):
         for k, v in value.items():
-            if isinstance(v, dict | list) and v:
-                _tree(node.add(str(k)), v)
-            else:
-                node.add(f"{k}: {v!r}" if isinstance(v, str) else f"{k}: {v}")
+            if isinstance(v, dict | list) and v:  # an event's document is data, not record fields
+                _tree(node.add(literal(k)), v, None if k == "event" else protocol)
+                continue
+            shown = human_value(str(k), v, protocol) if protocol is not None else _document_value(k, v)
+            if shown is not None:
+                node.add(literal(f"{shown[0]}: {shown[1]}"))
     else:
         for i, v in enumerate(value):
             if isinstance(v, dict | list) and v:
-                _tree(node.add(f"[{i}]"), v)
+                _tree(node.add(literal(f"[{i}]")), v, protocol)
             else:
-                node.add(f"[{i}] {v}")
+                node.add(literal(f"[{i}] {_document_value(i, v)[1]}"))
 
 
-def _hexdump(chunk: Chunk, records: list[Message | Finding], masked: set[int]) -> Text:
+def _document_value(key: object, value: Any) -> tuple[str, str]:
+    """A value inside an event's document: its JSON literal for null, true and false."""
+    if value is None or isinstance(value, bool):
+        return str(key), "null" if value is None else "true" if value else "false"
+    if isinstance(value, str):
+        return str(key), clean(value) if value else '""'
+    if isinstance(value, dict | list):
+        return str(key), "{}" if isinstance(value, dict) else "[]"
+    return str(key), str(value)
+
+
+def _indented(tree: Tree) -> Text:
+    """A tree as indented lines, no guide lines: the plain form."""
+    out = Text()
+
+    def walk(node: Tree, depth: int) -> None:
+        out.append("  " * depth)
+        out.append_text(node.label if isinstance(node.label, Text) else Text(str(node.label)))
+        out.append("\n")
+        for child in node.children:
+            walk(child, depth + 1)
+
+    walk(tree, 0)
+    out.rstrip()
+    return out
+
+
+def _hexdump(chunk: Chunk, records: list[Message | Finding], masked: set[int], name: str = "") -> Text:
     """The frame's payload, 16 bytes a line, offsets in stream terms; record bytes highlighted.
 
     Bytes of records whose credentials are redacted (`masked` stream offsets) print as `**`, so the
@@ -342,9 +443,8 @@ def _hexdump(chunk: Chunk, records: list[Message | Finding], masked: set[int]) -
             continue
         length = r.length if isinstance(r, Message) and r.length else 1
         marks.update(range(r.offset, r.offset + length))
-    out = Text(
-        f"stream {chunk.stream} {chunk.direction.value} bytes {chunk.offset}..{chunk.offset + len(chunk.data)}\n"
-    )
+    where = f"stream {chunk.stream} {chunk.direction.value} bytes {chunk.offset}..{chunk.offset + len(chunk.data)}"
+    out = literal(f"{name}: {where}\n" if name else f"{where}\n")
     data = chunk.data[:HEX_CONTEXT]
     for line in range(0, len(data), 16):
         row = data[line : line + 16]

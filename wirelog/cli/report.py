@@ -8,6 +8,7 @@ from wirelog.cli.common import Session, error, exit_code, input_options, make_co
 from wirelog.cli.params import FiniteRange
 from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary
+from wirelog.cli.text import literal
 from wirelog.export.atomic import AtomicFile
 from wirelog.export.report import data
 from wirelog.export.report.page import ReportUnavailable, page, vl_convert_module, write_images
@@ -74,7 +75,7 @@ def report(ctx, output, top, stall_s, svg_dir, png_dir, **params):
     result = data.build(summary.result(), timelines, top, stall_s)
     with AtomicFile(output) as f:
         f.write(page(result).encode())
-    console.print(f"report: {output}")
+    console.print(literal(f"report: {output}"))
     for fmt, directory in (("svg", svg_dir), ("png", png_dir)):
         if directory:
             try:
@@ -82,5 +83,5 @@ def report(ctx, output, top, stall_s, svg_dir, png_dir, **params):
             except OSError as e:
                 error(f"{directory}: {e.strerror or e}")
                 ctx.exit(2)
-            console.print(f"{fmt}: {len(paths)} charts in {directory}")
+            console.print(literal(f"{fmt}: {len(paths)} charts in {directory}"))
     ctx.exit(code)

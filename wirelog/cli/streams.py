@@ -5,12 +5,13 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.table import Table
 
 from wirelog.cli import exits
 from wirelog.cli.common import Session, error, exit_code, input_options, make_console
 from wirelog.cli.params import STREAM_ID
 from wirelog.cli.summary import describe_tls
+from wirelog.cli.tables import new_table
+from wirelog.cli.text import literal
 from wirelog.cli.unmatched import ids
 from wirelog.export.json import dumps_line, rfc3339, stream_dict
 from wirelog.model import Chunk, Direction, Gap, StreamInfo, StreamLines
@@ -37,8 +38,9 @@ Examples:
     show_default=True,
     help="With --dump: which direction.",
 )
+@click.option("--plain", is_flag=True, help="The table as plain aligned text, no colour (as in a pipe).")
 @click.pass_context
-def streams(ctx, as_json, dump, direction, **params):
+def streams(ctx, as_json, dump, direction, plain, **params):
     """List the TCP streams in CAPTURE... (files, globs, - for stdin)."""
     wanted = params["streams"]
     # --json: the core writes the summaries (no Python object per stream) unless a filter picks some
@@ -54,7 +56,7 @@ def streams(ctx, as_json, dump, direction, **params):
             i for i in session.items() if isinstance(i, StreamInfo) and (not wanted or i.stream in wanted)
         ]
         found.sort(key=lambda i: (i.capture, i.stream))
-        _table(found, len({i.capture for i in found}) > 1)
+        _table(found, len({i.capture for i in found}) > 1, plain)
     session.tell_unmatched()
     ctx.exit(exit_code(session))
 
@@ -102,11 +104,12 @@ def _dump(session: Session, stream: int, direction: Direction) -> int:
     return exit_code(session)
 
 
-def _table(found: list[StreamInfo], show_capture: bool) -> None:
-    """The streams as a table; a `tls` column when some stream is TLS (its handshake, `describe_tls`)."""
-    console = make_console()
+def _table(found: list[StreamInfo], show_capture: bool, plain: bool = False) -> None:
+    """The streams as a table; a `tls` column when some stream is TLS (its handshake, `describe_tls`).
+    The capture (as given), the endpoints and the TLS names are shown literally (cli/text.py)."""
+    console = make_console(plain)
     tls = any(i.tls for i in found)
-    table = Table(box=None, header_style="bold")
+    table = new_table(console, box=None)
     if show_capture:
         table.add_column("capture")
     for name, justify in (
@@ -128,8 +131,8 @@ def _table(found: list[StreamInfo], show_capture: bool) -> None:
     for i in found:
         row = [
             str(i.stream),
-            i.client,
-            i.server,
+            literal(i.client),
+            literal(i.server),
             rfc3339(i.first_ts) or "",
             rfc3339(i.last_ts) or "",
             str(i.packets_c2s),
@@ -138,7 +141,7 @@ def _table(found: list[StreamInfo], show_capture: bool) -> None:
             str(i.bytes_s2c),
             f"{i.gaps} ({i.gap_bytes} B)" if i.gaps else "0",
             ",".join(i.flags),
-            *([describe_tls(i.tls) if i.tls else ""] if tls else []),
+            *([literal(describe_tls(i.tls)) if i.tls else ""] if tls else []),
         ]
-        table.add_row(*([i.capture] if show_capture else []), *row)
+        table.add_row(*([literal(i.capture)] if show_capture else []), *row)
     console.print(table)

@@ -67,6 +67,7 @@ class _CodeTally:
     example: str
     count: int = 0
     frames: list[int] = field(default_factory=list)
+    captures: list[str] = field(default_factory=list)  # the capture of each of `frames`
 
 
 def _percentile(values: list[float], p: float) -> float | None:
@@ -166,6 +167,7 @@ class Summary:
         tally.count += 1
         if f.frame is not None and len(tally.frames) < FIRST_FRAMES:
             tally.frames.append(f.frame)
+            tally.captures.append(f.capture)
         if f.protocol == "cql":
             self._cql.finding(f)
         elif f.protocol == "courier":
@@ -207,6 +209,8 @@ class Summary:
                 "protocol": t.protocol,
                 "count": t.count,
                 "first_frames": t.frames,
+                # with several inputs a frame number alone does not say which capture it is in
+                "first_at": [{"capture": c, "frame": n} for c, n in zip(t.captures, t.frames, strict=True)],
                 "example": t.example,
             }
             for code, t in sorted(

@@ -7,6 +7,10 @@ under it names them. If its essential columns still do not fit side by side, a c
 `under` another goes on a second line of that column's cells (the server under the client); a value
 too long even then folds onto another line. Nothing essential is ever cut. `--wide` keeps every
 column and lets the terminal wrap the lines.
+
+Cells given as `str` are text from the capture or the wire: they are shown as they are, escaped
+(cli/text.py), never read as Rich markup. On a plain console (not a terminal, or `--plain`) a
+table is aligned text: no box drawing, two spaces between columns, none at the end of a line.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from rich.console import Console, JustifyMethod
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
+
+from wirelog.cli.text import literal
 
 Cell = str | Text
 _UNBOUNDED = 1 << 20  # a console width no table reaches: measures a table's natural width
@@ -48,14 +54,14 @@ def print_fitted(
     """Print the table in the first layout that fits `console.width` (every column when `wide`)."""
     widest = [max((row[i] for row in rows), key=_cells, default="") for i in range(len(columns))]
     for layout in _layouts(columns):
-        natural = _natural_width(console, _table(title, columns, [widest], layout))
+        natural = _natural_width(console, _table(console, title, columns, [widest], layout))
         if wide or natural <= console.width:
             break
     width = console.width
     if wide:  # lines longer than the terminal: it wraps them, nothing is left out
         console.width = max(width, natural)
     try:
-        console.print(_table(title, columns, rows, layout))
+        console.print(_table(console, title, columns, rows, layout))
     finally:
         console.width = width
     if layout.left_out:
@@ -73,8 +79,22 @@ def _layouts(columns: Sequence[Column]) -> Iterator[_Layout]:
             yield _Layout(stacked, secondary[:n])
 
 
-def _table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[Cell]], layout: _Layout) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold")
+def new_table(console: Console, title: str | None = None, **kw: object) -> Table:
+    """A table in the console's form: boxed on a terminal, plain aligned text otherwise."""
+    if getattr(console, "plain", False):
+        kw = {"box": None, "pad_edge": False, "padding": (0, 2, 0, 0), **kw}
+    return Table(title=title, title_justify="left", header_style="bold", **kw)  # type: ignore[arg-type]
+
+
+def cell(value: Cell) -> Text:
+    """A cell as Text: a `str` is shown literally (escaped), never as markup."""
+    return value if isinstance(value, Text) else literal(value)
+
+
+def _table(
+    console: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[Cell]], layout: _Layout
+) -> Table:
+    table = new_table(console, title)
     shown: list[tuple[int, int | None]] = []  # (column, column on its second line)
     for i, column in enumerate(columns):
         if column in layout.left_out or (layout.stacked and column.under):
@@ -85,12 +105,17 @@ def _table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[Cell]]
         table.add_column(header, justify=column.justify, overflow="fold" if not column.drop else "ellipsis")
         shown.append((i, below))
     for row in rows:
-        table.add_row(*(row[i] if j is None else Text.assemble(row[i], "\n", row[j]) for i, j in shown))
+        table.add_row(
+            *(
+                cell(row[i]) if j is None else Text.assemble(cell(row[i]), "\n", cell(row[j]))
+                for i, j in shown
+            )
+        )
     return table
 
 
 def _cells(value: Cell) -> int:
-    return value.cell_len if isinstance(value, Text) else cell_len(value)
+    return value.cell_len if isinstance(value, Text) else cell_len(literal(value).plain)
 
 
 def _natural_width(console: Console, table: Table) -> int:

@@ -10,6 +10,7 @@ import click
 from wirelog.cli.common import Session, exit_code, input_options
 from wirelog.cli.output import silence_stdout
 from wirelog.cli.summary import CaptureLoss
+from wirelog.cli.text import clean
 from wirelog.export.json import dumps
 from wirelog.model import CaptureInfo, Finding, Severity, StreamInfo, capture_loss_text
 
@@ -60,9 +61,9 @@ def validate(ctx, fail_on, as_json, **params):
         elif isinstance(item, CaptureInfo):
             text = capture_loss_text(loss.result())
             if text and as_json:  # stdout is the records' (docs/records.md)
-                click.echo(f"{item.capture}: {text}", err=True)
+                click.echo(f"{clean(item.capture)}: {text}", err=True)
             elif text and out is not None:
-                out = _write(out, f"{'loss':7} {item.capture}: {text}\n".encode())
+                out = _write(out, f"{'loss':7} {clean(item.capture)}: {text}\n".encode())
             for f in held:
                 if out is not None:
                     out = _write(out, dumps(f) if as_json else _line(f))
@@ -75,10 +76,12 @@ def validate(ctx, fail_on, as_json, **params):
 
 
 def _line(f: Finding) -> bytes:
-    where = f"{f.capture}" + (f" stream {f.stream}" if f.stream is not None else "")
+    """One finding on one line; the capture's name and the sentence (which may quote the wire)
+    escaped: no control character or ESC from a capture reaches the terminal (cli/text.py)."""
+    where = f"{clean(f.capture)}" + (f" stream {f.stream}" if f.stream is not None else "")
     where += f" frame {f.frame}" if f.frame is not None else ""
     where += f" {f.direction.value}@{f.offset}" if f.direction and f.offset is not None else ""
-    return f"{f.severity.value:7} {f.code}  {where}: {f.message}\n".encode()
+    return f"{f.severity.value:7} {f.code}  {where}: {clean(f.message)}\n".encode()
 
 
 def _write(out: BinaryIO, data: bytes, flush: bool = False) -> BinaryIO | None:
