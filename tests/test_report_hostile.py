@@ -191,3 +191,25 @@ def test_the_command_of_the_folded_streams_lists_them(tmp_path):
     code, out, err = run_cli(*words[1:])
     assert code == 0, err
     assert len([line for line in out.splitlines() if json.loads(line).get("stream") is not None]) == 300
+
+
+def test_the_worst_streams_are_the_rows_whatever_their_place(tmp_path):
+    """150 Lumberjack connections, all acknowledged but the last three, whose events are never
+    acknowledged (their fate is known only when the input ends, after their stream summaries): the
+    three are the first rows, most never-acknowledged events first, and the others are counted."""
+    from tests.lumberjack_helpers import ack
+    from tests.test_inspect_delivery import batch, connections
+
+    conns = [[("c", batch(1, 2)), ("s", ack(2))] for _ in range(147)]
+    conns += [[("c", batch(1, n))] for n in (1, 3, 2)]
+    pcap = connections(tmp_path / "lost.pcap", conns)
+    _, data = report(tmp_path, str(pcap))
+    s = data["inspect"]
+    assert [(r["stream"], r["unacked"]) for r in s["streams"][:3]] == [(148, 3), (149, 2), (147, 1)]
+    assert len(s["streams"]) == 100 and s["streams_folded"]["streams"] == 50
+    assert s["streams_folded"]["unacked"] == 0 and s["totals"]["unacked"] == 6
+    assert (
+        s["totals"]["events"]
+        == 147 * 2 + 6
+        == s["streams_folded"]["events"] + sum(r["events"] for r in s["streams"])
+    )

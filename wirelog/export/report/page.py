@@ -217,7 +217,7 @@ def _verdict(report: dict[str, Any]) -> str:
     firsts = [c["first_ts"] for c in s["captures"] if c["first_ts"]]
     lasts = [c["last_ts"] for c in s["captures"] if c["last_ts"]]
     span = f"{min(firsts)} – {max(lasts)}" if firsts else "no timestamps"
-    protocols = ", ".join(sorted(p for p in s["stream_protocols"] if p != "unknown")) or "none"
+    protocols = ", ".join(s["stream_protocols"]) or "none"
     findings = ", ".join(f"{n} {k}" for k, n in t["findings"].items()) or "none"
     loss = capture_loss_text(s["capture_loss"])
     parts = [
