@@ -12,6 +12,7 @@ from wirelog.cli.text import literal
 from wirelog.export.atomic import AtomicFile
 from wirelog.export.report import data
 from wirelog.export.report.page import ReportUnavailable, page, vl_convert_module, write_images
+from wirelog.export.report.streams import StreamFold
 from wirelog.model import CaptureInfo
 
 EXAMPLES = """
@@ -60,11 +61,13 @@ def report(ctx, output, top, stall_s, svg_dir, png_dir, **params):
     except ReportUnavailable as e:
         raise click.UsageError(str(e)) from None
     session = Session(params, records="report", stall_ns=round(stall_s * 1e9), report_top=top)
-    summary = Summary()
+    summary = Summary(per_stream=False)  # the streams are folded: the worst first, the rest counted
+    streams = StreamFold()
     timelines: list[tuple[str, dict]] = []
     with progress(console) as tick:
         for item in session.items():
             summary.add(item)
+            streams.add(item)
             tick(item)
             if isinstance(item, CaptureInfo) and item.timeline is not None:
                 timelines.append((item.capture, item.timeline))
@@ -72,7 +75,8 @@ def report(ctx, output, top, stall_s, svg_dir, png_dir, **params):
     code = exit_code(session)
     if code:  # no input could be read: no page (the errors are said)
         ctx.exit(code)
-    result = data.build(summary.result(), timelines, top, stall_s)
+    inputs = [*params["captures"], *(word for r in params["raw"] for word in ("--raw", r))]
+    result = data.build(streams.fold(summary.result(), inputs), timelines, top, stall_s)
     with AtomicFile(output) as f:
         f.write(page(result).encode())
     console.print(literal(f"report: {output}"))

@@ -86,7 +86,10 @@ def describe_tls(tls: dict[str, Any]) -> str:
 class Summary:
     """Accumulates a run's items; `result()` gives the dict."""
 
-    def __init__(self) -> None:
+    def __init__(self, per_stream: bool = True) -> None:
+        """`per_stream`: keep a row for every stream (inspect). Without, nothing is kept per stream
+        and `result()` lists no stream: the report folds them itself (export/report/streams.py)."""
+        self._per_stream = per_stream
         self.captures: list[CaptureInfo] = []
         self.streams: list[StreamInfo] = []
         self._tally: dict[tuple[str, int], _StreamTally] = defaultdict(_StreamTally)
@@ -115,7 +118,8 @@ class Summary:
         elif isinstance(item, Finding):
             self._finding(item)
         elif isinstance(item, StreamInfo):
-            self.streams.append(item)
+            if self._per_stream:
+                self.streams.append(item)
             self._loss[item.capture].note(item)
         elif isinstance(item, CaptureInfo):
             self.captures.append(item)
@@ -124,7 +128,7 @@ class Summary:
 
     def _message(self, m: Message) -> None:
         self._kinds[m.protocol][m.kind] += 1
-        if m.stream is not None:
+        if m.stream is not None and self._per_stream:
             t = self._tally[(m.capture, m.stream)]
             t.messages += 1
             if m.protocol != "tls":  # a TLS stream's version is that of the protocol inside
@@ -142,7 +146,7 @@ class Summary:
         for stream, protocol, version, acked, n in c.counts:
             self._kinds[protocol]["event"] += n
             self._events[protocol].count_events(acked, n)
-            if stream is None:
+            if stream is None or not self._per_stream:
                 continue
             t = self._tally[(c.capture, stream)]
             t.messages += n
@@ -150,7 +154,7 @@ class Summary:
             t.count_events(acked, n)
         for stream, protocol, version, kind, framing, n in c.messages:
             self._kinds[protocol][kind] += n
-            if stream is not None:
+            if stream is not None and self._per_stream:
                 t = self._tally[(c.capture, stream)]
                 t.messages += n
                 t.version = t.version or version
@@ -159,7 +163,7 @@ class Summary:
 
     def _finding(self, f: Finding) -> None:
         self._severities[f.severity.value] += 1
-        if f.stream is not None:
+        if f.stream is not None and self._per_stream:
             self._tally[(f.capture, f.stream)].findings += 1
         tally = self._codes.get(f.code)
         if tally is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import tempfile
 from collections.abc import Collection
 from pathlib import Path
@@ -172,16 +173,48 @@ def _inline_script(js: str) -> str:
     return js.replace("</script", "<\\/script")
 
 
+# Characters a JSON text may hold that HTML's script parser reads: `</script` ends the element,
+# `<!--` then `<script` makes a later `</script>` not end it (the page's own script is swallowed),
+# `&` and `>` for good measure; U+2028/U+2029 are line ends to older JavaScript. As \uXXXX they are
+# the same JSON string and no HTML at all.
+_SCRIPT_UNSAFE = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"})
+
+
 def _script_json(obj: Any) -> str:
-    """JSON safe inside a <script> element."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
+    """JSON that no text in `obj` can break out of inside a <script> element: ASCII only (so lone
+    surrogates, from bytes that were not UTF-8, stay escapes rather than failing the page's
+    encoding), NUL and every control character escaped by JSON itself, and `< > &` U+2028 U+2029
+    as \\u escapes. The page reads it with JSON.parse (never eval) and inserts text with
+    textContent."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=True).translate(_SCRIPT_UNSAFE)
+
+
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029]")
+
+
+def _shown(m: re.Match[str]) -> str:
+    o = ord(m[0])
+    if 0xDC80 <= o <= 0xDCFF:  # surrogateescape: the byte that was not UTF-8
+        return f"\\x{o - 0xDC00:02x}"
+    return f"\\x{o:02x}" if o < 0xA0 else f"\\u{o:04x}"
+
+
+def _visible(text: str) -> str:
+    """Text from the wire or a file name as it may be shown: control characters (NUL, ESC, ...)
+    and bytes that were not UTF-8 (lone surrogates) as \\xNN, U+2028/U+2029 as \\uXXXX."""
+    return _INVISIBLE.sub(_shown, text)
+
+
+def _esc(value: Any) -> str:
+    """Any value as HTML text: shown as it is (`_visible`), never read as markup."""
+    return html.escape(_visible(str(value)))
 
 
 def _table(head: list[str], rows: list[list[Any]], numeric: Collection[int] = ()) -> str:
     def cell(i: int, v: Any, tag: str = "td") -> str:
         text = "" if v is None else (f"{v:,.3f}" if isinstance(v, float) else str(v))
         cls = ' class="n"' if i in numeric else ""
-        return f"<{tag}{cls}>{html.escape(text)}</{tag}>"
+        return f"<{tag}{cls}>{_esc(text)}</{tag}>"
 
     out = ["<table><tr>", *(cell(i, h, "th") for i, h in enumerate(head)), "</tr>"]
     for row in rows:
@@ -196,13 +229,13 @@ def _verdict(report: dict[str, Any]) -> str:
     firsts = [c["first_ts"] for c in s["captures"] if c["first_ts"]]
     lasts = [c["last_ts"] for c in s["captures"] if c["last_ts"]]
     span = f"{min(firsts)} – {max(lasts)}" if firsts else "no timestamps"
-    protocols = ", ".join(sorted({st["protocol"] for st in s["streams"] if st["protocol"]})) or "none"
+    protocols = ", ".join(s["stream_protocols"]) or "none"
     findings = ", ".join(f"{n} {k}" for k, n in t["findings"].items()) or "none"
     loss = capture_loss_text(s["capture_loss"])
     parts = [
         "<h2>Verdict</h2>",
         # first: the numbers below are read knowing that the capture has holes
-        f'<p class="loss"><b>Capture loss</b>: {html.escape(loss)}</p>' if loss else "",
+        f'<p class="loss"><b>Capture loss</b>: {_esc(loss)}</p>' if loss else "",
         _table(
             [
                 "inputs",
@@ -249,7 +282,7 @@ def _verdict(report: dict[str, Any]) -> str:
                 where = ", ".join(
                     f"{k} {w[k]}" for k in ("capture", "stream", "frame", "seq", "uuid") if k in w
                 )
-                parts.append(f"<p class=bad>{html.escape(p)}: never acknowledged at {html.escape(where)}</p>")
+                parts.append(f"<p class=bad>{_esc(p)}: never acknowledged at {_esc(where)}</p>")
     if s["findings"]:
         parts += [
             "<h3>Findings</h3>",
@@ -271,6 +304,52 @@ def _verdict(report: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+STREAM_COLUMNS = (
+    ("stream", "stream"),
+    ("protocol", "protocol"),
+    ("client", "client"),
+    ("server", "server"),
+    ("events", "events"),
+    ("unacked", "never acked"),
+    ("findings", "findings"),
+    ("gap_bytes", "bytes missing"),
+    ("bytes_c2s", "bytes c→s"),
+    ("bytes_s2c", "bytes s→c"),
+)
+
+
+def _streams(report: dict[str, Any]) -> str:
+    """The worst streams (export/report/streams.py folds them), the others in one line with the
+    command that lists every one."""
+    s = report["inspect"]
+    rows, folded = s["streams"], s["streams_folded"]
+    if not rows:
+        return ""
+    multi = len(s["captures"]) > 1
+    body = [
+        [
+            f"{Path(st['capture']).name}:{st['stream']}" if multi else st["stream"],
+            *(st[key] for key, _ in STREAM_COLUMNS[1:]),
+        ]
+        for st in rows
+    ]
+    parts = [
+        "<h2>Streams</h2>",
+        f'<p class="note">The {len(rows)} worst first: never acknowledged events, then findings, '
+        "bytes the capture missed, stalls.</p>",
+        _table([title for _, title in STREAM_COLUMNS], body, {0, 4, 5, 6, 7, 8, 9}),
+    ]
+    if folded["streams"]:
+        protocols = ", ".join(f"{n:,} {p}" for p, n in folded["protocols"].items())
+        parts.append(
+            f'<p class="folded">{folded["streams"]:,} more streams ({_esc(protocols)}): '
+            f"{folded['events']:,} events, {folded['unacked']:,} never acknowledged, "
+            f"{folded['findings']:,} findings, {folded['gap_bytes']:,} bytes missing. "
+            f"Every stream: <code>{_esc(folded['command'])}</code></p>"
+        )
+    return "".join(parts)
+
+
 def _protocols(report: dict[str, Any], specs: dict[str, Any]) -> str:
     s = report["inspect"]
     parts = ["<h2>Per protocol</h2>"]
@@ -282,7 +361,7 @@ def _protocols(report: dict[str, Any], specs: dict[str, Any]) -> str:
             elif isinstance(value, list):
                 value = "; ".join(", ".join(f"{k} {v}" for k, v in item.items()) for item in value) or "-"
             lines.append([key, value])
-        parts += [f"<h3>{html.escape(name)}</h3>", _table(["", ""], lines)]
+        parts += [f"<h3>{_esc(name)}</h3>", _table(["", ""], lines)]
     tls = [st for st in s["streams"] if st["tls"]]
     if tls:
         multi = len({st["capture"] for st in tls}) > 1
@@ -302,6 +381,9 @@ def _protocols(report: dict[str, Any], specs: dict[str, Any]) -> str:
             "<h3>TLS streams</h3>",
             _table(["stream", "client", "server", "version", "cipher", "sni", ""], rows),
         ]
+    more_tls = s["streams_folded"]["tls"]
+    if more_tls:
+        parts.append(f"<p>{more_tls:,} more TLS streams among the streams folded above.</p>")
     for name in ("latency_by_request", "error_responses", "window_sizes", "gate_streams", "gate_statuses"):
         if name in specs:
             parts.append(f'<div class="chart" id="chart-{name}"></div>')
@@ -318,6 +400,9 @@ th{background:#f4f4f4}.n{text-align:right}.bad{color:#c00}.loss{color:#a60}.note
 # In a function: the bundle's own top-level names (it declares a `D`) must not clash with ours.
 # The timeline draws on a canvas: its 20,000 marks as SVG elements took Chromium seconds.
 RENDER = """(() => {
+// The data island is JSON with every `<`, `>`, `&`, U+2028, U+2029 and non-ASCII character as a
+// \\u escape (page.py `_script_json`): no text in it can end it early or be read as markup. Text
+// reaches the DOM through textContent only.
 const D = JSON.parse(document.getElementById('wirelog-data').textContent);
 function rows(c) {
   const keys = Object.keys(c.cols), out = new Array(c.n);
@@ -357,16 +442,16 @@ def page(report: dict[str, Any]) -> str:
     }
     folded = report["folded"]
     lanes = "".join(
-        f"<li>{html.escape(lane['lane'])}: {lane['events']} events, {lane['messages']} messages</li>"
+        f"<li>{_esc(lane['lane'])}: {lane['events']} events, {lane['messages']} messages</li>"
         for lane in report["lanes"]
     )
     other = (
-        f"<p>{folded['connections']} more connections share the lane '{html.escape('other connections')}' "
+        f"<p>{folded['connections']} more connections share the lane '{_esc('other connections')}' "
         f"({folded.get('events', 0)} events, {folded.get('messages', 0)} messages).</p>"
         if folded.get("connections")
         else ""
     )
-    notes = "".join(f'<p class="note">{html.escape(n)}</p>' for n in report["notes"])
+    notes = "".join(f'<p class="note">{_esc(n)}</p>' for n in report["notes"])
     over_time = "".join(f'<div class="chart" id="chart-{n}"></div>' for n in charts.over_time() if n in specs)
     timeline = (
         '<div class="chart" id="chart-timeline"></div>' if "timeline" in specs else "<p>Nothing to draw.</p>"
@@ -380,10 +465,11 @@ def page(report: dict[str, Any]) -> str:
 </head><body>
 <h1>wirelog report</h1>
 {_verdict(report)}
+{_streams(report)}
 <h2>Timeline</h2>
 <p class="note">One lane per connection (the {len(report["lanes"])} with the most events); drag to pan, scroll to zoom,
 hover a mark for its frames and the <code>wirelog inspect --frame</code> command. Times are seconds since
-{html.escape(rfc3339(report["t0_ns"]) or "")}. Orange bars: stalls, a request or
+{_esc(rfc3339(report["t0_ns"]) or "")}. Orange bars: stalls, a request or
 window answered later than {stall_s:g} s or not at all. Bins of the series: {report["bin_s"]:g} s.</p>
 <ul>{lanes}</ul>{other}{notes}
 {timeline}
