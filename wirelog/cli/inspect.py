@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 from rich.console import Console, Group
-from rich.panel import Panel
 from rich.markup import escape
+from rich.panel import Panel
 from rich.text import Text
 from rich.tree import Tree
 
