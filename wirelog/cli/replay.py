@@ -329,6 +329,7 @@ def _send(items, plan: Plan, target: Target, journal, session: Session, as_json:
             driver.run(items)
         except GaveUp as e:
             failure, code = f"{e}; gave up after {retries + 1} failed connections in a row", FAILED
+            _count_rest(items)
         except _Refused as e:
             failure, code = str(e), UNUSABLE
         except JournalError as e:
@@ -372,6 +373,15 @@ def _send(items, plan: Plan, target: Target, journal, session: Session, as_json:
             f"{elapsed:.2f} s; journal {journal.path}"
         )
     return code
+
+
+def _count_rest(items) -> None:
+    """The rest of the selection, read (not sent) so that the summary counts what failed."""
+    try:
+        for _ in items:
+            pass
+    except _Refused:
+        pass
 
 
 class _Progress:
