@@ -46,7 +46,11 @@ FAILED = 1  # some selected events were not acknowledged: the receiver refused, 
 UNUSABLE = 2
 FIRST_EVENTS = 3  # documents shown by --dry-run
 DEFAULT_PIPELINING = {"lumberjack": 2, "courier": 10, "hercules": 1}
-MAX_WINDOW = 10_000  # go-lumber's MaxWindowSize
+MAX_WINDOW = 10_000
+# Where each event carries its event_id by default: Beats' Elasticsearch output and the usual
+# Logstash `document_id => "%{[@metadata][_id]}"` read @metadata._id; Log Courier's receivers reset
+# @metadata on every event they read (lc-lib/event/event.go), so there it is a top-level field.
+DEFAULT_ID_FIELD = {"lumberjack": "@metadata._id", "courier": "event_id"}  # go-lumber's MaxWindowSize
 
 
 class _Refused(Exception):
@@ -80,8 +84,9 @@ class Plan:
 @click.option("--dry-run", is_flag=True, help="Say what would be sent; open no socket.")
 @click.option("--journal", "journal_path", metavar="FILE",
               help="File of the event ids the receiver acknowledged (default: beside the first input).")  # fmt: skip
-@click.option("--id-field", default="@metadata._id", show_default=True, metavar="PATH",
-              help="Dotted path where each event carries its event_id (unless it has one there).")  # fmt: skip
+@click.option("--id-field", default=None, metavar="PATH",
+              help="Dotted path where each event carries its event_id, unless it has one there (default "
+              "@metadata._id; event_id for Log Courier, whose receivers drop @metadata).")  # fmt: skip
 @click.option("--no-id", is_flag=True, help="Send the documents without the id field.")
 @click.option("--window", type=click.IntRange(1, MAX_WINDOW), default=2048, show_default=True,
               help="Events per window/payload (1 to 10000; Filebeat's bulk_max_size).")  # fmt: skip
@@ -130,6 +135,8 @@ def replay(ctx, to, classes, dry_run, journal_path, id_field, no_id, window, com
             raise click.UsageError("hercules+http(s):// is not implemented yet (docs/commands/replay.md)")
     if key and not cert:
         raise click.UsageError("--key goes with --cert")
+    if id_field is None:
+        id_field = DEFAULT_ID_FIELD.get(target.protocol if target else "", "@metadata._id")
     id_path = None if no_id else tuple(id_field.split("."))
     if id_path is not None and not all(id_path):
         raise click.BadParameter(f"{id_field!r} is not a dotted path", param_hint="--id-field")
@@ -236,9 +243,13 @@ def _ns(ts: Any) -> int | None:
 def _items(chosen, plan: Plan, journal, id_path, target: Target | None, allow_plaintext: bool):
     """(event_id, encoded document) of each event to send; counts what was selected."""
     guard = target is not None and not target.tls and not allow_plaintext and not target.loopback
+    acked = journal.acked if journal is not None else frozenset()
+    metadata = id_path == ("@metadata", "_id")
+    conn_key, conn = None, [0, 0]
     for ev in chosen:  # type: Selected
         plan.selected += 1
-        if journal is not None and ev.key in journal:
+        key, doc = ev.key, ev.doc
+        if key in acked:
             plan.already += 1
             continue
         if guard and ev.tls:
@@ -246,16 +257,21 @@ def _items(chosen, plan: Plan, journal, id_path, target: Target | None, allow_pl
                 f"{ev.capture}: stream {ev.stream} was TLS; not sending its events in plaintext to "
                 f"{target.where()} (use {_tls_scheme(target.url)}, or --allow-plaintext)"
             )
-        if id_path is not None and not set_id(ev.doc, id_path, ev.key):
+        if metadata and type(doc) is dict and type(meta := doc.get("@metadata")) is dict:
+            meta.setdefault("_id", key)  # the usual case, without the general walk
+        elif id_path is not None and not set_id(doc, id_path, key):
             plan.no_id += 1
-        payload = encode(ev.doc)
-        plan.bytes += len(payload)
-        conn = plan.connections.setdefault((ev.capture, ev.protocol, ev.stream), [0, 0])
+        payload = encode(doc)
+        size = len(payload)
+        plan.bytes += size
+        where = (ev.capture, ev.protocol, ev.stream)
+        if where != conn_key:
+            conn_key, conn = where, plan.connections.setdefault(where, [0, 0])
         conn[0] += 1
-        conn[1] += len(payload)
+        conn[1] += size
         if len(plan.first) < FIRST_EVENTS:
-            plan.first.append(ev.doc)
-        yield ev.key, payload
+            plan.first.append(doc)
+        yield key, payload
     plan.complete = True
 
 

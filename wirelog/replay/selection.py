@@ -86,23 +86,18 @@ def select(
     (file inputs); `streams`: the --stream filter, under which a resend whose first copy is in a
     stream left out is the copy sent."""
     for r in records:
-        if r.get("record", "message") != "message" or r.get("event_id") is None or "event" not in r:
+        get = r.get
+        if get("delivery") not in classes or get("event_id") is None or "event" not in r:
+            continue  # (records without a delivery class: findings, requests, other messages)
+        if get("record", "message") != "message":
             continue
-        if r.get("delivery") not in classes:
-            continue
-        first = r.get("resend_of")
+        first = get("resend_of")
         if first and (not streams or first.get("stream") in streams):
             continue
         if keep is not None and not keep(r):
             continue
-        yield Selected(
-            key=str(r["event_id"]),
-            doc=r["event"],
-            protocol=r.get("protocol", ""),
-            capture=r.get("capture", ""),
-            stream=r.get("stream"),
-            tls=bool(r.get("tls")),
-        )
+        yield Selected(str(r["event_id"]), r["event"], get("protocol", ""), get("capture", ""), get("stream"),
+                       bool(get("tls")))  # fmt: skip
 
 
 def sniff(path: str) -> str:
