@@ -353,7 +353,10 @@ def _send(items, plan: Plan, target: Target, journal, session: Session, as_json:
         except OSError as e:  # TLS settings that cannot be loaded
             failure, code = f"{target.where()}: {e.strerror or e}", UNUSABLE
         finally:
-            journal.close()
+            try:
+                journal.close()
+            except JournalError as e:
+                failure, code = failure or str(e), code or UNUSABLE
     tally = driver.tally
     elapsed = time.monotonic() - started
     code = code or _input_status(session)

@@ -10,6 +10,7 @@ The file is fsync'ed when the run ends and every `SYNC_EVERY` writes.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 
@@ -70,7 +71,7 @@ class Journal:
             os.write(self._fd, ("\n".join(keys) + "\n").encode())
             self._writes += 1
             if self._writes % SYNC_EVERY == 0:
-                os.fsync(self._fd)
+                _sync(self._fd)
         except OSError as e:
             raise JournalError(f"{self.path}: {e.strerror} (the journal, --journal)") from None
 
@@ -79,6 +80,17 @@ class Journal:
             return
         fd, self._fd = self._fd, None
         try:
-            os.fsync(fd)
+            _sync(fd)
+        except OSError as e:
+            raise JournalError(f"{self.path}: {e.strerror} (the journal, --journal)") from None
         finally:
             os.close(fd)
+
+
+def _sync(fd: int) -> None:
+    """fsync, where the journal is a file that has one (not /dev/null, a pipe)."""
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.EROFS, errno.ENOTSUP):
+            raise
