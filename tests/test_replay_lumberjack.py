@@ -265,7 +265,7 @@ def test_a_refused_connection_is_one_line_and_status_1(incident: Incident, tmp_p
 def test_a_receiver_that_never_acknowledges_stalls_the_run(incident: Incident, tmp_path: Path) -> None:
     journal = tmp_path / "journal"
     with KillableGoServer(0, "-ack-batches", "0", "-keepalive", "0s") as server:
-        code, out, err = run_replay(str(incident.pcap), "--to", f"lumberjack://127.0.0.1:{server.port}",
+        code, _, err = run_replay(str(incident.pcap), "--to", f"lumberjack://127.0.0.1:{server.port}",
                                     "--journal", str(journal), "--timeout", "0.5", "--retries", "0")  # fmt: skip
     assert code == 1
     assert (
