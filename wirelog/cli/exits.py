@@ -3,6 +3,7 @@
 Exit statuses (README, docs/commands/*.md):
   0  done; also when the reader of stdout went away (EPIPE: `wirelog convert x | head` is not an error)
   1  `validate`: a finding at or above --fail-on
+     `replay`: some selected events were not acknowledged (the receiver refused, reset, stalled)
   2  no input could be read, an output could not be written (stdout closed from the start too), or a
      usage error
   3  internal error: a bug to report

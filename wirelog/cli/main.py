@@ -59,6 +59,7 @@ Examples:
 COMMANDS = {
     "convert": "wirelog.cli.convert",
     "inspect": "wirelog.cli.inspect",
+    "replay": "wirelog.cli.replay",
     "report": "wirelog.cli.report",
     "streams": "wirelog.cli.streams",
     "validate": "wirelog.cli.validate",

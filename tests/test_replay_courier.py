@@ -1,0 +1,97 @@
+"""`wirelog replay` to Log Courier's log-carver (the genuine Go receiver, ../shared/peers), from
+the capture of the genuine Go shipper whose receiver was SIGKILLed mid-stream, which resent to a
+second receiver on the same port, killed in its turn (test_courier_go_peers.killed).
+
+log-carver's `test` transport with `debug events: true` logs every event its pipeline took
+("Final event: {...}"): it must take exactly the events never acknowledged, each once, with the
+captured document plus `@metadata._id` = the record's `event_id`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import test_courier_go_peers
+from courier_go_helpers import ACCEPTED, Carver, free_port, require_log_courier, wait_for
+from replay_helpers import lost_records, run_replay, summary
+from test_courier_go_peers import KilledRun
+
+killed = test_courier_go_peers.killed  # the module-scoped capture fixture, shared
+
+# What log-carver adds to every event it receives (lc-lib/transports/tcp/receiver*.go)
+RECEIVER_FIELDS = ("receiver",)
+
+
+def with_id(doc: dict[str, Any], event_id: str) -> dict[str, Any]:
+    """`doc` as log-carver takes it from a replay: `event_id` added (Log Courier's receivers
+    reset `@metadata`, so replay's default id field for courier:// is top-level)."""
+    return {**doc, "event_id": event_id, "@metadata": {}}
+
+
+def final_events(carver: Carver) -> list[dict[str, Any]]:
+    """The documents log-carver's pipeline took, without the fields it adds."""
+    out = []
+    for m in map(ACCEPTED.search, carver.lines()):
+        if m is not None:
+            doc = json.loads(m[1])
+            for name in RECEIVER_FIELDS:
+                doc.get("@metadata", {}).pop(name, None)
+            out.append(doc)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _courier() -> None:
+    require_log_courier()
+
+
+def test_replay_sends_the_never_acknowledged_events_to_log_carver(killed: KilledRun, tmp_path: Path) -> None:
+    lost = lost_records(killed.pcap)
+    fates = killed.delivery.fates()
+    assert sorted(r["event"]["message"] for r in lost) == sorted(
+        killed.messages[line] for line, fate in fates.items() if fate == "lost"
+    )
+    assert lost
+    port = free_port()
+    carver = Carver(tmp_path, "carver", [f"127.0.0.1:{port}"], spool=4)
+    carver.start()
+    try:
+        code, out, err = run_replay(str(killed.pcap), "--to", f"courier://127.0.0.1:{port}", "--journal",
+                                    str(tmp_path / "journal"), "--window", "50", "--json")  # fmt: skip
+        assert code == 0, err
+        wait_for("log-carver's pipeline to take every event", lambda: len(final_events(carver)) >= len(lost))
+        time.sleep(0.3)
+        got = final_events(carver)
+    finally:
+        carver.stop()
+    expected = [with_id(r["event"], r["event_id"]) for r in lost]
+    assert sorted(got, key=json.dumps) == sorted(expected, key=json.dumps)
+    assert len({d["event_id"] for d in got}) == len(got)
+    s = summary(out)
+    assert (s["selected"], s["acknowledged"], s["failed"]) == (len(lost), len(lost), 0)
+    assert s["receiver"].startswith("Log Carver") or s["receiver"]
+    # every ACKN log-carver wrote named a payload of the replay, and its log says it read them
+    assert sum(n for _, _, n in carver.received()) == len(lost)
+
+
+def test_replay_to_a_stalled_log_carver_fails_with_the_journal_intact(
+    killed: KilledRun, tmp_path: Path
+) -> None:
+    """A receiver whose pipeline holds every batch for 30 s: no ACKN within --timeout."""
+    port = free_port()
+    carver = Carver(tmp_path, "slow", [f"127.0.0.1:{port}"], spool=4, delay=30)
+    carver.start()
+    journal = tmp_path / "journal"
+    try:
+        code, out, err = run_replay(str(killed.pcap), "--to", f"courier://127.0.0.1:{port}", "--journal",
+                                    str(journal), "--timeout", "1", "--retries", "0", "--json")  # fmt: skip
+    finally:
+        carver.kill()
+    assert code == 1
+    assert "stalled: no acknowledgement in 1 s" in err.strip().splitlines()[-1]
+    assert [x for x in journal.read_text().splitlines() if not x.startswith("#")] == []
+    assert summary(out)["failed"] == len(lost_records(killed.pcap))

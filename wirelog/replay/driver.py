@@ -1,0 +1,247 @@
+"""The thin socket loop under a sans-IO sender: connect (TCP, TLS), write what the sender makes,
+feed it what the receiver writes, journal every acknowledgement, reconnect with backoff.
+
+Failures a receiver can cause — refused, reset, closed, stalled (no byte for `timeout` seconds:
+ACK 0 keep-alives and PONGs count as bytes, as in Filebeat and Log Courier), bytes its protocol
+does not allow — each end the connection with one `Problem` line; the unacknowledged rest is sent
+again on the next connection, after a backoff doubling from `backoff` to `max_backoff`
+(Filebeat's 1 s to 60 s). After `retries` connections in a row that acknowledged nothing the run
+gives up (`GaveUp`); the journal keeps what was acknowledged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from wirelog.replay.events import Acked, Item, ProtocolError, Ready
+from wirelog.replay.journal import Journal
+from wirelog.replay.target import Target
+
+RECV_SIZE = 256 * 1024
+
+
+class Sender(Protocol):
+    name: str
+
+    def connection_made(self) -> bytes: ...
+    def connection_lost(self) -> None: ...
+    @property
+    def ready(self) -> bool: ...
+    def can_send(self) -> bool: ...
+    def has_resend(self) -> bool: ...
+    def send_resend(self) -> tuple[bytes, int]: ...
+    def send(self, items: list[Item]) -> bytes: ...
+    def receive(self, data: bytes) -> list: ...
+    @property
+    def outstanding(self) -> int: ...
+
+
+@dataclass
+class Settings:
+    window: int = 2048
+    timeout: float = 30.0
+    retries: int = 3
+    backoff: float = 1.0
+    max_backoff: float = 60.0
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+
+@dataclass
+class Tally:
+    sent: int = 0  # events written at least once
+    resent: int = 0  # events written again on a later connection
+    acked: int = 0
+    bytes: int = 0
+    connections: int = 0
+    receiver: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+class GaveUp(Exception):
+    """The receiver kept failing: `retries` connections in a row acknowledged nothing."""
+
+
+def tls_context(settings: Settings) -> ssl.SSLContext:
+    """Certificate and host name checked (against --ca, else the system's CAs); --cert/--key
+    for receivers that ask for a client certificate."""
+    ctx = ssl.create_default_context(cafile=settings.ca)
+    if settings.cert:
+        ctx.load_cert_chain(settings.cert, settings.key)
+    return ctx
+
+
+class Driver:
+    def __init__(
+        self,
+        sender: Sender,
+        target: Target,
+        settings: Settings,
+        journal: Journal,
+        on_ack: Callable[[Tally], None] = lambda _t: None,
+        on_problem: Callable[[str], None] = lambda _p: None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.sender, self.target, self.settings, self.journal = sender, target, settings, journal
+        self.on_ack, self.on_problem, self.sleep = on_ack, on_problem, sleep
+        self.tally = Tally()
+        self._ctx = tls_context(settings) if target.tls else None
+
+    def run(self, items: Iterator[Item]) -> Tally:
+        """Send every item, until each is acknowledged (or the receiver kept failing: GaveUp)."""
+        source = _Source(items)
+        failures, delay = 0, self.settings.backoff
+        while source.more() or self.sender.has_resend():
+            acked_before = self.tally.acked
+            try:
+                self._connection(source)
+            except _Lost as e:
+                self.sender.connection_lost()
+                problem = f"{self.target.where()}: {e}"
+                self.tally.problems.append(problem)
+                if self.tally.acked > acked_before:
+                    failures, delay = 0, self.settings.backoff
+                failures += 1
+                if failures > self.settings.retries:
+                    raise GaveUp(problem) from None
+                self.on_problem(f"{problem}; connecting again in {delay:g} s")
+                self.sleep(delay)
+                delay = min(delay * 2, self.settings.max_backoff)
+        return self.tally
+
+    def _connect(self) -> socket.socket:
+        t = self.target
+        try:
+            sock = socket.create_connection((t.host, t.port), timeout=self.settings.timeout)
+        except TimeoutError:
+            raise _Lost(f"no answer to the connection in {self.settings.timeout:g} s") from None
+        except OSError as e:
+            raise _Lost(_why(e)) from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._ctx is None:
+            return sock
+        try:
+            return self._ctx.wrap_socket(sock, server_hostname=t.host)
+        except ssl.SSLCertVerificationError as e:
+            sock.close()
+            raise _Lost(f"TLS: the receiver's certificate was refused: {e.verify_message} (--ca)") from None
+        except (ssl.SSLError, OSError) as e:
+            sock.close()
+            raise _Lost(f"TLS handshake failed: {_why(e)}") from None
+
+    def _connection(self, source: _Source) -> None:
+        sock = self._connect()
+        self.tally.connections += 1
+        sender, tally = self.sender, self.tally
+        try:
+            hello = sender.connection_made()
+            if hello:
+                self._write(sock, hello)
+            while True:
+                while sender.ready and sender.can_send():
+                    if sender.has_resend():
+                        data, n = sender.send_resend()
+                        tally.resent += n
+                    else:
+                        items = source.take(self.settings.window)
+                        if not items:
+                            break
+                        data = sender.send(items)
+                        tally.sent += len(items)
+                    self._write(sock, data)
+                if sender.ready and not sender.outstanding and not source.more() and not sender.has_resend():
+                    return
+                self._read(sock)
+        finally:
+            _close(sock)
+
+    def _write(self, sock: socket.socket, data: bytes) -> None:
+        try:
+            sock.sendall(data)
+        except TimeoutError:
+            raise _Lost(f"stalled: the receiver read nothing for {self.settings.timeout:g} s") from None
+        except OSError as e:
+            raise _Lost(_why(e)) from None
+        self.tally.bytes += len(data)
+
+    def _read(self, sock: socket.socket) -> None:
+        try:
+            data = sock.recv(RECV_SIZE)
+        except TimeoutError:
+            waiting = self.sender.outstanding
+            what = f"{waiting} events waiting" if waiting else "the handshake waiting"
+            raise _Lost(f"stalled: no acknowledgement in {self.settings.timeout:g} s ({what})") from None
+        except OSError as e:
+            raise _Lost(_why(e)) from None
+        if not data:
+            raise _Lost(
+                f"the receiver closed the connection ({self.sender.outstanding} events not acknowledged)"
+            )
+        try:
+            events = self.sender.receive(data)
+        except ProtocolError as e:
+            raise _Lost(str(e)) from None
+        for ev in events:
+            if isinstance(ev, Acked):
+                self.journal.add(ev.keys)
+                self.tally.acked += len(ev.keys)
+                self.on_ack(self.tally)
+            elif isinstance(ev, Ready):
+                self.tally.receiver = ev.receiver
+
+
+class _Lost(Exception):
+    """The connection is over; the message says why, in one line."""
+
+
+class _Source:
+    """The items to send, taken a window at a time."""
+
+    def __init__(self, items: Iterator[Item]) -> None:
+        self._items = items
+        self._next: Item | None = None
+        self._done = False
+
+    def more(self) -> bool:
+        if self._next is None and not self._done:
+            self._next = next(self._items, None)
+            self._done = self._next is None
+        return self._next is not None
+
+    def take(self, n: int) -> list[Item]:
+        out: list[Item] = []
+        if self.more():
+            out.append(self._next)  # type: ignore[arg-type]
+            self._next = None
+        items = self._items
+        while len(out) < n and not self._done:
+            item = next(items, None)
+            if item is None:
+                self._done = True
+            else:
+                out.append(item)
+        return out
+
+
+def _why(e: OSError) -> str:
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused (nothing listens there?)"
+    if isinstance(e, ConnectionResetError):
+        return "the receiver reset the connection"
+    if isinstance(e, BrokenPipeError):
+        return "the receiver closed the connection while events were being written"
+    if isinstance(e, socket.gaierror):
+        return f"cannot resolve the host: {e.strerror}"
+    return e.strerror or str(e)
+
+
+def _close(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.close()
