@@ -102,8 +102,6 @@ def test_a_real_violation_in_a_lossy_capture_still_fails(tmp_path: Path) -> None
 
 
 def test_inspect_validate_and_the_report_say_first_what_the_capture_missed(tmp_path: Path) -> None:
-    from wirelog.export.report.page import _verdict
-
     n = len(read_pcap(PYLOGBEAT)[1])
     copy = tmp_path / "ack-dropped.pcap"
     impaired_copy(PYLOGBEAT, copy, [i for i in range(n) if i != ACK_FRAME - 1])
@@ -118,8 +116,12 @@ def test_inspect_validate_and_the_report_say_first_what_the_capture_missed(tmp_p
     assert any("tcp.gap" in line for line in lines[1:])
     code, out, err = run_cli("validate", "--json", str(copy))
     assert code == 0 and said in err and all(r["record"] == "finding" for r in ndjson(out))
-    html = _verdict({"inspect": inspect_json(copy)})
-    assert said in html and html.index(said) < html.index("<table")
+    page = tmp_path / "report.html"
+    code, _, err = run_cli("report", str(copy), "-o", str(page))
+    assert code == 0, err
+    html = page.read_text()
+    verdict = html[html.index("<h2>Verdict") :]
+    assert said in verdict and verdict.index(said) < verdict.index("<table")
 
     code, out, err = run_cli("inspect", str(PYLOGBEAT))  # a complete capture says nothing of it
     assert "capture missed" not in out.decode()
