@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -14,10 +15,11 @@ from rich.text import Text
 from rich.tree import Tree
 
 from wirelog.cli.common import Session, error, exit_code, input_options, make_console
+from wirelog.cli.fold import GROUP_LINES, InspectFold, group_line
 from wirelog.cli.params import FRAME_NUMBER
 from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary, describe_tls
-from wirelog.cli.tables import Column, new_table, print_fitted
+from wirelog.cli.tables import BIG, Cell, Column, new_table, print_fitted, print_rows
 from wirelog.cli.text import clean, human_value, label, literal, ms, unit_of
 from wirelog.export.json import dumps_line, record_dict, rfc3339
 from wirelog.model import REDACTED, CaptureInfo, Chunk, Finding, Message, capture_loss_text
@@ -48,8 +50,14 @@ HEX_CONTEXT = 256  # bytes of a frame's payload shown around the highlighted rec
 @click.option(
     "--plain", is_flag=True, help="Tables as plain aligned text, no box drawing or colour (as in a pipe)."
 )
+@click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="List every stream (by default the worst are listed and the others folded by behaviour).",
+)
 @click.pass_context
-def inspect(ctx, as_json, frame, wide, plain, **params):
+def inspect(ctx, as_json, frame, wide, plain, every, **params):
     """Summarise CAPTURE...: streams, protocols, messages, events, findings."""
     console = make_console(plain)
     if frame is not None:
@@ -60,17 +68,24 @@ def inspect(ctx, as_json, frame, wide, plain, **params):
         _show_streams(console, session)
     else:
         session = Session(params, records="summary")  # counts events, never reads them
-        summary = Summary()
+        # --json lists every stream (scripts); the screen gets the worst and the others folded,
+        # a few numbers a stream until its input ends (cli/fold.py)
+        summary = Summary(per_stream=as_json)
+        fold = None if as_json else InspectFold(keep_all=every)
         with progress(console) as tick:
             for item in session.items():
                 summary.add(item)
+                if fold is not None:
+                    fold.add(item)
                 tick(item)
         result = summary.result()
-        if as_json:
+        if fold is None:
             sys.stdout.buffer.write(dumps_line(result))
             sys.stdout.buffer.flush()
         else:
-            _render(console, result, wide, filtered=session.options.keep.active)
+            doc = fold.fold(result, params["captures"])
+            rows = fold.every_row() if every else None
+            _render(console, doc, wide, filtered=session.options.keep.active, every=rows)
     session.tell_unmatched()
     ctx.exit(exit_code(session))
 
@@ -115,8 +130,16 @@ ACK_NOTE = (
 )
 
 
-def _render(console: Console, r: dict[str, Any], wide: bool = False, filtered: bool = False) -> None:
+def _render(
+    console: Console,
+    r: dict[str, Any],
+    wide: bool = False,
+    filtered: bool = False,
+    every: Iterator[dict[str, Any]] | None = None,
+) -> None:
     """The summary; `filtered`: the records were filtered, which the core's delivery verdict is not.
+    Its `streams` are listed; `stream_groups` (cli/fold.py) are the others, a line each; `every`:
+    the rows of every stream instead (--all), printed in fixed-width form past `BIG` of them.
 
     Every text from the capture (its name, endpoints, TLS names, finding sentences, stream names)
     is printed literally (cli/text.py); with several captures a stream or frame is `capture:N`."""
@@ -135,22 +158,8 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False, filtered: b
         ))  # fmt: skip
     print_fitted(console, "Captures", CAPTURE_COLUMNS, captures, wide)
 
-    streams = []
     multi = len(r["captures"]) > 1
-    for s in r["streams"]:
-        unacked = Text(str(s["unacked"]), style="bold red" if s["unacked"] else "")
-        streams.append((
-            _at(s["capture"], s["stream"], multi), s["protocol"] or "", s["version"] or "", s["client"],
-            s["server"], str(s["messages"]), str(s["events"]), str(s["acked"]), unacked, str(s["ack_unknown"]),
-            str(s["bytes_c2s"]), str(s["bytes_s2c"]), str(s["gaps"]), str(s["findings"]), ",".join(s["flags"]),
-        ))  # fmt: skip
-    print_fitted(console, "Streams", STREAM_COLUMNS, streams, wide)
-    if any(s["events"] for s in r["streams"]):
-        console.print(ACK_NOTE, style="dim", markup=False)
-    for s in r["streams"]:
-        if s["tls"]:
-            where = _at(s["capture"], s["stream"], multi)
-            console.print(Text.assemble(f"stream {clean(where)}: ", literal(describe_tls(s["tls"]))))
+    _streams(console, r, wide, multi, every)
     t = r["totals"]
     sev = ", ".join(f"{n} {k}" for k, n in t["findings"].items()) or "none"
     console.print(
@@ -181,6 +190,57 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False, filtered: b
             console.print(Group(*(Text("  ").append_text(line) for line in lines)))
         else:
             console.print(Panel(Group(*lines), title=literal(name), title_align="left", expand=False))
+
+
+def _stream_cells(s: dict[str, Any], multi: bool) -> tuple[Cell, ...]:
+    unacked = Text(str(s["unacked"]), style="bold red" if s["unacked"] else "")
+    return (
+        _at(s["capture"], s["stream"], multi), s["protocol"] or "", s["version"] or "", s["client"],
+        s["server"], str(s["messages"]), str(s["events"]), str(s["acked"]), unacked, str(s["ack_unknown"]),
+        str(s["bytes_c2s"]), str(s["bytes_s2c"]), str(s["gaps"]), str(s["findings"]), ",".join(s["flags"]),
+    )  # fmt: skip
+
+
+def _streams(
+    console: Console, r: dict[str, Any], wide: bool, multi: bool, every: Iterator[dict[str, Any]] | None
+) -> None:
+    """The Streams table: the listed streams (every one with `every`), then a line per group of
+    the others (cli/fold.py), then the TLS streams listed."""
+    listed: list[dict[str, Any]] = r["streams"]
+    if every is not None:
+        listed = list(itertools.islice(every, BIG + 1))
+        if len(listed) > BIG:  # --all at any size: laid out once (cli/tables.py)
+            tls = [s for s in listed if s["tls"]][:BIG]
+            rows = (_stream_cells(s, multi) for s in itertools.chain(listed, every))
+            print_rows(console, "Streams", STREAM_COLUMNS, rows, wide)
+            listed = tls
+        else:
+            print_fitted(console, "Streams", STREAM_COLUMNS, [_stream_cells(s, multi) for s in listed], wide)
+    else:
+        print_fitted(console, "Streams", STREAM_COLUMNS, [_stream_cells(s, multi) for s in listed], wide)
+    groups = r.get("stream_groups") or []
+    for g in groups[:GROUP_LINES]:
+        console.print(literal(group_line(g, more=bool(listed))))
+    rest = groups[GROUP_LINES:]
+    if rest:
+        n = sum(g["streams"] for g in rest)
+        console.print(literal(f"{n:,} more streams in {len(rest):,} other groups"))
+    if groups:
+        total = r["totals"]["streams"]
+        console.print(
+            f"({len(listed)} of {total:,} streams listed, the worst first; --all lists every stream)",
+            style="dim",
+            markup=False,
+        )
+    if r["totals"]["events"]:
+        console.print(ACK_NOTE, style="dim", markup=False)
+    for s in listed:
+        if s["tls"]:
+            where = _at(s["capture"], s["stream"], multi)
+            console.print(Text.assemble(f"stream {clean(where)}: ", literal(describe_tls(s["tls"]))))
+    folded_tls = (r.get("streams_folded") or {}).get("tls", 0) if groups else 0
+    if folded_tls:
+        console.print(literal(f"{folded_tls:,} more TLS streams (--all, or --json, lists them)"))
 
 
 def _at(capture: str, number: int | None, multi: bool) -> str:
