@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.capture_tools import run_cli
+from tests.fault_helpers import EXAMPLE
 from tests.test_cli_escaping import _in_a_terminal
 from tests.test_cli_tables import ANSI
 from tests.test_cli_terminal import assert_plain, piped
@@ -203,3 +204,67 @@ def test_inspect_of_many_short_connections_is_one_screen_and_cheap(tmp_path):
     table = _seconds("inspect", str(path))
     json_ = _seconds("streams", "--json", str(path))
     assert table <= 4 * json_ + 0.5, (table, json_)
+
+
+def test_stream_drill_down_is_in_frame_order_with_relative_time_and_info():
+    """--stream N: frame order although events (and their window) come when their ACK does; time
+    in seconds from the stream's first record; one Info line a message (was: frame 6 before 4, an
+    absolute time, key=value fields without the event's message)."""
+    out = piped("inspect", str(EXAMPLE), "--stream", "0")
+    lines = out.splitlines()
+    assert lines[0].split() == ["frame", "time", "s", "dir", "kind", "info"]
+    rows = [line.split(None, 4) for line in lines[1:] if line.split()[0].isdigit()]
+    frames = [int(r[0]) for r in rows]
+    assert frames == sorted(frames) and frames[0] == 4
+    times = [float(r[1]) for r in rows]
+    assert times[0] == 0.0 and times == sorted(times) and 2.3 < times[-1] < 2.4
+    events = [r[4] for r in rows if r[3] == "event"]
+    assert len(events) == 9
+    assert events[0].startswith("seq 1 10.0.4.17 - - [21/Nov/2026:06:00:01 +0000]")
+    assert all(e.endswith("[acked at frame 8]") for e in events[:4])
+    assert "window 1: 4 events (seq 1–4), acked at frame 8" in out
+    assert "ACK 4 (window 1, 4 events)" in out
+
+
+def test_stream_drill_down_holds_a_bounded_number_of_rows(monkeypatch):
+    """Rows wait in a heap of at most REORDER_ROWS; past it the lowest frame goes out."""
+    import io
+
+    from rich.console import Console
+
+    from wirelog.cli import inspect as cli_inspect
+    from wirelog.cli.common import Session
+    from wirelog.model import Direction, Message
+
+    monkeypatch.setattr(cli_inspect, "REORDER_ROWS", 3)
+    held = []
+    original = cli_inspect.heapq.heappush
+
+    def push(heap, item):
+        original(heap, item)
+        held.append(len(heap))
+
+    monkeypatch.setattr(cli_inspect.heapq, "heappush", push)
+
+    def show(frames: list[int]) -> list[str]:
+        items = [Message("x", "m", Direction.C2S, 0, 1, frame=f, ts=f * 10**9, stream=0) for f in frames]
+
+        class Fake(Session):
+            def __init__(self):
+                self.paths, self.raw = ["a"], []
+
+            def items(self, paths=None, raw=True):
+                yield from items
+
+        console = Console(file=io.StringIO(), width=120)
+        cli_inspect._show_streams(console, Fake())
+        return console.file.getvalue().splitlines()[1:]
+
+    out = show([5, 3, 4, 1, 2, 9, 8, 7, 6, 10])  # never more than 3 rows late: in frame order
+    assert [int(line.split()[0]) for line in out] == list(range(1, 11))
+    assert max(held) == 4  # never more than REORDER_ROWS + the one being placed
+    assert not any("(late)" in line for line in out)
+    assert out[0].split()[1] == "0.000000" and out[-1].split()[1] == "9.000000"  # from the first
+    out = show([5, 6, 7, 8, 9, 1])  # frame 1 comes 5 rows late: printed, marked, never dropped
+    assert [int(line.split()[0]) for line in out] == [5, 6, 1, 7, 8, 9]
+    assert "(late)" in out[2] and not any("(late)" in line for line in out[:2] + out[3:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import sys
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary, describe_tls
 from wirelog.cli.tables import BIG, Cell, Column, new_table, print_fitted, print_rows
 from wirelog.cli.text import clean, human_value, label, literal, ms, unit_of
-from wirelog.export.json import dumps_line, record_dict, rfc3339
+from wirelog.export.json import dumps_line, record_dict
 from wirelog.model import REDACTED, CaptureInfo, Chunk, Finding, Message, capture_loss_text
 
 EXAMPLES = """
@@ -356,24 +357,141 @@ def _human_scalars(fields: dict[str, Any], protocol: str | None) -> Iterator[tup
                 yield shown
 
 
+REORDER_ROWS = 10_000  # rows of --stream held to print them in frame order
+INFO_TEXT = 80  # characters of an event's message or a query in the Info column
+
+
 def _show_streams(console: Console, session: Session) -> None:
+    """`--stream N`: its records as lines, as they come, in frame order, with bounded memory.
+
+    Records do not come in frame order: an event (and its window) waits in the core for its ACK,
+    a CQL request for its response (docs/records.md, "Delivery"). The lines wait in a heap by frame
+    of at most REORDER_ROWS and the lowest frame goes out when it is full, so the output is in
+    frame order whenever no record comes more than REORDER_ROWS lines late (a record later than
+    that is printed where it falls, marked `late`; none is dropped), and memory stays bounded on
+    a stream of any length. Time is in seconds from the stream's first record, like tshark's
+    relative time; Info says each message in one line (cli/inspect.py `_info`)."""
     multi = len(session.paths) + bool(session.raw) > 1
-    table = new_table(console)
-    for col in ("stream", "frame", "time", "dir", "offset", "kind", "details"):
-        table.add_column(col)
+    out = console.file
+    heap: list[tuple[int, int, list]] = []
+    requests: dict[str, list] = {}  # CQL request rows waiting for their response, by event_id
+    state = {"start": None, "last": -1, "key": 0, "n": 0}
+    out.write(f"{'frame':>{12 if multi else 7}}  {'time s':>11}  dir  {'kind':<12}  info\n")
+
+    def emit(row: list) -> None:
+        key, ts = row[0], row[1]
+        if state["start"] is None and ts is not None:
+            state["start"] = ts
+        rel = f"{(ts - state['start']) / 1e9:.6f}" if ts is not None and state["start"] is not None else ""
+        info = row[5] if key >= state["last"] else f"(late) {row[5]}"
+        state["last"] = max(state["last"], key)
+        out.write(
+            f"{row[2]:>{12 if multi else 7}}  {rel:>11}  {row[3]:<3}  {row[4]:<12}  {info}".rstrip() + "\n"
+        )
+
     for item in session.items():
         if isinstance(item, Message | Finding):
-            kind = (
-                literal(item.kind)
-                if isinstance(item, Message)
-                else Text(item.severity.value, SEVERITY_STYLE[item.severity.value])
-            )
-            table.add_row(
-                str(item.stream), literal(_at(item.capture, item.frame, multi)), rfc3339(item.ts) or "",
-                item.direction.value if item.direction else "", str(item.offset if item.offset is not None else ""),
-                kind, _key_fields(item),
-            )  # fmt: skip
-    console.print(table)
+            key = item.frame if item.frame is not None else state["key"]
+            state["key"] = key
+            if isinstance(item, Finding):
+                kind, info = item.severity.value, f"{item.code}: {item.message}"
+            else:
+                kind, info = item.kind, _info(item)
+            row = [
+                key,
+                item.ts,
+                _at(item.capture, item.frame, multi),
+                item.direction.value if item.direction else "",
+                kind,
+                clean(info),
+            ]
+            if isinstance(item, Message) and item.protocol == "cql":
+                _pair(item, row, requests)
+            state["n"] += 1
+            heapq.heappush(heap, (key, state["n"], row))
+            if len(heap) > REORDER_ROWS:
+                emit(heapq.heappop(heap)[2])
+        elif isinstance(item, CaptureInfo):  # an input ended: nothing of it is still to come
+            while heap:
+                emit(heapq.heappop(heap)[2])
+            requests.clear()
+            state.update(start=None, last=-1)
+    while heap:
+        emit(heapq.heappop(heap)[2])
+    out.flush()
+
+
+def _pair(m: Message, row: list, requests: dict[str, list]) -> None:
+    """A CQL request's line says its outcome once its response comes (it comes just after it:
+    the request waits in the core for it): "QUERY SELECT … [ONE] → Rows 3, 0.360 ms"."""
+    event_id = m.event_id
+    if m.fields.get("request_opcode") is None:  # a request
+        if event_id is not None and m.delivery in ("answered", "error"):
+            requests[event_id] = row
+            if len(requests) > REORDER_ROWS:
+                requests.pop(next(iter(requests)))
+        return
+    request = requests.pop(event_id, None) if event_id is not None else None
+    if request is not None:
+        latency = m.fields.get("latency_ns")
+        took = f", {ms(latency / 1e6)}" if isinstance(latency, int) else ""
+        request[5] += clean(f" → {_cql_outcome(m)}{took}")
+
+
+def _short(text: object, n: int = INFO_TEXT) -> str:
+    t = clean(" ".join(str(text).split()))
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def _cql_outcome(m: Message) -> str:
+    f = m.fields
+    if m.kind == "error":
+        return f"ERROR {f.get('error_name') or f.get('error_code')}"
+    if f.get("result_kind") == "rows":
+        return f"Rows {f.get('rows_count')}"
+    kind = f.get("result_kind")
+    return f"{m.kind.upper()}{' ' + str(kind) if kind else ''}"
+
+
+def _info(m: Message) -> str:
+    """One line saying what a message is, like tshark's Info column."""
+    f = m.fields
+    if m.event is not None:  # a log event: its sequence, the start of its message, its ACK
+        doc = m.event
+        text = doc.get("message") if isinstance(doc, dict) else None
+        if text is None:
+            text = dumps_line(doc).decode("utf-8", "replace").strip()
+        seq = f"seq {f['seq']} " if f.get("seq") is not None else ""
+        if m.acked:
+            ack = f"acked at frame {f['ack_frame']}" if f.get("ack_frame") is not None else "acked"
+        else:
+            ack = "not acked" if m.acked is False else "ACK unknown"
+        return f"{seq}{_short(text)}  [{ack}]"
+    if m.protocol == "cql":
+        if f.get("request_opcode") is not None:
+            latency = f.get("latency_ns")
+            took = f", {ms(latency / 1e6)}" if isinstance(latency, int) else ""
+            return f"{_cql_outcome(m)} to {str(f['request_opcode']).upper()} at frame {f.get('request_frame')}{took}"
+        what = f.get("query") or f.get("prepared_id") or ""
+        consistency = f" [{f['consistency']}]" if f.get("consistency") else ""
+        line = f"{m.kind.upper()} {_short(what)}".rstrip() + consistency
+        if m.delivery in ("unanswered", "unknown"):
+            line += " → never answered" if m.delivery == "unanswered" else " → answer not in the capture"
+        return line
+    if m.protocol == "lumberjack":
+        if m.kind == "window":
+            first, last = f.get("seq_first"), f.get("seq_last")
+            seqs = f" (seq {first}–{last})" if first is not None else ""
+            ack = f", acked at frame {f['ack_frame']}" if f.get("ack_frame") is not None else ", not acked"
+            return f"window {f.get('window')}: {f.get('count')} events{seqs}{ack}"
+        if m.kind == "ack":
+            if f.get("keepalive"):
+                interval = f.get("interval_ms")
+                return "keep-alive ACK" + (f", {ms(interval)} after the last" if interval is not None else "")
+            return f"ACK {f.get('value')} (window {f.get('window')}, {f.get('acked_events')} events)"
+        if m.kind == "compressed":
+            return f"compressed window {f.get('window')}: {f.get('compressed_length')} → {f.get('inflated_length')} bytes"
+    return " ".join(f"{k}={v}" for k, v in _human_scalars(f, m.protocol))[:200]
 
 
 def _show_frame(console: Console, session: Session, frame: int) -> None:
