@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -14,12 +16,13 @@ from rich.text import Text
 from rich.tree import Tree
 
 from wirelog.cli.common import Session, error, exit_code, input_options, make_console
+from wirelog.cli.fold import GROUP_LINES, InspectFold, group_line
 from wirelog.cli.params import FRAME_NUMBER
 from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary, describe_tls
-from wirelog.cli.tables import Column, new_table, print_fitted
+from wirelog.cli.tables import BIG, Cell, Column, new_table, print_fitted, print_rows
 from wirelog.cli.text import clean, human_value, label, literal, ms, unit_of
-from wirelog.export.json import dumps_line, record_dict, rfc3339
+from wirelog.export.json import dumps_line, record_dict
 from wirelog.model import REDACTED, CaptureInfo, Chunk, Finding, Message, capture_loss_text
 
 EXAMPLES = """
@@ -48,8 +51,14 @@ HEX_CONTEXT = 256  # bytes of a frame's payload shown around the highlighted rec
 @click.option(
     "--plain", is_flag=True, help="Tables as plain aligned text, no box drawing or colour (as in a pipe)."
 )
+@click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="List every stream (by default the worst are listed and the others folded by behaviour).",
+)
 @click.pass_context
-def inspect(ctx, as_json, frame, wide, plain, **params):
+def inspect(ctx, as_json, frame, wide, plain, every, **params):
     """Summarise CAPTURE...: streams, protocols, messages, events, findings."""
     console = make_console(plain)
     if frame is not None:
@@ -60,17 +69,24 @@ def inspect(ctx, as_json, frame, wide, plain, **params):
         _show_streams(console, session)
     else:
         session = Session(params, records="summary")  # counts events, never reads them
-        summary = Summary()
+        # --json lists every stream (scripts); the screen gets the worst and the others folded,
+        # a few numbers a stream until its input ends (cli/fold.py)
+        summary = Summary(per_stream=as_json)
+        fold = None if as_json else InspectFold(keep_all=every)
         with progress(console) as tick:
             for item in session.items():
                 summary.add(item)
+                if fold is not None:
+                    fold.add(item)
                 tick(item)
         result = summary.result()
-        if as_json:
+        if fold is None:
             sys.stdout.buffer.write(dumps_line(result))
             sys.stdout.buffer.flush()
         else:
-            _render(console, result, wide, filtered=session.options.keep.active)
+            doc = fold.fold(result, params["captures"])
+            rows = fold.every_row() if every else None
+            _render(console, doc, wide, filtered=session.options.keep.active, every=rows)
     session.tell_unmatched()
     ctx.exit(exit_code(session))
 
@@ -115,8 +131,16 @@ ACK_NOTE = (
 )
 
 
-def _render(console: Console, r: dict[str, Any], wide: bool = False, filtered: bool = False) -> None:
+def _render(
+    console: Console,
+    r: dict[str, Any],
+    wide: bool = False,
+    filtered: bool = False,
+    every: Iterator[dict[str, Any]] | None = None,
+) -> None:
     """The summary; `filtered`: the records were filtered, which the core's delivery verdict is not.
+    Its `streams` are listed; `stream_groups` (cli/fold.py) are the others, a line each; `every`:
+    the rows of every stream instead (--all), printed in fixed-width form past `BIG` of them.
 
     Every text from the capture (its name, endpoints, TLS names, finding sentences, stream names)
     is printed literally (cli/text.py); with several captures a stream or frame is `capture:N`."""
@@ -135,22 +159,8 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False, filtered: b
         ))  # fmt: skip
     print_fitted(console, "Captures", CAPTURE_COLUMNS, captures, wide)
 
-    streams = []
     multi = len(r["captures"]) > 1
-    for s in r["streams"]:
-        unacked = Text(str(s["unacked"]), style="bold red" if s["unacked"] else "")
-        streams.append((
-            _at(s["capture"], s["stream"], multi), s["protocol"] or "", s["version"] or "", s["client"],
-            s["server"], str(s["messages"]), str(s["events"]), str(s["acked"]), unacked, str(s["ack_unknown"]),
-            str(s["bytes_c2s"]), str(s["bytes_s2c"]), str(s["gaps"]), str(s["findings"]), ",".join(s["flags"]),
-        ))  # fmt: skip
-    print_fitted(console, "Streams", STREAM_COLUMNS, streams, wide)
-    if any(s["events"] for s in r["streams"]):
-        console.print(ACK_NOTE, style="dim", markup=False)
-    for s in r["streams"]:
-        if s["tls"]:
-            where = _at(s["capture"], s["stream"], multi)
-            console.print(Text.assemble(f"stream {clean(where)}: ", literal(describe_tls(s["tls"]))))
+    _streams(console, r, wide, multi, every)
     t = r["totals"]
     sev = ", ".join(f"{n} {k}" for k, n in t["findings"].items()) or "none"
     console.print(
@@ -181,6 +191,57 @@ def _render(console: Console, r: dict[str, Any], wide: bool = False, filtered: b
             console.print(Group(*(Text("  ").append_text(line) for line in lines)))
         else:
             console.print(Panel(Group(*lines), title=literal(name), title_align="left", expand=False))
+
+
+def _stream_cells(s: dict[str, Any], multi: bool) -> tuple[Cell, ...]:
+    unacked = Text(str(s["unacked"]), style="bold red" if s["unacked"] else "")
+    return (
+        _at(s["capture"], s["stream"], multi), s["protocol"] or "", s["version"] or "", s["client"],
+        s["server"], str(s["messages"]), str(s["events"]), str(s["acked"]), unacked, str(s["ack_unknown"]),
+        str(s["bytes_c2s"]), str(s["bytes_s2c"]), str(s["gaps"]), str(s["findings"]), ",".join(s["flags"]),
+    )  # fmt: skip
+
+
+def _streams(
+    console: Console, r: dict[str, Any], wide: bool, multi: bool, every: Iterator[dict[str, Any]] | None
+) -> None:
+    """The Streams table: the listed streams (every one with `every`), then a line per group of
+    the others (cli/fold.py), then the TLS streams listed."""
+    listed: list[dict[str, Any]] = r["streams"]
+    if every is not None:
+        listed = list(itertools.islice(every, BIG + 1))
+        if len(listed) > BIG:  # --all at any size: laid out once (cli/tables.py)
+            tls = [s for s in listed if s["tls"]][:BIG]
+            rows = (_stream_cells(s, multi) for s in itertools.chain(listed, every))
+            print_rows(console, "Streams", STREAM_COLUMNS, rows, wide)
+            listed = tls
+        else:
+            print_fitted(console, "Streams", STREAM_COLUMNS, [_stream_cells(s, multi) for s in listed], wide)
+    else:
+        print_fitted(console, "Streams", STREAM_COLUMNS, [_stream_cells(s, multi) for s in listed], wide)
+    groups = r.get("stream_groups") or []
+    for g in groups[:GROUP_LINES]:
+        console.print(literal(group_line(g, more=bool(listed))))
+    rest = groups[GROUP_LINES:]
+    if rest:
+        n = sum(g["streams"] for g in rest)
+        console.print(literal(f"{n:,} more streams in {len(rest):,} other groups"))
+    if groups:
+        total = r["totals"]["streams"]
+        console.print(
+            f"({len(listed)} of {total:,} streams listed, the worst first; --all lists every stream)",
+            style="dim",
+            markup=False,
+        )
+    if r["totals"]["events"]:
+        console.print(ACK_NOTE, style="dim", markup=False)
+    for s in listed:
+        if s["tls"]:
+            where = _at(s["capture"], s["stream"], multi)
+            console.print(Text.assemble(f"stream {clean(where)}: ", literal(describe_tls(s["tls"]))))
+    folded_tls = (r.get("streams_folded") or {}).get("tls", 0) if groups else 0
+    if folded_tls:
+        console.print(literal(f"{folded_tls:,} more TLS streams (--all, or --json, lists them)"))
 
 
 def _at(capture: str, number: int | None, multi: bool) -> str:
@@ -296,24 +357,141 @@ def _human_scalars(fields: dict[str, Any], protocol: str | None) -> Iterator[tup
                 yield shown
 
 
+REORDER_ROWS = 10_000  # rows of --stream held to print them in frame order
+INFO_TEXT = 80  # characters of an event's message or a query in the Info column
+
+
 def _show_streams(console: Console, session: Session) -> None:
+    """`--stream N`: its records as lines, as they come, in frame order, with bounded memory.
+
+    Records do not come in frame order: an event (and its window) waits in the core for its ACK,
+    a CQL request for its response (docs/records.md, "Delivery"). The lines wait in a heap by frame
+    of at most REORDER_ROWS and the lowest frame goes out when it is full, so the output is in
+    frame order whenever no record comes more than REORDER_ROWS lines late (a record later than
+    that is printed where it falls, marked `late`; none is dropped), and memory stays bounded on
+    a stream of any length. Time is in seconds from the stream's first record, like tshark's
+    relative time; Info says each message in one line (cli/inspect.py `_info`)."""
     multi = len(session.paths) + bool(session.raw) > 1
-    table = new_table(console)
-    for col in ("stream", "frame", "time", "dir", "offset", "kind", "details"):
-        table.add_column(col)
+    out = console.file
+    heap: list[tuple[int, int, list]] = []
+    requests: dict[str, list] = {}  # CQL request rows waiting for their response, by event_id
+    state = {"start": None, "last": -1, "key": 0, "n": 0}
+    out.write(f"{'frame':>{12 if multi else 7}}  {'time s':>11}  dir  {'kind':<12}  info\n")
+
+    def emit(row: list) -> None:
+        key, ts = row[0], row[1]
+        if state["start"] is None and ts is not None:
+            state["start"] = ts
+        rel = f"{(ts - state['start']) / 1e9:.6f}" if ts is not None and state["start"] is not None else ""
+        info = row[5] if key >= state["last"] else f"(late) {row[5]}"
+        state["last"] = max(state["last"], key)
+        out.write(
+            f"{row[2]:>{12 if multi else 7}}  {rel:>11}  {row[3]:<3}  {row[4]:<12}  {info}".rstrip() + "\n"
+        )
+
     for item in session.items():
         if isinstance(item, Message | Finding):
-            kind = (
-                literal(item.kind)
-                if isinstance(item, Message)
-                else Text(item.severity.value, SEVERITY_STYLE[item.severity.value])
-            )
-            table.add_row(
-                str(item.stream), literal(_at(item.capture, item.frame, multi)), rfc3339(item.ts) or "",
-                item.direction.value if item.direction else "", str(item.offset if item.offset is not None else ""),
-                kind, _key_fields(item),
-            )  # fmt: skip
-    console.print(table)
+            key = item.frame if item.frame is not None else state["key"]
+            state["key"] = key
+            if isinstance(item, Finding):
+                kind, info = item.severity.value, f"{item.code}: {item.message}"
+            else:
+                kind, info = item.kind, _info(item)
+            row = [
+                key,
+                item.ts,
+                _at(item.capture, item.frame, multi),
+                item.direction.value if item.direction else "",
+                kind,
+                clean(info),
+            ]
+            if isinstance(item, Message) and item.protocol == "cql":
+                _pair(item, row, requests)
+            state["n"] += 1
+            heapq.heappush(heap, (key, state["n"], row))
+            if len(heap) > REORDER_ROWS:
+                emit(heapq.heappop(heap)[2])
+        elif isinstance(item, CaptureInfo):  # an input ended: nothing of it is still to come
+            while heap:
+                emit(heapq.heappop(heap)[2])
+            requests.clear()
+            state.update(start=None, last=-1)
+    while heap:
+        emit(heapq.heappop(heap)[2])
+    out.flush()
+
+
+def _pair(m: Message, row: list, requests: dict[str, list]) -> None:
+    """A CQL request's line says its outcome once its response comes (it comes just after it:
+    the request waits in the core for it): "QUERY SELECT … [ONE] → Rows 3, 0.360 ms"."""
+    event_id = m.event_id
+    if m.fields.get("request_opcode") is None:  # a request
+        if event_id is not None and m.delivery in ("answered", "error"):
+            requests[event_id] = row
+            if len(requests) > REORDER_ROWS:
+                requests.pop(next(iter(requests)))
+        return
+    request = requests.pop(event_id, None) if event_id is not None else None
+    if request is not None:
+        latency = m.fields.get("latency_ns")
+        took = f", {ms(latency / 1e6)}" if isinstance(latency, int) else ""
+        request[5] += clean(f" → {_cql_outcome(m)}{took}")
+
+
+def _short(text: object, n: int = INFO_TEXT) -> str:
+    t = clean(" ".join(str(text).split()))
+    return t if len(t) <= n else t[: n - 1] + "…"
+
+
+def _cql_outcome(m: Message) -> str:
+    f = m.fields
+    if m.kind == "error":
+        return f"ERROR {f.get('error_name') or f.get('error_code')}"
+    if f.get("result_kind") == "rows":
+        return f"Rows {f.get('rows_count')}"
+    kind = f.get("result_kind")
+    return f"{m.kind.upper()}{' ' + str(kind) if kind else ''}"
+
+
+def _info(m: Message) -> str:
+    """One line saying what a message is, like tshark's Info column."""
+    f = m.fields
+    if m.event is not None:  # a log event: its sequence, the start of its message, its ACK
+        doc = m.event
+        text = doc.get("message") if isinstance(doc, dict) else None
+        if text is None:
+            text = dumps_line(doc).decode("utf-8", "replace").strip()
+        seq = f"seq {f['seq']} " if f.get("seq") is not None else ""
+        if m.acked:
+            ack = f"acked at frame {f['ack_frame']}" if f.get("ack_frame") is not None else "acked"
+        else:
+            ack = "not acked" if m.acked is False else "ACK unknown"
+        return f"{seq}{_short(text)}  [{ack}]"
+    if m.protocol == "cql":
+        if f.get("request_opcode") is not None:
+            latency = f.get("latency_ns")
+            took = f", {ms(latency / 1e6)}" if isinstance(latency, int) else ""
+            return f"{_cql_outcome(m)} to {str(f['request_opcode']).upper()} at frame {f.get('request_frame')}{took}"
+        what = f.get("query") or f.get("prepared_id") or ""
+        consistency = f" [{f['consistency']}]" if f.get("consistency") else ""
+        line = f"{m.kind.upper()} {_short(what)}".rstrip() + consistency
+        if m.delivery in ("unanswered", "unknown"):
+            line += " → never answered" if m.delivery == "unanswered" else " → answer not in the capture"
+        return line
+    if m.protocol == "lumberjack":
+        if m.kind == "window":
+            first, last = f.get("seq_first"), f.get("seq_last")
+            seqs = f" (seq {first}–{last})" if first is not None else ""
+            ack = f", acked at frame {f['ack_frame']}" if f.get("ack_frame") is not None else ", not acked"
+            return f"window {f.get('window')}: {f.get('count')} events{seqs}{ack}"
+        if m.kind == "ack":
+            if f.get("keepalive"):
+                interval = f.get("interval_ms")
+                return "keep-alive ACK" + (f", {ms(interval)} after the last" if interval is not None else "")
+            return f"ACK {f.get('value')} (window {f.get('window')}, {f.get('acked_events')} events)"
+        if m.kind == "compressed":
+            return f"compressed window {f.get('window')}: {f.get('compressed_length')} → {f.get('inflated_length')} bytes"
+    return " ".join(f"{k}={v}" for k, v in _human_scalars(f, m.protocol))[:200]
 
 
 def _show_frame(console: Console, session: Session, frame: int) -> None:

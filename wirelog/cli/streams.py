@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import click
+import orjson
+from rich.console import Console
 
 from wirelog.cli import exits
 from wirelog.cli.common import Session, error, exit_code, input_options, make_console
 from wirelog.cli.params import STREAM_ID
 from wirelog.cli.summary import describe_tls
-from wirelog.cli.tables import new_table
-from wirelog.cli.text import literal
+from wirelog.cli.tables import BIG, Cell, Column, cell, new_table, print_rows
+from wirelog.cli.text import clean
 from wirelog.cli.unmatched import ids
-from wirelog.export.json import dumps_line, rfc3339, stream_dict
+from wirelog.engine.local import Item
+from wirelog.export.json import dumps_line, stream_dict
 from wirelog.model import Chunk, Direction, Gap, StreamInfo, StreamLines
 
 EXAMPLES = """
@@ -43,8 +49,8 @@ Examples:
 def streams(ctx, as_json, dump, direction, plain, **params):
     """List the TCP streams in CAPTURE... (files, globs, - for stdin)."""
     wanted = params["streams"]
-    # --json: the core writes the summaries (no Python object per stream) unless a filter picks some
-    session = Session(params, decode=False, chunks=dump is not None, stream_lines=as_json and not wanted)
+    # the core writes the summaries (no Python object per stream) unless a filter picks some
+    session = Session(params, decode=False, chunks=dump is not None, stream_lines=dump is None and not wanted)
     if dump is not None:
         if len(session.paths) + (1 if session.raw else 0) > 1:
             raise click.UsageError("--dump takes exactly one capture")
@@ -52,11 +58,7 @@ def streams(ctx, as_json, dump, direction, plain, **params):
     if as_json:
         _json(session, frozenset(wanted))
     else:
-        found = [
-            i for i in session.items() if isinstance(i, StreamInfo) and (not wanted or i.stream in wanted)
-        ]
-        found.sort(key=lambda i: (i.capture, i.stream))
-        _table(found, len({i.capture for i in found}) > 1, plain)
+        _table(session, frozenset(wanted), plain)
     session.tell_unmatched()
     ctx.exit(exit_code(session))
 
@@ -104,44 +106,93 @@ def _dump(session: Session, stream: int, direction: Direction) -> int:
     return exit_code(session)
 
 
-def _table(found: list[StreamInfo], show_capture: bool, plain: bool = False) -> None:
-    """The streams as a table; a `tls` column when some stream is TLS (its handshake, `describe_tls`).
-    The capture (as given), the endpoints and the TLS names are shown literally (cli/text.py)."""
+COLUMNS = (
+    Column("capture", hide_if="same"),  # with several inputs
+    Column("id", "right"),
+    Column("client"),
+    Column("server"),
+    Column("first", drop=4),
+    Column("last", drop=3),
+    Column("pkts c→s", "right", drop=2),
+    Column("pkts s→c", "right", drop=1),
+    Column("bytes c→s", "right"),
+    Column("bytes s→c", "right"),
+    Column("gaps", "right"),
+    Column("flags", drop=5),
+    Column("tls", drop=6, hide_if="empty"),  # when some stream is TLS
+)
+
+
+def _row(d: dict[str, Any]) -> list[str]:
+    """A stream's cells, escaped (cli/text.py), from its JSON object (`stream_dict`, or the line the
+    core wrote)."""
+    return [
+        clean(d["capture"]),
+        str(d["stream"]),
+        clean(d["client"]),
+        clean(d["server"]),
+        d["first_ts"] or "",
+        d["last_ts"] or "",
+        str(d["packets_c2s"]),
+        str(d["packets_s2c"]),
+        str(d["bytes_c2s"]),
+        str(d["bytes_s2c"]),
+        f"{d['gaps']} ({d['gap_bytes']} B)" if d["gaps"] else "0",
+        ",".join(d["flags"]),
+        clean(describe_tls(d["tls"])) if d["tls"] else "",
+    ]
+
+
+def _stream_rows(
+    items: Iterable[Item], wanted: frozenset[int]
+) -> Iterator[tuple[tuple[str, int], list[str]]]:
+    """((capture, id), cells) of every stream: from the lines the core wrote (no Python object per
+    stream but the parsed line), or from the summaries (a --stream filter, raw dumps)."""
+    for item in items:
+        if isinstance(item, StreamLines):
+            for line in item.data.splitlines():
+                d = orjson.loads(line)
+                yield (d["capture"], d["stream"]), _row(d)
+        elif isinstance(item, StreamInfo) and (not wanted or item.stream in wanted):
+            yield (item.capture, item.stream), _row(stream_dict(item))
+
+
+def _table(session: Session, wanted: frozenset[int], plain: bool = False) -> None:
+    """The streams as a table, in (capture, id) order; the capture column when several inputs have
+    streams, a `tls` column when some stream is TLS (its handshake, `describe_tls`). The capture
+    (as given), the endpoints and the TLS names are shown literally (cli/text.py).
+
+    Each stream is one row of text as soon as its summary comes (no StreamInfo is kept: at 200,000
+    connections they would be ~300 MB); up to `BIG` rows are a Rich table, more are printed in
+    fixed-width form (cli/tables.py: Rich took 38 s for 50,000 rows)."""
     console = make_console(plain)
-    tls = any(i.tls for i in found)
-    table = new_table(console, box=None)
-    if show_capture:
-        table.add_column("capture")
-    for name, justify in (
-        ("id", "right"),
-        ("client", "left"),
-        ("server", "left"),
-        ("first", "left"),
-        ("last", "left"),
-        ("pkts c→s", "right"),
-        ("pkts s→c", "right"),
-        ("bytes c→s", "right"),
-        ("bytes s→c", "right"),
-        ("gaps", "right"),
-        ("flags", "left"),
-    ):
-        table.add_column(name, justify=justify)
-    if tls:
-        table.add_column("tls")
-    for i in found:
-        row = [
-            str(i.stream),
-            literal(i.client),
-            literal(i.server),
-            rfc3339(i.first_ts) or "",
-            rfc3339(i.last_ts) or "",
-            str(i.packets_c2s),
-            str(i.packets_s2c),
-            str(i.bytes_c2s),
-            str(i.bytes_s2c),
-            f"{i.gaps} ({i.gap_bytes} B)" if i.gaps else "0",
-            ",".join(i.flags),
-            *([literal(describe_tls(i.tls)) if i.tls else ""] if tls else []),
+    rows = _stream_rows(session.items(), wanted)
+    first = list(itertools.islice(rows, BIG + 1))
+    if len(first) <= BIG:
+        first.sort(key=lambda kr: kr[0])
+        values = [{r[i] for _, r in first} for i in range(len(COLUMNS))]
+        shown = [
+            c
+            for c, v in zip(COLUMNS, values, strict=True)
+            if c.hide_if is None or (len(v) > 1 if c.hide_if == "same" else v != {""})
         ]
-        table.add_row(*([literal(i.capture)] if show_capture else []), *row)
+        _rich_table(console, shown, [cells for _, cells in first])
+        return
+    print_rows(
+        console,
+        None,
+        COLUMNS,
+        itertools.chain(first, rows),
+        keyed=True,
+        escaped=True,
+        hint="--json has every value",
+    )
+
+
+def _rich_table(console: Console, columns: Sequence[Column], rows: list[list[Cell]]) -> None:
+    table = new_table(console, box=None)
+    for column in columns:
+        table.add_column(column.name, justify=column.justify)
+    for row in rows:
+        table.add_row(*(cell(row[COLUMNS.index(column)]) for column in columns))
     console.print(table)
