@@ -168,11 +168,15 @@ fn first_place(stream: u64, m: &Message) -> (Place, bool) {
 
 /// The event id of the event first sent at `p` (docs/records.md, "Delivery").
 fn place_id(p: Place) -> EventId {
-    EventId::of_place(&[
-        p.0.unwrap_or(u64::MAX),
-        p.1.unwrap_or(u64::MAX),
-        p.2.map_or(u64::MAX, |q| q as u64),
-    ])
+    EventId::First {
+        stream: p.0.unwrap_or(EventId::NONE),
+        frame: p.1.unwrap_or(EventId::NONE),
+        // (a wire seq is 32 bits: a negative one was never sent)
+        seq: p
+            .2
+            .and_then(|q| u64::try_from(q).ok())
+            .unwrap_or(EventId::NONE),
+    }
 }
 
 /// What a copy's own ACK state says when the verdict could not follow its event.
@@ -552,7 +556,7 @@ impl Courier {
             // nearly every event: in its first sending, its place is its index (no lookup)
             let nonce = nonce_words(&nonce_of(m));
             let index = m.get("index").and_then(Value::as_u64)?;
-            let id = EventId::of_place(&[nonce[0], nonce[1], index]);
+            let id = EventId::Payload { nonce, index };
             return Some((id, Some(Delivery::Delivered)));
         }
         let (nonce, g) = match this.and_then(|t| t.place(stream, m)) {
@@ -563,7 +567,7 @@ impl Courier {
                 m.get("index").and_then(Value::as_u64)?,
             ),
         };
-        Some((EventId::of_place(&[nonce[0], nonce[1], g]), None))
+        Some((EventId::Payload { nonce, index: g }, None))
     }
 
     /// The fate of a copy that waited, as the verdict stands (the classes `result` counts).
@@ -694,7 +698,7 @@ fn uuid_key(text: &str) -> Option<Uuid> {
 
 /// A key as an event id (its text is the canonical UUID).
 fn uuid_id(key: &Uuid) -> EventId {
-    EventId::Uuid(u128::from(key[0]) << 64 | u128::from(key[1]))
+    EventId::Uuid(*key)
 }
 
 /// A key's canonical UUID text.
@@ -958,7 +962,6 @@ impl Verdict {
         }
     }
 
-    /// A stream ended; `closed`: by FIN or RST, so a missing ACK will not come later.
     /// An event record's id and, when its fate is already final, that fate; None for records
     /// that are not events of a protocol the verdict follows. Call after `add` gave it the record.
     pub fn judge(&self, stream: u64, m: &Message) -> Option<(EventId, Option<Delivery>)> {
@@ -1021,6 +1024,7 @@ impl Verdict {
         }
     }
 
+    /// A stream ended; `closed`: by FIN or RST, so a missing ACK will not come later.
     pub fn stream_ended(&mut self, stream: u64, closed: bool) {
         if let Some(t) = self.lumberjack.as_mut() {
             t.stream_ended(stream, closed);

@@ -4,46 +4,65 @@
 use std::fmt::Write;
 
 /// The identity of a log event across its copies: the same for a resend on another connection,
-/// different for distinct events that merely look alike.
+/// different for distinct events that merely look alike. Written as text that says where the
+/// event was first sent (docs/records.md, "Delivery"): no hash, so no collision, and a column of
+/// them compresses like the columns it repeats (a hash cost Parquet a third more bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EventId {
-    /// Lumberjack and Log Courier: a hash of where the event was first sent (16 hex digits).
-    Place(u64),
+    /// Lumberjack: the stream, frame and seq of the event's first copy (`Self::NONE`: not known),
+    /// `"3:1042:17"` (`-` for one not known).
+    First { stream: u64, frame: u64, seq: u64 },
+    /// Log Courier: the payload's nonce (its 16 bytes, or a fold of a nonce that is not 16
+    /// bytes) and the event's place in the payload as first sent, `"<32 hex digits>:17"`.
+    Payload { nonce: [u64; 2], index: u64 },
+    /// A CQL request: its stream and the offset of its first byte in the client's bytes, `"3:1042"`.
+    Request { stream: u64, offset: u64 },
     /// Hercules: the event's own UUID (canonical text).
-    Uuid(u128),
+    Uuid([u64; 2]),
 }
 
 impl EventId {
-    /// The id of the event first sent at these coordinates: a fixed 64-bit mix (splitmix64's
-    /// finaliser over each part), so every run, engine and machine gives the same id.
-    pub fn of_place(parts: &[u64]) -> EventId {
-        let mut h: u64 = 0x243f_6a88_85a3_08d3; // any fixed start: pi's fraction
-        for &p in parts {
-            h = mix(h ^ mix(p));
-        }
-        EventId::Place(h)
-    }
+    /// A coordinate that is not known (written `-`).
+    pub const NONE: u64 = u64::MAX;
 
     pub fn write(&self, out: &mut String) {
-        match *self {
-            EventId::Place(h) => {
-                // by hand: `write!` with a format spec cost several % of an event conversion
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                for b in h.to_be_bytes() {
-                    out.push(char::from(HEX[usize::from(b >> 4)]));
-                    out.push(char::from(HEX[usize::from(b & 15)]));
-                }
+        let mut buf = itoa::Buffer::new();
+        let mut num = |out: &mut String, n: u64| {
+            if n == EventId::NONE {
+                out.push('-');
+            } else {
+                out.push_str(buf.format(n));
             }
-            EventId::Uuid(u) => {
-                let hex = format!("{u:032x}");
+        };
+        match *self {
+            EventId::First { stream, frame, seq } => {
+                num(out, stream);
+                out.push(':');
+                num(out, frame);
+                out.push(':');
+                num(out, seq);
+            }
+            EventId::Payload { nonce, index } => {
+                hex(out, nonce[0]);
+                hex(out, nonce[1]);
+                out.push(':');
+                num(out, index);
+            }
+            EventId::Request { stream, offset } => {
+                num(out, stream);
+                out.push(':');
+                num(out, offset);
+            }
+            EventId::Uuid([hi, lo]) => {
+                let text = format!("{hi:016x}{lo:016x}");
                 let _ = write!(
                     out,
                     "{}-{}-{}-{}-{}",
-                    &hex[..8],
-                    &hex[8..12],
-                    &hex[12..16],
-                    &hex[16..20],
-                    &hex[20..]
+                    &text[..8],
+                    &text[8..12],
+                    &text[12..16],
+                    &text[16..20],
+                    &text[20..]
                 );
             }
         }
@@ -56,11 +75,13 @@ impl EventId {
     }
 }
 
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+/// 16 hex digits (by hand: `write!` with a format spec cost several % of an event conversion).
+fn hex(out: &mut String, n: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for b in n.to_be_bytes() {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 15)]));
+    }
 }
 
 /// The verdict's class, as one copy of an event carries it. Counting distinct `event_id`s per
@@ -109,17 +130,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_are_fixed_and_tell_every_coordinate_apart() {
-        // a fixed value: ids written by another build or machine must match this one's
-        assert_eq!(EventId::of_place(&[0, 4, 1]).text().len(), 16);
-        assert_eq!(EventId::of_place(&[0, 4, 1]), EventId::of_place(&[0, 4, 1]));
-        let ids: std::collections::HashSet<EventId> = [[0, 4, 1], [0, 1, 4], [4, 0, 1], [0, 4, 2]]
-            .iter()
-            .map(|p| EventId::of_place(p))
-            .collect();
-        assert_eq!(ids.len(), 4);
+    fn ids_say_where_the_event_was_first_sent() {
+        let first = |stream, frame, seq| EventId::First { stream, frame, seq }.text();
+        assert_eq!(first(3, 1042, 17), "3:1042:17");
+        assert_eq!(first(0, EventId::NONE, EventId::NONE), "0:-:-");
+        assert_ne!(first(1, 23, 4), first(12, 3, 4));
+        let payload = EventId::Payload {
+            nonce: [0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210],
+            index: 7,
+        };
+        assert_eq!(payload.text(), "0123456789abcdeffedcba9876543210:7");
+        let request = EventId::Request {
+            stream: 2,
+            offset: 9,
+        };
+        assert_eq!(request.text(), "2:9");
         assert_eq!(
-            EventId::Uuid(0x0123_4567_89ab_cdef_0011_2233_4455_6677).text(),
+            EventId::Uuid([0x0123_4567_89ab_cdef, 0x0011_2233_4455_6677]).text(),
             "01234567-89ab-cdef-0011-223344556677"
         );
     }

@@ -136,7 +136,7 @@ struct Pending {
     query: Option<String>,
     prepared_id: Option<Vec<u8>>,
     /// The request's record, written with its outcome once the response (or the end) decides it.
-    record: Option<Held>,
+    record: Option<Waiting>,
     id: EventId,
     /// Gaps in the server's bytes before it was sent: a later one may hold its response.
     gaps: u64,
@@ -150,6 +150,8 @@ struct Pending {
 pub struct Shared {
     prepared: foldhash::HashMap<String, foldhash::HashMap<u16, PreparedMap>>,
     pub held: SpillStore,
+    /// Estimated bytes of the request records kept as they are (`Waiting::Kept`).
+    kept: usize,
 }
 
 /// Requests whose stream id was reused that wait for the end at most (their outcome depends on
@@ -160,6 +162,48 @@ const MAX_REUSED: usize = 4096;
 struct Stores<'s> {
     prepared: &'s mut PreparedMap,
     held: &'s mut SpillStore,
+    kept: &'s mut usize,
+}
+
+/// Estimated bytes of request records the capture's CQL connections keep as they are while they
+/// wait for their response (nearly all: a response follows within milliseconds); past it they are
+/// packed into the held store, whose budget spills (packing every request cost ~5 % of a CQL
+/// conversion).
+const KEPT: usize = 16 << 20;
+
+/// A request's record while it waits for its response.
+enum Waiting {
+    /// As it is, with its estimated cost (counted in `Shared::kept`).
+    Kept(Box<Message>, usize),
+    Packed(Held),
+}
+
+impl Waiting {
+    /// Keep `m` (whose envelope is `wire` bytes) as it is while the budget lasts, else packed.
+    fn of(m: Message, wire: u64, held: &mut SpillStore, kept: &mut usize) -> Waiting {
+        // a record's tree costs a few times its wire bytes
+        let cost = usize::try_from(wire)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(4)
+            .saturating_add(256);
+        if kept.saturating_add(cost) <= KEPT {
+            *kept = kept.saturating_add(cost);
+            Waiting::Kept(Box::new(m), cost)
+        } else {
+            Waiting::Packed(held.hold(&m))
+        }
+    }
+
+    /// The record back (None when the spill file lost it: the store says so).
+    fn take(self, held: &mut SpillStore, kept: &mut usize) -> Option<Message> {
+        match self {
+            Waiting::Kept(m, cost) => {
+                *kept = kept.saturating_sub(cost);
+                Some(*m)
+            }
+            Waiting::Packed(h) => held.take(h),
+        }
+    }
 }
 
 /// Decodes both directions of one CQL connection.
@@ -249,7 +293,7 @@ impl Decoder for CqlDecoder {
         if self.unanswered.is_empty() {
             self.flush(shared, out);
         }
-        let held = &mut shared.cql.held;
+        let (held, kept) = (&mut shared.cql.held, &mut shared.cql.kept);
         let room = CloseRoom::new(out, held);
         while let Some((stream, p)) = self.unanswered.pop() {
             let outcome = self.silent(&p);
@@ -263,7 +307,7 @@ impl Decoder for CqlDecoder {
                     .field("stream_id", stream)
                     .field("opcode", p.opcode)
             });
-            settle(p, outcome, held, out);
+            settle(p, outcome, held, kept, out);
             out.extend(f.map(Record::from));
             if !room.left(out, held) {
                 break;
@@ -283,8 +327,14 @@ impl Decoder for CqlDecoder {
 
 /// A request's held record, written with its outcome (nothing when the spill file lost it: the
 /// store says so).
-fn settle(p: Pending, outcome: Delivery, held: &mut SpillStore, out: &mut Vec<Record>) {
-    if let Some(mut m) = p.record.and_then(|h| held.take(h)) {
+fn settle(
+    p: Pending,
+    outcome: Delivery,
+    held: &mut SpillStore,
+    kept: &mut usize,
+    out: &mut Vec<Record>,
+) {
+    if let Some(mut m) = p.record.and_then(|w| w.take(held, kept)) {
         m.event_id = Some(p.id);
         m.delivery = Some(outcome);
         out.push(m.into());
@@ -400,6 +450,7 @@ impl CqlDecoder {
         Stores {
             prepared: ports.entry(self.ctx.server_port).or_default(),
             held: &mut shared.cql.held,
+            kept: &mut shared.cql.kept,
         }
     }
 
@@ -880,7 +931,7 @@ impl CqlDecoder {
             put(&mut fields, "flag_names", head.flag_names());
         }
         self.check_header(d, head, at, out);
-        let pending = self.pair(d, head, at, &mut fields, st.held, out);
+        let pending = self.pair(d, head, at, &mut fields, st, out);
         // the body's fields follow (no body field is named like one above: messages.rs)
         let Body {
             fields,
@@ -947,14 +998,17 @@ impl CqlDecoder {
         if !response && envelope::is_request(head.opcode) {
             // its record waits for the response (`pair` made room for its stream id)
             self.seq += 1;
-            let id = EventId::of_place(&[self.ctx.stream, at.offset]);
+            let id = EventId::Request {
+                stream: self.ctx.stream,
+                offset: at.offset,
+            };
             let p = Pending {
                 opcode: opname,
                 at,
                 seq: self.seq,
                 query,
                 prepared_id: pid,
-                record: Some(st.held.hold(&m)),
+                record: Some(Waiting::of(m, head.total(), st.held, st.kept)),
                 id,
                 gaps: self.s2c_gaps,
                 reused: false,
@@ -1006,7 +1060,7 @@ impl CqlDecoder {
         head: &Header,
         at: At,
         fields: &mut Fields,
-        held: &mut SpillStore,
+        st: &mut Stores<'_>,
         out: &mut Vec<Record>,
     ) -> Option<Pending> {
         if d == Direction::C2S {
@@ -1027,7 +1081,7 @@ impl CqlDecoder {
                 if self.reused.len() > MAX_REUSED {
                     if let Some((_, oldest)) = self.reused.pop_front() {
                         let outcome = self.silent(&oldest);
-                        settle(oldest, outcome, held, out);
+                        settle(oldest, outcome, st.held, st.kept, out);
                     }
                 }
             }
@@ -1048,7 +1102,7 @@ impl CqlDecoder {
             return None;
         };
         let mut pending = pending;
-        if let Some(mut m) = pending.record.take().and_then(|h| held.take(h)) {
+        if let Some(mut m) = pending.record.take().and_then(|w| w.take(st.held, st.kept)) {
             m.event_id = Some(pending.id);
             m.delivery = Some(outcome_of(head));
             out.push(m.into());

@@ -907,3 +907,37 @@ fn the_end_of_many_unanswered_requests_comes_in_parts() {
         .iter()
         .all(|m| m.delivery == Some(crate::model::Delivery::Unanswered)));
 }
+
+#[test]
+fn requests_past_the_kept_budget_wait_packed_and_come_back_the_same() {
+    // 80 QUERYs of 100 kB (~32 MB of estimated records: past the 16 MiB kept as they are)
+    let query = |i: usize| {
+        let text = format!("SELECT '{}' -- {i}", "x".repeat(100_000));
+        let body = [
+            &(text.len() as u32).to_be_bytes()[..],
+            text.as_bytes(),
+            &[0, 1, 0],
+        ]
+        .concat();
+        envelope::encode(4, 0, i16::try_from(i).unwrap(), 0x07, &body)
+    };
+    let answer = |i: usize| envelope::encode(0x84, 0, i16::try_from(i).unwrap(), 0x06, &[0, 0]);
+    let mut steps: Vec<Step> = (0..80).map(|i| Step::Data(C2S, query(i))).collect();
+    steps.extend((0..40).map(|i| Step::Data(S2C, answer(i))));
+    let out = run_ending(&steps, true);
+    let requests: Vec<&Message> = messages(&out)
+        .into_iter()
+        .filter(|m| m.kind == "query")
+        .collect();
+    assert_eq!(requests.len(), 80);
+    for m in &requests {
+        let i = usize::try_from(field(m, "stream_id").as_i64().unwrap()).unwrap();
+        let text = field(m, "query").as_str().unwrap();
+        assert!(text.ends_with(&format!(" -- {i}")) && text.len() > 100_000);
+        let outcome = if i < 40 { "answered" } else { "unanswered" };
+        assert_eq!(
+            m.delivery.map(crate::model::Delivery::as_str),
+            Some(outcome)
+        );
+    }
+}
