@@ -204,6 +204,25 @@ def test_parquet_written_by_tasks_to_s3(spark, captures, tmp_path):
                for k in keys if not k.endswith("_SUCCESS"))  # fmt: skip
 
 
+def test_json_written_by_tasks_to_s3(spark, captures, tmp_path):
+    """`--to json -o s3://...`: the tasks write the local engine's lines through pyarrow (no Hadoop
+    connector needed), the driver commits."""
+    mine = [p for p in captures if not p.startswith(str(SHARED))][:5]
+    with s3_server() as s3:
+        out = f"s3://{BUCKET}/json{s3.query}"
+        n = engine.convert_spark(mine, "json", out, Options())
+        fs, path = remote.filesystem(out)
+        keys = [i.path for i in fs.get_file_info(pafs.FileSelector(path, recursive=True)) if i.is_file]
+        got = []
+        for k in keys:
+            with fs.open_input_stream(k) as f:
+                got += f.read().splitlines(keepends=True)
+    code, local, err = run_cli("convert", *mine, "--to", "json")
+    assert code == 0, err
+    assert n == len(got) and sorted(got) == sorted(local.splitlines(keepends=True))
+    assert f"{path}/_SUCCESS" in keys and not [k for k in keys if "_temporary" in k]
+
+
 def test_a_failed_task_attempt_leaves_nothing_and_its_retry_is_committed(spark, captures, tmp_path):
     """The commit protocol on real Spark retries: every task writes its files and then fails on its
     first attempt; Spark runs it again (local[2,2]: two attempts per task), and the output holds
