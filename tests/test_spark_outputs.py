@@ -234,3 +234,27 @@ def test_spark_without_configuration_duckdb_and_pandas_read_both_engines_parquet
         assert Counter(int(ns) for ns in timed["ts_ns"]) == Counter(
             k[-1] for k in expected.elements() if k[-1] is not None
         ), n
+
+
+def test_spark_writer_on_a_wirelog_session_writes_micros_too(spark, tmp_path):
+    """The `wirelog` source's rows written by Spark's own Parquet writer, on the session `session()`
+    made: `ts` is TIMESTAMP(MICROS, UTC) there too (Spark's default would be INT96), `ts_ns` bigint."""
+    captures = [p for p in make_captures(tmp_path) if not p.startswith(str(SHARED))][:5]
+    out = tmp_path / "written"
+    spark.read.format("wirelog").load(captures).write.parquet(str(out))
+    files = sorted(out.glob("part-*.parquet"))
+    assert files
+    for f in files:
+        schema = pq.ParquetFile(f).schema
+        ts = schema.column(schema.names.index("ts"))
+        logical = json.loads(ts.logical_type.to_json())
+        assert (ts.physical_type, logical["timeUnit"], logical["isAdjustedToUTC"]) == (
+            "INT64",
+            "microseconds",
+            True,
+        )
+        assert schema.column(schema.names.index("ts_ns")).physical_type == "INT64"
+    table = pq.read_table(out)
+    assert table.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    ns = table.column("ts_ns").to_pylist()
+    assert table.column("ts").cast(pa.int64()).to_pylist() == [None if t is None else t // 1000 for t in ns]
