@@ -141,7 +141,7 @@ def dataset(out: str | Path, filesystem=None) -> pa.Table:
 
 
 def assert_local_rows(table: pa.Table, want: dict[str, list[tuple]]) -> None:
-    """Per capture and protocol, the dataset's rows are the local engine's, exact `ts` included, in
+    """Per capture and protocol, the dataset's rows are the local engine's, `ts` and `ts_ns` included, in
     the local order (a capture is converted by one task, into one file per protocol)."""
     got = spark_rows(table)
     at = parquet.COLUMNS.index("protocol")
@@ -155,8 +155,8 @@ def assert_local_rows(table: pa.Table, want: dict[str, list[tuple]]) -> None:
 
 
 def test_convert_parquet_dataset_reads_back_with_pyarrow(spark, captures, tmp_path):
-    """Parquet written by the tasks with pyarrow: the local engine's schema and rows, exact
-    nanosecond times, `protocol` in Hive-style directories, nothing left of the attempts."""
+    """Parquet written by the tasks with pyarrow: the local engine's schema and rows, `ts` in
+    microseconds and `ts_ns` exact, `protocol` in Hive-style directories, nothing left of the attempts."""
     out = tmp_path / "out"
     n = engine.convert_spark(captures, "parquet", str(out), Options())
     stored = pq.read_schema(next(out.glob("protocol=*/*.parquet"))).remove_metadata()
