@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 SHARED = ROOT.parent / "shared" / "captures"
 TS = parquet.COLUMNS.index("ts")
+TS_NS = parquet.COLUMNS.index("ts_ns")
 
 
 def conversation(
@@ -78,7 +79,8 @@ def make_captures(tmp: Path) -> list[str]:
 
 
 def local_rows(paths: list[str], options: Options | None = None) -> tuple[dict[str, list[tuple]], set[str]]:
-    """Per capture, the local engine's rows in order (ts as exact ns), and the unreadable captures."""
+    """Per capture, the local engine's rows in order (ts as integer microseconds, ts_ns exact), and
+    the unreadable captures."""
     rows: dict[str, list[tuple]] = {p: [] for p in paths}
     unreadable = set()
     for item in run(paths, (), options or Options()):
@@ -96,8 +98,3 @@ def spark_rows(table: pa.Table) -> dict[str, list[tuple]]:
     for r in table.to_pylist():
         out.setdefault(r["capture"], []).append(tuple(r.values()))
     return out
-
-
-def micro(row: tuple) -> tuple:
-    ts = row[TS]
-    return (*row[:TS], None if ts is None else ts // 1000, *row[TS + 1 :])

@@ -19,6 +19,7 @@ from wirelog.cli import main as main_module
 from wirelog.cli import writing as writing_module
 from wirelog.cli.main import main
 from wirelog.engine import spark as spark_engine
+from wirelog.export.json import rfc3339
 from wirelog.export.parquet import ParquetWriter
 
 EXAMPLE = REPO / "examples" / "lumberjack-pylogbeat.pcap"
@@ -155,10 +156,12 @@ def test_parquet_matches_json_row_for_row(tmp_path):
         )  # fmt: skip
         assert row["kind"] == rec.get("kind") and row["code"] == rec.get("code")
         assert row["ts"].isoformat().replace("+00:00", "") == rec["ts"][:26].rstrip("Z")
+        assert rfc3339(row["ts_ns"]) == rec["ts"]  # the exact time
         if row["fields"] is not None:
             fields = json.loads(row["fields"])
             assert all(rec.get(k, rec.get(f"cql_{k}")) == v for k, v in fields.items())
-    assert str(table.schema.field("ts").type) == "timestamp[ns, tz=UTC]"
+    assert str(table.schema.field("ts").type) == "timestamp[us, tz=UTC]"
+    assert str(table.schema.field("ts_ns").type) == "int64"
     assert pq.ParquetFile(out).metadata.row_group(0).column(0).compression == "ZSTD"
     assert_wirelog_encodings(out)
 

@@ -29,7 +29,7 @@ from lumberjack_helpers import ack, cframe, jframe, window, write_capture
 from pcap_helpers import T0_NS, damaged_pcap, tcp_conversation, write_pcap
 from s3_helpers import BUCKET, s3_server
 from s3_helpers import ENV as S3_ENV
-from spark_helpers import DATA, ROOT, SHARED, TS, local_rows, make_captures, micro, spark_rows
+from spark_helpers import DATA, ROOT, SHARED, TS_NS, local_rows, make_captures, spark_rows
 
 from wirelog.engine.filters import RecordFilter
 from wirelog.engine.keylogs import KeyLogSource
@@ -75,8 +75,8 @@ def spark():
 
 
 def test_rows_equal_the_local_engine_row_for_row(spark, captures):
-    table = engine.read(spark, captures, exact_time=True).toArrow()
-    assert table.schema.remove(len(ARROW_SCHEMA)) == ARROW_SCHEMA
+    table = engine.read(spark, captures).toArrow()
+    assert table.schema == ARROW_SCHEMA == parquet.SCHEMA
     got = spark_rows(table)
     want, unreadable = local_rows(captures)
     garbage = next(p for p in captures if p.endswith("garbage.pcap"))
@@ -88,14 +88,13 @@ def test_rows_equal_the_local_engine_row_for_row(spark, captures):
     assert got.keys() == {c for c, rows in want.items() if rows}
     for capture, rows in want.items():
         spark_side = got.get(capture, [])
-        assert [r[:-1] for r in spark_side] == [micro(r) for r in rows], capture
-        assert [r[-1] for r in spark_side] == [r[TS] for r in rows], capture  # exact ts_ns
+        assert spark_side == rows, capture  # ts to the microsecond, ts_ns exact
     messages = [r for rows in want.values() for r in rows if r[0] == "message"]
     protocols = {r[parquet.COLUMNS.index("protocol")] for r in messages}
     assert {"lumberjack", "courier", "hercules", "cql"} <= protocols
     codes = Counter(r[parquet.COLUMNS.index("code")] for rows in want.values() for r in rows)
     assert codes["pcap.truncated"] == 1 and codes["tcp.gap"] >= 1
-    assert any(r[TS] % 1000 for r in messages)  # nanosecond captures were part of the comparison
+    assert any(r[TS_NS] % 1000 for r in messages)  # nanosecond captures were part of the comparison
 
 
 def test_captures_in_s3_read_on_workers_equal_the_local_engine(spark, captures):
@@ -105,7 +104,7 @@ def test_captures_in_s3_read_on_workers_equal_the_local_engine(spark, captures):
         s3.put("run/sub/courier.pcap.gz", gzip.compress(Path(courier).read_bytes(), mtime=0))
         s3.put("run/_SUCCESS", b"")
         # the workers do not get AWS_ENDPOINT_URL: the endpoint goes in the URI's options
-        table = engine.read(spark, [f"s3a://{BUCKET}/run{s3.query}"], exact_time=True).toArrow()
+        table = engine.read(spark, [f"s3a://{BUCKET}/run{s3.query}"]).toArrow()
         names = [
             f"s3a://{BUCKET}/run/lumberjack.pcap{s3.query}",
             f"s3a://{BUCKET}/run/sub/courier.pcap.gz{s3.query}",
@@ -114,7 +113,7 @@ def test_captures_in_s3_read_on_workers_equal_the_local_engine(spark, captures):
     got = spark_rows(table)
     assert not unreadable and got.keys() == set(names) and all(want[n] for n in names)
     for name in names:
-        assert [r[:-1] for r in got[name]] == [micro(r) for r in want[name]], name
+        assert got[name] == want[name], name
     assert [len(want[n]) for n in names] == [len(local_rows([p])[0][p]) for p in (lumberjack, courier)]
 
 
@@ -126,7 +125,7 @@ def test_options_reach_the_workers(spark, captures):
     df = engine.read(spark, mine, opts, findings="exclude")
     got = spark_rows(df.toArrow())
     want, _ = local_rows(mine, opts)
-    expected = {c: [micro(r) for r in rows if r[0] == "message"] for c, rows in want.items()}
+    expected = {c: [r for r in rows if r[0] == "message"] for c, rows in want.items()}
     assert got == {c: rows for c, rows in expected.items() if rows}
     assert {r[parquet.COLUMNS.index("protocol")] for rows in got.values() for r in rows} == {
         "courier",
@@ -142,7 +141,7 @@ def dataset(out: str | Path, filesystem=None) -> pa.Table:
 
 
 def assert_local_rows(table: pa.Table, want: dict[str, list[tuple]]) -> None:
-    """Per capture and protocol, the dataset's rows are the local engine's, exact `ts` included, in
+    """Per capture and protocol, the dataset's rows are the local engine's, `ts` and `ts_ns` included, in
     the local order (a capture is converted by one task, into one file per protocol)."""
     got = spark_rows(table)
     at = parquet.COLUMNS.index("protocol")
@@ -156,8 +155,8 @@ def assert_local_rows(table: pa.Table, want: dict[str, list[tuple]]) -> None:
 
 
 def test_convert_parquet_dataset_reads_back_with_pyarrow(spark, captures, tmp_path):
-    """Parquet written by the tasks with pyarrow: the local engine's schema and rows, exact
-    nanosecond times, `protocol` in Hive-style directories, nothing left of the attempts."""
+    """Parquet written by the tasks with pyarrow: the local engine's schema and rows, `ts` in
+    microseconds and `ts_ns` exact, `protocol` in Hive-style directories, nothing left of the attempts."""
     out = tmp_path / "out"
     n = engine.convert_spark(captures, "parquet", str(out), Options())
     stored = pq.read_schema(next(out.glob("protocol=*/*.parquet"))).remove_metadata()
@@ -205,6 +204,25 @@ def test_parquet_written_by_tasks_to_s3(spark, captures, tmp_path):
                for k in keys if not k.endswith("_SUCCESS"))  # fmt: skip
 
 
+def test_json_written_by_tasks_to_s3(spark, captures, tmp_path):
+    """`--to json -o s3://...`: the tasks write the local engine's lines through pyarrow (no Hadoop
+    connector needed), the driver commits."""
+    mine = [p for p in captures if not p.startswith(str(SHARED))][:5]
+    with s3_server() as s3:
+        out = f"s3://{BUCKET}/json{s3.query}"
+        n = engine.convert_spark(mine, "json", out, Options())
+        fs, path = remote.filesystem(out)
+        keys = [i.path for i in fs.get_file_info(pafs.FileSelector(path, recursive=True)) if i.is_file]
+        got = []
+        for k in keys:
+            with fs.open_input_stream(k) as f:
+                got += f.read().splitlines(keepends=True)
+    code, local, err = run_cli("convert", *mine, "--to", "json")
+    assert code == 0, err
+    assert n == len(got) and sorted(got) == sorted(local.splitlines(keepends=True))
+    assert f"{path}/_SUCCESS" in keys and not [k for k in keys if "_temporary" in k]
+
+
 def test_a_failed_task_attempt_leaves_nothing_and_its_retry_is_committed(spark, captures, tmp_path):
     """The commit protocol on real Spark retries: every task writes its files and then fails on its
     first attempt; Spark runs it again (local[2,2]: two attempts per task), and the output holds
@@ -244,23 +262,20 @@ def test_a_failed_task_attempt_leaves_nothing_and_its_retry_is_committed(spark, 
 
 
 def test_convert_json_part_files(spark, captures, tmp_path):
+    """NDJSON written by the tasks: the local engine's lines (tests/test_spark_outputs.py compares
+    every capture), one part file per task, nothing left of the attempts."""
     mine = [p for p in captures if "lumberjack" in p]
     n = engine.convert_spark(mine, "json", str(tmp_path / "json"), Options())
-    lines = [
-        json.loads(x)
-        for f in sorted((tmp_path / "json").glob("part-*.json"))
-        for x in f.read_text().splitlines()
-    ]
-    assert len(lines) == n
+    parts = sorted((tmp_path / "json").glob("part-*.json"))
+    got = [x for f in parts for x in f.read_bytes().splitlines(keepends=True)]
+    assert len(got) == n and (tmp_path / "json" / "_SUCCESS").is_file()
+    assert not (tmp_path / "json" / "_temporary").exists()
+    code, out, err = run_cli("convert", *mine, "--to", "json")
+    assert code == 0, err
+    assert sorted(got) == sorted(out.splitlines(keepends=True))
     want, _ = local_rows(mine)
     assert n == sum(len(rows) for rows in want.values())
-    assert all(list(d) == parquet.COLUMNS for d in lines)  # every column, in schema order, nulls kept
-    local_ts = sorted(r[TS] for rows in want.values() for r in rows if r[TS] is not None)
-    spark_ts = sorted(d["ts"] for d in lines if d["ts"] is not None)
-    assert spark_ts[0].endswith("Z") and len(spark_ts) == len(local_ts)
-    from wirelog.export.json import rfc3339
-
-    assert spark_ts == sorted(rfc3339(t)[:26] + "Z" for t in local_ts)  # microseconds, truncated
+    assert all(isinstance(json.loads(x)["event"], dict) for x in got if b'"kind":"event"' in x)
 
 
 def split_events(data: bytes) -> list[bytes]:
@@ -362,10 +377,11 @@ def test_batches_are_bounded_and_a_failing_capture_keeps_its_rows(captures, monk
     small = list(batches(caps, parse_options({"batchrows": "3"})))
     want, _ = local_rows([lumberjack])
     assert all(b.num_rows <= 3 for b in small) and len(small) > 3
-    assert [r["kind"] for b in small for r in b.to_pylist()] == [r[10] for r in want[lumberjack]]
+    kind = parquet.COLUMNS.index("kind")
+    assert [r["kind"] for b in small for r in b.to_pylist()] == [r[kind] for r in want[lumberjack]]
 
-    def broken(paths, raw, options):
-        yield from run(paths, raw, options)
+    def broken(paths, raw, options, **kw):
+        yield from run(paths, raw, options, **kw)
         raise RuntimeError("boom")
 
     monkeypatch.setattr(spark_source, "run", broken)
@@ -409,7 +425,7 @@ def test_one_capture_read_in_splits_gives_the_local_engines_rows(spark, tmp_path
     assert len(plan(str(path), 1024)) > 5
     want, _ = local_rows([str(path)])
     got = spark_rows(engine.read(spark, [str(path)], split_size=1024).toArrow())[str(path)]
-    assert sorted(got, key=repr) == sorted((micro(r) for r in want[str(path)]), key=repr)
+    assert sorted(got, key=repr) == sorted(want[str(path)], key=repr)
     codes = Counter(r[parquet.COLUMNS.index("code")] for r in got)
     assert codes["lumberjack.never-acknowledged"] == 1  # the verdict over every group, once
 
@@ -487,7 +503,7 @@ def test_tls_key_logs_reach_the_workers(spark, tmp_path):
     for opts, no_key in ((Options(), True), (Options(tls_keylogs=keys), False)):
         got = spark_rows(engine.read(spark, [pcap], opts).toArrow())
         want, _ = local_rows([pcap], opts)
-        assert got == {pcap: [micro(r) for r in want[pcap]]}
+        assert got == {pcap: want[pcap]}
         assert ("tls.no-key" in {r[code] for r in got[pcap]}) is no_key
 
 

@@ -87,7 +87,7 @@ def finish(proc: subprocess.Popen, out: Path) -> str:
 
 
 def dataset_rows(out: Path) -> dict[str, list[tuple]]:
-    """Per capture, the rows the tasks wrote (exact nanosecond `ts`)."""
+    """Per capture, the rows the tasks wrote (`ts` as integer microseconds, `ts_ns` exact)."""
     return spark_rows(
         ds.dataset(out, format="parquet", partitioning="hive", schema=parquet.SCHEMA).to_table()
     )

@@ -94,8 +94,10 @@ class CoreCapture:
         path: str,
         info: CaptureInfo,
         before_read: Callable[[], None] | None = None,
+        name: str | None = None,
         **options: Any,
     ) -> None:
+        """`name`: the capture the records name (default `path`, the input opened)."""
         try:
             self._stream, info.compression = open_input(path, CORE_INFLATES)
         except CaptureError as e:
@@ -105,7 +107,7 @@ class CoreCapture:
         self._before_read = before_read
         if os.environ.get(PANIC_AT_FRAME):
             options["panic_at_frame"] = int(os.environ[PANIC_AT_FRAME])
-        self.core = _core.Pipeline(path, info.compression, **options)
+        self.core = _core.Pipeline(path if name is None else name, info.compression, **options)
 
     def stream_info(self, stream: int) -> StreamInfo | None:
         return self.core.stream_info(stream)

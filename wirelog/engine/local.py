@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -137,8 +137,12 @@ def run(
     raw: Iterable[str] = (),
     options: Options | None = None,
     before_stdin_read: Callable[[], None] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> Iterator[Item]:
     """Process capture files (and raw dumps as one extra input); see the module docstring.
+
+    `names`: the `capture` an input's records carry when it is not the path opened (a Spark task
+    opens an absolute path or a URI; its records name the capture as the user gave it).
 
     An unusable input yields a CaptureInfo with `error` set (and no records) instead of raising, so
     one bad file never stops the others. `before_stdin_read` runs before each read of a capture on
@@ -147,17 +151,21 @@ def run(
     """
     opts = options or Options()
     for path in inputs:
+        name = names.get(path, path) if names else path
         if opts.input_format in ("auto", "pcap"):
-            yield from _run_capture(path, opts, before_stdin_read if path == STDIN else None)
+            yield from _run_capture(path, opts, before_stdin_read if path == STDIN else None, name)
         else:
-            yield from _run_raw([path], opts, path, before_stdin_read)
+            yield from _run_raw([path], opts, name, before_stdin_read)
     raw = list(raw)
     if raw:
         yield from _run_raw(raw, opts, "raw", before_stdin_read)
 
 
-def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | None = None) -> Iterator[Item]:
-    info = CaptureInfo(capture=path)
+def _run_capture(
+    path: str, opts: Options, before_read: Callable[[], None] | None = None, name: str | None = None
+) -> Iterator[Item]:
+    name = path if name is None else name
+    info = CaptureInfo(capture=name)
     try:
         capture = CoreCapture(
             path,
@@ -170,17 +178,18 @@ def _run_capture(path: str, opts: Options, before_read: Callable[[], None] | Non
             decode=opts.decode,
             chunks=opts.chunks,
             decoding=decoding_options(opts, live(path)),
+            name=name,
         )
     except CaptureError:
         yield info
         return
-    pipe = StreamPipeline(path, opts, capture.stream_info, capture.core)
+    pipe = StreamPipeline(name, opts, capture.stream_info, capture.core)
     try:
         for batch in capture.records():
             yield from pipe.handle(batch)
     except CaptureError as e:
         if not info.format and opts.input_format == "auto" and path != "-" and _raw_protocol(path):
-            yield from _run_raw([path], opts, capture=path)  # not a capture, but bytes we can decode
+            yield from _run_raw([path], opts, capture=name)  # not a capture, but bytes we can decode
             return
         info.error = str(e)
     yield from pipe.verdict()

@@ -32,7 +32,6 @@ FORMATS = ("parquet", "json", "hercules")
 log = logging.getLogger(__name__)  # the CLI shows its INFO lines on stderr
 SPLIT_SIZE = 128 * 1024 * 1024  # a larger uncompressed capture is read by several tasks (--split-size)
 TASKS_PER_CORE = 3  # Spark's tuning guide: 2-3 tasks per core, so a slow capture does not idle the rest
-JSON_TIMESTAMP = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"  # microseconds, `Z` for UTC
 
 # Quiet by default: errors only. The org.apache.spark logger is named with the root's level because
 # Spark prints "Setting default log level" when its shell logger's level differs from the root's.
@@ -156,7 +155,6 @@ def read(
     inputs: list[str],
     options: Options | None = None,
     findings: str = "include",
-    exact_time: bool = False,
     split_size: int | None = None,
 ) -> DataFrame:
     """The records of `inputs` (files, directories, globs) as a DataFrame of the Parquet schema.
@@ -164,7 +162,7 @@ def read(
     With `split_size`, an uncompressed local capture larger than it is read by several tasks
     (engine/spark_split.py); a compressed one cannot be split and goes to one task, as Spark does
     for gzip text."""
-    strings, whole, split, tasks = _divide(spark, inputs, options, findings, exact_time, split_size)
+    strings, whole, split, tasks = _divide(spark, inputs, options, findings, split_size)
     names = [c.name for c in whole] or ([] if split else list(inputs))  # nothing found: an empty read
     parts = [spark.read.format("wirelog").options(**strings).load(names)] if names else []
     if split:
@@ -185,7 +183,6 @@ def _divide(
     inputs: list[str],
     options: Options | None,
     findings: str,
-    exact_time: bool,
     split_size: int | None,
 ) -> tuple[dict[str, str], list[Capture], list[Capture], int]:
     """The data source's options, the inputs read whole, the captures read in splits, and the number
@@ -193,14 +190,12 @@ def _divide(
     from wirelog.engine.spark_source import expand, option_strings
 
     tasks = TASKS_PER_CORE * spark.sparkContext.defaultParallelism
-    strings = option_strings(
-        options or Options(), findings, basedir=os.getcwd(), minPartitions=tasks, exactTime=exact_time
-    )
+    strings = option_strings(options or Options(), findings, basedir=os.getcwd(), minPartitions=tasks)
     whole, split = expand(list(inputs), os.getcwd()), []
     # a stream filter is applied by the local engine's rules to findings outside streams too; the
     # split engine's driver-made verdict findings are not compared against them: read whole
     streams_named = bool(options and options.keep.streams)
-    if split_size and not exact_time and findings == "include" and not streams_named:
+    if split_size and findings == "include" and not streams_named:
         split = [c for c in whole if c.size > split_size and _splittable(c.path)]
         whole = [c for c in whole if c not in split]
         for cap in split:
@@ -238,7 +233,8 @@ def convert_spark(
     """Convert `inputs` on Spark into the directory `output`; returns the number of rows written.
 
     parquet: a dataset partitioned by protocol (`protocol=cql/part-*.parquet`, zstd); json: NDJSON part
-    files written by Spark's JSON writer; hercules: Hercules event part files. An earlier output in
+    files (`part-*.json`), the local engine's lines; both written by the tasks (engine/spark_output.py).
+    hercules: Hercules event part files. An earlier output in
     `output` is replaced. Rows written: records for parquet/json, events (messages) for hercules.
     Raises NothingRead, once the output is written, when no input was a capture.
     """
@@ -253,18 +249,17 @@ def convert_spark(
         raise SparkEngineError(f"{output}: Hercules output needs a local or mounted directory")
     if not remote.is_uri(output):
         output = os.path.abspath(remote.local_path(output))
-    if fmt == "parquet" or not remote.is_uri(output):  # Spark's JSON writer checks a URI itself
+    if fmt != "hercules" or not remote.is_uri(output):
         try:
             spark_output.check(output)
         except spark_output.OutputError as e:
             raise SparkEngineError(str(e)) from None
     spark = session(master, conf)
     try:
-        if fmt == "parquet":
-            rows, unreadable = _write_parquet(spark, inputs, options, output, split_size)
-        else:
-            df = read(spark, inputs, options, exact_time=fmt == "hercules", split_size=split_size)
-            rows, unreadable = _write(spark, df, fmt, output)
+        if fmt in ("parquet", "json"):
+            rows, unreadable = _write_by_tasks(spark, fmt, inputs, options, output, split_size)
+        else:  # the events' order across captures is the writer's: captures are read whole
+            rows, unreadable = _write(spark, read(spark, inputs, options), output)
     except Exception as e:
         from py4j.protocol import Py4JJavaError
         from pyspark.errors import PySparkException
@@ -280,16 +275,16 @@ def convert_spark(
     return rows
 
 
-def _write_parquet(
-    spark: SparkSession, inputs: list[str], options: Options, output: str, split_size: int | None
+def _write_by_tasks(
+    spark: SparkSession, fmt: str, inputs: list[str], options: Options, output: str, split_size: int | None
 ) -> tuple[int, int]:
-    """Parquet written by the tasks, committed by the driver (engine/spark_output.py); rows written
-    and inputs that were not captures. Whole captures: one task per bin of captures; split captures:
-    the tasks of their last stage."""
+    """Parquet or NDJSON written by the tasks, committed by the driver (engine/spark_output.py); rows
+    written and inputs that were not captures. Whole captures: one task per bin of captures; split
+    captures: the tasks of their last stage."""
     from wirelog.engine.spark_source import pack, parse_options
     from wirelog.engine.spark_split import phase, write_split_capture
 
-    strings, whole, split, tasks = _divide(spark, inputs, options, "include", False, split_size)
+    strings, whole, split, tasks = _divide(spark, inputs, options, "include", split_size)
     try:
         job = spark_output.start(output)
     except spark_output.OutputError as e:
@@ -297,11 +292,12 @@ def _write_parquet(
     try:
         src = parse_options(strings)
         bins = pack(whole, src.max_partition_bytes, src.open_cost_bytes, src.min_partitions)
+        write = write_bin if fmt == "parquet" else write_bin_lines
         with phase(spark, f"wirelog: convert and write {len(whole)} whole captures"):
-            written = spark_output.run_tasks(spark, job, bins, functools.partial(write_bin, src))
+            written = spark_output.run_tasks(spark, job, bins, functools.partial(write, src))
         for k, cap in enumerate(split):
             written += write_split_capture(
-                spark, cap.path, cap.name, options, split_size, tasks, job, f"s{k}"
+                spark, cap.path, cap.name, options, split_size, tasks, job, f"s{k}", fmt
             )
         rows = spark_output.commit(job, written)
     except BaseException:
@@ -309,6 +305,8 @@ def _write_parquet(
         raise
     from wirelog.engine.spark_source import UNREADABLE
 
+    if fmt == "json":
+        return rows, sum(w.unreadable for w in written)
     return rows, spark_output.codes(job, written, "capture").count(UNREADABLE)
 
 
@@ -317,33 +315,36 @@ def write_bin(
 ) -> list[spark_output.Written]:
     """A Spark task: its bin of whole captures converted and written (runs in a Python worker)."""
     from wirelog.engine.gc_tuning import tune_gc
-    from wirelog.engine.spark_source import exact_batches
+    from wirelog.engine.spark_source import batches
 
     tune_gc()  # the CLI's settings do not reach a Python worker
-    return spark_output.write_task(job, f"c{index:05d}", exact_batches(captures, src))
+    return spark_output.write_task(job, f"c{index:05d}", batches(captures, src))
 
 
-def _write(spark: SparkSession, df: DataFrame, fmt: str, output: str) -> tuple[int, int]:
-    """JSON or Hercules output through Spark's writers; rows (Hercules: events) written, and inputs
-    that were not captures (counted as they are written: their finding rows)."""
+def write_bin_lines(
+    src: SourceOptions, job: spark_output.Job, index: int, captures: list[Capture]
+) -> list[spark_output.Written]:
+    """A Spark task: its bin of whole captures converted to NDJSON and written."""
+    from wirelog.engine.gc_tuning import tune_gc
+    from wirelog.engine.spark_source import capture_lines
+
+    tune_gc()
+    return spark_output.write_lines(job, f"c{index:05d}", capture_lines(captures, src))
+
+
+def _write(spark: SparkSession, df: DataFrame, output: str) -> tuple[int, int]:
+    """Hercules output through the `wirelog-hercules` writer; events written, and inputs that were
+    not captures (counted as they are written: their finding rows)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     from wirelog.engine.spark_source import UNREADABLE
 
     written = Observation("wirelog")
-    counted = F.count_if(F.col("record") == "message") if fmt == "hercules" else F.count(F.lit(1))
+    counted = F.count_if(F.col("record") == "message")
     unreadable = F.count_if(F.col("code") == UNREADABLE).alias("unreadable")
     df = df.observe(written, counted.alias("rows"), unreadable)
-    if fmt == "json":
-        (
-            df.write.mode("overwrite")
-            .option("ignoreNullFields", "false")
-            .option("timestampFormat", JSON_TIMESTAMP)
-            .json(output)
-        )
-    else:
-        df.write.format("wirelog-hercules").mode("overwrite").save(output)
+    df.write.format("wirelog-hercules").mode("overwrite").save(output)
     return int(written.get["rows"]), int(written.get["unreadable"])
 
 

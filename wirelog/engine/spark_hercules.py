@@ -5,8 +5,8 @@ Hercules events (the form of a Kafka dump, as `wirelog convert --to hercules` wr
 rows become events in the core, through the same encoder as the local engine (the task's Arrow batches
 go to it whole, in row order), so a reader partitioned by whole captures gives the events (and
 deterministic UUIDs) of the local engine;
-finding rows are not events and are skipped, as locally. With the reader's `exactTime` option the
-`ts_ns` column restores nanosecond capture times, making the bytes identical to the local output.
+finding rows are not events and are skipped, as locally. The rows' `ts_ns` column gives the exact
+nanosecond capture times, making the bytes identical to the local output.
 
 Each task writes `_temporary/…` and the driver's commit renames the parts into place and writes
 `_SUCCESS`; mapping notes (renamed or truncated keys) go to `_mapping-notes.ndjson`. The directory must

@@ -2,9 +2,11 @@
 
 Why not Spark's writer: it turns every converted row into a JVM row and encodes it again — 131 s of a
 293 s split job on a 2 GB capture, more than the decoding. The tasks already hold the records as Arrow
-batches in the Parquet schema; pyarrow writes them as the local engine does (same schema, exact
-nanosecond `ts`, same encodings), one file per task and protocol under Hive-style `protocol=<name>/`
-directories.
+batches in the Parquet schema; pyarrow writes them as the local engine does (same schema, `ts` in
+microseconds and `ts_ns` exact, same encodings), one file per task and protocol under Hive-style
+`protocol=<name>/` directories. NDJSON the same way: the tasks write the core's lines, the local
+engine's bytes (Spark's JSON writer would write the Parquet columns, JSON text as strings), one
+`part-<task>-<job>.json` per task at the top of the output.
 
 The commit protocol (Hadoop's FileOutputCommitter in spirit, with a manifest instead of task-side
 renames):
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 PARTITION = "protocol"
+LINES = ""  # the `protocol` of an NDJSON part file: not partitioned
 FILE_SCHEMA = parquet.SCHEMA.remove(parquet.COLUMNS.index(PARTITION))  # the column is in the path
 TEMPORARY = "_temporary"
 SUCCESS = "_SUCCESS"
@@ -75,8 +78,9 @@ class Written:
 
     task: str
     file: str  # path in the job's file system
-    protocol: str
+    protocol: str  # its partition; LINES for an NDJSON file
     rows: int
+    unreadable: int = 0  # NDJSON: its `capture.unreadable` rows (the driver counts Parquet's itself)
 
 
 def check(output: str) -> bool:
@@ -135,7 +139,7 @@ def _by_protocol(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
 
 
 def write_task(job: Job, task: str, batches: Iterable[pa.RecordBatch]) -> list[Written]:
-    """A task attempt's files: `batches` (the Parquet schema, exact `ts`) written per protocol under
+    """A task attempt's files: `batches` (the Parquet schema) written per protocol under
     the attempt's own directory. On failure what it wrote is removed (the commit would skip it)."""
     fs, path = job.filesystem()
     base = f"{path}/{TEMPORARY}/{job.id}/{task}-{_attempt()}"
@@ -167,6 +171,35 @@ def write_task(job: Job, task: str, batches: Iterable[pa.RecordBatch]) -> list[W
     return [Written(task, file, name, counts[name]) for name, (file, _, _) in files.items()]
 
 
+def write_lines(job: Job, task: str, chunks: Iterable[tuple[bytes, int, int]]) -> list[Written]:
+    """A task attempt's NDJSON part file: `chunks` of lines (bytes, their count, how many are
+    `capture.unreadable` rows) written in order under the attempt's own directory; no file when
+    there is no line. On failure what it wrote is removed."""
+    fs, path = job.filesystem()
+    base = f"{path}/{TEMPORARY}/{job.id}/{task}-{_attempt()}"
+    file = f"{base}/part-{task}-{job.id}.json"
+    sink = None
+    rows = unreadable = 0
+    try:
+        for data, count, bad in chunks:
+            if sink is None:
+                fs.create_dir(base, recursive=True)
+                sink = fs.open_output_stream(file)
+            sink.write(data)
+            rows += count
+            unreadable += bad
+        if sink is not None:
+            sink.close()
+    except BaseException:
+        if sink is not None:
+            with contextlib.suppress(Exception):
+                sink.close()
+        with contextlib.suppress(Exception):
+            fs.delete_dir(base)
+        raise
+    return [Written(task, file, LINES, rows, unreadable)] if sink is not None else []
+
+
 def manifest_batch(written: list[Written]) -> pa.RecordBatch:
     """A task's result as rows of MANIFEST (for mapInArrow)."""
     return pa.RecordBatch.from_pylist(
@@ -176,8 +209,14 @@ def manifest_batch(written: list[Written]) -> pa.RecordBatch:
 
 
 def from_rows(rows: Iterable) -> list[Written]:
-    """Manifest rows collected by Spark (Row objects or dicts) as Written."""
-    return [Written(r["task"], r["file"], r["protocol"], r["rows"]) for r in rows]
+    """Manifest rows collected by Spark (dicts) as Written."""
+    return [Written(r["task"], r["file"], r["protocol"], r["rows"], r.get("unreadable", 0)) for r in rows]
+
+
+def _destination(path: str, w: Written) -> str:
+    """Where a committed file goes: its protocol's partition, or the top for NDJSON."""
+    name = os.path.basename(w.file)
+    return f"{path}/{PARTITION}={w.protocol}/{name}" if w.protocol != LINES else f"{path}/{name}"
 
 
 def commit(job: Job, written: list[Written]) -> int:
@@ -189,10 +228,10 @@ def commit(job: Job, written: list[Written]) -> int:
         attempt = w.file.split("/")[-3]
         if attempts.setdefault(w.task, attempt) != attempt:
             raise ValueError(f"task {w.task} has two committed attempts")
-    for name in sorted({w.protocol for w in written}):
+    for name in sorted({w.protocol for w in written} - {LINES}):
         fs.create_dir(f"{path}/{PARTITION}={name}", recursive=True)
     for w in written:
-        fs.move(w.file, f"{path}/{PARTITION}={w.protocol}/{os.path.basename(w.file)}")
+        fs.move(w.file, _destination(path, w))
     discard(job)
     with fs.open_output_stream(f"{path}/{SUCCESS}"):
         pass
@@ -206,7 +245,7 @@ def codes(job: Job, written: list[Written], protocol: str) -> list[str]:
     found: list[str] = []
     for w in written:
         if w.protocol == protocol:
-            file = f"{path}/{PARTITION}={protocol}/{os.path.basename(w.file)}"
+            file = _destination(path, w)
             found += pq.read_table(file, columns=["code"], filesystem=fs)["code"].to_pylist()
     return found
 

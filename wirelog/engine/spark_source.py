@@ -6,9 +6,10 @@ costs `openCostBytes`); a capture is never split, because TCP reassembly needs a
 runs the in-process pipeline (`wirelog.engine.local.run`) over its bin's files and yields Arrow record
 batches of at most `batchRows` rows as the records come, so a worker never holds a whole capture.
 
-Rows have exactly the Parquet schema of `convert` (wirelog.export.parquet.SCHEMA) except that `ts` is
-a Spark TimestampType: microseconds, so a nanosecond capture loses its last three digits (truncated
-toward zero). With `exactTime=true` an extra trailing `ts_ns` column keeps the exact nanoseconds.
+Rows have exactly the Parquet schema of `convert` (wirelog.export.parquet.SCHEMA): `ts` a Spark
+TimestampType (microseconds, truncated toward the past) and `ts_ns` the exact nanoseconds. The tasks
+of `convert --engine spark --to json` take the same records as the core's NDJSON lines instead
+(`capture_lines`): the local engine's bytes.
 
 A capture that cannot be read at all becomes a `capture.unreadable` finding row (a damaged one keeps
 the packets before the damage and reports it as `pcap.truncated`/`pcap.corrupt`) and one that breaks the
@@ -38,19 +39,17 @@ from wirelog.engine.keylogs import KeyLogSource
 from wirelog.engine.local import REORDER_WINDOW, Options, run
 from wirelog.engine.protocols import Limits
 from wirelog.export import parquet
+from wirelog.export.json import dumps
 from wirelog.inputs import remote
 from wirelog.inputs.errors import CaptureError
-from wirelog.model import CaptureInfo, Finding, Message, RecordRows, Severity
+from wirelog.model import CaptureInfo, Finding, Message, RecordLines, RecordRows, Severity
 
-TS_UNIT = pa.timestamp("us", tz="UTC")
-ARROW_SCHEMA = parquet.SCHEMA.set(parquet.COLUMNS.index("ts"), parquet.SCHEMA.field("ts").with_type(TS_UNIT))
-EXACT_FIELD = pa.field("ts_ns", pa.int64())
-_TS = parquet.COLUMNS.index("ts")
+ARROW_SCHEMA = parquet.SCHEMA  # `ts` in microseconds: Spark's TimestampType as it is
 _SPARK_TYPES = {
     pa.string(): StringType(),
     pa.int64(): LongType(),
     pa.bool_(): BooleanType(),
-    TS_UNIT: TimestampType(),
+    pa.timestamp("us", tz="UTC"): TimestampType(),
 }
 
 BATCH_ROWS = 10_000
@@ -62,10 +61,9 @@ OPEN_COST_BYTES = 4 * 1024 * 1024  # Spark's spark.sql.files.openCostInBytes def
 FINDINGS = ("include", "exclude", "only")
 
 
-def spark_schema(exact_time: bool = False) -> StructType:
-    """The Spark schema of the rows (ARROW_SCHEMA, plus `ts_ns` when `exact_time`)."""
-    fields = list(ARROW_SCHEMA) + ([EXACT_FIELD] if exact_time else [])
-    return StructType([StructField(f.name, _SPARK_TYPES[f.type], f.nullable) for f in fields])
+def spark_schema() -> StructType:
+    """The Spark schema of the rows (ARROW_SCHEMA)."""
+    return StructType([StructField(f.name, _SPARK_TYPES[f.type], f.nullable) for f in ARROW_SCHEMA])
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +72,6 @@ class SourceOptions:
 
     engine: Options
     findings: str = "include"  # include | exclude | only
-    exact_time: bool = False
     batch_rows: int = BATCH_ROWS
     max_partition_bytes: int = MAX_PARTITION_BYTES
     open_cost_bytes: int = OPEN_COST_BYTES
@@ -122,6 +119,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         since=_int(o.get("since")),
         until=_int(o.get("until")),
     )
+    _bool(o.get("exacttime", "false"), "exactTime")  # accepted as before: `ts_ns` is always there
     limits = Limits(**json.loads(o["limits"])) if o.get("limits") else Limits()
     engine = Options(
         decode_as=_decode_as(o.get("decodeas", "")),
@@ -137,7 +135,6 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     return SourceOptions(
         engine=engine,
         findings=findings,
-        exact_time=_bool(o.get("exacttime", "false"), "exactTime"),
         batch_rows=max(1, int(o.get("batchrows", BATCH_ROWS))),
         max_partition_bytes=int(o.get("maxpartitionbytes", MAX_PARTITION_BYTES)),
         open_cost_bytes=int(o.get("opencostbytes", OPEN_COST_BYTES)),
@@ -277,14 +274,17 @@ def _finding(code: str, message: str, name: str) -> Finding:
 def capture_records(captures: list[Capture], opts: SourceOptions) -> Iterator[Message | Finding | RecordRows]:
     """The records of each capture in order, stamped with its name: the core's as Arrow rows
     (RecordRows), the few made in Python as objects; failures become finding rows."""
-    engine = dataclasses.replace(opts.engine, records="arrow")
+    yield from _records(captures, dataclasses.replace(opts.engine, records="arrow"))
+
+
+def _records(
+    captures: list[Capture], engine: Options
+) -> Iterator[Message | Finding | RecordRows | RecordLines]:
+    """`capture_records` with the core's records in the form `engine.records` names."""
     for cap in captures:
         try:
-            for item in run([cap.path], (), engine):
-                if isinstance(item, RecordRows):
-                    yield _renamed(item, cap) if cap.name != cap.path else item
-                elif isinstance(item, Message | Finding):
-                    item.capture = cap.name
+            for item in run([cap.path], (), engine, names={cap.path: cap.name}):
+                if isinstance(item, RecordRows | RecordLines | Message | Finding):
                     yield item
                 elif isinstance(item, CaptureInfo) and item.error and not item.packets:
                     yield _finding(UNREADABLE, item.error.replace(cap.path, cap.name), cap.name)
@@ -296,39 +296,21 @@ def capture_records(captures: list[Capture], opts: SourceOptions) -> Iterator[Me
             )
 
 
-def _renamed(rows: RecordRows, cap: Capture) -> RecordRows:
-    """The core's rows carry the path a task opened; the `capture` column is the name as given."""
-    at = parquet.COLUMNS.index("capture")
-    batch = rows.batch
-    return RecordRows(batch.set_column(at, batch.schema.field(at), pa.array([cap.name] * batch.num_rows)))
-
-
-def to_batch(rows: list[tuple], exact_time: bool) -> pa.RecordBatch:
-    """Rows (parquet.row tuples) as a batch of ARROW_SCHEMA (+ ts_ns)."""
-    return spark_batch(parquet.batch(rows), exact_time)
-
-
-def spark_batch(exact: pa.RecordBatch, exact_time: bool) -> pa.RecordBatch:
-    """A batch of the Parquet schema as one of ARROW_SCHEMA (+ ts_ns)."""
-    columns = exact.columns
-    columns[_TS] = columns[_TS].cast(TS_UNIT, safe=False)
-    if not exact_time:
-        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
-    return pa.RecordBatch.from_arrays(
-        [*columns, exact.column(_TS).cast(pa.int64())], schema=ARROW_SCHEMA.append(EXACT_FIELD)
-    )
+def capture_lines(captures: list[Capture], opts: SourceOptions) -> Iterator[tuple[bytes, int, int]]:
+    """The records of each capture in order as NDJSON (lines, their count, how many are
+    `capture.unreadable`): the core's lines, the local engine's bytes (docs/records.md), and a line
+    for each record made in Python. Findings are kept (the `findings` option is the reader's)."""
+    for rec in _records(captures, dataclasses.replace(opts.engine, records="ndjson")):
+        if isinstance(rec, RecordLines):
+            yield rec.data, rec.count, 0
+        else:
+            yield dumps(rec), 1, int(isinstance(rec, Finding) and rec.code == UNREADABLE)
 
 
 def batches(captures: list[Capture], opts: SourceOptions) -> Iterator[pa.RecordBatch]:
-    """Record batches of ARROW_SCHEMA (+ `ts_ns`) of at most `opts.batch_rows` rows, as the records
-    come, in record order."""
-    for batch in exact_batches(captures, opts):
-        yield spark_batch(batch, opts.exact_time)
-
-
-def exact_batches(captures: list[Capture], opts: SourceOptions) -> Iterator[pa.RecordBatch]:
-    """The same records as batches of the Parquet schema (exact nanosecond `ts`): what the tasks that
-    write Parquet themselves write (engine/spark_output.py)."""
+    """Record batches of ARROW_SCHEMA of at most `opts.batch_rows` rows, as the records come, in
+    record order: what Spark gets, and what the tasks that write Parquet themselves write
+    (engine/spark_output.py)."""
     keep_messages = opts.findings != "only"
     keep_findings = opts.findings != "exclude"
     rows: list[tuple] = []
@@ -384,7 +366,8 @@ class WirelogDataSource(DataSource):
         raise ValueError("wirelog data source: give the captures to load(), e.g. load('captures/')")
 
     def schema(self) -> StructType:
-        return spark_schema(parse_options(self.options).exact_time)
+        parse_options(self.options)  # a bad option fails here, on the driver
+        return spark_schema()
 
     def reader(self, schema: StructType) -> WirelogReader:
         return WirelogReader(self._paths(), parse_options(self.options))

@@ -32,7 +32,7 @@ from wirelog import _core
 from wirelog.engine import spark_output
 from wirelog.engine.gc_tuning import tune_gc
 from wirelog.engine.local import Options
-from wirelog.engine.spark_source import spark_batch, spark_schema
+from wirelog.engine.spark_source import spark_schema
 from wirelog.engine.splits import (
     Split,
     decode_group,
@@ -43,7 +43,8 @@ from wirelog.engine.splits import (
     routed_segments,
 )
 from wirelog.export import parquet
-from wirelog.model import Finding, Message, RecordRows, Severity
+from wirelog.export.json import dumps
+from wirelog.model import Finding, Message, RecordLines, RecordRows, Severity
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -135,16 +136,45 @@ def group_records(
         deliveries.append(delivery)
 
 
+def group_lines(
+    path: str,
+    name: str,
+    opts: Options,
+    frames: pa.Array,
+    pairs: Iterator[Routed],
+    deliveries: list[dict],
+) -> Iterator[tuple[bytes, int, int]]:
+    """`group_records` as NDJSON (lines, their count, none unreadable): the core's lines, as the
+    local engine writes them."""
+    tune_gc()
+    ranks = _core.StreamRanks(frames.to_pylist())
+    group = _Group(pairs)
+    segments = routed_segments(path, name, group.routes())
+    delivery: dict = {}
+    for item in decode_group(name, segments, replace(opts, records="ndjson"), ranks, delivery):
+        if isinstance(item, RecordLines):
+            yield item.data, item.count, 0
+        elif isinstance(item, Message | Finding):  # made in Python (a protocol only Python decodes)
+            item.capture = name
+            yield dumps(item), 1, 0
+    for text in group.findings:
+        yield dumps(_packet_finding(name, json.loads(text))), 1, 0
+    if delivery:
+        deliveries.append(delivery)
+
+
 def _written(
-    job: spark_output.Job, task: str, records: Callable[[list[dict]], Iterator[pa.RecordBatch]]
+    job: spark_output.Job, task: str, records: Callable[[list[dict]], Iterator], fmt: str = "parquet"
 ) -> Iterator[dict]:
-    """Stage 5 when the tasks write Parquet: this task's records written; its manifest (a dict per
-    file) and its groups' delivery numbers (`{"delivery": JSON}`) as the result."""
+    """Stage 5 when the tasks write Parquet (`records` gives batches) or NDJSON (lines): this task's
+    records written; its manifest (a dict per file) and its groups' delivery numbers
+    (`{"delivery": JSON}`) as the result."""
     from pyspark import TaskContext
 
     deliveries: list[dict] = []
     part = f"{task}-{TaskContext.get().partitionId():05d}"
-    for w in spark_output.write_task(job, part, records(deliveries)):
+    write = spark_output.write_task if fmt == "parquet" else spark_output.write_lines
+    for w in write(job, part, records(deliveries)):
         yield {"task": w.task, "file": w.file, "protocol": w.protocol, "rows": w.rows}
     for d in deliveries:
         yield {"delivery": json.dumps(d)}
@@ -168,8 +198,7 @@ def _unblobbed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The record batches of RECORDS rows of DECODED, as Spark rows."""
     for rows in batches:
         for blob in rows.column("batch").to_pylist():
-            for batch in pa.ipc.open_stream(blob):
-                yield spark_batch(batch, False)
+            yield from pa.ipc.open_stream(blob)
 
 
 def _packet_finding(name: str, d: dict) -> Finding:
@@ -276,7 +305,7 @@ def read_split_capture(
     blobs = spark.createDataFrame(decoded.filter(lambda r: r[0] == RECORDS), DECODED)
     rows = blobs.mapInArrow(_unblobbed, spark_schema())
     if verdict:
-        found = spark_batch(parquet.batch([parquet.row(f) for f in verdict]), False).to_pylist()
+        found = parquet.batch([parquet.row(f) for f in verdict]).to_pylist()
         rows = rows.unionByName(spark.createDataFrame(found, spark_schema()))
     return rows
 
@@ -290,12 +319,15 @@ def write_split_capture(
     partitions: int,
     job: spark_output.Job,
     task: str,
+    fmt: str = "parquet",
 ) -> list[spark_output.Written]:
     """The records of one uncompressed capture written by the tasks that decode them (engine/
-    spark_output.py), the delivery findings by the driver; their manifests."""
+    spark_output.py) as Parquet or NDJSON (`fmt`), the delivery findings by the driver; their
+    manifests."""
     kept, opts, frames = _groups_of_capture(spark, path, name, opts, split_size, partitions)
+    records = group_records if fmt == "parquet" else group_lines
     results = kept.mapPartitions(
-        lambda it: _written(job, task, lambda d: group_records(path, name, opts, frames, it, d))
+        lambda it: _written(job, task, lambda d: records(path, name, opts, frames, it, d), fmt)
     )
     try:
         with phase(spark, f"wirelog: decode and write {name}"):
@@ -304,8 +336,11 @@ def write_split_capture(
         kept.unpersist()
     written = spark_output.from_rows(r for r in rows if "delivery" not in r)
     verdict = verdict_findings(name, [json.loads(r["delivery"]) for r in rows if "delivery" in r])
-    if verdict:
+    if verdict and fmt == "parquet":
         written += spark_output.write_task(
             job, f"{task}-verdict", [parquet.batch([parquet.row(f) for f in verdict])]
         )
+    elif verdict:
+        lines = b"".join(dumps(f) for f in verdict)
+        written += spark_output.write_lines(job, f"{task}-verdict", [(lines, len(verdict), 0)])
     return written

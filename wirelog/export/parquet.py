@@ -1,7 +1,10 @@
 """Parquet: one documented schema (docs/schema.md) for every protocol, messages and findings alike.
 
 Typed common columns come first so SQL engines can filter without parsing; protocol fields and the
-event document are JSON text (DuckDB `json_extract`, Spark `from_json`). Findings are rows with
+event document are JSON text (DuckDB `json_extract`, Spark `from_json`). The capture time is `ts`, a
+UTC timestamp in microseconds (INT64 TIMESTAMP(MICROS, UTC): what Spark, Trino, DuckDB and pandas
+all read as it is; Spark refuses nanosecond Parquet timestamps), and `ts_ns`, the exact nanoseconds
+since the epoch as an integer. Findings are rows with
 `record = 'finding'` in the same file: one file answers "what happened and what went wrong" with
 one query. Rows are written in row groups as they come (memory stays flat), compressed with zstd,
 through an AtomicFile: complete or not at all, and written in place to a device or FIFO.
@@ -30,7 +33,8 @@ SCHEMA = pa.schema(
         pa.field("direction", pa.string()),
         pa.field("frame", pa.int64()),
         pa.field("offset", pa.int64()),
-        pa.field("ts", pa.timestamp("ns", tz="UTC")),
+        pa.field("ts", pa.timestamp("us", tz="UTC")),
+        pa.field("ts_ns", pa.int64()),
         pa.field("protocol", pa.string(), nullable=False),
         pa.field("kind", pa.string()),
         pa.field("version", pa.string()),
@@ -77,6 +81,7 @@ def _seq(fields: dict[str, Any]) -> int | None:
 def row(rec: Message | Finding) -> tuple:
     """The values of one record in COLUMNS order."""
     direction = rec.direction.value if rec.direction is not None else None
+    ts = rec.ts
     common = (
         rec.record,
         rec.capture,
@@ -86,7 +91,8 @@ def row(rec: Message | Finding) -> tuple:
         direction,
         rec.frame,
         rec.offset,
-        rec.ts,
+        None if ts is None else ts // 1000,  # microseconds, toward the past (as the core's rows)
+        ts,
     )
     fields = _json(rec.fields) if rec.fields else None
     if isinstance(rec, Message):

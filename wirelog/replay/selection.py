@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -59,8 +59,8 @@ def parquet_records(path: str, batch_rows: int = 8192) -> Iterator[dict]:
 
     pf = pq.ParquetFile(path)
     names = set(pf.schema_arrow.names)
-    wanted = [c for c in ("record", "capture", "stream", "protocol", "kind", "ts", "event_id", "delivery",
-                          "event", "fields", "tls") if c in names]  # fmt: skip
+    wanted = [c for c in ("record", "capture", "stream", "protocol", "kind", "ts", "ts_ns", "event_id",
+                          "delivery", "event", "fields", "tls") if c in names]  # fmt: skip
     for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted):
         for row in batch.to_pylist():
             if row.get("event") is None or row.get("event_id") is None:
@@ -70,8 +70,11 @@ def parquet_records(path: str, batch_rows: int = 8192) -> Iterator[dict]:
             if fields:
                 for k, v in _loads(fields.encode()).items():
                     row.setdefault(k, v)
-            ts = row.get("ts")
-            if isinstance(ts, datetime):
+            ts, ns = row.get("ts"), row.pop("ts_ns", None)
+            if ns is not None:  # the exact time, written as the NDJSON writes it
+                sec, frac = divmod(ns, 1_000_000_000)
+                row["ts"] = f"{datetime.fromtimestamp(sec, UTC):%Y-%m-%dT%H:%M:%S}.{frac:09d}Z"
+            elif isinstance(ts, datetime):
                 row["ts"] = ts.isoformat()
             yield row
 

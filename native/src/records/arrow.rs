@@ -1,11 +1,15 @@
 //! Records as Arrow columns in the Parquet schema of docs/schema.md (wirelog/export/parquet.py
 //! holds the same schema for pyarrow): typed common columns, then the event document and the
 //! protocol fields as JSON text. Batches leave the core through the Arrow C stream interface.
+//!
+//! The capture time is two columns: `ts`, a UTC timestamp in microseconds (the Parquet form every
+//! engine reads as it is: Spark rejects nanosecond Parquet timestamps), and `ts_ns`, the exact
+//! nanoseconds since the epoch as an integer.
 
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BooleanBuilder, Int64Builder, StringBuilder, TimestampNanosecondBuilder,
+    BooleanBuilder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -28,9 +32,10 @@ pub fn schema() -> SchemaRef {
         int("offset"),
         Field::new(
             "ts",
-            DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
             true,
         ),
+        int("ts_ns"),
         text("protocol", false),
         text("kind", true),
         text("version", true),
@@ -61,7 +66,8 @@ pub struct Rows {
     direction: StringBuilder,
     frame: Int64Builder,
     offset: Int64Builder,
-    ts: TimestampNanosecondBuilder,
+    ts: TimestampMicrosecondBuilder,
+    ts_ns: Int64Builder,
     protocol: StringBuilder,
     kind: StringBuilder,
     version: StringBuilder,
@@ -90,7 +96,8 @@ impl Default for Rows {
             direction: StringBuilder::new(),
             frame: Int64Builder::new(),
             offset: Int64Builder::new(),
-            ts: TimestampNanosecondBuilder::new().with_timezone("UTC"),
+            ts: TimestampMicrosecondBuilder::new().with_timezone("UTC"),
+            ts_ns: Int64Builder::new(),
             protocol: StringBuilder::new(),
             kind: StringBuilder::new(),
             version: StringBuilder::new(),
@@ -161,7 +168,9 @@ impl Rows {
         self.direction.append_option(direction.map(|d| d.as_str()));
         self.frame.append_option(frame.map(i64_of));
         self.offset.append_option(offset.map(i64_of));
-        self.ts.append_option(ts);
+        // microseconds rounded toward the past (a time before 1970 too), as Spark truncates
+        self.ts.append_option(ts.map(|ns| ns.div_euclid(1000)));
+        self.ts_ns.append_option(ts);
         self.protocol.append_value(r.protocol());
         match r {
             Record::Message(m) => {
@@ -227,6 +236,7 @@ impl Rows {
             Arc::new(self.frame.finish()),
             Arc::new(self.offset.finish()),
             Arc::new(self.ts.finish()),
+            Arc::new(self.ts_ns.finish()),
             Arc::new(self.protocol.finish()),
             Arc::new(self.kind.finish()),
             Arc::new(self.version.finish()),
@@ -243,15 +253,17 @@ impl Rows {
         ];
         // The text columns start the next batch at this one's size: grown from nothing, they were
         // reallocated and copied a dozen times per batch (4 % of a Parquet conversion).
+        let schema = schema();
+        let at = |name: &str| schema.index_of(name).map(|i| &columns[i]);
         for (builder, column) in [
-            (&mut self.message, &columns[17]),
-            (&mut self.event, &columns[20]),
-            (&mut self.fields, &columns[21]),
+            (&mut self.message, at("message")?),
+            (&mut self.event, at("event")?),
+            (&mut self.fields, at("fields")?),
         ] {
             let bytes = column.to_data().buffers().get(1).map_or(0, |b| b.len());
             *builder = StringBuilder::with_capacity(self.len, bytes);
         }
         self.len = 0;
-        RecordBatch::try_new(schema(), columns)
+        RecordBatch::try_new(schema, columns)
     }
 }
