@@ -49,18 +49,47 @@ demo: $(VENV)/.installed
 	@echo "report of the sample (open it in a browser, it works offline): $(abspath $(DEMO_REPORT))"
 
 # The wheel users install and the Spark engine ships to a cluster's executors (docs/spark.md):
-# manylinux (maturin audits the core's glibc symbols and tags it), abi3 (one wheel for Python >= 3.11).
-# Same cargo profile, features and native/target as the editable install: the same core, bit for bit
-# (pyo3's build script reruns for maturin's other environment, so a changed core compiles twice).
+# manylinux2014 (glibc 2.17, what clusters still run; polars and pydantic-core ship the same) and abi3
+# (one wheel for Python >= 3.11). maturin links the core with zig (`--zig`, the `ziglang` package from
+# PyPI), which targets glibc 2.17 whatever this machine's glibc is; maturin and zig are pinned and
+# live in the build's own venv. The zig build has a target directory of its own (ZIG_TARGET), so it
+# and the editable install's build do not invalidate each other's artifacts. When zig cannot be
+# installed, the wheel is built as before (tagged for this machine's glibc) and dist/.no-zig says
+# why (tests/test_wheel.py skips its glibc check with that reason). The zig build strips nothing:
+# zig's linker reads cargo's "strip debug info" (--strip-debug) as "strip everything", which would
+# leave a panic's backtrace (`--debug`, the internal.panic finding) without a single function name;
+# the price is std's line tables in the core (7.8 MB instead of 4.9, the wheel 2.9 MB instead of 2).
+# `make wheel` then puts the wheel's core into an editable install of this checkout (wirelog/), so the
+# checkout runs, tests and ships to Spark executors (engine/spark_ship.py: dist/'s wheel only when it
+# holds the running code, byte for byte) the very core the wheel carries.
+MATURIN_VERSION := 1.16.0
+ZIGLANG_VERSION := 0.15.2
+ZIG_TARGET := $(NATIVE)/target/zig
+MATURIN_STAMP := $(MATURIN_VENV)/.maturin-$(MATURIN_VERSION)
+
 wheel: $(DIST)/.built
+	@if ls wirelog/_core*.so >/dev/null 2>&1; then $(PYTHON) -c 'import glob, os, zipfile; \
+		[whl] = glob.glob("$(DIST)/wirelog-*.whl"); so = "wirelog/_core.abi3.so"; \
+		core = zipfile.ZipFile(whl).read(so); \
+		same = os.path.exists(so) and open(so, "rb").read() == core; \
+		same or (open(so + ".tmp", "wb").write(core), os.chmod(so + ".tmp", 0o755), os.replace(so + ".tmp", so))'; fi
 
-$(MATURIN_VENV)/bin/maturin:
-	$(PYTHON) -m venv $(MATURIN_VENV)
-	$(MATURIN_VENV)/bin/python -m pip install --quiet 'maturin>=1.5,<2'
+$(MATURIN_STAMP):
+	test -x $(MATURIN_VENV)/bin/python || $(PYTHON) -m venv $(MATURIN_VENV)
+	$(MATURIN_VENV)/bin/python -m pip install --quiet 'maturin==$(MATURIN_VERSION)'
+	touch $@
 
-$(DIST)/.built: $(MATURIN_VENV)/bin/maturin pyproject.toml $(NATIVE_SRC) $(PY_SRC)
-	rm -f $(DIST)/wirelog-*.whl
-	$(MATURIN_VENV)/bin/maturin build --quiet --release --out $(DIST)
+# ziglang is (re)tried on every build that lacks it: a machine that was offline once is not stuck.
+$(DIST)/.built: Makefile $(MATURIN_STAMP) pyproject.toml $(NATIVE_SRC) $(PY_SRC)
+	rm -f $(DIST)/wirelog-*.whl $(DIST)/.no-zig
+	@mkdir -p $(DIST)
+	@$(MATURIN_VENV)/bin/python -c 'import importlib.metadata as m; assert m.version("ziglang") == "$(ZIGLANG_VERSION)"' 2>/dev/null \
+		|| err=$$($(MATURIN_VENV)/bin/python -m pip install --quiet --retries 1 --timeout 30 'ziglang==$(ZIGLANG_VERSION)' 2>&1) \
+		|| { echo "pip could not install ziglang==$(ZIGLANG_VERSION) ($$(echo "$$err" | tail -n 1)), so the wheel is built without zig, for this machine's glibc" >$(DIST)/.no-zig; \
+		     echo "wheel: $$(cat $(DIST)/.no-zig)"; }
+	if [ -e $(DIST)/.no-zig ]; then $(MATURIN_VENV)/bin/maturin build --quiet --release --out $(DIST); \
+	else PATH="$(abspath $(MATURIN_VENV))/bin:$$PATH" CARGO_TARGET_DIR="$(abspath $(ZIG_TARGET))" \
+		CARGO_PROFILE_RELEASE_STRIP=none $(MATURIN_VENV)/bin/maturin build --quiet --release --zig --compatibility manylinux2014 --out $(DIST); fi
 	touch $@
 
 # Real npm Lumberjack clients for the peer tests (skipped by the tests when npm is unavailable).
