@@ -20,17 +20,11 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_streams import measure
+from bench_streams import core_only, measure
 from gen_capture import short
 
 WIRELOG = [sys.executable, "-m", "wirelog.cli"]
 MAX_PAGE = 5 * 1024 * 1024
-# The engine in report mode with nothing kept in Python: what the core and the pipeline take.
-CORE_ONLY = (
-    "import sys\n"
-    "from wirelog.engine.local import Options, run\n"
-    "for _ in run([sys.argv[1]], options=Options(records='report')): pass\n"
-)
 
 
 def main() -> None:
@@ -46,7 +40,7 @@ def main() -> None:
             seconds, rss = measure([*WIRELOG, "report", str(pcap), "-o", str(page)], 1)
             size = page.stat().st_size
             streams, streams_rss = measure([*WIRELOG, "streams", "--json", str(pcap)], 1)
-            _, core_rss = measure([sys.executable, "-c", CORE_ONLY, str(pcap)], 1)
+            _, core_rss = measure([*core_only("report"), str(pcap)], 1)
             page.unlink()
             first_rss = first_rss or (n, rss)
             print(f"{n:,} short connections ({packets:,} packets, {pcap.stat().st_size / 1e6:.0f} MB):")

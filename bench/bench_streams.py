@@ -52,6 +52,17 @@ def timed(cmd: list[str]) -> tuple[float, int]:
     return float(report[1]), int(report[2])
 
 
+def core_only(records: str) -> list[str]:
+    """The command of the engine decoding a capture (its path appended) with nothing kept in Python,
+    records in form `records` (e.g. "summary", "report"): a floor for commands that print views."""
+    code = (
+        "import sys\n"
+        "from wirelog.engine.local import Options, run\n"
+        f"for _ in run([sys.argv[1]], options=Options(records={records!r})): pass\n"
+    )
+    return [sys.executable, "-c", code]
+
+
 def measure(cmd: list[str], runs: int) -> tuple[float, int]:
     results = [timed(cmd) for _ in range(runs)]
     return statistics.median(r[0] for r in results), max(r[1] for r in results)

@@ -22,17 +22,11 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_streams import measure
+from bench_streams import core_only, measure
 from gen_capture import generate, short
 
 WIRELOG = [sys.executable, "-m", "wirelog.cli"]
 FORMS = (["streams"], ["inspect"], ["inspect", "--all"])
-# inspect's floor: the core decoding every stream with nothing kept in Python (records="summary")
-CORE_ONLY = (
-    "import sys\n"
-    "from wirelog.engine.local import Options, run\n"
-    "for _ in run([sys.argv[1]], options=Options(records='summary')): pass\n"
-)
 
 
 def main() -> None:
@@ -51,7 +45,7 @@ def main() -> None:
             base, base_rss = measure([*WIRELOG, "streams", "--json", str(pcap)], 1)
             print(f"{n:,} short connections ({pcap.stat().st_size / 1e6:.0f} MB):")
             print(f"  {'streams --json':16}: {base:6.2f} s  peak RSS {base_rss / 1024:6.1f} MiB")
-            core, core_rss = measure([sys.executable, "-c", CORE_ONLY, str(pcap)], 1)
+            core, core_rss = measure([*core_only("summary"), str(pcap)], 1)
             print(
                 f"  {'(core decoding)':16}: {core:6.2f} s  peak RSS {core_rss / 1024:6.1f} MiB  "
                 f"{core / base:5.2f}x streams --json (inspect's floor)"

@@ -24,7 +24,7 @@ import contextlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -119,21 +119,11 @@ def group_records(
     """Stage 5 (a task): the records of a group in the Parquet schema, their streams numbered by the
     rank of their opening frame among `frames` (all of the capture's, sorted), then the packet
     layer's findings its pairs carried; the group's delivery verdict numbers go to `deliveries`."""
-    tune_gc()
-    ranks = _core.StreamRanks(frames.to_pylist())
-    group = _Group(pairs)
-    segments = routed_segments(path, name, group.routes())
-    delivery: dict = {}
-    for item in decode_group(name, segments, replace(opts, records="arrow"), ranks, delivery):
+    for item in _group_items(path, name, replace(opts, records="arrow"), frames, pairs, deliveries):
         if isinstance(item, RecordRows):
             yield item.batch
-        elif isinstance(item, Message | Finding):  # made in Python (a protocol only Python decodes)
-            item.capture = name
+        elif isinstance(item, Message | Finding):  # made in Python, or the packet layer's
             yield parquet.batch([parquet.row(item)])
-    if group.findings:
-        yield parquet.batch([parquet.row(_packet_finding(name, json.loads(t))) for t in group.findings])
-    if delivery:
-        deliveries.append(delivery)
 
 
 def group_lines(
@@ -146,19 +136,29 @@ def group_lines(
 ) -> Iterator[tuple[bytes, int, int]]:
     """`group_records` as NDJSON (lines, their count, none unreadable): the core's lines, as the
     local engine writes them."""
+    for item in _group_items(path, name, replace(opts, records="ndjson"), frames, pairs, deliveries):
+        if isinstance(item, RecordLines):
+            yield item.data, item.count, 0
+        elif isinstance(item, Message | Finding):
+            yield dumps(item), 1, 0
+
+
+def _group_items(
+    path: str, name: str, opts: Options, frames: pa.Array, pairs: Iterator[Routed], deliveries: list[dict]
+) -> Iterator[Any]:
+    """A group decoded in the core (`opts.records`' form), then the packet layer's findings its pairs
+    carried; records made in Python carry the capture's name."""
     tune_gc()
     ranks = _core.StreamRanks(frames.to_pylist())
     group = _Group(pairs)
     segments = routed_segments(path, name, group.routes())
     delivery: dict = {}
-    for item in decode_group(name, segments, replace(opts, records="ndjson"), ranks, delivery):
-        if isinstance(item, RecordLines):
-            yield item.data, item.count, 0
-        elif isinstance(item, Message | Finding):  # made in Python (a protocol only Python decodes)
+    for item in decode_group(name, segments, opts, ranks, delivery):
+        if isinstance(item, Message | Finding):  # made in Python (a protocol only Python decodes)
             item.capture = name
-            yield dumps(item), 1, 0
+        yield item
     for text in group.findings:
-        yield dumps(_packet_finding(name, json.loads(text))), 1, 0
+        yield _packet_finding(name, json.loads(text))
     if delivery:
         deliveries.append(delivery)
 
