@@ -147,12 +147,6 @@ def test_chromium_draws_every_chart_and_runs_no_injected_script(tmp_path):
     assert "&lt;!--&lt;script&gt;" in body  # the hostile texts are shown, as text
 
 
-@pytest.mark.xfail(
-    raises=UnicodeEncodeError,
-    strict=True,
-    reason="the core's Pipeline takes the capture's path as a Rust String (engine/capture.py): "
-    "a file name that is not UTF-8 fails every command before any page is written",
-)
 def test_non_utf8_file_name(tmp_path):
     pcap = hostile_capture(tmp_path / os.fsdecode(b"\xff<!--<script>.pcap"))
     text, _ = report(tmp_path, str(pcap))

@@ -20,7 +20,7 @@ from wirelog.engine.filters import RecordFilter
 from wirelog.engine.keylogs import KeyLogSource, core_keylogs
 from wirelog.engine.protocols import Limits
 from wirelog.inputs.errors import CaptureError
-from wirelog.inputs.sources import READ_ERRORS, STDIN, open_input
+from wirelog.inputs.sources import READ_ERRORS, STDIN, display_name, open_input
 from wirelog.model import (
     CaptureInfo,
     Chunk,
@@ -151,7 +151,7 @@ def run(
     """
     opts = options or Options()
     for path in inputs:
-        name = names.get(path, path) if names else path
+        name = display_name(names.get(path, path) if names else path)
         if opts.input_format in ("auto", "pcap"):
             yield from _run_capture(path, opts, before_stdin_read if path == STDIN else None, name)
         else:
@@ -164,7 +164,7 @@ def run(
 def _run_capture(
     path: str, opts: Options, before_read: Callable[[], None] | None = None, name: str | None = None
 ) -> Iterator[Item]:
-    name = path if name is None else name
+    name = display_name(path) if name is None else name
     info = CaptureInfo(capture=name)
     try:
         capture = CoreCapture(

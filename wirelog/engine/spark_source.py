@@ -42,6 +42,7 @@ from wirelog.export import parquet
 from wirelog.export.json import dumps
 from wirelog.inputs import remote
 from wirelog.inputs.errors import CaptureError
+from wirelog.inputs.sources import files_under
 from wirelog.model import CaptureInfo, Finding, Message, RecordLines, RecordRows, Severity
 
 ARROW_SCHEMA = parquet.SCHEMA  # `ts` in microseconds: Spark's TimestampType as it is
@@ -167,22 +168,6 @@ def option_strings(opts: Options, findings: str = "include", **extra: object) ->
     return out
 
 
-def _walk_names(directory: str, basedir: str) -> list[str]:
-    """Files under a directory (named relative to `basedir`), sorted; names starting with `.` or `_`
-    are skipped, as Spark does."""
-    out = []
-    full = os.path.join(basedir, directory)
-    for root, dirs, files in os.walk(full):
-        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-        rel = os.path.relpath(root, full)
-        out += [
-            os.path.normpath(os.path.join(directory, rel, f))
-            for f in sorted(files)
-            if not f.startswith((".", "_"))
-        ]
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class Capture:
     name: str  # the `capture` column
@@ -191,19 +176,21 @@ class Capture:
 
 
 def _local_names(name: str, part: str, basedir: str) -> list[str]:
+    full = os.path.join(basedir, name)
+    if os.path.isfile(full):  # a file as it is named, even with `[` or `*` in its name
+        return [name]
     if glob.has_magic(name):
         hits = sorted(glob.glob(name, root_dir=basedir or None, recursive=True))
         files = [
             f
             for hit in hits
-            for f in (_walk_names(hit, basedir) if os.path.isdir(os.path.join(basedir, hit)) else [hit])
+            for f in (files_under(hit, basedir) if os.path.isdir(os.path.join(basedir, hit)) else [hit])
         ]
         if not files:
             raise CaptureError(f"{part}: no file matches this pattern")
         return files
-    full = os.path.join(basedir, name)
     if os.path.isdir(full):
-        return _walk_names(name, basedir)
+        return files_under(name, basedir)
     if os.path.exists(full):
         return [name]
     raise CaptureError(f"{part}: no such file or directory")

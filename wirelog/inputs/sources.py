@@ -75,11 +75,13 @@ def read_error(e: BaseException, compression: str | None) -> str:
 
 
 def expand_inputs(patterns: Iterable[str]) -> list[str]:
-    """File names for the command line's inputs: globs expanded (sorted), `-` kept for stdin, URIs
-    (s3://, gs://, hdfs://, ...) listed through their file system (remote.py).
+    """File names for the command line's inputs: a file as it is named (even with `[` or `*` in its
+    name), a directory as the files under it (`files_under`), globs expanded (sorted; a directory
+    matched as its files), `-` kept for stdin, URIs (s3://, gs://, hdfs://, ...) listed through their
+    file system (remote.py), a directory there as its files too: what the Spark engine reads.
 
-    Raises CaptureError for a name that does not exist or a glob that matches nothing, so a typo
-    is reported before any work starts.
+    Raises CaptureError for a name that does not exist, a glob that matches nothing or a directory
+    that holds no file, so a typo is reported before any work starts.
     """
     paths: list[str] = []
     for given in patterns:
@@ -87,20 +89,49 @@ def expand_inputs(patterns: Iterable[str]) -> list[str]:
         if pattern == STDIN:
             paths.append(pattern)
         elif remote.is_uri(pattern):
-            paths.extend(f.uri for f in remote.expand(pattern, directories=False))
+            paths.extend(f.uri for f in remote.expand(pattern, directories=True))
+        elif os.path.isfile(pattern):
+            paths.append(pattern)
+        elif os.path.isdir(pattern):
+            files = files_under(pattern)
+            if not files:
+                raise CaptureError(f"{pattern}: directory holds no capture files")
+            paths.extend(files)
         elif glob.has_magic(pattern):
-            # a set: glob.glob lists a file once per way `**/**` reaches it
-            matches = sorted({p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p)})
+            hits = sorted(glob.glob(pattern, recursive=True))
+            # a dict: glob.glob lists a file once per way `**/**` reaches it
+            matches = dict.fromkeys(
+                f for hit in hits for f in (files_under(hit) if os.path.isdir(hit) else [hit])
+            )
             if not matches:
                 raise CaptureError(f"{pattern}: no file matches this pattern")
             paths.extend(matches)
-        elif os.path.isdir(pattern):
-            raise CaptureError(f"{pattern}: is a directory, not a capture file")
-        elif not os.path.exists(pattern):
-            raise CaptureError(f"{pattern}: no such file")
         else:
-            paths.append(pattern)
+            raise CaptureError(f"{pattern}: no such file")
     return paths
+
+
+def files_under(directory: str, basedir: str = "") -> list[str]:
+    """The files under `directory`, recursively, sorted (each directory's files, then its
+    subdirectories in turn), named as `directory` is (relative to `basedir`); names starting with `.`
+    or `_` are skipped, as Spark skips them (`_SUCCESS`, `.crc`), so every engine reads the same."""
+    out = []
+    full = os.path.join(basedir, directory)
+    for root, dirs, files in os.walk(full):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        rel = os.path.relpath(root, full)
+        out += [
+            os.path.normpath(os.path.join(directory, rel, f))
+            for f in sorted(files)
+            if not f.startswith((".", "_"))
+        ]
+    return out
+
+
+def display_name(path: str) -> str:
+    """A path as the records name it: text, with the bytes of a file name that are not UTF-8 (Python
+    keeps them as lone surrogates, which no UTF-8 writer takes) shown as `\\xNN`."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 class _Replay(io.RawIOBase):
