@@ -18,6 +18,7 @@ import ssl
 import struct
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -108,6 +109,7 @@ class _Gate(http.server.BaseHTTPRequestHandler):
         docs = _core.hercules_documents(body[4:]) if count >= 0 else []
         checks["count"] = count == len(docs) and sum(len(_raw(d)) for d in docs) == len(body) - 4
         server.requests.append({"checks": checks, "body": body, "docs": docs})  # type: ignore[attr-defined]
+        time.sleep(server.delay)  # type: ignore[attr-defined]
         status = server.script.pop(0) if server.script else 200  # type: ignore[attr-defined]
         if not all(checks.values()):
             status = 400
@@ -133,8 +135,12 @@ def _raw(doc: dict[str, Any]) -> bytes:
 
 
 @contextmanager
-def gate(script: list[int] | None = None, tls: tuple[str, str] | None = None) -> Iterator[Any]:
+def gate(
+    script: list[int] | None = None, tls: tuple[str, str] | None = None, delay: float = 0
+) -> Iterator[Any]:
+    """A Gate on 127.0.0.1 answering `script`'s statuses in turn (then 200), each after `delay` s."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Gate)
+    server.delay = delay  # type: ignore[attr-defined]
     server.script, server.requests, server.accepted = list(script or []), [], []  # type: ignore[attr-defined]
     if tls:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

@@ -476,6 +476,7 @@ class _Progress:
         self.bar = None
         self.task = None
         self._last = 0.0
+        self._tally = None
 
     def __enter__(self) -> _Progress:
         if sys.stderr.isatty() and os.environ.get("TERM") != "dumb":
@@ -490,11 +491,12 @@ class _Progress:
             self._start = time.monotonic()
         return self
 
-    def update(self, tally) -> None:
+    def update(self, tally, force: bool = False) -> None:
         if self.bar is None:
             return
+        self._tally = tally
         now = time.monotonic()
-        if now - self._last < 0.1:
+        if now - self._last < 0.1 and not force:
             return
         self._last = now
         plan = self.plan
@@ -511,4 +513,6 @@ class _Progress:
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
+            if self._tally is not None:  # the last acknowledgements, and the total once known
+                self.update(self._tally, force=True)
             self.bar.__exit__(None, None, None)
