@@ -38,6 +38,7 @@ Examples:
   wirelog replay lost.pcap --to lumberjack://logstash:5044
   wirelog replay lost.pcap --to lumberjacks://logstash:5044 --ca ca.pem
   wirelog replay lost.pcap --to courier://carver:5043 --delivery unknown
+  WIRELOG_HERCULES_API_KEY=... wirelog replay lost.pcap --to 'hercules+http://gate:6306/?stream=logs'
   wirelog convert lost.pcap --events --to json > review.ndjson   # review, edit, then:
   wirelog replay review.ndjson --to lumberjack://logstash:5044
 """
@@ -45,6 +46,7 @@ Examples:
 FAILED = 1  # some selected events were not acknowledged: the receiver refused, reset, stalled...
 UNUSABLE = 2
 FIRST_EVENTS = 3  # documents shown by --dry-run
+API_KEY_ENV = "WIRELOG_HERCULES_API_KEY"
 DEFAULT_PIPELINING = {"lumberjack": 2, "courier": 10, "hercules": 1}
 MAX_WINDOW = 10_000
 # Where each event carries its event_id by default: Beats' Elasticsearch output and the usual
@@ -107,12 +109,14 @@ class Plan:
 )
 @click.option("--cert", type=click.Path(exists=True, dir_okay=False), help="TLS: client certificate (PEM).")
 @click.option("--key", type=click.Path(exists=True, dir_okay=False), help="TLS: client key (PEM).")
+@click.option("--api-key-file", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help=f"Hercules: the Gate's API key, read from FILE (else ${API_KEY_ENV}; never an argument).")  # fmt: skip
 @click.option("--allow-plaintext", is_flag=True,
               help="Send events of TLS streams in plaintext to a host that is not this machine.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="The summary as one JSON object on stdout.")
 @click.pass_context
 def replay(ctx, to, classes, dry_run, journal_path, id_field, no_id, window, compression_level, pipelining,
-           timeout, retries, backoff, ca, cert, key, allow_plaintext, as_json, **params):  # fmt: skip
+           timeout, retries, backoff, ca, cert, key, api_key_file, allow_plaintext, as_json, **params):  # fmt: skip
     """Send the events of CAPTURE... that were never acknowledged to a receiver, once each.
 
     CAPTURE... are captures (every input option and filter of inspect applies) or wirelog's own
@@ -131,8 +135,15 @@ def replay(ctx, to, classes, dry_run, journal_path, id_field, no_id, window, com
             raise click.BadParameter(str(e), param_hint="--to") from None
         if not target.tls and (ca or cert or key):
             raise click.UsageError(f"--ca/--cert/--key are for TLS: use {_tls_scheme(to)}")
-        if target.protocol == "hercules":
-            raise click.UsageError("hercules+http(s):// is not implemented yet (docs/commands/replay.md)")
+    api_key = None
+    if target is not None and target.protocol == "hercules":
+        if id_field is not None:
+            raise click.UsageError("--id-field: a Hercules event's id is its UUID, sent as captured")
+        no_id = True  # the UUID is the id: nothing is added to the payload
+        if not dry_run:
+            api_key = _api_key(api_key_file)
+    elif api_key_file:
+        raise click.UsageError("--api-key-file is for hercules+http(s):// targets")
     if key and not cert:
         raise click.UsageError("--key goes with --cert")
     if id_field is None:
@@ -154,12 +165,36 @@ def replay(ctx, to, classes, dry_run, journal_path, id_field, no_id, window, com
         code = _dry_run(items, plan, target, as_json, session)
         ctx.exit(code)
     ctx.exit(_send(items, plan, target, journal, session, as_json, window, compression_level,
-                   pipelining, timeout, retries, backoff, ca, cert, key))  # fmt: skip
+                   pipelining, timeout, retries, backoff, ca, cert, key, api_key))  # fmt: skip
 
 
 def _tls_scheme(url: str) -> str:
     scheme = url.split(":", 1)[0]
-    return {"lumberjack": "lumberjacks://", "courier": "couriers://"}.get(scheme, "a TLS scheme")
+    return {
+        "lumberjack": "lumberjacks://",
+        "courier": "couriers://",
+        "hercules+http": "hercules+https://",
+    }.get(scheme, "a TLS scheme")
+
+
+def _api_key(path: str | None) -> str:
+    """The Gate's API key: from --api-key-file, else the environment; never from an argument (the
+    process list shows arguments to every user of the machine)."""
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                key = f.read().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise click.UsageError(f"{path}: {getattr(e, 'strerror', None) or e} (--api-key-file)") from None
+        where = path
+    else:
+        key = os.environ.get(API_KEY_ENV, "").strip()
+        where = API_KEY_ENV
+        if not key:
+            raise click.UsageError(f"the Gate needs an API key: --api-key-file FILE, or ${API_KEY_ENV}")
+    if not key or not all(32 < ord(c) < 127 for c in key):
+        raise click.UsageError(f"{where}: the API key is empty or not one line of printable ASCII")
+    return key
 
 
 def _journal(path: str | None, inputs: list[str], target: Target | None, dry_run: bool):
@@ -171,7 +206,10 @@ def _journal(path: str | None, inputs: list[str], target: Target | None, dry_run
         local = [p for p in inputs if p != "-" and "://" not in p]
         if not local:
             raise click.UsageError("name the journal with --journal FILE (the input is not a local file)")
-        where = re.sub(r"[^0-9A-Za-z.-]", "_", f"{target.protocol}-{target.host}-{target.port}")
+        name = f"{target.protocol}-{target.host}-{target.port}" + (
+            f"-{target.stream}" if target.stream else ""
+        )
+        where = re.sub(r"[^0-9A-Za-z.-]", "_", name)
         path = f"{local[0]}.replay-{where}.journal"
     try:
         journal = Journal(path, target.url if target else "")
@@ -244,6 +282,9 @@ def _items(chosen, plan: Plan, journal, id_path, target: Target | None, allow_pl
     """(event_id, encoded document) of each event to send; counts what was selected."""
     guard = target is not None and not target.tls and not allow_plaintext and not target.loopback
     acked = journal.acked if journal is not None else frozenset()
+    hercules = target is not None and target.protocol == "hercules"
+    if hercules:
+        from wirelog.replay.hercules import MAX_EVENT, EncodeError, encode_event
     metadata = id_path == ("@metadata", "_id")
     conn_key, conn = None, [0, 0]
     for ev in chosen:  # type: Selected
@@ -261,7 +302,23 @@ def _items(chosen, plan: Plan, journal, id_path, target: Target | None, allow_pl
             meta.setdefault("_id", key)  # the usual case, without the general walk
         elif id_path is not None and not set_id(doc, id_path, key):
             plan.no_id += 1
-        payload = encode(doc)
+        if hercules:
+            if ev.header is None:
+                raise _Refused(
+                    f"{ev.capture}: stream {ev.stream} is {ev.protocol or 'not Hercules'}: "
+                    f"{target.url.split(':', 1)[0]}:// sends Hercules events only (--protocol hercules)"
+                )
+            try:
+                payload = encode_event(*ev.header, doc)
+            except EncodeError as e:
+                raise _Refused(
+                    f"{ev.capture}: stream {ev.stream}: event {key}: not a Hercules event: {e}"
+                ) from None
+            if len(payload) > MAX_EVENT:
+                raise _Refused(f"{ev.capture}: stream {ev.stream}: event {key}: {len(payload)} bytes, over the "
+                               f"Gate's {MAX_EVENT}-byte limit per event")  # fmt: skip
+        else:
+            payload = encode(doc)
         size = len(payload)
         plan.bytes += size
         where = (ev.capture, ev.protocol, ev.stream)
@@ -319,8 +376,8 @@ def _dry_run(items, plan: Plan, target: Target | None, as_json: bool, session: S
 
 def _send(items, plan: Plan, target: Target, journal, session: Session, as_json: bool, window: int,
           level: int, pipelining: int | None, timeout: float, retries: int, backoff: float,
-          ca, cert, key) -> int:  # fmt: skip
-    from wirelog.replay.driver import Driver, GaveUp, Settings
+          ca, cert, key, api_key: str | None = None) -> int:  # fmt: skip
+    from wirelog.replay.driver import Driver, GaveUp, Refused, Settings
     from wirelog.replay.journal import JournalError
 
     settings = Settings(window=window, timeout=timeout, retries=retries, backoff=backoff, ca=ca, cert=cert,
@@ -330,6 +387,10 @@ def _send(items, plan: Plan, target: Target, journal, session: Session, as_json:
         from wirelog.replay.lumberjack import LumberjackSender
 
         sender = LumberjackSender(level=level, pipelining=depth)
+    elif target.protocol == "hercules":
+        from wirelog.replay.hercules import HerculesSender
+
+        sender = HerculesSender(target.host, target.port, target.stream or "", api_key or "")
     else:
         from wirelog.replay.courier import CourierSender
 
@@ -345,6 +406,9 @@ def _send(items, plan: Plan, target: Target, journal, session: Session, as_json:
             driver.run(items)
         except GaveUp as e:
             failure, code = f"{e}; gave up after {retries + 1} failed connections in a row", FAILED
+            _count_rest(items)
+        except Refused as e:
+            failure, code = f"{e}; stopped (the journal keeps what was acknowledged)", FAILED
             _count_rest(items)
         except _Refused as e:
             failure, code = str(e), UNUSABLE
@@ -412,6 +476,7 @@ class _Progress:
         self.bar = None
         self.task = None
         self._last = 0.0
+        self._tally = None
 
     def __enter__(self) -> _Progress:
         if sys.stderr.isatty() and os.environ.get("TERM") != "dumb":
@@ -426,11 +491,12 @@ class _Progress:
             self._start = time.monotonic()
         return self
 
-    def update(self, tally) -> None:
+    def update(self, tally, force: bool = False) -> None:
         if self.bar is None:
             return
+        self._tally = tally
         now = time.monotonic()
-        if now - self._last < 0.1:
+        if now - self._last < 0.1 and not force:
             return
         self._last = now
         plan = self.plan
@@ -447,4 +513,6 @@ class _Progress:
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
+            if self._tally is not None:  # the last acknowledgements, and the total once known
+                self.update(self._tally, force=True)
             self.bar.__exit__(None, None, None)

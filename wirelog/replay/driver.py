@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from wirelog.replay.events import Acked, Item, ProtocolError, Ready
+from wirelog.replay.events import Acked, Item, ProtocolError, Ready, Rejected
 from wirelog.replay.journal import Journal
 from wirelog.replay.target import Target
 
@@ -67,6 +67,10 @@ class Tally:
 
 class GaveUp(Exception):
     """The receiver kept failing: `retries` connections in a row acknowledged nothing."""
+
+
+class Refused(Exception):
+    """The receiver refused events for good (`Rejected`): the run stops without a retry."""
 
 
 def tls_context(settings: Settings) -> ssl.SSLContext:
@@ -150,7 +154,7 @@ class Driver:
                         data, n = sender.send_resend()
                         tally.resent += n
                     else:
-                        items = source.take(self.settings.window)
+                        items = source.take(self.settings.window, getattr(sender, "max_bytes", None))
                         if not items:
                             break
                         data = sender.send(items)
@@ -158,6 +162,8 @@ class Driver:
                     self._write(sock, data)
                 if sender.ready and not sender.outstanding and not source.more() and not sender.has_resend():
                     return
+                if getattr(sender, "reconnect", False) and not sender.outstanding:
+                    return  # the receiver closes this connection after its answer (HTTP)
                 self._read(sock)
         finally:
             _close(sock)
@@ -188,6 +194,10 @@ class Driver:
             events = self.sender.receive(data)
         except ProtocolError as e:
             raise _Lost(str(e)) from None
+        except Rejected as e:
+            problem = f"{self.target.where()}: {e}"
+            self.tally.problems.append(problem)
+            raise Refused(problem) from None
         for ev in events:
             if isinstance(ev, Acked):
                 self.journal.add(ev.keys)
@@ -215,12 +225,24 @@ class _Source:
             self._done = self._next is None
         return self._next is not None
 
-    def take(self, n: int) -> list[Item]:
+    def take(self, n: int, max_bytes: int | None = None) -> list[Item]:
+        """Up to `n` items and, with `max_bytes`, up to that many bytes of payloads (at least
+        one item, whatever its size: the receiver says whether it takes it)."""
         out: list[Item] = []
         if self.more():
             out.append(self._next)  # type: ignore[arg-type]
             self._next = None
         items = self._items
+        if max_bytes is not None:
+            size = len(out[0][1]) if out else 0
+            while len(out) < n and self.more():
+                nxt = self._next
+                size += len(nxt[1])  # type: ignore[index]
+                if size > max_bytes:
+                    break
+                out.append(nxt)  # type: ignore[arg-type]
+                self._next = None
+            return out
         while len(out) < n and not self._done:
             item = next(items, None)
             if item is None:

@@ -39,3 +39,8 @@ Event = Acked | KeepAlive | Ready | Pong
 
 class ProtocolError(Exception):
     """The receiver sent bytes its protocol does not allow; the message says what, in one line."""
+
+
+class Rejected(Exception):
+    """The receiver refused the events for good (a Hercules Gate's 4xx): no retry can help; the
+    message says what it answered, in one line."""

@@ -30,6 +30,7 @@ class Selected:
     capture: str
     stream: int | None
     tls: bool  # the stream it came from was TLS (decrypted from a key log)
+    header: tuple[Any, Any, Any] | None = None  # Hercules events: (version, timestamp, uuid)
 
 
 def _loads(line: bytes) -> Any:
@@ -60,7 +61,7 @@ def parquet_records(path: str, batch_rows: int = 8192) -> Iterator[dict]:
     pf = pq.ParquetFile(path)
     names = set(pf.schema_arrow.names)
     wanted = [c for c in ("record", "capture", "stream", "protocol", "kind", "ts", "ts_ns", "event_id",
-                          "delivery", "event", "fields", "tls") if c in names]  # fmt: skip
+                          "delivery", "event", "fields", "tls", "version") if c in names]  # fmt: skip
     for batch in pf.iter_batches(batch_size=batch_rows, columns=wanted):
         for row in batch.to_pylist():
             if row.get("event") is None or row.get("event_id") is None:
@@ -99,8 +100,10 @@ def select(
             continue
         if keep is not None and not keep(r):
             continue
-        yield Selected(str(r["event_id"]), r["event"], get("protocol", ""), get("capture", ""), get("stream"),
-                       bool(get("tls")))  # fmt: skip
+        protocol = get("protocol", "")
+        header = (get("version"), get("timestamp"), get("uuid")) if protocol == "hercules" else None
+        yield Selected(str(r["event_id"]), r["event"], protocol, get("capture", ""), get("stream"),
+                       bool(get("tls")), header)  # fmt: skip
 
 
 def sniff(path: str) -> str:
