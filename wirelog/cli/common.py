@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
@@ -24,6 +25,8 @@ from wirelog.model import CaptureInfo
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from wirelog.cli.progress import Meter
 
 
 def make_console(plain: bool = False) -> Console:
@@ -257,17 +260,26 @@ class Session:
         self.raw = list(params["raw"])
         self.captures: list[CaptureInfo] = []
         self.seen: Seen | None = None  # what items() saw (None: the inputs were read elsewhere)
+        self.meter: Meter | None = None  # progress on a terminal (cli/progress.py) while it is shown
 
     def items(self, paths: list[str] | None = None, raw: bool = True) -> Iterator[Item]:
         """Pipeline items of `paths` (default: all inputs) and of the raw dumps when `raw`."""
         todo = self.paths if paths is None else paths
         seen = self.seen = self.seen or Seen()
-        for item in run(todo, self.raw if raw else (), self.options, flush_if_stdin_waits):
+        meter = self.meter
+        watch = meter.watch if meter is not None else None
+        for item in run(todo, self.raw if raw else (), self.options, flush_if_stdin_waits, watch=watch):
+            if meter is not None:
+                meter.tick(item)
             if isinstance(item, CaptureInfo):
                 self.account(item)
             else:
                 seen.add(item)
             yield item
+
+    def paused(self) -> contextlib.AbstractContextManager:
+        """The progress bar, if one is shown, off the screen while the command writes there."""
+        return self.meter.paused() if self.meter is not None else contextlib.nullcontext()
 
     def tell_unmatched(self) -> None:
         """One line on stderr when a filter matched nothing in inputs that could be read (the

@@ -9,6 +9,7 @@ import click
 
 from wirelog.cli.common import Session, build_options, error, exit_code, input_options
 from wirelog.cli.params import ByteSize
+from wirelog.cli.progress import closing_line, progress
 from wirelog.cli.writing import RECORDS, SUFFIX, write_records
 from wirelog.inputs import remote
 
@@ -91,30 +92,41 @@ def convert(ctx, fmt, output, jobs, engine, master, conf, split_size, **params):
         raise click.UsageError("Parquet needs a file or directory: -o FILE.parquet or -o DIR/")
     jobs = jobs or os.cpu_count() or 1
     parallel = jobs > 1 and len(session.paths) > 1
-    if parallel:
-        from wirelog.cli.parallel import convert_parallel  # multiprocessing: only when asked for
     if parallel and ("-" in session.paths or session.raw):
         raise click.UsageError("--jobs converts capture files: read stdin or --raw dumps without it")
     if parallel and fmt == "hercules" and not is_dir:
         # events without a timestamp take the previous event's: one writer must see every input in order
         raise click.UsageError("--jobs with --to hercules writes one file per input: -o DIR/")
-    if is_dir:
-        os.makedirs(output, exist_ok=True)
-        used: set[str] = set()
-        outputs = [os.path.join(output, _output_name(path, fmt, used)) for path in session.paths]
-        if parallel:
-            convert_parallel(session, fmt, outputs, jobs)
-        else:
-            for path, out in zip(session.paths, outputs, strict=True):
-                write_records(fmt, out, session.items([path], False))
-        if session.raw:
-            write_records(fmt, os.path.join(output, "raw" + SUFFIX[fmt]), session.items([]))
-    elif parallel:
-        convert_parallel(session, fmt, output, jobs)
-    else:
-        write_records(fmt, output, session.items())
+    with progress(session, "convert", stdout_busy=output == "-") as meter:
+        written = _write(session, fmt, output, is_dir, parallel, jobs)
     session.tell_unmatched()
-    ctx.exit(exit_code(session))
+    code = exit_code(session)
+    if not code:  # else no input could be read, and its lines say why
+        where = "stdout" if output == "-" else output
+        closing_line(f"{written:,} records written to {where} ({meter.read_note()})")
+    ctx.exit(code)
+
+
+def _write(session: Session, fmt: str, output: str, is_dir: bool, parallel: bool, jobs: int) -> int:
+    """The conversion proper; returns the number of records written."""
+    if parallel:
+        from wirelog.cli.parallel import convert_parallel  # multiprocessing: only when asked for
+    if not is_dir:
+        if parallel:
+            return convert_parallel(session, fmt, output, jobs)
+        return write_records(fmt, output, session.items())
+    os.makedirs(output, exist_ok=True)
+    used: set[str] = set()
+    outputs = [os.path.join(output, _output_name(path, fmt, used)) for path in session.paths]
+    written = 0
+    if parallel:
+        written += convert_parallel(session, fmt, outputs, jobs)
+    else:
+        for path, out in zip(session.paths, outputs, strict=True):
+            written += write_records(fmt, out, session.items([path], False))
+    if session.raw:
+        written += write_records(fmt, os.path.join(output, "raw" + SUFFIX[fmt]), session.items([]))
+    return written
 
 
 def _convert_spark(

@@ -63,22 +63,23 @@ def inspect(ctx, as_json, frame, wide, plain, every, **params):
     console = make_console(plain)
     if frame is not None:
         session = Session(params, chunks=True)
-        _show_frame(console, session, frame)
+        with progress(session, "inspect"):
+            _show_frame(console, session, frame)
     elif params["streams"] and not as_json:
         session = Session(params)
-        _show_streams(console, session)
+        with progress(session, "inspect", stdout_busy=True):  # its rows are written as they come
+            _show_streams(console, session)
     else:
         session = Session(params, records="summary")  # counts events, never reads them
         # --json lists every stream (scripts); the screen gets the worst and the others folded,
         # a few numbers a stream until its input ends (cli/fold.py)
         summary = Summary(per_stream=as_json)
         fold = None if as_json else InspectFold(keep_all=every)
-        with progress(console) as tick:
+        with progress(session, "inspect"):
             for item in session.items():
                 summary.add(item)
                 if fold is not None:
                     fold.add(item)
-                tick(item)
         result = summary.result()
         if fold is None:
             sys.stdout.buffer.write(dumps_line(result))
@@ -511,10 +512,13 @@ def _show_frame(console: Console, session: Session, frame: int) -> None:
             if hide and chunks and isinstance(item, Message) and REDACTED in item.fields.values():
                 secrets.append((item.stream, item.direction, item.offset, item.offset + item.length))
         elif isinstance(item, CaptureInfo) and multi:  # an input's items end with its summary
-            if frame <= item.packets:
-                _frame_of_one(console, f"{item.capture}:{frame}", records, chunks, secrets)
-            elif not item.error:
-                console.print(literal(f"{item.capture}: no frame {frame} (it has {item.packets} packets)"))
+            with session.paused():
+                if frame <= item.packets:
+                    _frame_of_one(console, f"{item.capture}:{frame}", records, chunks, secrets)
+                elif not item.error:
+                    console.print(
+                        literal(f"{item.capture}: no frame {frame} (it has {item.packets} packets)")
+                    )
             records, chunks, secrets = [], [], []
     packets = max((c.packets for c in session.captures), default=0)
     if frame > packets and not exit_code(session):  # else no input could be read: its line says why

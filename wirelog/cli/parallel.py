@@ -39,8 +39,9 @@ from wirelog.export.atomic import install, temporary_dir_beside
 from wirelog.model import CaptureInfo
 
 
-def _convert_one(fmt: str, path: str, output: str, options: Options) -> list[CaptureInfo]:
-    """In a worker: one input to `output`; returns the input's CaptureInfo for the main process."""
+def _convert_one(fmt: str, path: str, output: str, options: Options) -> tuple[list[CaptureInfo], int]:
+    """In a worker: one input to `output`; returns the input's CaptureInfo for the main process, and
+    the number of records written."""
     tune_gc()
     infos: list[CaptureInfo] = []
 
@@ -51,13 +52,13 @@ def _convert_one(fmt: str, path: str, output: str, options: Options) -> list[Cap
             yield item
 
     try:
-        write_records(fmt, output, items())
+        written = write_records(fmt, output, items())
     except BaseException as e:
         sent = exits.sendable(e)
         if sent is e:
             raise
         raise sent from None
-    return infos
+    return infos, written
 
 
 _WATCH = 0.1  # seconds between a worker's looks at its parent
@@ -104,8 +105,9 @@ def _native_output(parts_dir: str) -> str:
     return "".join(texts)
 
 
-def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs: int) -> None:
-    """`outputs`: one output per input (a directory's files), or the single output to join parts into."""
+def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs: int) -> int:
+    """`outputs`: one output per input (a directory's files), or the single output to join parts into.
+    Returns the number of records written."""
     with contextlib.ExitStack() as stack:  # the parts directory outlives the pool: workers write into it
         parts_dir = stack.enter_context(
             temporary_dir_beside(outputs if isinstance(outputs, str) else outputs[0])
@@ -126,10 +128,11 @@ def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs:
                 for path, part in zip(session.paths, parts, strict=True):
                     futures.append(pool.submit(_convert_one, fmt, path, part, session.options))
             if isinstance(outputs, str):
-                _join(session, fmt, outputs, futures, parts)
+                written = _join(session, fmt, outputs, futures, parts)
             else:
+                written = 0
                 for future, part, output in zip(futures, parts, outputs, strict=True):
-                    _account(session, future, part, output)
+                    written += _account(session, future, part, output)
                     install(part, output)
         except BrokenProcessPool as e:
             _stop(pool)
@@ -143,6 +146,7 @@ def convert_parallel(session: Session, fmt: str, outputs: list[str] | str, jobs:
             raise
         pool.shutdown(wait=True)  # the workers' descriptors 2 are closed: the files hold all they said
         sys.stderr.write(_native_output(parts_dir))
+    return written
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
@@ -157,20 +161,29 @@ def _stop(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=True)
 
 
-def _account(session: Session, future: Future, part: str, output: str) -> None:
-    """Wait for one input's worker and keep its CaptureInfo; a write error names the output."""
+def _account(session: Session, future: Future, part: str, output: str) -> int:
+    """Wait for one input's worker and keep its CaptureInfo (the progress bar moves on by that
+    input); a write error names the output. Returns the number of records it wrote."""
     try:
-        infos = future.result()
+        infos, written = future.result()
     except OSError as e:
         if e.filename != part:
             raise
         raise OSError(e.errno, e.strerror, output) from None
+    meter = session.meter
+    if meter is not None:
+        meter.records += written
     for info in infos:
         session.account(info)
+        if meter is not None:
+            meter.tick(info)
+    return written
 
 
-def _join(session: Session, fmt: str, output: str, futures: list[Future], parts: list[str]) -> None:
-    """Append each part, as soon as it is complete and in input order, to the one output."""
+def _join(session: Session, fmt: str, output: str, futures: list[Future], parts: list[str]) -> int:
+    """Append each part, as soon as it is complete and in input order, to the one output; returns
+    the number of records."""
+    written = 0
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -178,14 +191,15 @@ def _join(session: Session, fmt: str, output: str, futures: list[Future], parts:
 
         with ParquetWriter(output) as writer:
             for future, part in zip(futures, parts, strict=True):
-                _account(session, future, part, output)
+                written += _account(session, future, part, output)
                 for batch in pq.ParquetFile(part).iter_batches(batch_size=ParquetWriter.BATCH_ROWS):
                     writer.write_batch(batch)
                 os.unlink(part)
-        return
+        return written
     with open_output(output) as out:
         for future, part in zip(futures, parts, strict=True):
-            _account(session, future, part, output)
+            written += _account(session, future, part, output)
             with open(part, "rb") as f:
                 shutil.copyfileobj(f, out, 1 << 20)
             os.unlink(part)
+    return written

@@ -6,7 +6,7 @@ import click
 
 from wirelog.cli.common import Session, error, exit_code, input_options, make_console
 from wirelog.cli.params import FiniteRange
-from wirelog.cli.progress import progress
+from wirelog.cli.progress import closing_line, progress
 from wirelog.cli.summary import Summary
 from wirelog.cli.text import literal
 from wirelog.export.atomic import AtomicFile
@@ -64,11 +64,10 @@ def report(ctx, output, top, stall_s, svg_dir, png_dir, **params):
     summary = Summary(per_stream=False)  # the streams are folded: the worst first, the rest counted
     streams = StreamFold()
     timelines: list[tuple[str, dict]] = []
-    with progress(console) as tick:
+    with progress(session, "report") as meter:
         for item in session.items():
             summary.add(item)
             streams.add(item)
-            tick(item)
             if isinstance(item, CaptureInfo) and item.timeline is not None:
                 timelines.append((item.capture, item.timeline))
     session.tell_unmatched()
@@ -79,7 +78,9 @@ def report(ctx, output, top, stall_s, svg_dir, png_dir, **params):
     result = data.build(streams.fold(summary.result(), inputs), timelines, top, stall_s)
     with AtomicFile(output) as f:
         f.write(page(result).encode())
-    console.print(literal(f"report: {output}"))
+    closing_line(
+        f"report of {meter.records:,} records ({meter.streams:,} streams) written to {output} ({meter.read_note()})"
+    )
     for fmt, directory in (("svg", svg_dir), ("png", png_dir)):
         if directory:
             try:

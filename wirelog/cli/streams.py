@@ -14,6 +14,7 @@ from rich.console import Console
 from wirelog.cli import exits
 from wirelog.cli.common import Session, error, exit_code, input_options, make_console
 from wirelog.cli.params import STREAM_ID
+from wirelog.cli.progress import progress
 from wirelog.cli.summary import describe_tls
 from wirelog.cli.tables import BIG, Cell, Column, cell, new_table, print_rows
 from wirelog.cli.text import clean
@@ -54,11 +55,14 @@ def streams(ctx, as_json, dump, direction, plain, **params):
     if dump is not None:
         if len(session.paths) + (1 if session.raw else 0) > 1:
             raise click.UsageError("--dump takes exactly one capture")
-        ctx.exit(_dump(session, dump, Direction(direction)))
-    if as_json:
-        _json(session, frozenset(wanted))
-    else:
-        _table(session, frozenset(wanted), plain)
+        with progress(session, "streams", records="", stdout_busy=True):
+            code = _dump(session, dump, Direction(direction))
+        ctx.exit(code)
+    with progress(session, "streams", records="", stdout_busy=as_json):
+        if as_json:
+            _json(session, frozenset(wanted))
+        else:
+            _table(session, frozenset(wanted), plain)
     session.tell_unmatched()
     ctx.exit(exit_code(session))
 
@@ -168,6 +172,8 @@ def _table(session: Session, wanted: frozenset[int], plain: bool = False) -> Non
     console = make_console(plain)
     rows = _stream_rows(session.items(), wanted)
     first = list(itertools.islice(rows, BIG + 1))
+    if session.meter is not None:
+        session.meter.give_way()  # the rows from here on are printed as their streams end
     if len(first) <= BIG:
         first.sort(key=lambda kr: kr[0])
         values = [{r[i] for _, r in first} for i in range(len(COLUMNS))]

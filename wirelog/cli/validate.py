@@ -9,6 +9,7 @@ import click
 
 from wirelog.cli.common import Session, exit_code, input_options
 from wirelog.cli.output import silence_stdout
+from wirelog.cli.progress import progress
 from wirelog.cli.summary import CaptureLoss
 from wirelog.cli.text import clean
 from wirelog.export.json import dumps
@@ -46,10 +47,26 @@ def validate(ctx, fail_on, as_json, **params):
         )
     session = Session(params, findings_only=True)  # no object is made for a message
     threshold = Severity(fail_on).rank
-    failing = 0
     out: BinaryIO | None = sys.stdout.buffer
-    # An input's findings wait for its end, where its stream summaries say what the capture missed:
-    # that comes first, so that findings the capture's holes explain are read as such.
+    with progress(session, "validate", records="findings"):
+        out, failing = _check(session, out, as_json, threshold)
+    if out is not None:
+        _write(out, b"", flush=True)  # what is still buffered
+    session.tell_unmatched()
+    code = exit_code(session)
+    ctx.exit(code if code else (1 if failing else 0))
+
+
+def _check(
+    session: Session, out: BinaryIO | None, as_json: bool, threshold: int
+) -> tuple[BinaryIO | None, int]:
+    """Read the inputs and write their findings, each input's when it ends (with the bar, if any,
+    off the screen meanwhile); returns stdout (None once its reader has gone) and the number of
+    findings at or above `threshold`.
+
+    An input's findings wait for its end, where its stream summaries say what the capture missed:
+    that comes first, so that findings the capture's holes explain are read as such."""
+    failing = 0
     held: list[Finding] = []
     loss = CaptureLoss()
     for item in session.items():
@@ -60,19 +77,18 @@ def validate(ctx, fail_on, as_json, **params):
             held.append(item)
         elif isinstance(item, CaptureInfo):
             text = capture_loss_text(loss.result())
-            if text and as_json:  # stdout is the records' (docs/records.md)
-                click.echo(f"{clean(item.capture)}: {text}", err=True)
-            elif text and out is not None:
-                out = _write(out, f"{'loss':7} {clean(item.capture)}: {text}\n".encode())
-            for f in held:
+            with session.paused():
+                if text and as_json:  # stdout is the records' (docs/records.md)
+                    click.echo(f"{clean(item.capture)}: {text}", err=True)
+                elif text and out is not None:
+                    out = _write(out, f"{'loss':7} {clean(item.capture)}: {text}\n".encode())
+                for f in held:
+                    if out is not None:
+                        out = _write(out, dumps(f) if as_json else _line(f))
                 if out is not None:
-                    out = _write(out, dumps(f) if as_json else _line(f))
+                    out = _write(out, b"", flush=True)  # on the screen before the bar comes back
             held, loss = [], CaptureLoss()
-    if out is not None:
-        _write(out, b"", flush=True)  # what is still buffered
-    session.tell_unmatched()
-    code = exit_code(session)
-    ctx.exit(code if code else (1 if failing else 0))
+    return out, failing
 
 
 def _line(f: Finding) -> bytes:

@@ -19,10 +19,13 @@ SUFFIX = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}
 RECORDS = {"json": "ndjson", "parquet": "arrow", "hercules": "hercules"}
 
 
-def write_records(fmt: str, output: str, items: Iterable) -> None:
+def write_records(fmt: str, output: str, items: Iterable) -> int:
+    """Write the records among `items` to `output`; returns how many were written (a batch's size
+    added once per batch)."""
     records = (
         i for i in items if isinstance(i, Message | Finding | RecordLines | RecordRows) or is_events(i)
     )
+    written = 0
     if fmt == "parquet":
         from wirelog.export.parquet import ParquetWriter  # imported here: pyarrow costs ~70 ms of start-up
 
@@ -30,41 +33,50 @@ def write_records(fmt: str, output: str, items: Iterable) -> None:
             for rec in records:
                 if isinstance(rec, RecordRows):
                     writer.write_batch(rec.batch)
+                    written += rec.batch.num_rows
                 else:
                     writer.write(rec)
-        return
+                    written += 1
+        return written
     with open_output(output) as out:
         if fmt == "json":
             writer = JsonWriter(out)
             for rec in records:
                 if isinstance(rec, RecordLines):
                     writer.write_lines(rec.data, rec.count)
+                    written += rec.count
                 else:
                     writer.write(rec)
+                    written += 1
             writer.close()
         else:
-            write_hercules(out, records)
+            written = write_hercules(out, records)
+    return written
 
 
 _RENAMED = "hercules.export-key-renamed"
 _SHOWN = 3  # renamed keys named in the summary line
 
 
-def write_hercules(out, records: Iterable) -> None:
+def write_hercules(out, records: Iterable) -> int:
     """Messages become events (docs/hercules.md). Keys renamed by the mapping are summed up in one
     line on stderr at the end (a capture of Beats events renames `@timestamp`, `@metadata`...); the
-    other notes (a key cut short, an object cut to 65535 tags: data changed) have a line each."""
+    other notes (a key cut short, an object cut to 65535 tags: data changed) have a line each.
+    Returns the number of events written."""
     writer = HerculesWriter(out)
     renamed: list[tuple[str, str]] = []
+    written = 0
     for rec in records:
         if isinstance(rec, Finding):
             continue
         writer.write(rec)
+        written += len(rec) if is_events(rec) else 1
         _report(writer.notes(), renamed)
     writer.close()
     _report(writer.notes(), renamed)
     if renamed:
         error(_renamed_line(renamed))
+    return written
 
 
 def _report(notes: list[tuple[str, bytes]], renamed: list[tuple[str, str]]) -> None:

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from wirelog import _core
 from wirelog.inputs.errors import CaptureError
-from wirelog.inputs.sources import READ_ERRORS, open_input, read_error
+from wirelog.inputs.sources import READ_ERRORS, consumed, open_input, read_error
 from wirelog.model import CaptureInfo, Finding, RecordLines, RecordRows, StreamInfo, StreamLines
 
 # Capture bytes per call into the core: log events inflate ~25x into NDJSON, so a read of 256 KiB
@@ -95,9 +95,11 @@ class CoreCapture:
         info: CaptureInfo,
         before_read: Callable[[], None] | None = None,
         name: str | None = None,
+        watch: Callable[[CoreCapture], None] | None = None,
         **options: Any,
     ) -> None:
-        """`name`: the capture the records name (default `path`, the input opened)."""
+        """`name`: the capture the records name (default `path`, the input opened); `watch`: called
+        with this capture after each read the core took (a progress display asks `progress()`)."""
         try:
             self._stream, info.compression = open_input(path, CORE_INFLATES)
         except CaptureError as e:
@@ -105,6 +107,8 @@ class CoreCapture:
             raise
         self._info = info
         self._before_read = before_read
+        self._watch = watch
+        self.name = info.capture
         if os.environ.get(PANIC_AT_FRAME):
             options["panic_at_frame"] = int(os.environ[PANIC_AT_FRAME])
         self.core = _core.Pipeline(path if name is None else name, info.compression, **options)
@@ -114,6 +118,10 @@ class CoreCapture:
 
     def mute(self, stream: int) -> None:
         self.core.mute(stream)
+
+    def progress(self) -> tuple[int, int]:
+        """(bytes taken from the input so far, compressed ones if it is; packets read so far)."""
+        return consumed(self._stream), self.core.info()["packets"]
 
     def records(self) -> Iterator[list]:
         """Lists of records, one per read; stream summaries as StreamLines when the core writes them."""
@@ -135,6 +143,8 @@ class CoreCapture:
                         break
                     yield core.feed(data)
                     yield from _rest(core)
+                    if self._watch is not None:
+                        self._watch(self)
                 yield core.finish(read_error)
                 yield from _rest(core)
             except _core.CaptureFormatError as e:

@@ -138,6 +138,7 @@ def run(
     options: Options | None = None,
     before_stdin_read: Callable[[], None] | None = None,
     names: Mapping[str, str] | None = None,
+    watch: Callable[[CoreCapture], None] | None = None,
 ) -> Iterator[Item]:
     """Process capture files (and raw dumps as one extra input); see the module docstring.
 
@@ -147,13 +148,14 @@ def run(
     An unusable input yields a CaptureInfo with `error` set (and no records) instead of raising, so
     one bad file never stops the others. `before_stdin_read` runs before each read of a capture on
     stdin, when every record of the bytes read so far has been consumed (a CLI flushes its output
-    there, so a live capture's records show as they come).
+    there, so a live capture's records show as they come). `watch` is called with the capture being
+    read after each read of it (CoreCapture.progress: what a progress display shows).
     """
     opts = options or Options()
     for path in inputs:
         name = display_name(names.get(path, path) if names else path)
         if opts.input_format in ("auto", "pcap"):
-            yield from _run_capture(path, opts, before_stdin_read if path == STDIN else None, name)
+            yield from _run_capture(path, opts, before_stdin_read if path == STDIN else None, name, watch)
         else:
             yield from _run_raw([path], opts, name, before_stdin_read)
     raw = list(raw)
@@ -162,7 +164,11 @@ def run(
 
 
 def _run_capture(
-    path: str, opts: Options, before_read: Callable[[], None] | None = None, name: str | None = None
+    path: str,
+    opts: Options,
+    before_read: Callable[[], None] | None = None,
+    name: str | None = None,
+    watch: Callable[[CoreCapture], None] | None = None,
 ) -> Iterator[Item]:
     name = display_name(path) if name is None else name
     info = CaptureInfo(capture=name)
@@ -179,6 +185,7 @@ def _run_capture(
             chunks=opts.chunks,
             decoding=decoding_options(opts, live(path)),
             name=name,
+            watch=watch,
         )
     except CaptureError:
         yield info

@@ -14,6 +14,7 @@ import gzip
 import io
 import lzma
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Callable, Iterable
@@ -148,6 +149,7 @@ class _Replay(io.RawIOBase):
         # too, when part of the request is buffered and the rest exceeds the buffer: CPython 3.11)
         self._read1 = getattr(tail, "read1", tail.read)
         self._owns_tail = owns_tail
+        self.consumed = len(head)  # bytes taken from the source so far (compressed ones, if it is)
 
     def readable(self) -> bool:
         return True
@@ -160,6 +162,7 @@ class _Replay(io.RawIOBase):
             return n
         data = self._read1(len(b))
         b[: len(data)] = data
+        self.consumed += len(data)
         return len(data)
 
     def close(self) -> None:
@@ -196,6 +199,31 @@ class _Decompressed(io.RawIOBase):
         finally:
             self._source.close()
             super().close()
+
+
+def consumed(stream: BinaryIO) -> int:
+    """Bytes `open_input`'s stream has taken from its source so far: for a compressed input, the
+    compressed bytes (its read-ahead of up to 64 KiB included). What progress is measured in."""
+    if isinstance(stream, _Decompressed):
+        stream = stream._source
+    raw = getattr(stream, "raw", None)
+    return raw.consumed if isinstance(raw, _Replay) else 0
+
+
+def input_size(path: str) -> int | None:
+    """The size in bytes of an input as it is read (compressed, if it is), when known before reading
+    it: a regular file's, stdin's when it is one (`< capture.pcap`); None for a pipe, a device, a
+    URI."""
+    try:
+        if path == STDIN:
+            st = os.fstat(sys.stdin.fileno()) if sys.stdin is not None else None
+        elif remote.is_uri(path):
+            return None
+        else:
+            st = os.stat(path)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return st.st_size if st is not None and stat.S_ISREG(st.st_mode) else None
 
 
 def _read_head(stream: BinaryIO, n: int) -> bytes:
