@@ -149,14 +149,19 @@ class _Gate(http.server.BaseHTTPRequestHandler):
         status, text = {"bad": (400, b"Invalid event data"), "missing": (404, b"Cannot find stream")}.get(
             stream, (200, b"")
         )
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(text)))
-        self.end_headers()
-        self.wfile.write(text)
+        answer(self, status, text)
 
     def log_message(self, *args: object) -> None:
         pass
+
+
+def answer(handler: http.server.BaseHTTPRequestHandler, status: int, text: bytes) -> None:
+    """A Gate's plain-text answer to the request `handler` is serving."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "text/plain; charset=utf-8")
+    handler.send_header("Content-Length", str(len(text)))
+    handler.end_headers()
+    handler.wfile.write(text)
 
 
 @contextmanager

@@ -31,6 +31,7 @@ from pcap_helpers import tcp_conversation, write_pcap
 from replay_helpers import lost_records, replay_cmd, replay_env, run_replay, summary
 
 from tests.hercules_codec import Event, Type, Variant, Vector, encode_event
+from tests.hercules_helpers import answer
 from wirelog import _core
 
 KEY = "s3cret-key"
@@ -116,11 +117,7 @@ class _Gate(http.server.BaseHTTPRequestHandler):
         if status == 200:
             server.accepted += docs  # type: ignore[attr-defined]
         text = b"" if status == 200 else f"scripted {status}".encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(text)))
-        self.end_headers()
-        self.wfile.write(text)
+        answer(self, status, text)
 
     def log_message(self, *args: object) -> None:
         pass
