@@ -14,8 +14,8 @@ import pytest
 
 from tests.capture_tools import run_cli
 from tests.fault_helpers import EXAMPLE
+from tests.pty_tools import ANSI
 from tests.test_cli_escaping import _in_a_terminal
-from tests.test_cli_tables import ANSI
 from tests.test_cli_terminal import assert_plain, piped
 from wirelog.cli.fold import WORST
 

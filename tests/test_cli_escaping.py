@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from tests.fault_helpers import EXAMPLE, WIRELOG
 from tests.hercules_codec import Event, Type, Variant, encode_batch
 from tests.lumberjack_helpers import ack, dframe, jframe, window
 from tests.pcap_helpers import tcp_conversation, write_pcap
-from tests.test_cli_tables import ANSI, _read
+from tests.pty_tools import ANSI, on_terminal
 
 HOSTILE = "[bold]B[/bold] [link=http://x]L[/link] \x1b[31mRED\x00NUL"
 SHOWN = r"[bold]B[/bold] [link=http://x]L[/link] \x1b[31mRED\x00NUL"  # as the terminal shows it
@@ -123,22 +122,11 @@ def test_a_terminal_gets_no_raw_control_sequence_from_the_wire(caps):
 def _in_a_terminal(args: list[str], width: int, columns: int | None = None, stderr: bool = True) -> bytes:
     """What wirelog writes on a pseudo-terminal of `width` columns (and stderr there too, with
     `stderr`: its progress line), COLUMNS set to `columns` or unset."""
-    import fcntl
-    import termios
-
-    leader, follower = os.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, width, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
     if columns is not None:
         env["COLUMNS"] = str(columns)
-    err = follower if stderr else subprocess.DEVNULL
-    proc = subprocess.Popen([*WIRELOG, *args], stdout=follower, stderr=err, env=env)
-    os.close(follower)
-    out = b""
-    while chunk := _read(leader):
-        out += chunk
-    os.close(leader)
-    assert proc.wait(timeout=60) == 0
+    status, out, _ = on_terminal([*WIRELOG, *args], width, env, stderr="terminal" if stderr else "null")
+    assert status == 0
     return out
 
 

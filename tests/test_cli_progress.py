@@ -9,14 +9,11 @@ the engine's `_reads`): a few seconds for a 3 MB capture, whatever the machine's
 
 from __future__ import annotations
 
-import fcntl
 import gzip
 import os
 import re
 import shutil
-import struct
 import subprocess
-import termios
 from pathlib import Path
 
 import pytest
@@ -24,7 +21,8 @@ from rich.filesize import decimal
 
 from bench.gen_capture import generate
 from tests.fault_helpers import WIRELOG
-from tests.test_cli_tables import ANSI, _read
+from tests.pty_tools import ANSI
+from tests.pty_tools import on_terminal as run_on_terminal
 
 DELAY_S = 0.2  # between two reads of 256 KiB: the 12 reads of the capture below take 2.4 s
 SLOW = f"""
@@ -70,16 +68,9 @@ def on_terminal(args: list[str], env: dict[str, str], cwd: Path, stdout_too: boo
     """What a run writes on a pseudo-terminal of 160 columns: stderr, and stdout too with
     `stdout_too` (else stdout goes to /dev/null). The text without its escape sequences, each
     redraw of the bar on a line of its own."""
-    leader, follower = os.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))
-    out_to = follower if stdout_too else subprocess.DEVNULL
-    proc = subprocess.Popen([*WIRELOG, *args], stdout=out_to, stderr=follower, env=env, cwd=cwd)
-    os.close(follower)
-    raw = b""
-    while chunk := _read(leader):
-        raw += chunk
-    os.close(leader)
-    assert proc.wait(timeout=60) == 0, raw
+    out = "terminal" if stdout_too else "null"
+    status, raw, _ = run_on_terminal([*WIRELOG, *args], 160, env, stdout=out, cwd=cwd)
+    assert status == 0, raw
     return ANSI.sub(b"", raw).decode().replace("\r", "\n")
 
 

@@ -5,23 +5,18 @@ secondary columns are left out with a note, and --wide shows them."""
 from __future__ import annotations
 
 import copy
-import fcntl
 import io
 import json
 import os
 import re
-import struct
-import subprocess
-import termios
 
 import pytest
 from rich.console import Console
 
 from tests.capture_tools import run_cli
 from tests.fault_helpers import EXAMPLE, WIRELOG
+from tests.pty_tools import ANSI, on_terminal
 from wirelog.cli.inspect import _render
-
-ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 @pytest.fixture(scope="module")
@@ -116,23 +111,9 @@ def test_the_finding_example_still_wraps(summary):
 @pytest.mark.parametrize("width", [80, 100])
 def test_inspect_in_a_real_terminal_of_that_width(width):
     """End to end: `wirelog inspect` on a pseudo-terminal of `width` columns."""
-    leader, follower = os.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, width, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.Popen([*WIRELOG, "inspect", str(EXAMPLE)], stdout=follower, stderr=follower, env=env)
-    os.close(follower)
-    out = b""
-    while chunk := _read(leader):
-        out += chunk
-    os.close(leader)
-    assert proc.wait(timeout=60) == 0
+    status, out, _ = on_terminal([*WIRELOG, "inspect", str(EXAMPLE)], width, env)
+    assert status == 0
     text = ANSI.sub(b"", out).decode().replace("\r\n", "\n")
     assert "127.0.0.1:56466" in text and "127.0.0.1:5044" in text and "lumberjack │" in text
     assert all(len(line) <= width for line in text.splitlines())
-
-
-def _read(fd: int) -> bytes:
-    try:
-        return os.read(fd, 65536)
-    except OSError:  # EIO: the terminal's other end is closed
-        return b""

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.fault_helpers import EXAMPLE, WIRELOG
+from tests.pty_tools import ANSI
 from tests.test_cli_escaping import _in_a_terminal
-from tests.test_cli_tables import ANSI
 
 BOX = re.compile("[\u2500-\u257f]")  # box drawing: ─ │ ┏ ╭ ├ ...
 

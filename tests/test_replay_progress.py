@@ -7,35 +7,23 @@ one-event request after 0.4 s so that the bar is drawn several times while the r
 
 from __future__ import annotations
 
-import fcntl
-import os
-import struct
 import subprocess
-import termios
 from pathlib import Path
 
 from replay_helpers import replay_cmd, replay_env
 from test_replay_hercules import KEY, LOST, capture, gate
 
-from tests.test_cli_tables import ANSI, _read
+from tests.pty_tools import ANSI, on_terminal
 
 __all__ = ["capture"]  # the module-scoped capture fixture, shared
 
 
 def _replay_on_a_terminal(args: list[str], width: int = 120) -> tuple[int, str, str]:
     """(status, stdout, what stderr's pseudo-terminal showed, escapes removed)."""
-    leader, follower = os.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, width, 0, 0))
     env = {k: v for k, v in replay_env().items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
     env["TERM"] = "xterm-256color"
-    proc = subprocess.Popen(replay_cmd(*args), stdout=subprocess.PIPE, stderr=follower, env=env)
-    os.close(follower)
-    err = b""
-    while chunk := _read(leader):
-        err += chunk
-    os.close(leader)
-    out = proc.stdout.read().decode()  # type: ignore[union-attr]
-    return proc.wait(timeout=60), out, ANSI.sub(b"", err).decode(errors="replace")
+    status, err, out = on_terminal(replay_cmd(*args), width, env, stdout="pipe")
+    return status, out.decode(), ANSI.sub(b"", err).decode(errors="replace")
 
 
 def test_the_bar_shows_acknowledged_of_selected_rate_and_eta(capture: Path, tmp_path: Path) -> None:
