@@ -1,0 +1,102 @@
+"""Old code against new code on the same captures, alternated: what a change to a shared path costs.
+
+    git worktree add ../old REV && (cd ../old/native && cargo build --release --features python) \\
+        && cp ../old/native/target/release/lib_core.so ../old/wirelog/_core.abi3.so
+    .venv/bin/python bench/bench_ab.py ../old [--runs 5] [--only cql]
+
+Generates one capture per protocol with the other benches' generators (Lumberjack and Log Courier
+windows of Filebeat-shaped events, CQL v4 QUERY/RESULT pairs, Hercules Gate requests), then runs each
+job with the old tree and this one in turn (`PYTHONPATH=<tree> python -m wirelog.cli ...`, the same
+interpreter and packages), alternating which goes first, and prints the median CPU time (user + sys)
+and wall time of each and their ratio. CPU time because this machine drifts ±10 % in wall time;
+still run it on a quiet machine and read ratios within ±0.05 as noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_cql
+import bench_hercules
+import bench_lumberjack
+
+NEW = Path(__file__).resolve().parents[1]
+CAPTURES = {
+    "lumberjack": lambda p: bench_lumberjack.write_capture(p, "lumberjack", 40, 75, 512),
+    "courier": lambda p: bench_lumberjack.write_capture(p, "courier", 40, 75, 512),
+    "cql": lambda p: bench_cql.write_capture(p, 4, 250, 1000),
+    "hercules": lambda p: bench_hercules.write_capture(p, 100, 50, 100),
+}
+JOBS = [
+    ("lumberjack", "convert {} --events --to json -o /dev/null"),
+    ("lumberjack", "convert {} --to parquet -o {out}"),
+    ("courier", "convert {} --events --to json -o /dev/null"),
+    ("courier", "convert {} --to parquet -o {out}"),
+    ("cql", "convert {} --to json -o /dev/null"),
+    ("cql", "convert {} --to parquet -o {out}"),
+    ("hercules", "convert {} --to json -o /dev/null"),
+    ("hercules", "convert {} --to hercules -o /dev/null"),
+    ("lumberjack", "inspect --json {}"),
+]
+
+
+def run(tree: Path, args: list[str]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one run of wirelog from `tree`."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "wirelog.cli", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        sys.exit(f"{tree}: wirelog {' '.join(args)} failed: {done.stderr.decode()[-500:]}")
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return cpu, wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("old", type=Path, help="the old tree (a worktree with its core built in wirelog/)")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--only", default="", help="jobs whose text contains this")
+    args = ap.parse_args()
+    trees = {"old": args.old.resolve(), "new": NEW}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp) / "out.parquet")
+        for protocol, cmd in JOBS:
+            if args.only not in f"{protocol} {cmd}":
+                continue
+            pcap = Path(tmp) / f"{protocol}.pcap"
+            if not pcap.exists():
+                CAPTURES[protocol](pcap)
+            job = cmd.format(pcap, out=out).split()
+            times: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+            for i in range(args.runs):
+                for name in ("old", "new") if i % 2 == 0 else ("new", "old"):
+                    times[name].append(run(trees[name], job))
+            cpu = {n: statistics.median(t[0] for t in v) for n, v in times.items()}
+            wall = {n: statistics.median(t[1] for t in v) for n, v in times.items()}
+            print(
+                f"{protocol:10} {cmd.split(' {}')[0] + cmd.split('{}')[1].split(' -o')[0]:32}"
+                f" CPU old {cpu['old']:6.2f} s new {cpu['new']:6.2f} s ({cpu['new'] / cpu['old']:4.2f}x)"
+                f"  wall old {wall['old']:6.2f} s new {wall['new']:6.2f} s ({wall['new'] / wall['old']:4.2f}x)",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
