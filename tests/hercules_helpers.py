@@ -169,6 +169,13 @@ def gate() -> Iterator[http.server.ThreadingHTTPServer]:
     """A Gate on 127.0.0.1 (ephemeral port); `server.bodies` collects the request bodies."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Gate)
     server.bodies = []  # type: ignore[attr-defined]
+    with serving(server):
+        yield server
+
+
+@contextmanager
+def serving(server: http.server.ThreadingHTTPServer) -> Iterator[http.server.ThreadingHTTPServer]:
+    """`server` answering on a thread of its own while the block runs, closed after it."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

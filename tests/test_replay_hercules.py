@@ -17,7 +17,6 @@ import json
 import ssl
 import struct
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from pcap_helpers import tcp_conversation, write_pcap
 from replay_helpers import lost_records, replay_cmd, replay_env, run_replay, summary
 
 from tests.hercules_codec import Event, Type, Variant, Vector, encode_event
-from tests.hercules_helpers import answer
+from tests.hercules_helpers import answer, serving
 from wirelog import _core
 
 KEY = "s3cret-key"
@@ -143,13 +142,8 @@ def gate(
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(*tls)
         server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _url(server: Any, scheme: str = "hercules+http", host: str = "127.0.0.1") -> str:
