@@ -186,3 +186,20 @@ def test_a_capture_that_missed_the_responses_never_blames_the_server(captures, t
         code, out, err = run_cli("inspect", "--json", str(copy))
         want = cql_outcomes(records)
         assert json.loads(out)["delivery"].get("cql") == (want if want["requests"] else None), name
+
+
+@pytest.mark.parametrize("name", ["closed", "open"])
+def test_reordered_and_duplicated_copies_give_the_same_outcomes(captures, tmp_path, name):
+    """Packets moved later or written twice: every request keeps its outcome, on every surface."""
+    from tests.impair import impaired_copy, impairments, read_pcap
+
+    path, _ = captures[name]
+    code, out, err = run_cli("inspect", "--json", str(path))
+    want = json.loads(out)["delivery"]["cql"]
+    for copy_name, order in impairments(len(read_pcap(path)[1])):
+        copy = tmp_path / f"{copy_name}.pcap"
+        impaired_copy(path, copy, order)
+        parquet = tmp_path / f"{copy_name}.parquet"
+        code, _, err = run_cli("convert", str(copy), "--to", "parquet", "-o", str(parquet))
+        assert code == 0, err
+        assert assert_cql_agrees(copy, parquet) == want, copy_name
