@@ -971,6 +971,11 @@ impl Delivery {
         w.acked_n = new;
         w.ack_value = Some(value);
         w.ack_frame = pos.frame;
+        // A window with bytes in a client→server gap, acknowledged up to its announced count (a
+        // count ACK, or the highest seq of a window numbered from 1): the server holds all its
+        // events, those in the gap too, so it is complete; later events belong to the next window
+        // (whose W may be in the gap too), not to this one.
+        w.closed |= w.gap && w.count == Some(value);
         if w.resolved() {
             self.resolve(at, held, out);
         }

@@ -620,6 +620,42 @@ fn events_whose_window_header_is_in_a_client_gap_open_a_window_of_their_own() {
 }
 
 #[test]
+fn a_window_acknowledged_whole_over_a_gap_takes_no_later_event() {
+    // go-lumber, 65 KB segments: the gap takes window 1's tail, window 2's W frame and first event;
+    // window 1's count ACK comes before window 2's remaining events. Window 1 is then complete
+    // (the server counted all 4), so those events open a window of their own and window 2's ACK
+    // is theirs: before, they joined window 1, which took window 2's ACK, and the last window
+    // of the connection was left "never acknowledged".
+    let w1 = [window(4, b'2'), js(&[1, 2, 3, 4])].concat();
+    let w2 = [window(4, b'2'), js(&[1, 2, 3, 4])].concat();
+    let w3 = [window(2, b'2'), js(&[1, 2])].concat();
+    let kept1 = 6 + 2 * js(&[1]).len();
+    let lost2 = 6 + js(&[1]).len();
+    let lost = (w1.len() - kept1 + lost2) as u64;
+    let out = run(&[
+        Step::Data(C2S, &w1[..kept1]),
+        Step::Gap(C2S, lost),
+        Step::Data(S2C, &ack(4, b'2')),
+        Step::Data(C2S, &w2[lost2..]),
+        Step::Data(S2C, &ack(4, b'2')),
+        Step::Data(C2S, &w3),
+        Step::Data(S2C, &ack(2, b'2')),
+    ]);
+    let codes = severities(&out);
+    assert!(
+        !codes.iter().any(|(_, s)| *s == Severity::Error),
+        "{codes:?}"
+    );
+    assert!(findings(&out, "unacked").is_empty(), "{codes:?}");
+    let windows: Vec<_> = messages(&out, "event")
+        .iter()
+        .map(|e| (field(e, "window").clone(), e.acked))
+        .collect();
+    let want = [1, 1, 2, 2, 2, 3, 3].map(|w| (Value::from(w), Some(true)));
+    assert_eq!(windows, want);
+}
+
+#[test]
 fn the_same_events_without_a_gap_exceed_their_window() {
     let bytes = [window(2, b'2'), js(&[1, 2]), js(&[2, 3])].concat();
     let out = run(&[Step::Data(C2S, &bytes), Step::Data(S2C, &ack(2, b'2'))]);
