@@ -67,6 +67,13 @@ struct Window {
 }
 
 impl Window {
+    /// An event whose seq does not follow the window's last one, after a client→server capture
+    /// gap in the window: the first captured event of the next window, whose W (and first events)
+    /// the gap took (seqs only grow within a window, whichever way the client numbers them).
+    fn next_after_gap(&self, seq: u32) -> bool {
+        self.gap && self.seqs.last().is_some_and(|last| seq <= last)
+    }
+
     fn full(&self) -> bool {
         self.count
             .is_some_and(|c| self.seqs.len() as u64 >= u64::from(c))
@@ -574,6 +581,7 @@ impl Delivery {
             w.count
                 .is_some_and(|c| (w.seqs.len() as u64) < u64::from(c))
                 && !w.emitted
+                && !w.next_after_gap(seq)
         });
         if !room {
             self.place(&record, seq, pos, c_frame, held, out);
@@ -618,7 +626,7 @@ impl Delivery {
         // belongs to a window whose W frame is in the gap: the capture's loss, not the client's.
         let in_gap = match self.newest() {
             None => self.c2s_gap,
-            Some(w) => w.gap && (w.resolved() || w.full()),
+            Some(w) => w.gap && (w.resolved() || w.full()) || w.next_after_gap(seq),
         };
         let new = match self.newest() {
             _ if in_gap => Some((

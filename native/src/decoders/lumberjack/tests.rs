@@ -656,6 +656,32 @@ fn a_window_acknowledged_whole_over_a_gap_takes_no_later_event() {
 }
 
 #[test]
+fn events_numbered_again_from_below_after_a_gap_open_the_next_window() {
+    // go-lumber numbers each window from 1: the gap takes window 1's tail, window 2's W and its
+    // first event; window 2's events 2..3 come before window 1's ACK. Before, they joined window
+    // 1 (it had room for its count), window 1's count ACK was an "ack-stall" for a client that
+    // numbers continuously, and the last window was left never acknowledged.
+    let w1 = [window(4, b'2'), js(&[1, 2, 3, 4])].concat();
+    let w2 = [window(3, b'2'), js(&[1, 2, 3])].concat();
+    let kept1 = 6 + 2 * js(&[1]).len();
+    let lost2 = 6 + js(&[1]).len();
+    let lost = (w1.len() - kept1 + lost2) as u64;
+    let out = run(&[
+        Step::Data(C2S, &w1[..kept1]),
+        Step::Gap(C2S, lost),
+        Step::Data(C2S, &w2[lost2..]),
+        Step::Data(S2C, &[ack(4, b'2'), ack(3, b'2')].concat()),
+    ]);
+    let codes = severities(&out);
+    assert!(codes.iter().all(|(_, s)| *s == Severity::Info), "{codes:?}");
+    let windows: Vec<_> = messages(&out, "event")
+        .iter()
+        .map(|e| (field(e, "window").clone(), e.acked))
+        .collect();
+    assert_eq!(windows, [1, 1, 2, 2].map(|w| (Value::from(w), Some(true))));
+}
+
+#[test]
 fn the_same_events_without_a_gap_exceed_their_window() {
     let bytes = [window(2, b'2'), js(&[1, 2]), js(&[2, 3])].concat();
     let out = run(&[Step::Data(C2S, &bytes), Step::Data(S2C, &ack(2, b'2'))]);
