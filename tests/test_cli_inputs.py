@@ -62,6 +62,35 @@ def test_a_directory_without_files_is_one_line_and_status_2(tmp_path: Path) -> N
     assert err.strip().splitlines() == [f"wirelog: {tmp_path / 'empty'}: directory holds no capture files"]
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["inspect"], ["validate"], ["streams"], ["convert", "--to", "json"], ["inspect", "--json"]],
+)
+def test_an_input_that_cannot_be_read_is_its_one_error_line_and_nothing_else(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Issue 44 item 8: beside a good capture, a file that is no capture and one that does not
+    exist are each one line on stderr; stdout says nothing of them (before, inspect's Captures table
+    had a row of zeros for each, repeating the error). `inspect --json` keeps the error in its
+    `captures` list (data for scripts, not a view)."""
+    bad = tmp_path / "not-a-capture.pcap"
+    bad.write_bytes(b"garbage, not a capture")
+    missing = tmp_path / "missing.pcap"
+    code, out, err = run_cli(*command, str(bad), str(missing), str(SAMPLE))
+    assert code == 0, err
+    lines = err.strip().splitlines()
+    assert sorted(lines) == sorted([
+        f"wirelog: {missing}: no such file",
+        f"wirelog: {bad}: not a pcap or pcapng capture (starts with 67 61 72 62)",
+    ])
+    if command == ["inspect", "--json"]:
+        errors = {c["capture"]: c["error"] for c in json.loads(out)["captures"]}
+        assert errors[str(bad)] and errors[str(SAMPLE)] is None
+    else:
+        assert b"not-a-capture" not in out and b"missing.pcap" not in out
+        assert out  # the good capture is still read and shown
+
+
 def test_a_file_named_like_a_glob_is_that_file(tmp_path: Path) -> None:
     odd = tmp_path / "capture[1].pcap"
     shutil.copy(SAMPLE, odd)

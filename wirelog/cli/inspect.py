@@ -150,6 +150,8 @@ def _render(
         console.print(Text.assemble(("capture loss", "bold yellow"), ": ", literal(loss)))
     captures = []
     for c in r["captures"]:
+        if c["error"] and not c["packets"]:
+            continue  # an input that could not be read: its one error line on stderr says it all
         notes = ", ".join(
             x for x in (c["compression"], "truncated" if c["truncated"] else "", c["error"] or "") if x
         )
