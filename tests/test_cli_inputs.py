@@ -79,10 +79,12 @@ def test_an_input_that_cannot_be_read_is_its_one_error_line_and_nothing_else(
     code, out, err = run_cli(*command, str(bad), str(missing), str(SAMPLE))
     assert code == 0, err
     lines = err.strip().splitlines()
-    assert sorted(lines) == sorted([
-        f"wirelog: {missing}: no such file",
-        f"wirelog: {bad}: not a pcap or pcapng capture (starts with 67 61 72 62)",
-    ])
+    assert sorted(lines) == sorted(
+        [
+            f"wirelog: {missing}: no such file",
+            f"wirelog: {bad}: not a pcap or pcapng capture (starts with 67 61 72 62)",
+        ]
+    )
     if command == ["inspect", "--json"]:
         errors = {c["capture"]: c["error"] for c in json.loads(out)["captures"]}
         assert errors[str(bad)] and errors[str(SAMPLE)] is None
