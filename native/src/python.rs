@@ -22,6 +22,7 @@ use arrow_array::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
 use arrow_array::{RecordBatch, RecordBatchIterator};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyCapsule, PyDict, PyFloat, PyList, PyString, PyTuple};
 
@@ -370,36 +371,39 @@ impl Model {
         capture: &str,
         s: &StreamInfo,
     ) -> PyResult<Bound<'py, PyAny>> {
+        // Keyword names interned: CPython matches an interned name to its parameter by pointer;
+        // a fresh string is compared with each parameter name in turn (~350 string comparisons
+        // per stream, a tenth of `inspect`'s time at 200,000 short connections).
         let kwargs = PyDict::new(py);
-        kwargs.set_item("capture", capture)?;
-        kwargs.set_item("stream", s.stream)?;
-        kwargs.set_item("client", &s.client)?;
-        kwargs.set_item("server", &s.server)?;
-        kwargs.set_item("client_port", s.client_port)?;
-        kwargs.set_item("server_port", s.server_port)?;
-        kwargs.set_item("client_by", s.client_by)?;
-        kwargs.set_item("first_ts", s.first_ts)?;
-        kwargs.set_item("last_ts", s.last_ts)?;
-        kwargs.set_item("first_frame", s.first_frame)?;
-        kwargs.set_item("last_frame", s.last_frame)?;
-        kwargs.set_item("packets_c2s", s.packets_c2s)?;
-        kwargs.set_item("packets_s2c", s.packets_s2c)?;
-        kwargs.set_item("bytes_c2s", s.bytes_c2s)?;
-        kwargs.set_item("bytes_s2c", s.bytes_s2c)?;
-        kwargs.set_item("gaps", s.gaps)?;
-        kwargs.set_item("gap_bytes", s.gap_bytes)?;
-        kwargs.set_item("retransmissions", s.retransmissions)?;
-        kwargs.set_item("out_of_order", s.out_of_order)?;
-        kwargs.set_item("conflicts", s.conflicts)?;
-        kwargs.set_item("handshake", s.handshake)?;
-        kwargs.set_item("midstream", s.midstream)?;
-        kwargs.set_item("fin_c2s", s.fin_c2s)?;
-        kwargs.set_item("fin_s2c", s.fin_s2c)?;
-        kwargs.set_item("reset", s.reset)?;
-        kwargs.set_item("port_reuse", s.port_reuse)?;
-        kwargs.set_item("protocol", s.protocol)?;
+        kwargs.set_item(intern!(py, "capture"), capture)?;
+        kwargs.set_item(intern!(py, "stream"), s.stream)?;
+        kwargs.set_item(intern!(py, "client"), &s.client)?;
+        kwargs.set_item(intern!(py, "server"), &s.server)?;
+        kwargs.set_item(intern!(py, "client_port"), s.client_port)?;
+        kwargs.set_item(intern!(py, "server_port"), s.server_port)?;
+        kwargs.set_item(intern!(py, "client_by"), s.client_by)?;
+        kwargs.set_item(intern!(py, "first_ts"), s.first_ts)?;
+        kwargs.set_item(intern!(py, "last_ts"), s.last_ts)?;
+        kwargs.set_item(intern!(py, "first_frame"), s.first_frame)?;
+        kwargs.set_item(intern!(py, "last_frame"), s.last_frame)?;
+        kwargs.set_item(intern!(py, "packets_c2s"), s.packets_c2s)?;
+        kwargs.set_item(intern!(py, "packets_s2c"), s.packets_s2c)?;
+        kwargs.set_item(intern!(py, "bytes_c2s"), s.bytes_c2s)?;
+        kwargs.set_item(intern!(py, "bytes_s2c"), s.bytes_s2c)?;
+        kwargs.set_item(intern!(py, "gaps"), s.gaps)?;
+        kwargs.set_item(intern!(py, "gap_bytes"), s.gap_bytes)?;
+        kwargs.set_item(intern!(py, "retransmissions"), s.retransmissions)?;
+        kwargs.set_item(intern!(py, "out_of_order"), s.out_of_order)?;
+        kwargs.set_item(intern!(py, "conflicts"), s.conflicts)?;
+        kwargs.set_item(intern!(py, "handshake"), s.handshake)?;
+        kwargs.set_item(intern!(py, "midstream"), s.midstream)?;
+        kwargs.set_item(intern!(py, "fin_c2s"), s.fin_c2s)?;
+        kwargs.set_item(intern!(py, "fin_s2c"), s.fin_s2c)?;
+        kwargs.set_item(intern!(py, "reset"), s.reset)?;
+        kwargs.set_item(intern!(py, "port_reuse"), s.port_reuse)?;
+        kwargs.set_item(intern!(py, "protocol"), s.protocol)?;
         if let Some(tls) = &s.tls {
-            kwargs.set_item("tls", py_value(py, tls)?)?;
+            kwargs.set_item(intern!(py, "tls"), py_value(py, tls)?)?;
         }
         self.stream_info.bind(py).call((), Some(&kwargs))
     }

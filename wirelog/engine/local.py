@@ -49,6 +49,9 @@ Item = (
 
 REORDER_WINDOW = 2048  # packets a late segment may trail the ACK covering it (docs/records.md)
 
+# Items the engine passes on as they are (a tuple: `A | B` would build a union on every test).
+_PASSED_ON = (Chunk, Gap, StreamInfo, StreamLines)
+
 
 @dataclass(frozen=True, slots=True)
 class Options:
@@ -294,7 +297,7 @@ class StreamPipeline:
         items.clear()
         out: list[Item] = []
         for item in batch:
-            if isinstance(item, Chunk | Gap | StreamInfo | StreamLines):
+            if isinstance(item, _PASSED_ON):
                 out.append(item)  # Chunk/Gap: only in chunks mode (streams --dump, inspect --frame)
             elif not isinstance(item, Finding):  # records of the streams the core decodes
                 out += native_records(item)
