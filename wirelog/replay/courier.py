@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from collections import deque
 
 from wirelog.replay.buffer import ReceiveBuffer
 from wirelog.replay.events import Acked, Event, Item, KeepAlive, Pong, ProtocolError, Ready
+from wirelog.replay.resend import Resending
 
 _HEADER = struct.Struct(">4sI")
 _U32 = struct.Struct(">I")
@@ -39,17 +39,17 @@ class _Payload:
         self.acked = 0
 
 
-class CourierSender:
+class CourierSender(Resending):
     """Payloads of events out, ACKNs in. `pipelining`: payloads awaiting their ACKN (the Go
     shipper's `max pending payloads`, default 10)."""
 
     name = "courier"
 
     def __init__(self, pipelining: int = 10, nonce=os.urandom) -> None:
+        super().__init__()
         self.pipelining = max(1, pipelining)
         self._nonce = nonce
         self._payloads: dict[bytes, _Payload] = {}
-        self._resend: deque[_Payload] = deque()
         self._buf = ReceiveBuffer()
         self._ready = False
         self.evnt = False
@@ -74,11 +74,7 @@ class CourierSender:
     def can_send(self) -> bool:
         return self._ready and len(self._payloads) < self.pipelining
 
-    def has_resend(self) -> bool:
-        return bool(self._resend)
-
-    def send_resend(self) -> tuple[bytes, int]:
-        p = self._resend.popleft()
+    def _again(self, p: _Payload) -> tuple[bytes, int]:  # the same nonce, its unacknowledged tail
         return self._write(p), len(p.items)
 
     def send(self, items: list[Item]) -> bytes:
