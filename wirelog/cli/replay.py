@@ -281,7 +281,7 @@ def _ns(ts: Any) -> int | None:
 def _items(chosen, plan: Plan, journal, id_path, target: Target | None, allow_plaintext: bool):
     """(event_id, encoded document) of each event to send; counts what was selected."""
     guard = target is not None and not target.tls and not allow_plaintext and not target.loopback
-    acked = journal.acked if journal is not None else frozenset()
+    acked = journal if journal is not None and len(journal) else frozenset()  # (no lookup when empty)
     hercules = target is not None and target.protocol == "hercules"
     if hercules:
         from wirelog.replay.hercules import MAX_EVENT, EncodeError, encode_event
