@@ -4,7 +4,8 @@ second receiver on the same port, killed in its turn (test_courier_go_peers.kill
 
 log-carver's `test` transport with `debug events: true` logs every event its pipeline took
 ("Final event: {...}"): it must take exactly the events never acknowledged, each once, with the
-captured document plus `@metadata._id` = the record's `event_id`.
+captured document plus `event_id` (courier's default id field) = the record's `event_id`; over
+plain TCP (`courier://`) and over log-carver's `tls` receiver (`couriers://`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 import test_courier_go_peers
 from courier_go_helpers import ACCEPTED, Carver, free_port, require_log_courier, wait_for
+from lumberjack_helpers import self_signed
 from replay_helpers import lost_records, run_replay, summary
 from test_courier_go_peers import KilledRun
 
@@ -95,3 +97,48 @@ def test_replay_to_a_stalled_log_carver_fails_with_the_journal_intact(
     assert "stalled: no acknowledgement in 1 s" in err.strip().splitlines()[-1]
     assert [x for x in journal.read_text().splitlines() if not x.startswith("#")] == []
     assert summary(out)["failed"] == len(lost_records(killed.pcap))
+
+
+def test_couriers_checks_the_receiver_and_gives_it_the_client_certificate(
+    killed: KilledRun, tmp_path: Path
+) -> None:
+    """log-carver's `tls` receiver with a certificate the test made, requiring a client
+    certificate (`ssl client ca`): a wrong CA is refused in one line, status 1; the right CA
+    without --cert is refused by the receiver; with --ca, --cert and --key the lost events
+    arrive once."""
+    made = {}
+    for name in ("server", "client", "other"):
+        (tmp_path / name).mkdir()
+        made[name] = self_signed(tmp_path / name)
+    (cert, key), (client, client_key), (other, _) = made["server"], made["client"], made["other"]
+    lost = lost_records(killed.pcap)
+    port = free_port()
+    tls = {"ssl certificate": str(cert), "ssl key": str(key), "ssl client ca": [str(client)]}
+    carver = Carver(tmp_path, "carver", [f"127.0.0.1:{port}"], spool=4, tls=tls)
+    carver.start()
+    to = ("--to", f"couriers://127.0.0.1:{port}", "--retries", "0", "--timeout", "5")
+    try:
+        journal = tmp_path / "refused.journal"
+        code, out, err = run_replay(str(killed.pcap), *to, "--ca", str(other), "--cert", str(client),
+                                    "--key", str(client_key), "--journal", str(journal))  # fmt: skip
+        assert code == 1
+        (line,) = err.strip().splitlines()  # one line, no traceback
+        assert "TLS: the receiver's certificate was refused" in line and "--ca" in line
+        code, out, err = run_replay(str(killed.pcap), *to, "--ca", str(cert), "--journal", str(journal))
+        assert code == 1
+        (line,) = err.strip().splitlines()
+        assert "TLS: the receiver requires a client certificate (--cert, --key)" in line
+        assert final_events(carver) == []
+        assert journal.read_text().splitlines()[2:] == []
+        code, out, err = run_replay(str(killed.pcap), *to, "--ca", str(cert), "--cert", str(client), "--key",
+                                    str(client_key), "--journal", str(tmp_path / "journal"), "--json")  # fmt: skip
+        assert code == 0, err
+        wait_for("log-carver's pipeline to take every event", lambda: len(final_events(carver)) >= len(lost))
+        time.sleep(0.3)
+        got = final_events(carver)
+    finally:
+        carver.stop()
+    expected = [with_id(r["event"], r["event_id"]) for r in lost]
+    assert sorted(got, key=json.dumps) == sorted(expected, key=json.dumps)
+    s = summary(out)
+    assert (s["selected"], s["acknowledged"], s["failed"], s["connections"]) == (len(lost), len(lost), 0, 1)

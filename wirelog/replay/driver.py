@@ -138,7 +138,7 @@ class Driver:
             raise _Lost(f"TLS: the receiver's certificate was refused: {e.verify_message} (--ca)") from None
         except (ssl.SSLError, OSError) as e:
             sock.close()
-            raise _Lost(f"TLS handshake failed: {_why(e)}") from None
+            raise _Lost(f"TLS handshake failed: {_why(e).removeprefix('TLS: ')}") from None
 
     def _connection(self, source: _Source) -> None:
         sock = self._connect()
@@ -252,7 +252,19 @@ class _Source:
         return out
 
 
+# TLS alerts a receiver sends about the client's certificate (OpenSSL's reason names)
+_CLIENT_CERT = {
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": "TLS: the receiver requires a client certificate (--cert, --key)",
+    "TLSV1_ALERT_UNKNOWN_CA": "TLS: the receiver does not know the client certificate's CA (--cert)",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "TLS: the receiver refused the client certificate (--cert)",
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN": "TLS: the receiver refused the client certificate (--cert)",
+}
+
+
 def _why(e: OSError) -> str:
+    if isinstance(e, ssl.SSLError):
+        reason = e.reason or ""
+        return _CLIENT_CERT.get(reason, f"TLS: {reason.replace('_', ' ').lower() or e}")
     if isinstance(e, ConnectionRefusedError):
         return "connection refused (nothing listens there?)"
     if isinstance(e, ConnectionResetError):
