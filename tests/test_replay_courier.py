@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,11 @@ from courier_go_helpers import ACCEPTED, Carver, free_port, require_log_courier,
 from lumberjack_helpers import self_signed
 from replay_helpers import lost_records, run_replay, summary
 from test_courier_go_peers import KilledRun
+
+from wirelog.replay.courier import CourierSender
+from wirelog.replay.driver import Driver, Settings
+from wirelog.replay.journal import Journal
+from wirelog.replay.target import parse_target
 
 killed = test_courier_go_peers.killed  # the module-scoped capture fixture, shared
 
@@ -142,3 +148,36 @@ def test_couriers_checks_the_receiver_and_gives_it_the_client_certificate(
     assert sorted(got, key=json.dumps) == sorted(expected, key=json.dumps)
     s = summary(out)
     assert (s["selected"], s["acknowledged"], s["failed"], s["connections"]) == (len(lost), len(lost), 0, 1)
+
+
+def test_an_idle_connection_is_pinged_and_log_carver_answers_pong(tmp_path: Path) -> None:
+    """A selection that goes quiet (a capture read for a while with nothing selected) leaves the
+    connection idle with no payload pending: after `keepalive` seconds the sender PINGs, as the Go
+    shipper does after 10 s (lc-lib/publisher: timeoutKeepalive), and log-carver's PONGs keep the
+    one connection going; the events before and after the pause arrive once."""
+    port = free_port()
+    url = f"courier://127.0.0.1:{port}"
+    carver = Carver(tmp_path, "carver", [f"127.0.0.1:{port}"], spool=4)
+    carver.start()
+
+    def quiet_for_a_while() -> Iterator[tuple[str, bytes]]:
+        for i in range(6):
+            if i == 3:
+                time.sleep(1.6)
+            yield f"0:0:{i}", json.dumps({"message": f"line {i}"}).encode()
+
+    journal = Journal(str(tmp_path / "journal"), url)
+    journal.open()
+    settings = Settings(window=10, keepalive=0.3, timeout=5, retries=0)
+    try:
+        tally = Driver(CourierSender(), parse_target(url), settings, journal).run(quiet_for_a_while())
+        journal.close()
+        wait_for("log-carver's pipeline to take every event", lambda: len(final_events(carver)) >= 6)
+        lines = carver.lines()
+    finally:
+        carver.stop()
+    assert (tally.acked, tally.connections, tally.problems) == (6, 1, [])
+    pings = sum("] Received ping" in line for line in lines)
+    pongs = sum("] Sending pong" in line for line in lines)
+    assert pings >= 2 and pongs == pings, (pings, pongs)  # ~1.6 s idle / 0.3 s
+    assert sorted(d["message"] for d in final_events(carver)) == [f"line {i}" for i in range(6)]

@@ -5,7 +5,9 @@ client name); the receiver answers `VERS` (flag bit 0: it reads `EVNT`) or, if i
 handshake, `????`. A payload is `JDAT length nonce(16) zlib(len(u32) event ...)` or, to a receiver
 that reads them, `EVNT ffffffff nonce zlib-stream` (zlib level 3, as the Go shipper writes it).
 The receiver acknowledges with `ACKN nonce(16) sequence(u32)`: the events of that payload
-accepted so far, possibly several times per payload (partial ACKNs). `PING` is answered `PONG`.
+accepted so far, possibly several times per payload (partial ACKNs). A connection idle with no
+payload pending is checked with `PING`, which the receiver answers `PONG` (lc-lib/publisher:
+`timeoutKeepalive` after 10 s without traffic; no `PONG` within the network timeout fails it).
 A payload not fully acknowledged when the connection is lost is sent again on the next one with
 the same nonce, its unacknowledged tail only (renumbered from 1), as the Go shipper does.
 """
@@ -52,12 +54,14 @@ class CourierSender(Resending):
         self._payloads: dict[bytes, _Payload] = {}
         self._buf = ReceiveBuffer()
         self._ready = False
+        self.pinging = False  # a PING waits for its PONG
         self.evnt = False
         self.receiver = ""
 
     def connection_made(self) -> bytes:
         self._buf = ReceiveBuffer()
         self._ready = False
+        self.pinging = False
         return HELO
 
     def connection_lost(self) -> None:
@@ -81,6 +85,7 @@ class CourierSender(Resending):
         return self._write(_Payload(self._nonce(16), items))
 
     def ping(self) -> bytes:
+        self.pinging = True
         return PING
 
     @property
@@ -119,7 +124,8 @@ class CourierSender(Resending):
             return Ready(self.receiver)
         if kind == b"ACKN" and len(body) == 20:
             return self._ackn(body[:16], _U32.unpack_from(body, 16)[0])
-        if kind == b"PONG":
+        if kind == b"PONG":  # (one after payloads were sent again is the Go shipper's too: ignored)
+            self.pinging = False
             return Pong()
         raise ProtocolError(f"the receiver sent an unexpected {kind.decode(errors='replace')!r} message")
 

@@ -72,7 +72,9 @@ class Journal:
         if self._index is None:
             # "": a temporary database in an unnamed file; no rollback journal (it is rebuilt
             # from the text file by every run, so nothing in it needs to survive a crash)
-            self._index = sqlite3.connect("")
+            # looked up by the thread that reads the selection ahead (driver._ReadAhead), the
+            # only one that uses it once it is built
+            self._index = sqlite3.connect("", check_same_thread=False)
             self._index.execute(f"PRAGMA cache_size = -{INDEX_CACHE_KIB}")
             self._index.execute("PRAGMA journal_mode = OFF")
             self._index.execute("CREATE TABLE ids (id TEXT PRIMARY KEY) WITHOUT ROWID")
