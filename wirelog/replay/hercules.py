@@ -12,8 +12,10 @@ Requests are not pipelined (the Gate's clients send one at a time per connection
 within the Gate's limits: at most `max_body` bytes (4 MiB, the .NET sink's `MaximumBatchSize`, half
 the Gate's default `http.server.maxContentLength` of 8 MiB), and `--window` events.
 
-An event is written back from its record: version, timestamp and UUID as captured, the payload
-(the record's `event`, JSON) with types chosen from the JSON values (`encode_event`).
+An event from a capture is sent as its bytes on the wire (the record's `bytes_base64`); one read
+from wirelog's NDJSON/Parquet is written back from its record: version, timestamp and UUID as
+captured, the payload (the record's `event`, JSON) with types chosen from the JSON values
+(`encode_event`).
 """
 
 from __future__ import annotations
