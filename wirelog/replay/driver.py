@@ -12,6 +12,7 @@ gives up (`GaveUp`); the journal keeps what was acknowledged.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import queue
 import socket
 import ssl
@@ -274,6 +275,12 @@ class _Source:
         selection ended, or nothing came within `wait` seconds."""
         out: list[Item] = []
         if not self._fill(wait):
+            return out
+        if max_bytes is None and self._then is None:  # read as asked: the rest in one C call
+            out.append(self._next)  # type: ignore[arg-type]
+            self._next = None
+            out += itertools.islice(self._items, n - 1)
+            self._done = len(out) < n
             return out
         size = 0
         while len(out) < n and self._fill(self._then):
