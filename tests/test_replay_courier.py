@@ -11,6 +11,8 @@ plain TCP (`courier://`) and over log-carver's `tls` receiver (`couriers://`).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +26,7 @@ from replay_helpers import lost_records, run_replay, summary
 from test_courier_go_peers import KilledRun
 
 from wirelog.replay.courier import CourierSender
-from wirelog.replay.driver import Driver, Settings
+from wirelog.replay.driver import Driver, GaveUp, Settings
 from wirelog.replay.journal import Journal
 from wirelog.replay.target import parse_target
 
@@ -181,3 +183,33 @@ def test_an_idle_connection_is_pinged_and_log_carver_answers_pong(tmp_path: Path
     pongs = sum("] Sending pong" in line for line in lines)
     assert pings >= 2 and pongs == pings, (pings, pongs)  # ~1.6 s idle / 0.3 s
     assert sorted(d["message"] for d in final_events(carver)) == [f"line {i}" for i in range(6)]
+
+
+def test_a_receiver_that_never_answers_the_ping_ends_the_connection(tmp_path: Path) -> None:
+    """log-carver frozen (SIGSTOP: the kernel still takes the bytes, nothing answers) while the
+    connection is idle: the PING gets no PONG within --timeout, the connection ends with one line
+    and the run gives up; the journal keeps the event acknowledged before."""
+    port = free_port()
+    url = f"courier://127.0.0.1:{port}"
+    carver = Carver(tmp_path, "carver", [f"127.0.0.1:{port}"], spool=4)
+    carver.start()
+    assert carver.proc is not None
+
+    def then_quiet() -> Iterator[tuple[str, bytes]]:
+        yield "0:0:1", b'{"message":"before"}'
+        wait_for("log-carver to acknowledge the first event", lambda: carver.acks_written())
+        os.kill(carver.proc.pid, signal.SIGSTOP)
+        time.sleep(3)
+        yield "0:0:2", b'{"message":"after"}'
+
+    journal = Journal(str(tmp_path / "journal"), url)
+    journal.open()
+    settings = Settings(window=10, keepalive=0.3, timeout=1, retries=0)
+    try:
+        with pytest.raises(GaveUp, match=r"stalled: no PONG to a PING in 1 s"):
+            Driver(CourierSender(), parse_target(url), settings, journal).run(then_quiet())
+        journal.close()
+    finally:
+        os.kill(carver.proc.pid, signal.SIGCONT)
+        carver.kill()
+    assert (tmp_path / "journal").read_text().splitlines()[2:] == ["0:0:1"]
