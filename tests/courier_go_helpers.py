@@ -128,9 +128,19 @@ def write_config(path: Path, config: dict[str, Any]) -> Path:
 class Carver(Process):
     """`log-carver` receiving Courier over plain TCP on `listen`, its pipeline discarding events
     (transport `test`, acknowledging each internal batch after `delay` seconds, sometimes in two
-    steps); `spool` events per internal batch give the shipper partial ACKNs."""
+    steps); `spool` events per internal batch give the shipper partial ACKNs. `tls`: the receiver's
+    `tls` transport with these settings (`ssl certificate`, `ssl key`, `ssl client ca`: then it
+    requires a client certificate signed by one of them, lc-lib/transports/tcp/receivertcp.go)."""
 
-    def __init__(self, tmp: Path, name: str, listen: list[str], spool: int = 7, delay: int = 0) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        name: str,
+        listen: list[str],
+        spool: int = 7,
+        delay: int = 0,
+        tls: dict[str, Any] | None = None,
+    ) -> None:
         folder = tmp / name
         (folder / "persist").mkdir(parents=True, exist_ok=True)
         config = {
@@ -142,7 +152,11 @@ class Carver(Process):
                 "spool size": spool,
                 "spool timeout": "10ms",
             },
-            "receivers": [{"transport": "tcp", "listen": listen}],
+            "receivers": [
+                {"transport": "tls", "listen": listen, **tls}
+                if tls
+                else {"transport": "tcp", "listen": listen}
+            ],
             "network": {"transport": "test", "servers": ["discard"], "min delay": delay, "max delay": delay},
         }
         cfg = write_config(folder / "log-carver.json", config)

@@ -122,7 +122,27 @@ class _Gate(http.server.BaseHTTPRequestHandler):
         pass
 
 
-_BY_UUID = {str(uuid.UUID(bytes=e.uuid)): encode_event(e) for e in LOST + DELIVERED}
+def _every_type(n: int) -> Event:
+    """An event with a tag of every type, and vectors of each: Byte, Short, Integer and Float
+    (widths the JSON record does not keep), UUID (text in the JSON), and the rest."""
+    scalars = {
+        Type.BYTE: 200, Type.SHORT: -1234, Type.INTEGER: 70_000 + n, Type.LONG: 2**40 + n,
+        Type.FLAG: True, Type.FLOAT: 0.1, Type.DOUBLE: n / 3, Type.STRING: f"line {n}",
+        Type.UUID: uuid.UUID(int=0xABC + n).bytes, Type.NULL: None,
+    }  # fmt: skip
+    tags = [(t.name.lower(), Variant(t, v)) for t, v in scalars.items()]
+    tags += [
+        ("bytes", Variant(Type.VECTOR, Vector(Type.BYTE, b"\x00\x7f\xff"))),
+        ("shorts", Variant(Type.VECTOR, Vector(Type.SHORT, (1, -2)))),
+        ("floats", Variant(Type.VECTOR, Vector(Type.FLOAT, (0.5, 0.1)))),
+        ("uuids", Variant(Type.VECTOR, Vector(Type.UUID, (uuid.UUID(int=1).bytes,)))),
+        ("ctx", Variant(Type.CONTAINER, (("port", Variant(Type.INTEGER, 6306)), ("id", Variant(Type.UUID, bytes(16)))))),
+    ]  # fmt: skip
+    return Event(1, 17_000_000_000_000_000 + n, uuid.UUID(int=0x2000 + n).bytes, tuple(tags))
+
+
+TYPED = [_every_type(1), _every_type(2)]
+_BY_UUID = {str(uuid.UUID(bytes=e.uuid)): encode_event(e) for e in LOST + DELIVERED + TYPED}
 
 
 def _raw(doc: dict[str, Any]) -> bytes:
@@ -207,6 +227,24 @@ def test_replay_sends_the_never_acknowledged_events_byte_for_byte(
         code, out, err = _replay(capture, _url(server), tmp_path, "--api-key-file", str(key_file))
     assert code == 0, err
     assert summary(out)["already_in_journal"] == 3 and server.requests == []
+
+
+def test_every_tag_type_arrives_byte_for_byte(tmp_path: Path, key_file: Path) -> None:
+    """A request of events with every tag type, never answered (the connection ended): the
+    Gate gets each event's bytes as captured — not rebuilt from the record's JSON, which would
+    turn Byte/Short/Integer into Long, Float into Double and UUIDs into Strings."""
+    lost = TYPED
+    pcap = write_pcap(
+        tmp_path / "types.pcap", tcp_conversation([("c", _request(lost))], server=("10.1.0.9", 6306))
+    )
+    records = lost_records(pcap)
+    assert [r["uuid"] for r in records] == [str(uuid.UUID(bytes=e.uuid)) for e in lost]
+    assert not any("bytes_base64" in r for r in records)  # only replay asks the core for the bytes
+    with gate() as server:
+        code, out, err = _replay(pcap, _url(server), tmp_path, "--api-key-file", str(key_file))
+    assert code == 0, err
+    assert summary(out)["acknowledged"] == 2 and all(server.requests[0]["checks"].values())
+    assert server.requests[0]["body"] == struct.pack(">i", 2) + b"".join(encode_event(e) for e in lost)
 
 
 def test_api_key_from_the_environment_never_from_an_argument(capture: Path, tmp_path: Path) -> None:

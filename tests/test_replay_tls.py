@@ -2,7 +2,7 @@
 host that is not this machine; `lumberjacks://` checks the receiver's certificate.
 
 The capture is go-lumber's client (with crypto/tls's key log) talking TLS to the tests' Lumberjack
-receiver; the TLS receiver here is that test receiver too (the go-lumber harness has no TLS server).
+receiver; the replay's receiver is go-lumber's server speaking TLS (`golumber server -tls-cert`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from capture_tools import run_cli
 from go_peer_helpers import require_golumber, run_client
 from lumberjack_helpers import LumberjackServer, capture, self_signed
-from replay_helpers import lost_records, run_replay, summary, with_id
+from replay_helpers import KillableGoServer, lost_records, run_replay, summary, with_id
 
 
 @pytest.fixture(scope="module")
@@ -55,21 +55,27 @@ def test_a_tls_stream_is_not_replayed_in_plaintext_to_another_host(
 def test_lumberjacks_checks_the_certificate(tls_capture: tuple[Path, Path, Path], tmp_path: Path) -> None:
     pcap, keys, cert = tls_capture
     key = cert.with_name("key.pem")
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(cert, key)
+    other = tmp_path / "other"
+    other.mkdir()
+    other_ca, _ = self_signed(other)
     chosen = lost_records_tls(pcap, keys)
     assert len(chosen) == 6
-    with LumberjackServer("count", tls=ctx) as server:
+    args = (str(pcap), "--tls-keylog", str(keys), "--delivery", "delivered", "--retries", "0")
+    with KillableGoServer(0, "-tls-cert", str(cert), "-tls-key", str(key)) as server:
         url = f"lumberjacks://127.0.0.1:{server.port}"
-        code, out, err = run_replay(str(pcap), "--tls-keylog", str(keys), "--delivery", "delivered", "--to", url,
-                                    "--journal", str(tmp_path / "j1"), "--retries", "0")  # fmt: skip
-        assert code == 1 and "certificate was refused" in err
-        code, out, err = run_replay(str(pcap), "--tls-keylog", str(keys), "--delivery", "delivered", "--to", url,
-                                    "--ca", str(cert), "--journal", str(tmp_path / "j2"), "--json")  # fmt: skip
+        for ca in ([], ["--ca", str(other_ca)]):  # the system's CAs, another CA: both refuse it
+            code, out, err = run_replay(*args, "--to", url, *ca, "--journal", str(tmp_path / "j1"))
+            assert code == 1
+            assert "certificate was refused" in err and "--ca" in err
+            assert len(err.strip().splitlines()) == 1, err  # one line: no retry, no traceback
+        assert server.events() == []
+        code, out, err = run_replay(*args, "--to", url, "--ca", str(cert), "--journal", str(tmp_path / "j2"),
+                                    "--json")  # fmt: skip
         assert code == 0, err
-    got = [json.loads(raw) for conn in server.connections for _, raw in conn.events]
+        got = server.events()
     assert got == [with_id(r["event"], r["event_id"]) for r in chosen]
     assert summary(out)["acknowledged"] == 6
+    assert (tmp_path / "j1").read_text().splitlines()[2:] == []  # the header lines only
 
 
 def lost_records_tls(pcap: Path, keys: Path) -> list[dict]:

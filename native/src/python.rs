@@ -1766,6 +1766,13 @@ fn hercules_documents<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, 
     Ok(list)
 }
 
+/// Hercules event records of every later decoding carry `bytes_base64`, the event's bytes as
+/// captured, or stop carrying it (`wirelog replay` sends those bytes to a Gate).
+#[pyfunction]
+fn hercules_event_bytes(on: bool) {
+    crate::decoders::hercules::keep_event_bytes(on);
+}
+
 // --- The Hercules export (docs/hercules.md): events encoded by the core -----------------------
 
 /// The messages a native decoder made, as Hercules event bodies for a `HerculesWriter`.
@@ -2060,6 +2067,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_debug, m)?)?;
     m.add_function(wrap_pyfunction!(on_out_of_memory, m)?)?;
     m.add_function(wrap_pyfunction!(hercules_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(hercules_event_bytes, m)?)?;
     m.add_class::<HerculesEvents>()?;
     m.add_class::<HerculesWriter>()?;
     m.add(

@@ -23,6 +23,7 @@ from wirelog.replay.selection import (
     CLASSES,
     DEFAULT_CLASSES,
     encode,
+    keep_event_bytes,
     ndjson_records,
     parquet_records,
     set_id,
@@ -140,6 +141,7 @@ def replay(ctx, to, classes, dry_run, journal_path, id_field, no_id, window, com
         if id_field is not None:
             raise click.UsageError("--id-field: a Hercules event's id is its UUID, sent as captured")
         no_id = True  # the UUID is the id: nothing is added to the payload
+        keep_event_bytes()  # events from captures go as captured, byte for byte
         if not dry_run:
             api_key = _api_key(api_key_file)
     elif api_key_file:
@@ -281,7 +283,7 @@ def _ns(ts: Any) -> int | None:
 def _items(chosen, plan: Plan, journal, id_path, target: Target | None, allow_plaintext: bool):
     """(event_id, encoded document) of each event to send; counts what was selected."""
     guard = target is not None and not target.tls and not allow_plaintext and not target.loopback
-    acked = journal.acked if journal is not None else frozenset()
+    acked = journal if journal is not None and len(journal) else frozenset()  # (no lookup when empty)
     hercules = target is not None and target.protocol == "hercules"
     if hercules:
         from wirelog.replay.hercules import MAX_EVENT, EncodeError, encode_event
@@ -309,7 +311,7 @@ def _items(chosen, plan: Plan, journal, id_path, target: Target | None, allow_pl
                     f"{target.url.split(':', 1)[0]}:// sends Hercules events only (--protocol hercules)"
                 )
             try:
-                payload = encode_event(*ev.header, doc)
+                payload = ev.raw if ev.raw is not None else encode_event(*ev.header, doc)
             except EncodeError as e:
                 raise _Refused(
                     f"{ev.capture}: stream {ev.stream}: event {key}: not a Hercules event: {e}"

@@ -5,7 +5,9 @@ client name); the receiver answers `VERS` (flag bit 0: it reads `EVNT`) or, if i
 handshake, `????`. A payload is `JDAT length nonce(16) zlib(len(u32) event ...)` or, to a receiver
 that reads them, `EVNT ffffffff nonce zlib-stream` (zlib level 3, as the Go shipper writes it).
 The receiver acknowledges with `ACKN nonce(16) sequence(u32)`: the events of that payload
-accepted so far, possibly several times per payload (partial ACKNs). `PING` is answered `PONG`.
+accepted so far, possibly several times per payload (partial ACKNs). A connection idle with no
+payload pending is checked with `PING`, which the receiver answers `PONG` (lc-lib/publisher:
+`timeoutKeepalive` after 10 s without traffic; no `PONG` within the network timeout fails it).
 A payload not fully acknowledged when the connection is lost is sent again on the next one with
 the same nonce, its unacknowledged tail only (renumbered from 1), as the Go shipper does.
 """
@@ -15,10 +17,10 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from collections import deque
 
 from wirelog.replay.buffer import ReceiveBuffer
 from wirelog.replay.events import Acked, Event, Item, KeepAlive, Pong, ProtocolError, Ready
+from wirelog.replay.resend import Resending
 
 _HEADER = struct.Struct(">4sI")
 _U32 = struct.Struct(">I")
@@ -39,25 +41,27 @@ class _Payload:
         self.acked = 0
 
 
-class CourierSender:
+class CourierSender(Resending):
     """Payloads of events out, ACKNs in. `pipelining`: payloads awaiting their ACKN (the Go
     shipper's `max pending payloads`, default 10)."""
 
     name = "courier"
 
     def __init__(self, pipelining: int = 10, nonce=os.urandom) -> None:
+        super().__init__()
         self.pipelining = max(1, pipelining)
         self._nonce = nonce
         self._payloads: dict[bytes, _Payload] = {}
-        self._resend: deque[_Payload] = deque()
         self._buf = ReceiveBuffer()
         self._ready = False
+        self.pinging = False  # a PING waits for its PONG
         self.evnt = False
         self.receiver = ""
 
     def connection_made(self) -> bytes:
         self._buf = ReceiveBuffer()
         self._ready = False
+        self.pinging = False
         return HELO
 
     def connection_lost(self) -> None:
@@ -74,17 +78,14 @@ class CourierSender:
     def can_send(self) -> bool:
         return self._ready and len(self._payloads) < self.pipelining
 
-    def has_resend(self) -> bool:
-        return bool(self._resend)
-
-    def send_resend(self) -> tuple[bytes, int]:
-        p = self._resend.popleft()
+    def _again(self, p: _Payload) -> tuple[bytes, int]:  # the same nonce, its unacknowledged tail
         return self._write(p), len(p.items)
 
     def send(self, items: list[Item]) -> bytes:
         return self._write(_Payload(self._nonce(16), items))
 
     def ping(self) -> bytes:
+        self.pinging = True
         return PING
 
     @property
@@ -123,7 +124,8 @@ class CourierSender:
             return Ready(self.receiver)
         if kind == b"ACKN" and len(body) == 20:
             return self._ackn(body[:16], _U32.unpack_from(body, 16)[0])
-        if kind == b"PONG":
+        if kind == b"PONG":  # (one after payloads were sent again is the Go shipper's too: ignored)
+            self.pinging = False
             return Pong()
         raise ProtocolError(f"the receiver sent an unexpected {kind.decode(errors='replace')!r} message")
 

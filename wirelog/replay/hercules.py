@@ -12,20 +12,22 @@ Requests are not pipelined (the Gate's clients send one at a time per connection
 within the Gate's limits: at most `max_body` bytes (4 MiB, the .NET sink's `MaximumBatchSize`, half
 the Gate's default `http.server.maxContentLength` of 8 MiB), and `--window` events.
 
-An event is written back from its record: version, timestamp and UUID as captured, the payload
-(the record's `event`, JSON) with types chosen from the JSON values (`encode_event`).
+An event from a capture is sent as its bytes on the wire (the record's `bytes_base64`); one read
+from wirelog's NDJSON/Parquet is written back from its record: version, timestamp and UUID as
+captured, the payload (the record's `event`, JSON) with types chosen from the JSON values
+(`encode_event`).
 """
 
 from __future__ import annotations
 
 import struct
 import uuid as uuidlib
-from collections import deque
 from typing import Any
 from urllib.parse import quote
 
 from wirelog.replay.buffer import ReceiveBuffer
 from wirelog.replay.events import Acked, Event, Item, ProtocolError, Rejected
+from wirelog.replay.resend import Resending
 
 MAX_BODY = 4 * 1024 * 1024  # bytes per request body (the .NET sink's MaximumBatchSize)
 MAX_EVENT = 500_000  # the Gate's validation.max.event.size default
@@ -150,17 +152,17 @@ def request_head(host: str, port: int, stream: str, api_key: str, length: int) -
     ).encode()
 
 
-class HerculesSender:
+class HerculesSender(Resending):
     """Requests of events out, HTTP answers in. One request on the wire at a time."""
 
     name = "hercules"
     pipelining = 1
 
     def __init__(self, host: str, port: int, stream: str, api_key: str, max_body: int = MAX_BODY) -> None:
+        super().__init__()
         self.host, self.port, self.stream, self._key = host, port, stream, api_key
         self.max_bytes = max_body - 4  # Source.take: document bytes per request, under the count
         self._waiting: list[Item] | None = None
-        self._resend: deque[list[Item]] = deque()
         self._buf = ReceiveBuffer()
         self.reconnect = False  # the Gate said `Connection: close`: next request on a new connection
 
@@ -180,13 +182,6 @@ class HerculesSender:
 
     def can_send(self) -> bool:
         return self._waiting is None and not self.reconnect
-
-    def has_resend(self) -> bool:
-        return bool(self._resend)
-
-    def send_resend(self) -> tuple[bytes, int]:
-        items = self._resend.popleft()
-        return self.send(items), len(items)
 
     def send(self, items: list[Item]) -> bytes:
         body = b"".join([_I32.pack(len(items)), *(payload for _, payload in items)])

@@ -17,6 +17,7 @@ from collections import deque
 
 from wirelog.replay.buffer import ReceiveBuffer
 from wirelog.replay.events import Acked, Event, Item, KeepAlive, ProtocolError
+from wirelog.replay.resend import Resending
 
 _HEAD = struct.Struct(">II")
 _U32 = struct.Struct(">I")
@@ -31,17 +32,17 @@ class _Window:
         self.acked = 0
 
 
-class LumberjackSender:
+class LumberjackSender(Resending):
     """Windows of events out, ACKs in. `level`: zlib level, 0 for plain J frames (Filebeat's
     `compression_level`, default 3); `pipelining`: windows on the wire awaiting their ACK."""
 
     name = "lumberjack"
 
     def __init__(self, level: int = 3, pipelining: int = 2) -> None:
+        super().__init__()
         self.level = level
         self.pipelining = max(1, pipelining)
         self._windows: deque[_Window] = deque()
-        self._resend: deque[list[Item]] = deque()
         self._buf = ReceiveBuffer()
 
     # -- connection ------------------------------------------------------------------------------
@@ -65,14 +66,6 @@ class LumberjackSender:
 
     def can_send(self) -> bool:
         return len(self._windows) < self.pipelining
-
-    def has_resend(self) -> bool:
-        return bool(self._resend)
-
-    def send_resend(self) -> tuple[bytes, int]:
-        """The next unacknowledged rest from a lost connection, as a window: (bytes, events)."""
-        items = self._resend.popleft()
-        return self.send(items), len(items)
 
     def send(self, items: list[Item]) -> bytes:
         """One window of `items` (at least one)."""

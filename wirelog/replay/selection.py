@@ -9,6 +9,8 @@ once. Records come in the core's order: per connection, in the order the events 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -31,6 +33,7 @@ class Selected:
     stream: int | None
     tls: bool  # the stream it came from was TLS (decrypted from a key log)
     header: tuple[Any, Any, Any] | None = None  # Hercules events: (version, timestamp, uuid)
+    raw: bytes | None = None  # Hercules events read from a capture: the event's bytes as captured
 
 
 def _loads(line: bytes) -> Any:
@@ -101,9 +104,29 @@ def select(
         if keep is not None and not keep(r):
             continue
         protocol = get("protocol", "")
-        header = (get("version"), get("timestamp"), get("uuid")) if protocol == "hercules" else None
+        header = raw = None
+        if protocol == "hercules":
+            header = (get("version"), get("timestamp"), get("uuid"))
+            raw = _captured(get("bytes_base64"))
         yield Selected(str(r["event_id"]), r["event"], protocol, get("capture", ""), get("stream"),
-                       bool(get("tls")), header)  # fmt: skip
+                       bool(get("tls")), header, raw)  # fmt: skip
+
+
+def keep_event_bytes() -> None:
+    """Hercules event records decoded from now on carry the event's bytes as captured
+    (`bytes_base64`), which a replay to a Gate sends instead of rebuilding them from `event`."""
+    from wirelog import _core
+
+    _core.hercules_event_bytes(True)
+
+
+def _captured(text: Any) -> bytes | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def sniff(path: str) -> str:

@@ -32,7 +32,7 @@ use super::{Chunk, Closing, Decoder, Gap, Shared as AllShared, StreamContext};
 use crate::model::{Record, Value};
 
 pub use http::py_strip;
-pub use records::TagNames;
+pub use records::{keep_event_bytes, TagNames};
 
 /// State shared by the Hercules connections of one capture: the tag names already reported (a
 /// name that breaks the convention is reported once per capture).

@@ -11,6 +11,7 @@
 )]
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::reader::{Parsed, Problem};
 use super::render::{exported, Cursor, Renderer, TextRenderer};
@@ -23,6 +24,18 @@ pub const PROTOCOL: &str = "hercules";
 pub const REPEAT_LIMIT: u64 = 100;
 /// Tag names remembered per capture for the once-per-capture rule.
 const MAX_NAMES: usize = 10_000;
+
+/// Whether event records carry `bytes_base64`, the event's bytes as captured (`wirelog replay`
+/// sends them: the record's `event` does not keep the tags' widths, Byte to Long, Float to
+/// Double, nor UUID values). Off unless a process asks (`keep_event_bytes`): every output of
+/// every other command stays as it is. A process-wide switch because the decoder's options come
+/// from layers above it that replay has no reason to widen for one field.
+static EVENT_BYTES: AtomicBool = AtomicBool::new(false);
+
+/// Event records from now on carry (or not) `bytes_base64` (see `EVENT_BYTES`).
+pub fn keep_event_bytes(on: bool) {
+    EVENT_BYTES.store(on, Ordering::Relaxed);
+}
 
 /// Where a record sits: (frame, ts) of the packet that carried it.
 pub type Origin = (Option<u64>, Option<i64>);
@@ -73,6 +86,14 @@ pub fn event_message(
     m.fields.push(("uuid", Value::String(uuid_text(&ev.uuid))));
     m.fields.push(("tag_count", ev.tag_count.into()));
     m.fields.extend(extra);
+    if EVENT_BYTES.load(Ordering::Relaxed) {
+        use base64::Engine;
+        let bytes = data
+            .get(ev.offset..ev.offset + ev.length)
+            .unwrap_or_default();
+        let text = base64::engine::general_purpose::STANDARD.encode(bytes);
+        m.fields.push(("bytes_base64", Value::String(text)));
+    }
     let payload = ev.offset + 25;
     // An export has a `wirelog` container tag: where its bytes are nowhere, nothing is walked.
     let bytes = data.get(payload..ev.offset + ev.length).unwrap_or_default();

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"net"
@@ -22,6 +23,8 @@ func runServer(args []string) error {
 	ackDelay := fs.Duration("ack-delay", 0, "how long the 'pipeline' holds each batch before ACKing it")
 	ackBatches := fs.Int("ack-batches", -1, "ACK only the first N batches, never the later ones (-1 = all)")
 	timeout := fs.Duration("timeout", 30*time.Second, "go-lumber's network timeout")
+	tlsCert := fs.String("tls-cert", "", "speak TLS with this certificate (PEM; with -tls-key), as Logstash's ssl_certificate")
+	tlsKey := fs.String("tls-key", "", "the certificate's key (PEM)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -30,6 +33,15 @@ func runServer(args []string) error {
 	l, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
+	}
+	if *tlsCert != "" {
+		// go-lumber's own TLS option only applies to ListenAndServeWith; wrapping the listener
+		// here does what it does and keeps the taps on the plaintext side (they see the ACKs).
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			return err
+		}
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}})
 	}
 	// Every byte go-lumber writes is seen, so the test knows each ACK and keep-alive it sent.
 	var conns atomic.Int64
