@@ -47,6 +47,12 @@ def lost_records(pcap: Path, classes: tuple[str, ...] = ("never_acknowledged",))
     return [r for r in ndjson(out) if r.get("delivery") in classes and not r.get("resend_of")]
 
 
+def sent_id(r: dict[str, Any]) -> str:
+    """The id replay gives the event of record `r`: a Lumberjack `event_id` names a place in its
+    capture only, so the first copy's capture time goes with it."""
+    return f"{r['event_id']}@{r['ts']}" if r["protocol"] == "lumberjack" else r["event_id"]
+
+
 def with_id(doc: dict[str, Any], event_id: str) -> dict[str, Any]:
     """`doc` as replay sends it: `@metadata._id` = its event_id (unless it has one)."""
     out = json.loads(json.dumps(doc))

@@ -3,7 +3,7 @@ go-lumber's own client (Filebeat's library) whose receiver was killed mid-window
 resent on a new connection to a receiver that stopped acknowledging (issue #45).
 
 The receiver must get exactly the events that were never acknowledged, each once, JSON-equal to
-the captured documents plus `@metadata._id` = the record's `event_id`; the journal must keep a
+the captured documents plus `@metadata._id` = the record's `event_id` with its first copy's time; the journal must keep a
 rerun, or a run resumed after SIGKILL, from sending an acknowledged event again; a receiver that
 refuses, resets or never acknowledges must end the run with one clear line and status 1.
 """
@@ -32,6 +32,7 @@ from replay_helpers import (
     replay_cmd,
     replay_env,
     run_replay,
+    sent_id,
     summary,
     with_id,
 )
@@ -121,7 +122,7 @@ def test_replay_sends_exactly_the_never_acknowledged_events_once(incident: Incid
                                     "--journal", str(journal), "--json")  # fmt: skip
         assert code == 0, err
         got = server.events()
-    assert got == [with_id(r["event"], r["event_id"]) for r in lost]
+    assert got == [with_id(r["event"], sent_id(r)) for r in lost]
     s = summary(out)
     assert (s["selected"], s["sent"], s["acknowledged"], s["failed"], s["already_in_journal"]) == (
         3,
@@ -131,7 +132,7 @@ def test_replay_sends_exactly_the_never_acknowledged_events_once(incident: Incid
         0,
     )
     ids = [line for line in journal.read_text().splitlines() if not line.startswith("#")]
-    assert ids == [r["event_id"] for r in lost]
+    assert ids == [sent_id(r) for r in lost]
 
     # a rerun sends nothing: everything is in the journal
     with KillableGoServer() as server:
@@ -157,7 +158,7 @@ def test_replay_of_widened_classes_plain_and_compressed(
             args += ["--delivery", c]
         code, _, err = run_replay(*args)
         assert code == 0, err
-        assert server.events() == [with_id(r["event"], r["event_id"]) for r in chosen]
+        assert server.events() == [with_id(r["event"], sent_id(r)) for r in chosen]
         assert all(len(b) <= 2 for b in server.batches)
     sent = sorted({s.doc["n"] for r in incident.runs for s in r.events})  # what the capture holds
     assert sorted(e["n"] for e in server.events()) == sent  # each event once
@@ -180,7 +181,35 @@ def test_replay_from_wirelogs_own_ndjson_and_parquet(incident: Incident, tmp_pat
             code, _, err = run_replay(str(path), "--to", f"lumberjack://127.0.0.1:{server.port}",
                                       "--journal", str(tmp_path / f"{path.name}.j"))  # fmt: skip
             assert code == 0, err
-            assert server.events() == [with_id(r["event"], r["event_id"]) for r in expected]
+            assert server.events() == [with_id(r["event"], sent_id(r)) for r in expected]
+
+
+def test_two_captures_with_the_same_coordinates_keep_their_events_apart(
+    incident: Incident, tmp_path: Path
+) -> None:
+    """A Lumberjack `event_id` (STREAM:FRAME:SEQ) names a place in one capture: another capture
+    of the same shape (here the incident an hour later) has the same ids for other events. Replayed
+    together with one journal, each capture's lost events are sent once under ids of their own;
+    before, both went out under the same three ids (one Elasticsearch document for two events), and
+    a later run with that journal skipped the second capture's as "already in the journal"."""
+    from impair import read_pcap, write_pcap
+
+    header, records = read_pcap(incident.pcap)
+    later = tmp_path / "later.pcap"
+    hour = 3600
+    write_pcap(later, header, [
+        (int.from_bytes(r[:4], "little") + hour).to_bytes(4, "little") + r[4:] for r in records
+    ])  # fmt: skip
+    lost = lost_records(incident.pcap) + lost_records(later)
+    assert len({r["event_id"] for r in lost}) == len(lost) // 2  # the same coordinates
+    with KillableGoServer() as server:
+        code, out, err = run_replay(str(incident.pcap), str(later), "--to", f"lumberjack://127.0.0.1:{server.port}",
+                                    "--journal", str(tmp_path / "journal"), "--json")  # fmt: skip
+        assert code == 0, err
+        got = server.events()
+    assert summary(out)["acknowledged"] == len(lost) == 6
+    assert got == [with_id(r["event"], sent_id(r)) for r in lost]
+    assert len({d["@metadata"]["_id"] for d in got}) == 6
 
 
 def test_id_field_and_no_id(incident: Incident, tmp_path: Path) -> None:
@@ -188,7 +217,7 @@ def test_id_field_and_no_id(incident: Incident, tmp_path: Path) -> None:
     for extra, expect in (
         (
             ["--id-field", "fields.replay_id"],
-            [r["event"] | {"fields": {"replay_id": r["event_id"]}} for r in lost],
+            [r["event"] | {"fields": {"replay_id": sent_id(r)}} for r in lost],
         ),
         (["--no-id"], [r["event"] for r in lost]),
     ):
@@ -330,7 +359,7 @@ def test_dry_run_opens_no_socket(incident: Incident, tmp_path: Path, monkeypatch
     s = json.loads(out)
     lost = lost_records(incident.pcap)
     assert (s["selected"], s["would_send"]) == (3, 3)
-    assert s["first_events"] == [with_id(r["event"], r["event_id"]) for r in lost]
+    assert s["first_events"] == [with_id(r["event"], sent_id(r)) for r in lost]
     assert [c["events"] for c in s["connections"]] == [3]
     assert not journal.exists()
     code, out, err = run_cli("replay", str(incident.pcap), "--dry-run")

@@ -16,7 +16,7 @@ import pytest
 from capture_tools import run_cli
 from go_peer_helpers import require_golumber, run_client
 from lumberjack_helpers import LumberjackServer, capture, self_signed
-from replay_helpers import KillableGoServer, lost_records, run_replay, summary, with_id
+from replay_helpers import KillableGoServer, lost_records, run_replay, sent_id, summary, with_id
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_lumberjacks_checks_the_certificate(tls_capture: tuple[Path, Path, Path]
                                     "--json")  # fmt: skip
         assert code == 0, err
         got = server.events()
-    assert got == [with_id(r["event"], r["event_id"]) for r in chosen]
+    assert got == [with_id(r["event"], sent_id(r)) for r in chosen]
     assert summary(out)["acknowledged"] == 6
     assert (tmp_path / "j1").read_text().splitlines()[2:] == []  # the header lines only
 

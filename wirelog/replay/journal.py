@@ -1,5 +1,5 @@
-"""The journal: every event a receiver acknowledged, one `event_id` a line, appended as each ACK
-arrives, so a rerun (or a run resumed after SIGKILL) never sends an acknowledged event again.
+"""The journal: every event a receiver acknowledged, one id a line (its `event_id`, qualified as
+`selection.replay_id` says), appended as each ACK arrives, so a rerun (or a run resumed after SIGKILL) never sends an acknowledged event again.
 
 One `os.write` per ACK on an O_APPEND descriptor: the kernel completes a write(2) to a regular
 file even if the process is killed during it, so SIGKILL leaves whole lines, and a line cut by a crash of the machine

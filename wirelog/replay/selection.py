@@ -108,8 +108,20 @@ def select(
         if protocol == "hercules":
             header = (get("version"), get("timestamp"), get("uuid"))
             raw = _captured(get("bytes_base64"))
-        yield Selected(str(r["event_id"]), r["event"], protocol, get("capture", ""), get("stream"),
+        yield Selected(replay_id(r), r["event"], protocol, get("capture", ""), get("stream"),
                        bool(get("tls")), header, raw)  # fmt: skip
+
+
+def replay_id(r: dict) -> str:
+    """The id an event is journaled and sent under: its `event_id`, which a Log Courier nonce or a
+    Hercules UUID makes unique anywhere, but a Lumberjack `STREAM:FRAME:SEQ` only within its capture
+    (docs/records.md). So a Lumberjack id gets the capture time of the event's first copy, to the
+    nanosecond (`3:1042:17@2026-11-21T05:37:19.562021000Z`): the same whenever that capture, or
+    wirelog's records of it, is replayed, while the same coordinates in another capture — which
+    would otherwise share one journal line, or one Elasticsearch document — differ."""
+    event_id = str(r["event_id"])
+    ts = r.get("ts")
+    return f"{event_id}@{ts}" if r.get("protocol") == "lumberjack" and isinstance(ts, str) else event_id
 
 
 def keep_event_bytes() -> None:
