@@ -511,9 +511,7 @@ document.getElementById('zoom-reset').addEventListener('click', () => {
   syncing = true;
   try { for (const v of Object.values(linked)) v.signal('zoom_t', null).run(); } finally { syncing = false; }
 });
-// for tests and the console: the x domain each time chart shows
-window.wirelogXDomains = () =>
-  Object.fromEntries(Object.entries(linked).map(([n, v]) => [n, v.scale('x').domain()]));
+window.wirelogViews = linked; // the time charts' Vega views, for tests and the console
 const drawn = [];
 for (const [name, spec] of Object.entries(D.charts)) {
   const el = document.getElementById('chart-' + name);
