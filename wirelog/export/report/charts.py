@@ -56,7 +56,7 @@ def time_axis(span_s: float) -> dict[str, Any]:
         "field": "t",
         "type": "quantitative",
         "title": "seconds since the start",
-        "scale": {"domain": [0, span_s or 1e-3], "nice": False, "zero": False},
+        "scale": {"domain": [0, span_s or 1e-3], "nice": False, "zero": False, "padding": 0},
         "axis": {"labelAngle": 0},
     }
 
@@ -71,18 +71,22 @@ def _folded(
     columns: list[str],
     mark: dict[str, Any],
     span_s: float,
-    y_title: str,
     colours: dict | None = None,
 ) -> dict:
     """One series chart: the columns of the `series` dataset folded into a colour per column. A line
     breaks where a bin has no value (no answer: no latency) instead of joining its neighbours; bars
-    cover their bin."""
-    colour: dict[str, Any] = {"field": "series", "type": "nominal", "title": None}
+    cover their bin. The unit is in the title: a y axis title would shift this chart's x axis."""
+    colour: dict[str, Any] = {
+        "field": "series",
+        "type": "nominal",
+        "title": None,
+        "legend": {"labelLimit": 200},
+    }
     if colours:
         colour["scale"] = {"domain": list(colours), "range": list(colours.values())}
     encoding: dict[str, Any] = {
         "x": time_axis(span_s),
-        "y": {"field": "value", "type": "quantitative", "title": y_title, "axis": Y_AXIS},
+        "y": {"field": "value", "type": "quantitative", "title": None, "axis": Y_AXIS},
         "color": colour,
         "tooltip": [
             {**WHEN, "title": "bin start"},
@@ -90,14 +94,19 @@ def _folded(
             {"field": "value", "type": "quantitative", "format": ",.3~f"},
         ],
     }
+    fold: list[dict[str, Any]] = [{"fold": columns, "as": ["series", "value"]}]
     if mark["type"] == "bar":
+        # a bar covers its bin (x to x2) and stacks up from zero (a ranged x would make y a position)
         encoding["x2"] = {"field": "t2"}
+        encoding["y"]["stack"] = "zero"
+        mark = {**mark, "orient": "vertical"}
+        fold.append({"filter": "datum.value > 0"})  # an empty bin: no bar, not a sliver
     return {
         "title": title,
         "width": WIDTH,
         "height": 160,
         "data": {"name": "series"},
-        "transform": [{"fold": columns, "as": ["series", "value"]}],
+        "transform": fold,
         "params": [ZOOM],
         "mark": {**mark, "clip": True, "invalid": "break-paths-filter-domains"},
         "encoding": encoding,
@@ -222,28 +231,21 @@ def over_time(span_s: float, bin_s: float) -> dict[str, dict[str, Any]]:
             ["events/s", "never acknowledged/s", "only by a resend/s"],
             line,
             span_s,
-            "events/s",
         ),
         "bytes": _folded(
-            f"Bytes per second by direction ({per_bin})",
-            ["bytes/s c→s", "bytes/s s→c"],
-            line,
-            span_s,
-            "bytes/s",
+            f"Bytes per second by direction ({per_bin})", ["bytes/s c→s", "bytes/s s→c"], line, span_s
         ),
         "latency": _folded(
-            f"ACK / response latency ({per_bin}, by the answer's time; no line where nothing was answered)",
+            f"ACK / response latency in ms ({per_bin}, by the answer's time; no line where nothing was answered)",
             ["p50 ms", "p99 ms"],
             {"type": "line", "point": True},
             span_s,
-            "ms",
         ),
         "findings": _folded(
-            f"Findings by severity (per bin of {interval_text(bin_s)})",
+            f"Findings by severity, per bin of {interval_text(bin_s)}",
             list(SEVERITY_COLOURS),
             {"type": "bar"},
             span_s,
-            f"findings per {interval_text(bin_s)}",
             SEVERITY_COLOURS,
         ),
     }
@@ -313,11 +315,9 @@ def latency_by(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def error_responses(span_s: float, bin_s: float) -> dict[str, Any]:
-    per = interval_text(bin_s)
     return _folded(
-        f"Error responses (CQL ERROR, Gate 4xx/5xx; per bin of {per})",
+        f"Error responses (CQL ERROR, Gate 4xx/5xx), per bin of {interval_text(bin_s)}",
         ["error responses"],
         {"type": "bar"},
         span_s,
-        f"responses per {per}",
     )
