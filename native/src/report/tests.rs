@@ -57,7 +57,7 @@ fn a_window_never_answered_stalls_until_the_capture_ends() {
     let mut t = Timeline::new(2 * S);
     t.record(&window(1, 10 * S, 5), Some(&stamp(1)));
     let mut f = Finding::new("x.y", Severity::Warning, "late".into());
-    f.ts = Some(30 * S);
+    f.ts = Some(300 * S);
     t.record(&f.into(), None);
     let j = parse(&mut t, 10);
     assert_eq!(j["stalls"][0]["start"], 10 * S);
@@ -311,4 +311,36 @@ fn a_close_without_data_ends_the_wait_of_an_unanswered_window() {
     assert_eq!(j["stalls"][0]["start"], 10 * S);
     assert_eq!(j["stalls"][0]["end"], Value::Null);
     assert_eq!(j["stalls"][0]["until"], 10 * S + 7 * S / 10);
+}
+
+#[test]
+fn a_folded_fleet_keeps_the_connection_still_waiting_for_its_ack() {
+    // 50,000 connections end; one of them (stream 25,000, the least events of all) sent a window
+    // that no ACK answered: it is kept whole, so its stall is drawn to its own last packet.
+    let mut t = Timeline::new(S);
+    for stream in 0..50_000u64 {
+        let ts = stream as i64 * 1000;
+        if stream == 25_000 {
+            t.record(&window(1, ts, 5), Some(&stamp(stream)));
+        } else {
+            let mut m = Message::new("lumberjack", "event");
+            (m.ts, m.acked) = (Some(ts), Some(true));
+            t.record(&m.into(), Some(&stamp(stream)));
+        }
+        end(&mut t, stream, ts);
+    }
+    let mut f = Finding::new("x.y", Severity::Info, "late".into());
+    f.ts = Some(300 * S);
+    t.record(&f.into(), None);
+    let j = parse(&mut t, 1);
+    assert_eq!(
+        j["lanes"][0]["stream"], 25_000,
+        "the stalled connection ranks first"
+    );
+    assert_eq!(j["stalls"][0]["stream"], 25_000);
+    assert_eq!(
+        j["stalls"][0]["until"],
+        25_000 * 1000,
+        "to its connection's last packet, not the capture's end"
+    );
 }
