@@ -57,7 +57,7 @@ fn a_window_never_answered_stalls_until_the_capture_ends() {
     let mut t = Timeline::new(2 * S);
     t.record(&window(1, 10 * S, 5), Some(&stamp(1)));
     let mut f = Finding::new("x.y", Severity::Warning, "late".into());
-    f.ts = Some(300 * S);
+    f.ts = Some(30 * S);
     t.record(&f.into(), None);
     let j = parse(&mut t, 10);
     assert_eq!(j["stalls"][0]["start"], 10 * S);
