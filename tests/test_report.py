@@ -209,7 +209,8 @@ def _comparable(data: dict[str, Any]) -> dict[str, Any]:
         ),
         # an unanswered stall of a closed connection ends at its last packet, as its close
         "stalls": sorted(
-            (s["t"], s["t2"] if s["answered"] else -1.0, s["lane"], s["requests"]) for s in stalls
+            (s["t"], s["t2"] if s["answered"] else -1.0, s["lane"], s["seq_first"], s["seq_last"])
+            for s in stalls
         ),
         "totals": totals,
         "delivery": delivery,
@@ -244,9 +245,10 @@ def test_page_stays_small_on_a_big_capture(tmp_path):
 
 
 def data_bin_s(text: str) -> float:
-    m = re.search(r"Bins of the series: ([0-9.e-]+) s", text)
+    """The series' bin width, as the page says it ("Series in bins of 50 ms")."""
+    m = re.search(r'Series in bins of <b id="bin-interval">([0-9.]+) (ms|s)</b>', text)
     assert m
-    return float(m[1])
+    return float(m[1]) / (1000 if m[2] == "ms" else 1)
 
 
 def test_svg_and_png_export(tmp_path):

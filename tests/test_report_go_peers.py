@@ -79,7 +79,13 @@ def test_a_server_that_stops_acking_draws_an_unanswered_stall_and_the_lost_event
     assert sum(m["count"] for m in unacked) == len(lost)
     assert sorted((m["first"], m["last"]) for m in unacked) == [(1, 2), (1, 2)]  # windows 2 and 3
     stalls = rows(data["datasets"]["stalls"])
-    assert [s["answered"] for s in stalls] == [False]
+    # each unacknowledged window is its own stall, from its own send to the client's close
+    assert [s["answered"] for s in stalls] == [False, False]
+    sends = {m["frame"]: m for m in marks if m["kind"] == "send" and m["what"] == "window"}
+    for s in stalls:
+        window = sends[s["sent_frame"]]
+        assert s["t"] == window["t"] and (s["seq_first"], s["seq_last"]) == (window["first"], window["last"])
+    assert stalls[0]["t"] < stalls[1]["t"] and stalls[0]["t2"] == stalls[1]["t2"]
     assert stalls[0]["seconds"] >= 0.6  # from the first unacknowledged window to the client's close
     series = rows(data["datasets"]["series"])
     assert sum(r["never acknowledged/s"] for r in series) * float(data_bin(text)) == pytest.approx(len(lost))

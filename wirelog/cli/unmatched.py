@@ -7,6 +7,7 @@ inputs were read); one line on stderr names what matched nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from wirelog.engine import protocols
@@ -16,11 +17,38 @@ from wirelog.export.json import rfc3339
 from wirelog.model import EventCounts, Finding, Message, RecordLines, RecordRows, StreamInfo
 
 
+class StreamIds:
+    """A set of stream ids as bits (ids are dense, 0-based in the order streams open): 25 KB at
+    200,000 connections where a set of ints took 13 MB, which grew with every connection."""
+
+    __slots__ = ("_bits",)
+
+    def __init__(self) -> None:
+        self._bits = bytearray()
+
+    def add(self, stream: int) -> None:
+        byte = stream >> 3
+        if byte >= len(self._bits):
+            self._bits.extend(bytes(max(byte + 1 - len(self._bits), len(self._bits) >> 3)))
+        self._bits[byte] |= 1 << (stream & 7)
+
+    def __contains__(self, stream: object) -> bool:
+        if not isinstance(stream, int) or stream < 0 or stream >> 3 >= len(self._bits):
+            return False
+        return bool(self._bits[stream >> 3] >> (stream & 7) & 1)
+
+    def __iter__(self) -> Iterator[int]:
+        """The ids in increasing order."""
+        for byte, bits in enumerate(self._bits):
+            if bits:
+                yield from (byte << 3 | k for k in range(8) if bits >> k & 1)
+
+
 @dataclass(slots=True)
 class Seen:
     """The stream ids and protocols of the inputs, and whether any record passed the filters."""
 
-    streams: set[int] = field(default_factory=set)
+    streams: StreamIds = field(default_factory=StreamIds)
     protocols: set[str] = field(default_factory=set)
     tls: bool = False  # a TLS stream's plaintext protocol is not in its summary
     records: bool = False
@@ -38,7 +66,7 @@ class Seen:
         """The line that says what in `keep` matched nothing, or None. `decoded`: streams were
         decoded (their protocols are known); `records`: the command outputs the records kept (not
         `validate`, whose empty output is the verdict of a clean capture)."""
-        missing = sorted(keep.streams - self.streams)
+        missing = sorted(s for s in keep.streams if s not in self.streams)
         if missing:
             return f"no stream {ids(missing)} in the input (its streams: {ids(sorted(self.streams))})"
         named = keep.protocols & set(protocols.names())

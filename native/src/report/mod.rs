@@ -6,6 +6,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+mod lanes;
+use lanes::Lanes;
+
 use serde_json::{json, Map, Value};
 
 use crate::model::{Delivery, Direction, Finding, Message, Record, Severity, Stamp};
@@ -14,9 +17,11 @@ use crate::tcp::Event;
 /// How long an answer may take before the wait is a stall, unless the caller says otherwise.
 pub const DEFAULT_STALL_NS: i64 = 2_000_000_000;
 /// The narrowest bin: 1 ms. Bins are aligned to multiples of their width since the epoch and the
-/// width only ever doubles, so the series of several captures merge bin for bin.
+/// width grows 1, 2, 10, 20, 100, 200 ms ... (each a multiple of the one before), so the series of
+/// several captures merge bin for bin and the page can sum them into bins of a round interval
+/// (1, 2 or 5 × 10^k: every such interval at least the width is a multiple of it).
 const BASE_BIN_NS: i64 = 1_000_000;
-/// Bins a series spans at most; past it the width doubles and neighbours merge.
+/// Bins a series spans at most; past it the width grows (× 2 or × 5) and neighbours merge.
 const MAX_BINS: i64 = 2048;
 /// Latency histogram: four buckets an octave from 1 µs (2^10 ns) up, the last one open.
 const LAT_BUCKETS: usize = 128;
@@ -101,39 +106,25 @@ impl Series {
     }
 
     fn coarsen(&mut self) {
-        self.width *= 2;
+        let factor = coarser(self.width);
+        self.width *= factor;
         let old = std::mem::take(&mut self.bins);
         for (k, b) in old {
-            self.bins.entry(k.div_euclid(2)).or_default().merge(b);
+            self.bins.entry(k.div_euclid(factor)).or_default().merge(b);
         }
     }
 }
 
-/// Per connection: what ranks it (events, then messages) and what its lane's label says.
-#[derive(Default)]
-struct Lane {
-    protocol: Option<&'static str>,
-    client: String,
-    server: String,
-    first_ts: Option<i64>,
-    last_ts: Option<i64>,
-    events: u64,
-    unacked: u64,
-    messages: u64,
-    sends: u64,
-    answers: u64,
-    keepalives: u64,
-    findings: u64,
-    stalls: u64,
-    closed: Option<&'static str>,
-}
-
-impl Lane {
-    fn saw(&mut self, ts: Option<i64>) {
-        if let Some(ts) = ts {
-            self.first_ts = Some(self.first_ts.map_or(ts, |f| f.min(ts)));
-            self.last_ts = Some(self.last_ts.map_or(ts, |l| l.max(ts)));
-        }
+/// The factor from a bin width (1 or 2 × 10^k ns) to the next: 1 → 2 → 10 → 20 → 100 ...
+fn coarser(width: i64) -> i64 {
+    let mut digits = width;
+    while digits % 10 == 0 {
+        digits /= 10;
+    }
+    if digits == 1 {
+        2
+    } else {
+        5
     }
 }
 
@@ -265,9 +256,13 @@ struct Half {
     side: Side,
     ts: i64,
     frame: Option<u64>,
+    /// The window's (or request's) sequence numbers and kind, when it is the sent half.
+    seq: (Option<i64>, Option<i64>),
+    kind: &'static str,
 }
 
-#[derive(Clone)]
+/// One window or request that waited too long, drawn over its own wait only (several of a
+/// connection may overlap: pipelined windows wait together, and each is its own bar).
 struct Stall {
     stream: u64,
     start: i64,
@@ -278,20 +273,33 @@ struct Stall {
     until: i64,
     sent_frame: Option<u64>,
     answer_frame: Option<u64>,
-    /// Requests waiting in it (overlapping stalls of a connection merge).
-    requests: u64,
+    /// The window's first and last sequence numbers, when it has them.
+    seq: (Option<i64>, Option<i64>),
+    /// What waited: "window", "request", a CQL opcode.
+    request: &'static str,
+}
+
+/// The two ends of a request and its answer (frames and times), as `pair` takes them.
+struct Wait {
+    sent: i64,
+    sent_frame: Option<u64>,
+    answered: i64,
+    answer_frame: Option<u64>,
+    seq: (Option<i64>, Option<i64>),
 }
 
 /// The report's aggregation of one capture (or one set of raw dumps).
 pub struct Timeline {
     stall_ns: i64,
     series: Series,
-    lanes: HashMap<u64, Lane>,
+    lanes: Lanes,
     marks: Marks,
     halves: HashMap<(u64, u64), Half>,
     unpaired: u64,
     stalls: Vec<Stall>,
     stalls_dropped: u64,
+    /// The earliest and latest timestamps seen (the page's x axis spans them).
+    first_ts: Option<i64>,
     last_ts: Option<i64>,
     /// Latency histograms per request kind (CQL opcode, Lumberjack window, Gate request).
     latency_by: BTreeMap<&'static str, Box<[u32; LAT_BUCKETS]>>,
@@ -375,7 +383,7 @@ impl Timeline {
                 width: BASE_BIN_NS,
                 bins: BTreeMap::new(),
             },
-            lanes: HashMap::new(),
+            lanes: Lanes::default(),
             marks: Marks {
                 stride: 1,
                 ..Marks::default()
@@ -384,6 +392,7 @@ impl Timeline {
             unpaired: 0,
             stalls: Vec::new(),
             stalls_dropped: 0,
+            first_ts: None,
             last_ts: None,
             latency_by: BTreeMap::new(),
             window_sizes: [0; 24],
@@ -392,6 +401,7 @@ impl Timeline {
     }
 
     fn saw(&mut self, ts: i64) {
+        self.first_ts = Some(self.first_ts.map_or(ts, |f| f.min(ts)));
         self.last_ts = Some(self.last_ts.map_or(ts, |l| l.max(ts)));
     }
 
@@ -432,8 +442,9 @@ impl Timeline {
             }
             Event::Finding(f) => self.finding(f),
             Event::End(info) => {
+                self.saw(info.first_ts);
                 self.saw(info.last_ts); // a close without data still ends the wait of what is unanswered
-                let lane = self.lanes.entry(info.stream).or_default();
+                let lane = self.lanes.get(info.stream);
                 lane.client.clone_from(&info.client);
                 lane.server.clone_from(&info.server);
                 lane.saw(Some(info.first_ts));
@@ -458,6 +469,7 @@ impl Timeline {
                     );
                     self.marks.notable(m);
                 }
+                self.lanes.end(info.stream);
             }
         }
     }
@@ -467,7 +479,7 @@ impl Timeline {
         self.saw(ts);
         self.series.bin(ts).findings[severity_index(f.severity)] += 1;
         if let Some(stream) = f.stream {
-            self.lanes.entry(stream).or_default().findings += 1;
+            self.lanes.get(stream).findings += 1;
             if f.code != "tcp.gap" {
                 // gaps are drawn from the reassembler's Gap, with their length
                 self.marks
@@ -477,7 +489,7 @@ impl Timeline {
     }
 
     fn message(&mut self, m: &Message, stream: u64) {
-        let lane = self.lanes.entry(stream).or_default();
+        let lane = self.lanes.get(stream);
         lane.protocol = Some(m.protocol);
         lane.messages += 1;
         lane.saw(m.ts);
@@ -488,7 +500,7 @@ impl Timeline {
             return;
         }
         let mut mark = Mark::new(Kind::Send, stream, ts, m.kind, m.frame);
-        let lane = self.lanes.entry(stream).or_default();
+        let lane = self.lanes.get(stream);
         match role(m) {
             Role::Send(token) => {
                 lane.sends += 1;
@@ -504,15 +516,14 @@ impl Timeline {
                 mark.kind = Kind::Answer;
                 let opcode = m.get("request_opcode").and_then(Value::as_str);
                 let request = opcode.and_then(intern_opcode).unwrap_or("request");
-                let sent_frame = u64_field(m, "request_frame");
-                self.pair(
-                    stream,
-                    ts.saturating_sub(ns),
-                    sent_frame,
-                    ts,
-                    m.frame,
-                    request,
-                );
+                let wait = Wait {
+                    sent: ts.saturating_sub(ns),
+                    sent_frame: u64_field(m, "request_frame"),
+                    answered: ts,
+                    answer_frame: m.frame,
+                    seq: (None, None),
+                };
+                self.pair(stream, wait, request);
                 mark.latency = Some(ns);
             }
             Role::Keepalive => {
@@ -561,19 +572,28 @@ impl Timeline {
             mark.count = n;
         }
         let key = (stream, token);
+        let seq = (mark.first, mark.last);
         match self.halves.get(&key).copied() {
             Some(Half {
                 side: Side::Answered,
                 ts: answered,
                 frame,
+                ..
             }) => {
                 self.halves.remove(&key);
-                self.pair(stream, ts, m.frame, answered, frame, m.kind);
+                let wait = Wait {
+                    sent: ts,
+                    sent_frame: m.frame,
+                    answered,
+                    answer_frame: frame,
+                    seq,
+                };
+                self.pair(stream, wait, m.kind);
             }
             Some(Half {
                 side: Side::Sent, ..
             }) => {} // the same token again (a resent request): the first copy is waited on
-            None => self.wait(key, Side::Sent, ts, m.frame),
+            None => self.wait(key, Side::Sent, ts, m.frame, seq, m.kind),
         }
     }
 
@@ -592,49 +612,72 @@ impl Timeline {
                 side: Side::Sent,
                 ts: sent,
                 frame,
+                seq,
+                ..
             }) => {
                 self.halves.remove(&key);
+                let lane = self.lanes.get(stream);
+                lane.waiting = lane.waiting.saturating_sub(1);
                 let request = if m.protocol == "lumberjack" {
                     "window"
                 } else {
                     "request"
                 };
-                self.pair(stream, sent, frame, ts, m.frame, request);
+                let wait = Wait {
+                    sent,
+                    sent_frame: frame,
+                    answered: ts,
+                    answer_frame: m.frame,
+                    seq,
+                };
+                self.pair(stream, wait, request);
                 Some(ts.saturating_sub(sent))
             }
             Some(_) => None, // a later ACK of an answered window: the first one is its latency
             None => {
                 if waits {
-                    self.wait(key, Side::Answered, ts, m.frame);
+                    self.wait(key, Side::Answered, ts, m.frame, (None, None), m.kind);
                 }
                 None
             }
         }
     }
 
-    fn wait(&mut self, key: (u64, u64), side: Side, ts: i64, frame: Option<u64>) {
+    fn wait(
+        &mut self,
+        key: (u64, u64),
+        side: Side,
+        ts: i64,
+        frame: Option<u64>,
+        seq: (Option<i64>, Option<i64>),
+        kind: &'static str,
+    ) {
         if self.halves.len() < PAIRS {
-            self.halves.insert(key, Half { side, ts, frame });
+            if matches!(side, Side::Sent) {
+                self.lanes.get(key.0).waiting += 1;
+            }
+            self.halves.insert(
+                key,
+                Half {
+                    side,
+                    ts,
+                    frame,
+                    seq,
+                    kind,
+                },
+            );
         } else {
             self.unpaired += 1;
         }
     }
 
-    fn pair(
-        &mut self,
-        stream: u64,
-        sent: i64,
-        sent_frame: Option<u64>,
-        answered: i64,
-        answer_frame: Option<u64>,
-        request: &'static str,
-    ) {
-        let latency = answered.saturating_sub(sent);
+    fn pair(&mut self, stream: u64, w: Wait, request: &'static str) {
+        let latency = w.answered.saturating_sub(w.sent);
         if latency < 0 {
             return; // skewed clocks of a merged capture: no latency to tell
         }
         let b = bucket(latency);
-        let bin = self.series.bin(answered);
+        let bin = self.series.bin(w.answered);
         let hist = bin
             .latency
             .get_or_insert_with(|| Box::new([0; LAT_BUCKETS]));
@@ -647,19 +690,20 @@ impl Timeline {
         if latency > self.stall_ns {
             self.stall(Stall {
                 stream,
-                start: sent,
-                end: Some(answered),
-                until: answered,
-                sent_frame,
-                answer_frame,
-                requests: 1,
+                start: w.sent,
+                end: Some(w.answered),
+                until: w.answered,
+                sent_frame: w.sent_frame,
+                answer_frame: w.answer_frame,
+                seq: w.seq,
+                request,
             });
         }
     }
 
     fn stall(&mut self, s: Stall) {
         if self.stalls.len() < STALLS {
-            self.lanes.entry(s.stream).or_default().stalls += 1;
+            self.lanes.get(s.stream).stalls += 1;
             self.stalls.push(s);
         } else {
             self.stalls_dropped += 1;
@@ -667,7 +711,7 @@ impl Timeline {
     }
 
     fn event_message(&mut self, m: &Message, stream: u64, ts: i64) {
-        let lane = self.lanes.entry(stream).or_default();
+        let lane = self.lanes.get(stream);
         lane.events += 1;
         let bin = self.series.bin(ts);
         bin.events += 1;
@@ -717,7 +761,7 @@ impl Timeline {
         waiting.sort_by_key(|((stream, _), h)| (*stream, h.ts));
         for ((stream, _), h) in waiting {
             // a closed connection waits no longer than its last packet; an open one, to the end
-            let lane = self.lanes.get(&stream);
+            let lane = self.lanes.peek(stream);
             let last = lane.filter(|l| l.closed.is_some()).and_then(|l| l.last_ts);
             self.stall(Stall {
                 stream,
@@ -726,31 +770,17 @@ impl Timeline {
                 until: last.unwrap_or(end).max(h.ts),
                 sent_frame: h.frame,
                 answer_frame: None,
-                requests: 1,
+                seq: h.seq,
+                request: h.kind,
             });
         }
     }
 
-    /// The aggregation as one JSON object (docs/architecture.md, Report): the `top` lanes by
-    /// events (then messages) and the others folded, marks as columns, stalls merged per lane.
+    /// The aggregation as one JSON object (docs/architecture.md, Report): the `top` worst lanes
+    /// and the others folded, marks as columns, each stall on its own window.
     pub fn json(&mut self, top: usize) -> String {
         self.unanswered();
-        let mut order: Vec<(&u64, &Lane)> = self.lanes.iter().collect();
-        order.sort_by_key(|(id, l)| (std::cmp::Reverse((l.events, l.messages)), **id));
-        let lanes: Vec<Value> = order
-            .iter()
-            .take(top)
-            .map(|(id, l)| lane_json(**id, l))
-            .collect();
-        let mut folded = Map::new();
-        let rest = &order[top.min(order.len())..];
-        folded.insert("connections".into(), json!(rest.len()));
-        for (name, get) in LANE_COUNTS {
-            folded.insert(
-                (*name).into(),
-                json!(rest.iter().map(|(_, l)| get(l)).sum::<u64>()),
-            );
-        }
+        let (lanes, folded) = self.lanes.json(top);
         let series = self.series_json();
         let marks = marks_json(self.marks.routine.iter().chain(&self.marks.notable));
         let stalls = self.stalls_json();
@@ -761,6 +791,8 @@ impl Timeline {
             .collect();
         json!({
             "bin_ns": self.series.width,
+            "first_ts": self.first_ts,
+            "last_ts": self.last_ts,
             "series": series,
             "lanes": lanes,
             "folded": folded,
@@ -806,58 +838,18 @@ impl Timeline {
         })
     }
 
-    /// Stalls of a lane that overlap are one stall (pipelined windows wait together).
+    /// Each stall on its own window (in time order per connection).
     fn stalls_json(&mut self) -> Vec<Value> {
         self.stalls.sort_by_key(|s| (s.stream, s.start, s.until));
-        let mut merged: Vec<Stall> = Vec::new();
-        for s in &self.stalls {
-            match merged.last_mut() {
-                Some(m) if m.stream == s.stream && s.start <= m.until => {
-                    if s.until >= m.until {
-                        (m.until, m.answer_frame) = (s.until, s.answer_frame);
-                    }
-                    m.end = m.end.zip(s.end).map(|(a, b)| a.max(b));
-                    m.requests += 1;
-                }
-                _ => merged.push(s.clone()),
-            }
-        }
-        merged
-            .into_iter()
+        self.stalls
+            .iter()
             .map(|s| {
                 json!({"stream": s.stream, "start": s.start, "end": s.end, "until": s.until,
                        "sent_frame": s.sent_frame, "answer_frame": s.answer_frame,
-                       "requests": s.requests})
+                       "seq_first": s.seq.0, "seq_last": s.seq.1, "request": s.request})
             })
             .collect()
     }
-}
-
-type LaneCount = (&'static str, fn(&Lane) -> u64);
-const LANE_COUNTS: &[LaneCount] = &[
-    ("events", |l| l.events),
-    ("unacked", |l| l.unacked),
-    ("messages", |l| l.messages),
-    ("sends", |l| l.sends),
-    ("answers", |l| l.answers),
-    ("keepalives", |l| l.keepalives),
-    ("findings", |l| l.findings),
-    ("stalls", |l| l.stalls),
-];
-
-fn lane_json(stream: u64, l: &Lane) -> Value {
-    let mut o = Map::new();
-    o.insert("stream".into(), json!(stream));
-    o.insert("protocol".into(), json!(l.protocol));
-    o.insert("client".into(), json!(l.client));
-    o.insert("server".into(), json!(l.server));
-    o.insert("first_ts".into(), json!(l.first_ts));
-    o.insert("last_ts".into(), json!(l.last_ts));
-    o.insert("closed".into(), json!(l.closed));
-    for (name, get) in LANE_COUNTS {
-        o.insert((*name).into(), json!(get(l)));
-    }
-    Value::Object(o)
 }
 
 fn marks_json<'a>(marks: impl Iterator<Item = &'a Mark>) -> Value {

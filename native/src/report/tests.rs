@@ -71,21 +71,144 @@ fn a_window_never_answered_stalls_until_the_capture_ends() {
 }
 
 #[test]
-fn overlapping_stalls_of_a_lane_merge() {
+fn each_stall_is_drawn_on_its_own_window() {
+    // Two pipelined windows wait together, a third later: three bars, each over its own wait, with
+    // the window's seq range (they used to merge into one bar over the whole stretch).
     let mut t = Timeline::new(S);
     for (n, sent, acked) in [(1, 0, 5), (2, 2, 7), (3, 20, 25)] {
-        t.record(&window(n, sent * S, n * 10), Some(&stamp(4)));
+        let Record::Message(mut w) = window(n, sent * S, n * 10) else {
+            unreachable!()
+        };
+        w.set("seq_first", (n * 100 + 1) as i64);
+        w.set("seq_last", (n * 100 + 3) as i64);
+        t.record(&w.into(), Some(&stamp(4)));
         t.record(&ack(n, acked * S, n * 10 + 1), Some(&stamp(4)));
     }
     let j = parse(&mut t, 10);
     let stalls = j["stalls"].as_array().unwrap();
-    assert_eq!(stalls.len(), 2);
+    let spans: Vec<(Value, Value, Value)> = stalls
+        .iter()
+        .map(|s| {
+            (
+                s["start"].clone(),
+                s["until"].clone(),
+                s["seq_first"].clone(),
+            )
+        })
+        .collect();
     assert_eq!(
-        (stalls[0]["start"].clone(), stalls[0]["end"].clone()),
-        (json!(0), json!(7 * S))
+        spans,
+        vec![
+            (json!(0), json!(5 * S), json!(101)),
+            (json!(2 * S), json!(7 * S), json!(201)),
+            (json!(20 * S), json!(25 * S), json!(301)),
+        ]
     );
-    assert_eq!(stalls[0]["requests"], 2);
-    assert_eq!(stalls[1]["start"], 20 * S);
+    assert_eq!(stalls[0]["seq_last"], 103);
+    assert_eq!(stalls[0]["request"], "window");
+}
+
+#[test]
+fn bin_widths_are_round_and_each_a_multiple_of_the_one_before() {
+    let mut widths = vec![BASE_BIN_NS];
+    while widths.len() < 10 {
+        let w = *widths.last().unwrap();
+        widths.push(w * coarser(w));
+    }
+    let ms: Vec<i64> = widths.iter().map(|w| w / 1_000_000).collect();
+    assert_eq!(ms, [1, 2, 10, 20, 100, 200, 1000, 2000, 10_000, 20_000]);
+    // a capture of 30 s: the bins coarsen to 20 ms (1,500 of them)
+    let mut t = Timeline::new(S);
+    for i in 0..=300i64 {
+        let mut m = Message::new("lumberjack", "event");
+        (m.ts, m.acked) = (Some(1_000 * S + i * S / 10), Some(true));
+        t.record(&m.into(), Some(&stamp(0)));
+    }
+    let j = parse(&mut t, 1);
+    assert_eq!(j["bin_ns"], 20_000_000);
+}
+
+#[test]
+fn lanes_are_ranked_by_problems_before_size() {
+    let mut t = Timeline::new(S);
+    // stream 0: many events, all fine; 1: one never acknowledged; 2: a stall; 3: a finding
+    for i in 0..50 {
+        let mut m = Message::new("lumberjack", "event");
+        (m.ts, m.acked) = (Some(i * S / 100), Some(true));
+        t.record(&m.into(), Some(&stamp(0)));
+    }
+    let mut m = Message::new("lumberjack", "event");
+    (m.ts, m.acked) = (Some(S), Some(false));
+    t.record(&m.into(), Some(&stamp(1)));
+    t.record(&window(1, S, 3), Some(&stamp(2)));
+    t.record(&ack(1, 5 * S, 4), Some(&stamp(2)));
+    let mut f = Finding::new("x.y", Severity::Warning, "odd".into());
+    (f.ts, f.stream) = (Some(S), Some(3));
+    t.record(&f.into(), None);
+    let j = parse(&mut t, 3);
+    let order: Vec<u64> = j["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["stream"].as_u64().unwrap())
+        .collect();
+    assert_eq!(order, [1, 2, 3]);
+    assert_eq!(j["folded"]["connections"], 1);
+    assert_eq!(j["folded"]["events"], 50);
+}
+
+fn end(t: &mut Timeline, stream: u64, ts: i64) {
+    t.event(&crate::tcp::Event::End(Box::new(crate::tcp::StreamInfo {
+        stream,
+        first_ts: ts,
+        last_ts: ts,
+        last_frame: stream,
+        fin_c2s: true,
+        ..Default::default()
+    })));
+}
+
+#[test]
+fn ended_lanes_fold_into_a_bounded_top_and_counts() {
+    let mut t = Timeline::new(S);
+    let n = 5 * lanes::KEPT as u64;
+    for stream in 0..n {
+        let ts = stream as i64 * 1000;
+        let mut m = Message::new("lumberjack", "event");
+        // every 1000th connection loses its event
+        (m.ts, m.acked) = (Some(ts), Some(stream % 1000 != 7));
+        t.record(&m.into(), Some(&stamp(stream)));
+        end(&mut t, stream, ts);
+        assert!(
+            t.lanes.held() <= 2 * lanes::KEPT + 1,
+            "{} lanes held after {stream} connections",
+            t.lanes.held()
+        );
+    }
+    // a record of a folded connection after its end (its fate waited for the input's end)
+    let mut late = Message::new("lumberjack", "event");
+    (late.ts, late.acked) = (Some(S), Some(true));
+    t.record(&late.into(), Some(&stamp(15_000)));
+    let j = parse(&mut t, 100);
+    let lanes = j["lanes"].as_array().unwrap();
+    // the connections that lost an event are the first lanes, whatever their place
+    let lost: Vec<u64> = (0..n).filter(|s| s % 1000 == 7).collect();
+    let first: Vec<u64> = lanes[..lost.len()]
+        .iter()
+        .map(|l| l["stream"].as_u64().unwrap())
+        .collect();
+    assert_eq!(first, lost);
+    assert_eq!(j["folded"]["connections"], n - 100);
+    assert_eq!(
+        j["folded"]["events"],
+        n - 100 + 1,
+        "the late event counts too"
+    );
+    let unacked: u64 = lanes.iter().map(|l| l["unacked"].as_u64().unwrap()).sum();
+    assert_eq!(
+        unacked + j["folded"]["unacked"].as_u64().unwrap(),
+        lost.len() as u64
+    );
 }
 
 #[test]
@@ -188,4 +311,36 @@ fn a_close_without_data_ends_the_wait_of_an_unanswered_window() {
     assert_eq!(j["stalls"][0]["start"], 10 * S);
     assert_eq!(j["stalls"][0]["end"], Value::Null);
     assert_eq!(j["stalls"][0]["until"], 10 * S + 7 * S / 10);
+}
+
+#[test]
+fn a_folded_fleet_keeps_the_connection_still_waiting_for_its_ack() {
+    // 50,000 connections end; one of them (stream 25,000, the least events of all) sent a window
+    // that no ACK answered: it is kept whole, so its stall is drawn to its own last packet.
+    let mut t = Timeline::new(S);
+    for stream in 0..50_000u64 {
+        let ts = stream as i64 * 1000;
+        if stream == 25_000 {
+            t.record(&window(1, ts, 5), Some(&stamp(stream)));
+        } else {
+            let mut m = Message::new("lumberjack", "event");
+            (m.ts, m.acked) = (Some(ts), Some(true));
+            t.record(&m.into(), Some(&stamp(stream)));
+        }
+        end(&mut t, stream, ts);
+    }
+    let mut f = Finding::new("x.y", Severity::Info, "late".into());
+    f.ts = Some(300 * S);
+    t.record(&f.into(), None);
+    let j = parse(&mut t, 1);
+    assert_eq!(
+        j["lanes"][0]["stream"], 25_000,
+        "the stalled connection ranks first"
+    );
+    assert_eq!(j["stalls"][0]["stream"], 25_000);
+    assert_eq!(
+        j["stalls"][0]["until"],
+        25_000 * 1000,
+        "to its connection's last packet, not the capture's end"
+    );
 }

@@ -12,7 +12,8 @@ from typing import Any
 MARKS = 20_000  # marks drawn on the timeline, all inputs together
 ROUTINE = ("send", "answer", "keepalive")  # thinned first when the inputs together have too many
 OTHER_LANE = "other connections"
-DENSE_BINS = 8192  # series spanning fewer bins get their empty bins as zeros (each input has ≤ 2048)
+MAX_BINS = 300  # the series' bins over the page's span: the round interval that gives at most this
+RANK = ("unacked", "stalls", "findings", "events", "messages")  # the worst lanes first (lanes.rs `rank`)
 LANE_COUNTS = ("events", "unacked", "messages", "sends", "answers", "keepalives", "findings", "stalls")
 
 
@@ -51,13 +52,14 @@ def build(
     for _, t in timelines:
         first, per, _ = t["latency_buckets"]
         layout = (first, per)
-    width = max((t["bin_ns"] for _, t in timelines), default=1_000_000)
-    # Times are seconds since the earliest timestamp, as Wireshark shows them by default.
-    starts = [lane["first_ts"] for _, t in timelines for lane in t["lanes"] if lane["first_ts"] is not None]
-    starts += [k * t["bin_ns"] for _, t in timelines for k in t["series"]["bin"][:1]]
-    t0 = min(starts, default=0)
+    # Times are seconds since the earliest timestamp, as Wireshark shows them by default; every
+    # time chart spans the same [0, span_s].
+    t0 = min((t["first_ts"] for _, t in timelines if t["first_ts"] is not None), default=0)
+    t1 = max((t["last_ts"] for _, t in timelines if t["last_ts"] is not None), default=t0)
+    width = interval_ns(max((t["bin_ns"] for _, t in timelines), default=1_000_000), t1 - t0)
     return {
         "t0_ns": t0,
+        "span_s": (t1 - t0) / 1e9,
         "inspect": summary,
         "lanes": lanes,
         "folded": folded,
@@ -78,7 +80,7 @@ def _lanes(
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Each input's core ranks its own top lanes, so the top of all inputs is among them."""
     candidates = [dict(lane, capture=capture) for capture, t in timelines for lane in t["lanes"]]
-    candidates.sort(key=lambda lane: (-lane["events"], -lane["messages"], lane["capture"], lane["stream"]))
+    candidates.sort(key=lambda lane: (*(-lane[k] for k in RANK), lane["capture"], lane["stream"]))
     kept, rest = candidates[:top], candidates[top:]
     for lane in kept:
         where = f"{Path(lane['capture']).name}:" if multi else ""  # as inspect names them
@@ -155,7 +157,9 @@ def _stalls(
                     "stream": s["stream"],
                     "seconds": (end - s["start"]) / 1e9,
                     "answered": s["end"] is not None,
-                    "requests": s["requests"],
+                    "request": s["request"],
+                    "seq_first": s["seq_first"],
+                    "seq_last": s["seq_last"],
                     "sent_frame": s["sent_frame"],
                     "answer_frame": s["answer_frame"],
                 }
@@ -163,16 +167,38 @@ def _stalls(
     return out
 
 
+def _next_round(ns: int) -> int:
+    """The round interval after `ns`: 1 → 2 → 5 → 10 → 20 → 50 ... (× 10^k)."""
+    digits = ns
+    while digits % 10 == 0:
+        digits //= 10
+    return ns * 5 // 2 if digits == 2 else ns * 2
+
+
+def interval_ns(core_ns: int, span_ns: int) -> int:
+    """The series' bin width on the page: the smallest round interval (1, 2 or 5 × 10^k ms) that is
+    a multiple of the core's width (1 or 2 × 10^k ms: native/src/report/mod.rs `coarser`, so the
+    core's bins nest in it) and spans the capture in at most MAX_BINS bins (however they align)."""
+    width = core_ns
+    while span_ns // width >= MAX_BINS - 1:
+        width = _next_round(width)
+        while width % core_ns:
+            width = _next_round(width)
+    return width
+
+
 def _series(
     timelines: list[tuple[str, dict[str, Any]]], width: int, layout: tuple[float, float], t0: int
 ) -> list[dict[str, Any]]:
-    """Bins of every input re-binned to the widest width (widths are 1 ms times a power of two,
-    aligned to the epoch, so bins nest)."""
+    """Bins of every input summed into bins of the page's round `width` (every core width divides
+    it, and all are aligned to the epoch, so bins nest), one row per bin from the capture's start
+    to its end: a bin with nothing in it counts zero and has no latency (the line breaks there).
+    Rates are per second: a bin's count over its width."""
     counts: dict[int, Counter[str]] = {}
     latency: dict[int, Counter[int]] = {}
     for _, t in timelines:
-        s, factor = t["series"], width // t["bin_ns"]
-        keys = [k // factor for k in s["bin"]]
+        s = t["series"]
+        keys = [k * t["bin_ns"] // width for k in s["bin"]]
         for name in (
             "events", "unacked", "recovered", "bytes_c2s", "bytes_s2c", "info", "warning", "error", "errors"
         ):  # fmt: skip
@@ -180,17 +206,17 @@ def _series(
                 counts.setdefault(key, Counter())[name] += n
         for i, bucket, n in s["latency"]:
             latency.setdefault(keys[i], Counter())[bucket] += n
+    if not counts:
+        return []
     per_s = 1e9 / width
     rows = []
-    keys = sorted(counts)
-    if keys and keys[-1] - keys[0] < DENSE_BINS:
-        keys = list(range(keys[0], keys[-1] + 1))  # a bin with nothing in it is a zero, not a gap
-    for key in keys:
+    for key in range(min(counts), max(counts) + 1):
         c = counts.get(key, Counter())
         hist = latency.get(key, Counter())
         rows.append(
             {
                 "t": (key * width - t0) / 1e9,
+                "t2": ((key + 1) * width - t0) / 1e9,
                 "events/s": c["events"] * per_s,
                 "never acknowledged/s": c["unacked"] * per_s,
                 "only by a resend/s": c["recovered"] * per_s,

@@ -15,6 +15,7 @@ from typing import Any
 from wirelog.export.atomic import AtomicFile
 from wirelog.export.json import rfc3339
 from wirelog.export.report import charts
+from wirelog.export.report import data as data_module
 from wirelog.model import capture_loss_text, tls_state
 
 DATASETS = ("marks", "stalls", "links", "series")  # the big tables, shipped as columns
@@ -73,37 +74,49 @@ def _columns(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"n": len(rows), "cols": cols}
 
 
-#: CQL's request outcomes in the verdict's order (docs/records.md, "Delivery").
-CQL_OUTCOMES = ("answered", "error", "unanswered", "unknown")
+#: CQL's request outcomes in the verdict's order (docs/records.md, "Delivery"), as the page says them.
+CQL_OUTCOMES = {
+    "answered": "answered",
+    "error": "answered with an error",
+    "unanswered": "never answered",
+    "unknown": "unknown",
+}
+#: The verdict's classes of distinct events, in its order (the delivery bar's parts).
+EVENT_OUTCOMES = ("delivered", "only by a resend", "twice", "never acknowledged", "unknown")
+
+
+def _delivery_parts(protocol: str, d: dict[str, Any]) -> dict[str, int]:
+    """A protocol's verdict as the page says it, in the verdict's order, parts that add up to its
+    distinct events (CQL: its requests). Resends and twice are parts of `delivered`; an event
+    retried after a refusal and then accepted twice is both, so `delivered` alone is what neither
+    takes."""
+    if protocol == "cql":
+        return {label: d[key] for key, label in CQL_OUTCOMES.items()}
+    resend = d.get("recovered_by_resend", 0)
+    twice = d.get("delivered_twice", 0)
+    counts = (
+        max(0, d["delivered"] - resend - twice),
+        resend,
+        twice,
+        d["never_acknowledged"],
+        d.get("ack_unknown", 0),
+    )
+    return dict(zip(EVENT_OUTCOMES, counts, strict=True))
 
 
 def _delivery_rows(delivery: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each protocol's distinct events by outcome (resends and twice are parts of `delivered`; an
-    event retried after a refusal and then accepted twice is both, so `delivered` alone is what
-    neither takes)."""
-    rows = []
-    for protocol, d in delivery.items():
-        if protocol == "cql":  # requests by outcome
-            outcomes = {k.replace("error", "answered with an error"): d[k] for k in CQL_OUTCOMES}
-            rows.extend(
-                {"protocol": "cql requests", "outcome": outcome, "events": n, "order": order}
-                for order, (outcome, n) in enumerate(outcomes.items())
-                if n
-            )
-            continue
-        resend = d.get("recovered_by_resend", 0)
-        twice = d.get("delivered_twice", 0)
-        parts = {
-            "delivered": max(0, d["delivered"] - resend - twice),
-            "only by a resend": resend,
-            "twice": twice,
-            "never acknowledged": d["never_acknowledged"],
-            "unknown": d.get("ack_unknown", 0),
+    """Each protocol's distinct events (CQL: requests) by outcome, for the delivery bar."""
+    return [
+        {
+            "protocol": "cql requests" if protocol == "cql" else protocol,
+            "outcome": outcome,
+            "events": n,
+            "order": order,
         }
-        for order, (outcome, n) in enumerate(parts.items()):
-            if n:
-                rows.append({"protocol": protocol, "outcome": outcome, "events": n, "order": order})
-    return rows
+        for protocol, d in delivery.items()
+        for order, (outcome, n) in enumerate(_delivery_parts(protocol, d).items())
+        if n
+    ]
 
 
 def chart_specs(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -114,16 +127,19 @@ def chart_specs(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
         specs["delivery"] = charts.delivery(_delivery_rows(summary["delivery"]))
     # An empty chart makes Vega draw infinite extents (errors in the console): charts without data
     # are left out.
+    span, bin_s = report["span_s"], report["bin_s"]
     if report["marks"] or report["stalls"]:
         lanes = len(report["lanes"]) + bool(report["folded"].get("connections"))
-        specs["timeline"] = charts.timeline(lanes, {n for n in ("marks", "stalls", "links") if report[n]})
+        present = {n for n in ("marks", "stalls", "links") if report[n]}
+        specs["timeline"] = charts.timeline(lanes, present, span)
     if report["series"]:
         answered = any(row["p50 ms"] is not None for row in report["series"])
-        specs.update((k, v) for k, v in charts.over_time().items() if k != "latency" or answered)
+        series = charts.over_time(span, bin_s).items()
+        specs.update((k, v) for k, v in series if k != "latency" or answered)
     if report["latency_by"]:
         specs["latency_by_request"] = charts.latency_by(report["latency_by"])
     if any(row["error responses"] for row in report["series"]):
-        specs["error_responses"] = charts.error_responses()
+        specs["error_responses"] = charts.error_responses(span, bin_s)
     if report["window_sizes"]:
         specs["window_sizes"] = charts.bars(
             "Lumberjack windows by events received",
@@ -267,22 +283,8 @@ def _verdict(report: dict[str, Any]) -> str:
         ),
     ]
     if s["delivery"]:
-        keys = sorted({k for d in s["delivery"].values() for k, v in d.items() if isinstance(v, int | bool)})
-        parts += [
-            "<h3>Delivery</h3>",
-            _table(
-                ["protocol", *keys],
-                [[p, *(d.get(k) for k in keys)] for p, d in s["delivery"].items()],
-                set(range(1, len(keys) + 1)),
-            ),
-            '<div class="chart" id="chart-delivery"></div>',
-        ]
-        for p, d in s["delivery"].items():
-            for w in d.get("never_acknowledged_at", []):  # (none for CQL requests)
-                where = ", ".join(
-                    f"{k} {w[k]}" for k in ("capture", "stream", "frame", "seq", "uuid") if k in w
-                )
-                parts.append(f"<p class=bad>{_esc(p)}: never acknowledged at {_esc(where)}</p>")
+        parts += ["<h3>Delivery</h3>", _delivery_tables(s["delivery"])]
+        parts += ['<div class="chart" id="chart-delivery"></div>', _where_lost(report)]
     if s["findings"]:
         parts += [
             "<h3>Findings</h3>",
@@ -302,6 +304,82 @@ def _verdict(report: dict[str, Any]) -> str:
             ),
         ]
     return "".join(parts)
+
+
+#: The delivery table's columns for protocols with acknowledgements, in the verdict's order:
+#: (title, key of `inspect --json`'s delivery). Only by a resend and twice are among the delivered.
+EVENT_COLUMNS = (
+    ("distinct events", "distinct_events"),
+    ("delivered", "delivered"),
+    ("only by a resend", "recovered_by_resend"),
+    ("twice", "delivered_twice"),
+    ("never acknowledged", "never_acknowledged"),
+    ("unknown", "ack_unknown"),
+    ("resent copies", "resent"),
+)
+
+
+def _delivery_tables(delivery: dict[str, dict[str, Any]]) -> str:
+    """The verdict in numbers with human labels in its order: one table for the protocols with
+    acknowledgements, one for CQL's requests."""
+    events = [(p, d) for p, d in delivery.items() if p != "cql"]
+    out = []
+    if events:
+        rows = [[p, *(d.get(key, 0) for _, key in EVENT_COLUMNS)] for p, d in events]
+        out.append(_table(["protocol", *(t for t, _ in EVENT_COLUMNS)], rows, range(1, 8)))
+        out.append(
+            '<p class="note">Only by a resend and twice are among the delivered; delivered, never '
+            "acknowledged and unknown add up to the distinct events.</p>"
+        )
+        out += [
+            f'<p class="note">{_esc(p)}: at least these many (more events than the verdict tracks).</p>'
+            for p, d in events
+            if d.get("lower_bounds")
+        ]
+    if "cql" in delivery:
+        d = delivery["cql"]
+        head = ["protocol", "requests", *CQL_OUTCOMES.values()]
+        rows = [["cql", d["requests"], *(d[k] for k in CQL_OUTCOMES)]]
+        out.append(_table(head, rows, range(1, 6)))
+    return "".join(out)
+
+
+#: "Where" lines shown before the rest are counted in one line.
+WHERE_LINES = 10
+
+
+def _where_lost(report: dict[str, Any]) -> str:
+    """Where the never-acknowledged events are: one line per stream and window (the frame of its
+    events) with its seq range, from the timeline's marks (one per frame, with count and seqs)."""
+    windows: dict[tuple[str, int, Any], list[Any]] = {}
+    for m in report["marks"]:
+        if m["kind"] != "unacked":
+            continue
+        w = windows.setdefault((m["capture"], m["stream"], m["frame"]), [0, None, None])
+        w[0] += m["count"]
+        if m["first"] is not None:
+            w[1] = m["first"] if w[1] is None else min(w[1], m["first"])
+            last = m["last"] if m["last"] is not None else m["first"]
+            w[2] = last if w[2] is None else max(w[2], last)
+    multi = len(report["inspect"]["captures"]) > 1
+    lines = []
+    for (capture, stream, frame), (count, first, last) in sorted(
+        windows.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0)
+    )[:WHERE_LINES]:
+        where = f"{Path(capture).name}:" if multi else ""
+        seqs = "" if first is None else f": seq {first}" + ("" if last == first else f"–{last}")
+        events = f" ({count:,} events)" if count > 1 else ""
+        at = f", window at frame {frame}" if frame is not None else ""
+        lines.append(f"<li>stream {_esc(where)}{stream}{at}{_esc(seqs)}{events}</li>")
+    if not lines:
+        return ""
+    rest = len(windows) - len(lines)
+    more = (
+        f"<p>{rest:,} more windows with never-acknowledged events (the timeline marks them).</p>"
+        if rest
+        else ""
+    )
+    return f'<p class="bad">Never acknowledged, by stream and window:</p><ul class="bad">{"".join(lines)}</ul>{more}'
 
 
 STREAM_COLUMNS = (
@@ -413,19 +491,67 @@ function rows(c) {
   }
   return out;
 }
+// The time charts share one x axis: each zooms and pans its x scale with the parameter `zoom`
+// (charts.py ZOOM), whose signal `zoom_t` holds the domain zoomed to (null: the whole capture).
+// A change in one view is set in the others, synchronously, so the others' own changes (the same
+// domain) are not sent back.
+const linked = {};
+let syncing = false;
+function link(name, view) {
+  linked[name] = view;
+  view.addSignalListener('zoom_t', (_, domain) => {
+    if (syncing) return;
+    syncing = true;
+    try {
+      for (const [other, v] of Object.entries(linked)) if (other !== name) v.signal('zoom_t', domain).run();
+    } finally { syncing = false; }
+  });
+}
+document.getElementById('zoom-reset').addEventListener('click', () => {
+  syncing = true;
+  try { for (const v of Object.values(linked)) v.signal('zoom_t', null).run(); } finally { syncing = false; }
+});
+window.wirelogViews = linked; // the time charts' Vega views, for tests and the console
 const drawn = [];
 for (const [name, spec] of Object.entries(D.charts)) {
   const el = document.getElementById('chart-' + name);
   spec.datasets = {};
   for (const d of D.uses[name]) spec.datasets[d] = rows(D.datasets[d]);
   drawn.push(vegaEmbed(el, spec, {renderer: name === 'timeline' ? 'canvas' : 'svg', actions: false})
-    .then(() => { el.dataset.rendered = 'true'; })
+    .then((r) => { if (D.time_charts.includes(name)) link(name, r.view); el.dataset.rendered = 'true'; })
     .catch((e) => { el.className = 'chart-error'; el.textContent = 'chart failed: ' + e; console.error(e); }));
 }
 // ms from navigation to every chart drawn, for bench/bench_report.py
 Promise.all(drawn).then(() => { document.body.dataset.renderedMs = performance.now().toFixed(0); });
 })();
 """
+
+
+def _lane_list(report: dict[str, Any]) -> str:
+    """Which connections have a lane (the worst: never acknowledged, stalls, findings, then the
+    most events), and the others folded with their counts."""
+    lanes = "".join(f"<li>{_esc(lane['lane'])}: {_lane_counts(lane)}</li>" for lane in report["lanes"])
+    folded = report["folded"]
+    other = (
+        f"<p>{folded['connections']:,} more connections share the lane '{_esc(data_module.OTHER_LANE)}': "
+        f"{_lane_counts(folded)}.</p>"
+        if folded.get("connections")
+        else ""
+    )
+    title = (
+        f'<p class="note">One lane per connection for the {len(report["lanes"])} worst (never acknowledged '
+        "events, stalls, findings, then the most events):</p>"
+    )
+    return f"{title}<ul>{lanes}</ul>{other}"
+
+
+def _lane_counts(counts: dict[str, Any]) -> str:
+    parts = [f"{counts.get('events', 0):,} events", f"{counts.get('messages', 0):,} messages"]
+    for key, label in (("unacked", "unacknowledged on it"), ("stalls", "stalls"), ("findings", "findings")):
+        if counts.get(key):
+            n = counts[key]
+            parts.append(f"{n:,} {label[:-1] if n == 1 and label.endswith('s') else label}")
+    return ", ".join(parts)
 
 
 def page(report: dict[str, Any]) -> str:
@@ -437,26 +563,19 @@ def page(report: dict[str, Any]) -> str:
     data = {
         "inspect": report["inspect"],
         "charts": specs,
+        "time_charts": [n for n in charts.TIME_CHARTS if n in specs],
         "uses": uses,
         "datasets": {n: _columns(report[n]) for n in DATASETS},
     }
-    folded = report["folded"]
-    lanes = "".join(
-        f"<li>{_esc(lane['lane'])}: {lane['events']} events, {lane['messages']} messages</li>"
-        for lane in report["lanes"]
-    )
-    other = (
-        f"<p>{folded['connections']} more connections share the lane '{_esc('other connections')}' "
-        f"({folded.get('events', 0)} events, {folded.get('messages', 0)} messages).</p>"
-        if folded.get("connections")
-        else ""
-    )
     notes = "".join(f'<p class="note">{_esc(n)}</p>' for n in report["notes"])
-    over_time = "".join(f'<div class="chart" id="chart-{n}"></div>' for n in charts.over_time() if n in specs)
+    over_time = "".join(
+        f'<div class="chart" id="chart-{n}"></div>' for n in charts.TIME_CHARTS[1:5] if n in specs
+    )
     timeline = (
         '<div class="chart" id="chart-timeline"></div>' if "timeline" in specs else "<p>Nothing to draw.</p>"
     )
     stall_s = report["stall_s"]
+    bin_text = charts.interval_text(report["bin_s"])
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>wirelog report</title>
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:">
@@ -467,11 +586,13 @@ def page(report: dict[str, Any]) -> str:
 {_verdict(report)}
 {_streams(report)}
 <h2>Timeline</h2>
-<p class="note">One lane per connection (the {len(report["lanes"])} with the most events); drag to pan, scroll to zoom,
-hover a mark for its frames and the <code>wirelog inspect --frame</code> command. Times are seconds since
-{_esc(rfc3339(report["t0_ns"]) or "")}. Orange bars: stalls, a request or
-window answered later than {stall_s:g} s or not at all. Bins of the series: {report["bin_s"]:g} s.</p>
-<ul>{lanes}</ul>{other}{notes}
+<p class="note">Every time chart below shares one x axis: seconds since
+{_esc(rfc3339(report["t0_ns"]) or "")}, the capture's {report["span_s"]:,.3f} s. Drag to pan, scroll to zoom
+(all charts follow), double-click or <button type="button" id="zoom-reset">reset zoom</button>.
+Hover a mark for its frames and the <code>wirelog inspect --frame</code> command. Orange bars: stalls,
+each over its own window or request, answered later than {stall_s:g} s or not at all.
+Series in bins of <b id="bin-interval">{bin_text}</b>, rates per second of those bins.</p>
+{_lane_list(report)}{notes}
 {timeline}
 <h2>Over time</h2>
 {over_time}

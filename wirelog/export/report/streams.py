@@ -15,7 +15,8 @@ import heapq
 import shlex
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from itertools import compress
 from typing import Any
 
 from wirelog.model import CaptureInfo, EventCounts, Finding, Message, StreamInfo
@@ -176,14 +177,20 @@ class StreamFold:
         for lane in (info.timeline or {}).get("lanes", ()):
             t.stalls[lane["stream"]] = lane.get("stalls", 0)
         cols = t.cols
-        seen = [i for i, v in enumerate(cols["flags"]) if v & SEEN]
+        flags = cols["flags"]
         names = self._names.names
-        unseen = [i for i, v in enumerate(cols["flags"]) if not v & SEEN]  # spare slots, filtered ids
+
+        def seen() -> Iterator[int]:
+            """The ids whose summary came (not spare slots nor ids the filters left out), without a
+            list of them: this runs once for all of an input's streams."""
+            return (i for i, v in enumerate(flags) if v & SEEN)
+
         for name in (*COUNTS, *SIZES):
-            col = cols[name]
-            self.sums[name] += sum(col) - sum(col[i] for i in unseen)
-        self.totals["streams"] += len(seen)
-        self.protocols.update(names[cols["protocol"][i]] or "unknown" for i in seen)
+            self.sums[name] += sum(compress(cols[name], (v & SEEN for v in flags)))
+        self.totals["streams"] += sum(v >> 7 for v in flags)  # SEEN is bit 7
+        self.protocols.update(
+            names[p] or "unknown" for p in compress(cols["protocol"], (v & SEEN for v in flags))
+        )
         self.tls += len(t.tls)
         order = self._order[info.capture]
 
@@ -197,7 +204,7 @@ class StreamFold:
                 i,
             )
 
-        worst = heapq.nsmallest(self.rows, ((key(i), i) for i in seen))
+        worst = heapq.nsmallest(self.rows, ((key(i), i) for i in seen()))
         kept = self._kept + [(k, self._row(info.capture, t, i)) for k, i in worst]
         kept.sort(key=lambda kr: kr[0])
         self._kept = kept[: self.rows]
