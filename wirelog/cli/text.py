@@ -45,7 +45,10 @@ def _escape(m: re.Match[str]) -> str:
 def clean(value: object) -> str:
     """`value` as text with every control character, ESC, NUL and invalid byte shown escaped."""
     text = value if isinstance(value, str) else str(value)
-    return _UNSAFE.sub(_escape, text)
+    # Nearly every cell is printable text (a table of 200,000 streams has 2.8 million cells): one
+    # C-speed test instead of a regex pass. Every character `_UNSAFE` matches is non-printable
+    # (categories Cc, Cs, Cf, Zl, Zp), so a printable text has none.
+    return text if text.isprintable() else _UNSAFE.sub(_escape, text)
 
 
 def literal(value: object, style: str = "") -> Text:
