@@ -190,6 +190,31 @@ impl Document {
         }
     }
 
+    /// A string at a path of members (`["host", "name"]`: the member `name` of the object
+    /// `host`), or else the member named by the path joined with dots (`"host.name"`): ECS
+    /// documents write either form. None when there is no string there.
+    pub fn str_path(&self, path: &[&str]) -> Option<Cow<'_, str>> {
+        if let [key] = path {
+            return self.str_member(key);
+        }
+        let nested = match self {
+            Document::Parsed(v) => path
+                .iter()
+                .try_fold(v, |v, key| v.as_object()?.get(*key))
+                .and_then(Value::as_str)
+                .map(Cow::Borrowed),
+            Document::Text(t) => {
+                let (last, objects) = path.split_last()?;
+                let mut raw = t.as_bytes();
+                for key in objects {
+                    raw = member_raw(raw, key.as_bytes()).filter(|r| r.starts_with(b"{"))?;
+                }
+                member(raw, last.as_bytes())
+            }
+        };
+        nested.or_else(|| self.str_member(&path.join(".")))
+    }
+
     /// A string member of the top-level object (e.g. the `message` of a log event).
     pub fn str_member(&self, key: &str) -> Option<Cow<'_, str>> {
         match self {
@@ -435,6 +460,13 @@ fn plain_run(b: &[u8]) -> usize {
 
 /// The string member `key` of a verbatim object (`key` has no character that needs escaping).
 fn member<'a>(text: &'a [u8], key: &[u8]) -> Option<Cow<'a, str>> {
+    let raw = member_raw(text, key)?;
+    let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    Some(unescape(inner))
+}
+
+/// The text of the member `key` of the verbatim object `text` (its value, as written).
+fn member_raw<'a>(text: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
     let mut scan = Scan {
         b: text,
         pos: 1,
@@ -444,10 +476,11 @@ fn member<'a>(text: &'a [u8], key: &[u8]) -> Option<Cow<'a, str>> {
     while scan.at(b'"') {
         let name = scan.string()?;
         scan.pos += 1; // ':'
-        if name == key {
-            return scan.at(b'"').then(|| scan.string().map(unescape))?;
-        }
+        let start = scan.pos;
         scan.value(0).then_some(())?;
+        if name == key {
+            return text.get(start..scan.pos);
+        }
         scan.pos += 1; // ',' or '}'
     }
     None
