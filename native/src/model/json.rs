@@ -252,6 +252,69 @@ impl From<Value> for Document {
     }
 }
 
+/// Paths of members to read from many documents (`Document::str_path` of each), the top-level
+/// members they start at found in one pass over a verbatim text (a path's first key, and the
+/// path's dotted name: ECS documents write either), then each nested path within its member.
+pub struct MemberPaths {
+    paths: Vec<&'static [&'static str]>,
+    /// The top-level members wanted, and per path: its first key's and its dotted name's index.
+    names: Vec<String>,
+    slots: Vec<(usize, usize)>,
+}
+
+/// At most this many top-level names are looked for in one pass.
+const MAX_NAMES: usize = 32;
+
+impl MemberPaths {
+    pub fn new(paths: &[&'static [&'static str]]) -> Self {
+        let mut names: Vec<String> = Vec::new();
+        let mut slot = |name: String| match names.iter().position(|n| *n == name) {
+            Some(i) => i,
+            None => {
+                names.push(name);
+                names.len() - 1
+            }
+        };
+        let slots = paths
+            .iter()
+            .map(|p| (slot(p[..1].join(".")), slot(p.join("."))))
+            .collect();
+        assert!(
+            names.len() <= MAX_NAMES,
+            "too many member names for one pass"
+        );
+        MemberPaths {
+            paths: paths.to_vec(),
+            names,
+            slots,
+        }
+    }
+
+    /// Each path's string (None where there is none), into `out` (one slot a path, in order).
+    pub fn read<'d>(&self, doc: &'d Document, out: &mut [Option<Cow<'d, str>>]) {
+        let Document::Text(t) = doc else {
+            for (slot, path) in out.iter_mut().zip(&self.paths) {
+                *slot = doc.str_path(path);
+            }
+            return;
+        };
+        let mut raw = [None; MAX_NAMES];
+        members_raw(t.as_bytes(), &self.names, &mut raw[..self.names.len()]);
+        for ((slot, path), &(first, dotted)) in out.iter_mut().zip(&self.paths).zip(&self.slots) {
+            let nested = raw[first].and_then(|mut text| {
+                for key in &path[1..] {
+                    if !text.starts_with(b"{") {
+                        return None;
+                    }
+                    text = member_raw(text, key.as_bytes())?;
+                }
+                string_of(text)
+            });
+            *slot = nested.or_else(|| raw[dotted].filter(|_| path.len() > 1).and_then(string_of));
+        }
+    }
+}
+
 /// The check behind `Document::verbatim`: one pass, no allocation but the key stack.
 struct Scan<'a> {
     b: &'a [u8],
@@ -460,30 +523,103 @@ fn plain_run(b: &[u8]) -> usize {
 
 /// The string member `key` of a verbatim object (`key` has no character that needs escaping).
 fn member<'a>(text: &'a [u8], key: &[u8]) -> Option<Cow<'a, str>> {
-    let raw = member_raw(text, key)?;
+    string_of(member_raw(text, key)?)
+}
+
+/// The characters of a verbatim value's text when it is a string.
+fn string_of(raw: &[u8]) -> Option<Cow<'_, str>> {
     let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
     Some(unescape(inner))
 }
 
 /// The text of the member `key` of the verbatim object `text` (its value, as written).
 fn member_raw<'a>(text: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
-    let mut scan = Scan {
-        b: text,
-        pos: 1,
-        keys: Vec::new(),
-        float: String::new(),
-    };
-    while scan.at(b'"') {
-        let name = scan.string()?;
-        scan.pos += 1; // ':'
-        let start = scan.pos;
-        scan.value(0).then_some(())?;
-        if name == key {
-            return text.get(start..scan.pos);
+    let mut out = [None];
+    members(text, |name| (name == key).then_some(0), &mut out);
+    out[0]
+}
+
+/// The texts of the members `keys` of the verbatim object `text` (into `out`, by key), in one
+/// pass over it.
+fn members_raw<'a>(text: &'a [u8], keys: &[String], out: &mut [Option<&'a [u8]>]) {
+    members(
+        text,
+        |name| keys.iter().position(|k| k.as_bytes() == name),
+        out,
+    );
+}
+
+/// One pass over the members of the verbatim object `text`: the value of each member whose name
+/// `wanted` gives a slot goes into that slot (the first one only), until every slot is filled.
+/// The text was checked when it became a document, so values are skipped, not checked again:
+/// strings to their closing quote, objects and arrays to their closing bracket.
+fn members<'a>(
+    text: &'a [u8],
+    wanted: impl Fn(&[u8]) -> Option<usize>,
+    out: &mut [Option<&'a [u8]>],
+) {
+    let mut pos = 1;
+    let mut left = out.len();
+    while left > 0 && text.get(pos) == Some(&b'"') {
+        let Some(end) = skip(text, pos) else { return };
+        let name = &text[pos + 1..end - 1];
+        let start = end + 1; // ':'
+        let Some(stop) = skip(text, start) else {
+            return;
+        };
+        if let Some(slot) = wanted(name).and_then(|i| out.get_mut(i)) {
+            if slot.is_none() {
+                *slot = text.get(start..stop);
+                left -= 1;
+            }
         }
-        scan.pos += 1; // ',' or '}'
+        pos = stop + 1; // ',' or '}'
     }
-    None
+}
+
+/// The end (exclusive) of the verbatim value starting at `at`.
+fn skip(b: &[u8], at: usize) -> Option<usize> {
+    match *b.get(at)? {
+        b'"' => {
+            let mut i = at + 1;
+            loop {
+                i += memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
+                if b[i] == b'"' {
+                    return Some(i + 1);
+                }
+                i += 2; // an escape: `\u00XX` has no quote or backslash in its digits
+            }
+        }
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            while let Some(&c) = b.get(i) {
+                match c {
+                    b'"' => {
+                        i = skip(b, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => {
+            let len = b[at..]
+                .iter()
+                .position(|&c| matches!(c, b',' | b'}' | b']'))
+                .unwrap_or(b.len() - at);
+            Some(at + len)
+        }
+    }
 }
 
 /// The characters of a verbatim string's text (`raw`, between its quotes).

@@ -25,7 +25,8 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 
-use crate::model::json::{self, Json};
+use super::arrow::fields_text;
+use crate::model::json::MemberPaths;
 use crate::model::text::rfc3339_micros;
 use crate::model::{Delivery, Direction, Document, Message, Record, Stamp, Value};
 use crate::tcp::StreamInfo;
@@ -64,16 +65,18 @@ const FINDINGS: &[(&str, Kind)] = &[
     ("fields", Text),
 ];
 
-/// The ECS core fields of an event document, each a path of members (or the dotted name).
-const ECS: &[(&str, &[&str])] = &[
-    ("message", &["message"]),
-    ("host.name", &["host", "name"]),
-    ("log.file.path", &["log", "file", "path"]),
-    ("agent.type", &["agent", "type"]),
-    ("agent.name", &["agent", "name"]),
-    ("agent.version", &["agent", "version"]),
-    ("event.dataset", &["event", "dataset"]),
-    ("service.name", &["service", "name"]),
+/// `@timestamp` and the ECS core fields of an event document, in the order of their columns in
+/// EVENTS, each a path of members (or the dotted name).
+const ECS_PATHS: &[&[&str]] = &[
+    &["@timestamp"],
+    &["message"],
+    &["host", "name"],
+    &["log", "file", "path"],
+    &["agent", "type"],
+    &["agent", "name"],
+    &["agent", "version"],
+    &["event", "dataset"],
+    &["service", "name"],
 ];
 
 const EVENTS: &[(&str, Kind)] = &[
@@ -328,7 +331,15 @@ impl Table {
     }
 
     fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
-        let columns = self.columns.iter_mut().map(Column::finish).collect();
+        let columns: Vec<ArrayRef> = self.columns.iter_mut().map(Column::finish).collect();
+        // Text columns start the next batch at this one's size, as the one-file rows do: grown
+        // from nothing they are reallocated and copied many times a batch.
+        for (builder, column) in self.columns.iter_mut().zip(&columns) {
+            if let Column::Text(b) = builder {
+                let bytes = column.to_data().buffers().get(1).map_or(0, |b| b.len());
+                *b = StringBuilder::with_capacity(self.len, bytes);
+            }
+        }
         self.len = 0;
         RecordBatch::try_new(self.schema.clone(), columns)
     }
@@ -404,7 +415,12 @@ pub struct Tables {
     request_order: VecDeque<String>,
     /// Open streams' versions and event tallies, until their end.
     connections: HashMap<u64, Connection>,
+    /// The ECS columns' member paths, found in one pass over a document.
+    ecs_paths: MemberPaths,
+    /// Buffers reused row after row: `fields`, an event id, a batch's name.
     text: String,
+    id: String,
+    batch: String,
 }
 
 impl Default for Tables {
@@ -419,7 +435,10 @@ impl Default for Tables {
             requests: HashMap::new(),
             request_order: VecDeque::new(),
             connections: HashMap::new(),
+            ecs_paths: MemberPaths::new(ECS_PATHS),
             text: String::new(),
+            id: String::new(),
+            batch: String::new(),
         }
     }
 }
@@ -474,7 +493,7 @@ impl Tables {
     pub fn push(&mut self, stamp: Option<&Stamp>, r: &Record, tls: Option<&Value>) {
         match r {
             Record::Finding(f) => {
-                let fields = self.fields_json(&f.fields, tls);
+                let fields = fields_text(&mut self.text, &f.fields, tls).then_some(&*self.text);
                 let t = &mut self.tables[FINDINGS_AT];
                 t.text(Some(&self.capture))
                     .uint(stamp.map(|s| s.stream).or(f.stream))
@@ -488,7 +507,7 @@ impl Tables {
                     .text(Some(f.code))
                     .text(Some(f.severity.as_str()))
                     .text(Some(&f.message))
-                    .text(fields.as_deref());
+                    .text(fields);
                 t.end();
             }
             Record::Message(m) => self.message(stamp, m, tls),
@@ -528,56 +547,30 @@ impl Tables {
         }
     }
 
-    /// Protocol fields as one JSON object, `tls` last (as the one-file schema's `fields`).
-    fn fields_json(
-        &mut self,
-        fields: &[(&'static str, impl Json)],
-        tls: Option<&Value>,
-    ) -> Option<String> {
-        if fields.is_empty() && tls.is_none() {
-            return None;
-        }
-        let text = &mut self.text;
-        text.clear();
-        text.push('{');
-        for (i, (name, v)) in fields.iter().enumerate() {
-            if i > 0 {
-                text.push(',');
-            }
-            json::string(text, name);
-            text.push(':');
-            v.write_json(text);
-        }
-        if let Some(tls) = tls {
-            if !fields.is_empty() {
-                text.push(',');
-            }
-            text.push_str("\"tls\":");
-            json::value(text, tls);
-        }
-        text.push('}');
-        Some(text.clone())
-    }
-
     fn event(&mut self, stamp: Option<&Stamp>, m: &Message, tls: Option<&Value>) {
-        let fields = self.fields_json(&m.fields, tls);
-        let event_id = m.event_id.as_ref().map(|id| {
-            let mut s = String::new();
-            id.write(&mut s);
-            s
-        });
-        let batch = batch_of(m);
+        let Tables {
+            tables,
+            capture,
+            text,
+            id,
+            batch,
+            ecs_paths,
+            ..
+        } = self;
+        let fields = fields_text(text, &m.fields, tls).then_some(&**text);
+        id.clear();
+        if let Some(e) = &m.event_id {
+            e.write(id);
+        }
+        let batch = write_batch(batch, m).then_some(&**batch);
         let doc = m.event.as_ref();
         let document: Option<Cow<'_, str>> = match doc {
             Some(Document::Text(t)) => Some(Cow::Borrowed(t)),
             Some(d) => Some(Cow::Owned(d.to_string())),
             None => None,
         };
-        let ts = doc
-            .and_then(|d| d.str_member("@timestamp"))
-            .and_then(|t| rfc3339_micros(&t));
-        let t = &mut self.tables[EVENTS_AT];
-        t.text(Some(&self.capture))
+        let t = &mut tables[EVENTS_AT];
+        t.text(Some(capture))
             .uint(stamp.map(|s| s.stream))
             .text(stamp.map(|s| s.client.as_str()))
             .text(stamp.map(|s| s.server.as_str()))
@@ -588,16 +581,20 @@ impl Tables {
             .text(m.version)
             .uint(Some(m.length))
             .int(int(m, "seq"))
-            .text(batch.as_deref())
-            .text(event_id.as_deref())
+            .text(batch)
+            .text(m.event_id.as_ref().map(|_| id.as_str()))
             .text(m.delivery.map(Delivery::as_str))
-            .bool(m.acked)
-            .micros(ts);
-        for (_, path) in ECS {
-            let v = doc.and_then(|d| d.str_path(path));
+            .bool(m.acked);
+        let mut ecs = [const { None }; ECS_PATHS.len()];
+        if let Some(d) = doc {
+            ecs_paths.read(d, &mut ecs);
+        }
+        let micros = ecs[0].as_deref().and_then(rfc3339_micros);
+        t.micros(micros);
+        for v in &ecs[1..] {
             t.text(v.as_deref());
         }
-        t.text(document.as_deref()).text(fields.as_deref());
+        t.text(document.as_deref()).text(fields);
         t.end();
     }
 
@@ -654,7 +651,10 @@ impl Tables {
             protocol: m.protocol,
             version: m.version,
             kind,
-            batch: batch_of(m),
+            batch: {
+                let mut b = String::new();
+                write_batch(&mut b, m).then_some(b)
+            },
             frame: m.frame,
             offset: m.offset,
             ts: m.ts,
@@ -890,14 +890,22 @@ fn state(info: &StreamInfo) -> &'static str {
     }
 }
 
-/// The batch an event or batch record belongs to, unique within its stream: a Lumberjack
-/// window's number, a Log Courier payload's nonce, a Gate request's offset in the client's bytes.
-fn batch_of(m: &Message) -> Option<String> {
-    match m.protocol {
-        "lumberjack" => int(m, "window").map(|w| w.to_string()),
-        "courier" => text(m, "nonce").map(str::to_owned),
-        "hercules" if m.kind == "request" => m.offset.map(|o| o.to_string()),
-        "hercules" => int(m, "request_offset").map(|o| o.to_string()),
+/// The batch an event or batch record belongs to, unique within its stream, into `out` (cleared
+/// first): a Lumberjack window's number, a Log Courier payload's nonce, a Gate request's offset in
+/// the client's bytes. False when it has none.
+fn write_batch(out: &mut String, m: &Message) -> bool {
+    use std::fmt::Write;
+    out.clear();
+    let number = match m.protocol {
+        "lumberjack" => int(m, "window"),
+        "courier" => {
+            let nonce = text(m, "nonce");
+            out.push_str(nonce.unwrap_or_default());
+            return nonce.is_some();
+        }
+        "hercules" if m.kind == "request" => m.offset.map(i64_of),
+        "hercules" => int(m, "request_offset"),
         _ => None,
-    }
+    };
+    number.is_some_and(|n| write!(out, "{n}").is_ok())
 }
