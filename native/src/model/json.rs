@@ -639,6 +639,39 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn member_paths_read_nested_and_dotted_strings_in_one_pass() {
+        let paths: &[&'static [&'static str]] = &[
+            &["message"],
+            &["host", "name"],
+            &["log", "file", "path"],
+            &["agent", "type"],
+            &["service", "name"],
+            &["event", "dataset"],
+        ];
+        let reader = MemberPaths::new(paths);
+        let text = r#"{"@t":[1,{"a":"}"}],"message":"a \"q\" \\ b","host":{"os":{"name":"x"},"name":"h1"},"log":{"file":{"path":"/v/l"}},"agent":{"type":7},"service.name":"svc","event":"flat"}"#;
+        let verbatim = Document::verbatim(text.as_bytes()).expect("verbatim");
+        let parsed = Document::Parsed(serde_json::from_str(text).expect("json"));
+        for doc in [&verbatim, &parsed] {
+            let mut out = [const { None }; 6];
+            reader.read(doc, &mut out);
+            let got: Vec<Option<&str>> = out.iter().map(|v| v.as_deref()).collect();
+            assert_eq!(
+                got,
+                [
+                    Some("a \"q\" \\ b"),
+                    Some("h1"),
+                    Some("/v/l"),
+                    None,
+                    Some("svc"),
+                    None
+                ],
+            );
+            assert_eq!(doc.str_path(&["host", "name"]).as_deref(), Some("h1"));
+        }
+    }
+
     fn written(v: &Value) -> String {
         let mut out = String::new();
         value(&mut out, v);

@@ -165,6 +165,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn rfc3339_to_microseconds() {
+        let at = |s: &str| rfc3339_micros(s);
+        assert_eq!(at("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            at("2026-11-21T04:41:22.700273042Z"),
+            Some(1_795_236_082_700_273)
+        );
+        assert_eq!(
+            at("2026-11-21T06:00:01.5+02:00"),
+            Some(1_795_240_801_500_000 - 7_200_000_000)
+        );
+        assert_eq!(at("1969-12-31 23:59:59.999999z"), Some(-1));
+        assert_eq!(at("2000-02-29T12:00:00-00:30"), Some(951_827_400_000_000));
+        for bad in [
+            "",
+            "2026-11-21",
+            "2026-13-01T00:00:00Z",
+            "2026-11-21T00:00:00",
+            "2026-11-21T00:00:00.Z",
+            "2026-11-21T24:00:00Z",
+            "2026-11-21T00:00:00Zx",
+            "+026-11-21T00:00:00Z",
+        ] {
+            assert_eq!(at(bad), None, "{bad}");
+        }
+        for days in [-800_000i64, -1, 0, 1, 20_000, 2_932_896] {
+            let (y, m, d) = civil(days);
+            let text = format!("{y:04}-{m:02}-{d:02}T00:00:00Z");
+            if (0..=9999).contains(&y) {
+                assert_eq!(at(&text), Some(days * 86_400_000_000), "{text}");
+            }
+        }
+    }
+
+    #[test]
     fn hex_uuid_and_days() {
         assert_eq!(hex(&[0, 0xab, 0xff]), "00abff");
         assert_eq!(unhex("00ab ff\n01"), [0, 0xab, 0xff, 1]);
