@@ -465,3 +465,32 @@ def test_one_file_output_has_json_logical_type_on_event_and_fields(tmp_path):
         f"SELECT DISTINCT event->>'$.host.name' FROM '{out}' WHERE event IS NOT NULL"
     ).fetchall()
     assert hosts == [("web-1",)]
+
+
+@pytest.mark.parametrize("protocol", ["lumberjack", "cql"])
+def test_tables_memory_stays_flat_when_the_capture_doubles(protocol, tmp_path):
+    """Issue 43 item 5: `--tables` on bench captures (Filebeat-shaped windows, CQL QUERY/RESULT
+    pairs) and on ones twice as long: the peak RSS stays within 20 MB (the rows go out a batch at a
+    time, the pairing maps are bounded)."""
+    from bench import bench_cql, bench_lumberjack
+    from tests.fault_helpers import measured
+
+    peaks, rows = {}, {}
+    for times in (1, 2):
+        pcap = tmp_path / f"{protocol}-{times}.pcap"
+        if protocol == "lumberjack":
+            # bench_lumberjack's shape at half its connections: below ~75 windows a connection,
+            # the one-file conversion's peak still grows as much (its decoder's state fills up)
+            bench_lumberjack.write_capture(pcap, "lumberjack", 20, 75 * times, 512)
+        else:
+            bench_cql.write_capture(pcap, 4, 20, 2000 * times)
+        out = tmp_path / f"tables-{times}"
+        status, peaks[times], _ = measured(
+            "convert", str(pcap), "--to", "parquet", "--tables", "-o", f"{out}/"
+        )
+        assert status == 0
+        table = "events" if protocol == "lumberjack" else "cql"
+        rows[times] = pq.ParquetFile(out / f"{table}.parquet").metadata.num_rows
+    startups = 20 if protocol == "cql" else 0  # a STARTUP request per connection
+    assert rows[2] - startups == 2 * (rows[1] - startups) > 0
+    assert peaks[2] - peaks[1] < 20 << 20, peaks
