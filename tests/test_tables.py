@@ -20,11 +20,10 @@ from tests.capture_tools import ndjson, run_cli
 from tests.conftest import REPO
 from tests.delivery_helpers import VERDICT_QUERY, inspect_verdict, query, schema_queries
 from wirelog.export.parquet import file_schema
-from wirelog.export.tables import schemas
+from wirelog.export.tables import TABLES, schemas
 
 SHARED = REPO.parent / "shared" / "captures"
 DATA = REPO / "tests" / "data"
-TABLES = ("connections", "events", "batches", "cql", "findings")
 LOG_PROTOCOLS = ("lumberjack", "courier", "hercules")
 # Ethernet captures of real peers, one protocol each, merged into one capture of all of them
 MIXED_PARTS = (
@@ -494,3 +493,40 @@ def test_tables_memory_stays_flat_when_the_capture_doubles(protocol, tmp_path):
     startups = 20 if protocol == "cql" else 0  # a STARTUP request per connection
     assert rows[2] - startups == 2 * (rows[1] - startups) > 0
     assert peaks[2] - peaks[1] < 20 << 20, peaks
+
+
+def test_the_spark_data_source_reads_every_table_as_the_local_engine_writes_it(real):
+    """`spark.read.format("wirelog").option("table", T)` on local[2]: each table's schema and rows
+    are those of `convert --tables` on the same captures."""
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+    from wirelog.engine import spark as engine
+
+    if (active := SparkSession.getActiveSession()) is not None:
+        active.stop()
+    spark = engine.session("local[2]", {"spark.sql.shuffle.partitions": "2"})
+    try:
+        names = [str(p) for p in real["captures"]]
+        for table in TABLES:
+            df = spark.read.format("wirelog").option("table", table).load(names)
+            got = df.toArrow()
+            want = pq.read_table(real["dir"] / f"{table}.parquet")
+            assert got.schema.names == want.schema.names, table
+            for f in got.schema:
+                want_type = want.schema.field(f.name).type
+                assert f.type == want_type or str(want_type) == "extension<arrow.json>", (table, f)
+
+            def rows(t: pa.Table) -> Counter:
+                columns = [c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in t.columns]
+                plain = pa.table(
+                    [c.cast(pa.string()) if str(c.type).startswith("extension") else c for c in columns],
+                    names=t.schema.names,
+                )
+                return Counter(tuple(r.values()) for r in plain.to_pylist())
+
+            assert rows(got) == rows(want), table
+        with pytest.raises(Exception, match="option table"):
+            spark.read.format("wirelog").option("table", "windows").load(names).schema  # noqa: B018
+    finally:
+        spark.stop()

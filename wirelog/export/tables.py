@@ -20,6 +20,7 @@ from wirelog.export.atomic import AtomicFile
 from wirelog.export.parquet import COLUMNS, ROW_GROUP, RowGroups, batch, file_writer, row
 from wirelog.model import Finding
 
+TABLES = ("connections", "events", "batches", "cql", "findings")  # the core's, in order (a test checks)
 # Columns whose values repeat (a dictionary pays) and JSON or distinct text (no statistics pay).
 DICTIONARY_COLUMNS = (
     "capture", "stream", "client", "server", "direction", "protocol", "version", "kind", "delivery",
@@ -34,6 +35,12 @@ def schemas() -> dict[str, pa.Schema]:
     """Every table's fixed schema, by name, in the order the tables are written."""
     read = pa.RecordBatchReader.from_stream
     return {name: read(rows).schema for name, rows in _core.table_schemas().items()}
+
+
+def findings_batch(findings: list[Finding], schema: pa.Schema) -> pa.RecordBatch:
+    """Findings Python holds as objects (TCP, capture) as rows of the `findings` table (`schema`)."""
+    rows = batch([row(f) for f in findings])
+    return pa.RecordBatch.from_arrays([rows.column(COLUMNS.index(n)) for n in schema.names], schema=schema)
 
 
 class TablesWriter:
@@ -55,8 +62,7 @@ class TablesWriter:
         except BaseException:
             self.abort()
             raise
-        self._findings: list[tuple] = []
-        self._finding_columns = [COLUMNS.index(c) for c in self.schemas["findings"].names]
+        self._findings: list[Finding] = []
         self.count = 0
 
     def write_batches(self, batches: dict[str, pa.RecordBatch]) -> None:
@@ -69,17 +75,15 @@ class TablesWriter:
 
     def write_finding(self, finding: Finding) -> None:
         """A finding Python holds as an object (TCP, capture): a row of `findings`."""
-        self._findings.append(row(finding))
+        self._findings.append(finding)
         self.count += 1
         if len(self._findings) >= self.BATCH_ROWS:
             self._flush_findings()
 
     def _flush_findings(self) -> None:
         if self._findings:
-            rows = batch(self._findings)
+            self._groups["findings"].add(findings_batch(self._findings, self.schemas["findings"]))
             self._findings = []
-            columns = [rows.column(i) for i in self._finding_columns]
-            self._groups["findings"].add(pa.RecordBatch.from_arrays(columns, schema=self.schemas["findings"]))
 
     def close(self) -> None:
         """Write the last row groups and footers, then publish the files; on failure leave none."""
