@@ -495,9 +495,22 @@ def test_tables_memory_stays_flat_when_the_capture_doubles(protocol, tmp_path):
     assert peaks[2] - peaks[1] < 20 << 20, peaks
 
 
-def test_the_spark_data_source_reads_every_table_as_the_local_engine_writes_it(real):
-    """`spark.read.format("wirelog").option("table", T)` on local[2]: each table's schema and rows
-    are those of `convert --tables` on the same captures."""
+def table_rows(t) -> Counter:
+    """A table's rows as a multiset, times as integers and JSON as strings (Spark's forms)."""
+    import pyarrow as pa
+
+    columns = [c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in t.columns]
+    plain = pa.table(
+        [c.cast(pa.string()) if str(c.type).startswith("extension") else c for c in columns],
+        names=t.schema.names,
+    )
+    return Counter(tuple(r.values()) for r in plain.to_pylist())
+
+
+def test_the_spark_data_source_and_engine_give_every_table_as_the_local_engine(real, tmp_path):
+    """`spark.read.format("wirelog").option("table", T)` and `convert --engine spark --tables` on
+    local[2]: each table's schema and rows are those of `convert --tables` on the same captures;
+    every part file the tasks write has its table's fixed schema."""
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
@@ -516,16 +529,21 @@ def test_the_spark_data_source_reads_every_table_as_the_local_engine_writes_it(r
             for f in got.schema:
                 want_type = want.schema.field(f.name).type
                 assert f.type == want_type or str(want_type) == "extension<arrow.json>", (table, f)
+            assert table_rows(got) == table_rows(want), table
+        from wirelog.engine.local import Options
 
-            def rows(t: pa.Table) -> Counter:
-                columns = [c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in t.columns]
-                plain = pa.table(
-                    [c.cast(pa.string()) if str(c.type).startswith("extension") else c for c in columns],
-                    names=t.schema.names,
-                )
-                return Counter(tuple(r.values()) for r in plain.to_pylist())
-
-            assert rows(got) == rows(want), table
+        out = tmp_path / "spark-tables"
+        written = engine.convert_spark(names, "parquet", str(out), Options(), "local[2]", tables=True)
+        total = 0
+        for table in TABLES:
+            parts = sorted((out / table).glob("part-*.zstd.parquet"))
+            assert parts, table
+            for part in parts:
+                assert pq.read_schema(part).remove_metadata().equals(file_schema(schemas()[table])), part
+            got = pa.concat_tables([pq.read_table(p) for p in parts])
+            assert table_rows(got) == table_rows(pq.read_table(real["dir"] / f"{table}.parquet")), table
+            total += got.num_rows
+        assert written == total and (out / "_SUCCESS").exists()
         with pytest.raises(Exception, match="option table"):
             spark.read.format("wirelog").option("table", "windows").load(names).schema  # noqa: B018
     finally:

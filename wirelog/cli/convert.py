@@ -87,10 +87,8 @@ def convert(ctx, fmt, output, tables, jobs, engine, master, conf, split_size, **
     """
     if tables and (fmt != "parquet" or output == "-"):
         raise click.UsageError("--tables writes Parquet files into a directory: --to parquet -o DIR/")
-    if tables and engine == "spark":
-        raise click.UsageError("--tables is written by the local engine only, for now (docs/spark.md)")
     if engine == "spark":
-        ctx.exit(_convert_spark(fmt, output, master, conf, split_size, params))
+        ctx.exit(_convert_spark(fmt, output, master, conf, split_size, params, tables))
     if remote.is_uri(output):
         raise click.UsageError(
             f"{output}: the local engine writes local files; write here and copy it, or use --engine spark"
@@ -146,7 +144,13 @@ def _write(session: Session, fmt: str, output: str, is_dir: bool, parallel: bool
 
 
 def _convert_spark(
-    fmt: str, output: str, master: str | None, conf: tuple[str, ...], split_size: int, params: dict
+    fmt: str,
+    output: str,
+    master: str | None,
+    conf: tuple[str, ...],
+    split_size: int,
+    params: dict,
+    tables: bool = False,
 ) -> int:
     """The same conversion as Spark tasks; inputs are expanded by the engine (directories too)."""
     import logging  # imported here, as pathlib below: start-up that only some conversions need
@@ -171,7 +175,7 @@ def _convert_spark(
     engine_log.setLevel(logging.INFO)
     try:
         rows = convert_spark(
-            list(params["captures"]), fmt, output, build_options(params), master, settings, split_size
+            list(params["captures"]), fmt, output, build_options(params), master, settings, split_size, tables
         )
     except (SparkEngineError, CaptureError) as e:
         error(str(e))

@@ -328,17 +328,23 @@ def batches(captures: list[Capture], opts: SourceOptions) -> Iterator[pa.RecordB
         yield parquet.batch(rows)
 
 
+def table_items(captures: list[Capture], opts: SourceOptions) -> Iterator[TableRows | Finding]:
+    """The typed tables' rows of each capture in order (TableRows), and the findings Python holds
+    as objects (TCP, capture; failures as finding rows)."""
+    for rec in _records(captures, dataclasses.replace(opts.engine, records="tables")):
+        if isinstance(rec, TableRows | Finding):
+            yield rec
+
+
 def table_batches(captures: list[Capture], opts: SourceOptions) -> Iterator[pa.RecordBatch]:
     """Batches of the typed table `opts.table` of at most `opts.batch_rows` rows, as the core fills
     it (the findings Python holds as objects a batch at a time, in their place)."""
     schema = tables.schemas()[opts.table]
     found: list[Finding] = []
-    for rec in _records(captures, dataclasses.replace(opts.engine, records="tables")):
+    for rec in table_items(captures, opts):
         if isinstance(rec, Finding):
             if opts.table == "findings":
                 found.append(rec)
-            continue
-        if not isinstance(rec, TableRows):
             continue
         if found:
             yield tables.findings_batch(found, schema)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
@@ -44,25 +46,38 @@ def findings_batch(findings: list[Finding], schema: pa.Schema) -> pa.RecordBatch
 
 
 class TablesWriter:
-    """Streams the typed tables into `directory`; `close()` publishes every file, `abort()` none."""
+    """Streams the typed tables into `directory`; `close()` publishes every file, `abort()` none.
+
+    With `open_file` (a table's name → a writable binary stream) the files go there instead,
+    published by the caller (the Spark engine's tasks: engine/spark_output.py commits them)."""
 
     BATCH_ROWS = 8192  # findings gathered before they become a batch
 
-    def __init__(self, directory: str, row_group: int = ROW_GROUP) -> None:
-        os.makedirs(directory, exist_ok=True)
+    def __init__(
+        self, directory: str, row_group: int = ROW_GROUP, open_file: Callable[[str], Any] | None = None
+    ) -> None:
         self.schemas = schemas()
         self._files: dict[str, AtomicFile] = {}
+        self._sinks: list[Any] = []
         self._groups: dict[str, RowGroups] = {}
         try:
+            if open_file is None:
+                os.makedirs(directory, exist_ok=True)
             for name, schema in self.schemas.items():
-                out = AtomicFile(os.path.join(directory, name + ".parquet"), ".parquet")
-                self._files[name] = out
-                writer = file_writer(out.file, schema, DICTIONARY_COLUMNS, TEXT_COLUMNS)
+                if open_file is None:
+                    out = AtomicFile(os.path.join(directory, name + ".parquet"), ".parquet")
+                    self._files[name] = out
+                    sink = out.file
+                else:
+                    sink = open_file(name)
+                    self._sinks.append(sink)
+                writer = file_writer(sink, schema, DICTIONARY_COLUMNS, TEXT_COLUMNS)
                 self._groups[name] = RowGroups(writer, row_group)
         except BaseException:
             self.abort()
             raise
         self._findings: list[Finding] = []
+        self.rows = dict.fromkeys(self.schemas, 0)  # rows written, per table
         self.count = 0
 
     def write_batches(self, batches: dict[str, pa.RecordBatch]) -> None:
@@ -71,11 +86,13 @@ class TablesWriter:
         for name, rows in batches.items():
             if rows.num_rows:
                 self._groups[name].add(rows)
+                self.rows[name] += rows.num_rows
                 self.count += rows.num_rows
 
     def write_finding(self, finding: Finding) -> None:
         """A finding Python holds as an object (TCP, capture): a row of `findings`."""
         self._findings.append(finding)
+        self.rows["findings"] += 1
         self.count += 1
         if len(self._findings) >= self.BATCH_ROWS:
             self._flush_findings()
@@ -96,10 +113,15 @@ class TablesWriter:
             raise
         for out in self._files.values():
             out.commit()
+        for sink in self._sinks:
+            sink.close()
 
     def abort(self) -> None:
         for out in self._files.values():
             out.abort()
+        for sink in self._sinks:
+            with contextlib.suppress(Exception):
+                sink.close()
         for groups in self._groups.values():
             with contextlib.suppress(Exception):
                 groups.writer.close()
