@@ -548,3 +548,10 @@ def test_the_spark_data_source_and_engine_give_every_table_as_the_local_engine(r
             spark.read.format("wirelog").option("table", "windows").load(names).schema  # noqa: B018
     finally:
         spark.stop()
+
+
+def test_the_same_input_gives_the_same_bytes(tmp_path):
+    first = tables(tmp_path / "a", merged(tmp_path / "mixed.pcap"))
+    second = tables(tmp_path / "b", tmp_path / "mixed.pcap")
+    for table in TABLES:
+        assert (first / f"{table}.parquet").read_bytes() == (second / f"{table}.parquet").read_bytes(), table
