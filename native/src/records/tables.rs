@@ -515,7 +515,9 @@ impl Tables {
     }
 
     fn message(&mut self, stamp: Option<&Stamp>, m: &Message, tls: Option<&Value>) {
-        if let Some(s) = stamp {
+        // Events are skipped: a held event's record can come after its stream's end, and would
+        // leave an entry that no end removes.
+        if let (Some(s), false) = (stamp, m.kind == "event") {
             let c = self.connections.entry(s.stream).or_default();
             c.version = c.version.or(m.version);
             if m.kind == "connection" {
@@ -762,7 +764,7 @@ impl Tables {
                 _ => self.cql_row(&r, None),
             }
         } else if let Some(r) = self.requests.remove(&key) {
-            self.request_order.retain(|k| *k != key);
+            // its key stays in `request_order` until it reaches the front: O(1) a response
             self.cql_row(&r, Some(m));
         }
     }
