@@ -175,7 +175,14 @@ def _convert_spark(
     engine_log.setLevel(logging.INFO)
     try:
         rows = convert_spark(
-            list(params["captures"]), fmt, output, build_options(params), master, settings, split_size, tables
+            list(params["captures"]),
+            fmt,
+            output,
+            build_options(params),
+            master,
+            settings,
+            split_size,
+            tables=tables,
         )
     except (SparkEngineError, CaptureError) as e:
         error(str(e))
