@@ -555,3 +555,13 @@ def test_the_same_input_gives_the_same_bytes(tmp_path):
     second = tables(tmp_path / "b", tmp_path / "mixed.pcap")
     for table in TABLES:
         assert (first / f"{table}.parquet").read_bytes() == (second / f"{table}.parquet").read_bytes(), table
+
+
+def test_tables_need_parquet_and_a_directory(tmp_path):
+    capture = str(MIXED_PARTS[0])
+    for args in (["--to", "json", "-o", f"{tmp_path}/t/"], ["--to", "parquet", "-o", "-"]):
+        code, _, err = run_cli("convert", capture, "--tables", *args)
+        assert code == 2 and "--tables writes Parquet files into a directory" in err, err
+    (tmp_path / "file").write_text("x")
+    code, _, err = run_cli("convert", capture, "--to", "parquet", "--tables", "-o", str(tmp_path / "file"))
+    assert code == 2 and "exists and is not a directory" in err and "Traceback" not in err, err

@@ -87,6 +87,8 @@ def convert(ctx, fmt, output, tables, jobs, engine, master, conf, split_size, **
     """
     if tables and (fmt != "parquet" or output == "-"):
         raise click.UsageError("--tables writes Parquet files into a directory: --to parquet -o DIR/")
+    if tables and engine == "local" and os.path.exists(output) and not os.path.isdir(output):
+        raise click.UsageError(f"{output}: exists and is not a directory (--tables writes a directory)")
     if engine == "spark":
         ctx.exit(_convert_spark(fmt, output, master, conf, split_size, params, tables))
     if remote.is_uri(output):
