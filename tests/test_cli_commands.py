@@ -310,7 +310,7 @@ def test_spark_engine_usage_errors_need_no_jvm(tmp_path):
 )
 def test_split_size_as_users_write_it(monkeypatch, tmp_path, given, size):
     asked = []
-    monkeypatch.setattr(spark_engine, "convert_spark", lambda *args: asked.append(args[-1]) or 0)
+    monkeypatch.setattr(spark_engine, "convert_spark", lambda *args, **_: asked.append(args[-1]) or 0)
     split_size = [arg for value in given for arg in ("--split-size", value)]
     code, _, err = run_cli("convert", str(EXAMPLE), "--engine", "spark", "-o", str(tmp_path), *split_size)
     assert code == 0, err

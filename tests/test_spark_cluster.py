@@ -218,3 +218,34 @@ def test_a_worker_killed_while_the_split_job_reads(cluster, lean_python, split_c
     want, _ = local_rows([str(split_capture)])
     got = dataset_rows(out)
     assert Counter(got[str(split_capture)]) == Counter(want[str(split_capture)])
+
+
+def test_typed_tables_on_a_standalone_cluster(cluster, lean_python, wheel, tmp_path):
+    """`convert --engine spark --tables` on the cluster: every table's part files hold the local
+    engine's `--tables` rows (and the unreadable capture's finding, which the local CLI prints)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.test_tables import table_rows
+    from wirelog.export.tables import TABLES
+
+    (tmp_path / "captures").mkdir()
+    captures = make_captures(tmp_path / "captures")
+    out = tmp_path / "out"
+    finish(convert(cluster, lean_python, captures, out, "--tables"), out)
+    local = tmp_path / "local"
+    done = subprocess.run(
+        [sys.executable, "-m", "wirelog.cli", "convert", *captures, "--to", "parquet", "--tables", "-o", f"{local}/"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    for table in TABLES:
+        parts = sorted((out / table).glob("part-*.zstd.parquet"))
+        assert parts, table
+        got = table_rows(pa.concat_tables([pq.read_table(p) for p in parts]))
+        want = table_rows(pq.read_table(local / f"{table}.parquet"))
+        if table == "findings":
+            unreadable = [r for r in got if "capture.unreadable" in r]
+            assert len(unreadable) == 1
+            del got[unreadable[0]]
+        assert got == want, table

@@ -154,6 +154,14 @@ class RecordRows:
 
 
 @dataclass(slots=True)
+class TableRows:
+    """Rows a native decoder wrote into the typed tables (`convert --to parquet --tables`,
+    docs/schema.md): one Arrow batch per table, by table name."""
+
+    batches: dict[str, Any]  # table name → pyarrow.RecordBatch
+
+
+@dataclass(slots=True)
 class Chunk:
     """Contiguous, in-order bytes of one direction of a stream, as carried by one frame."""
 

@@ -509,9 +509,29 @@ fn taken<'py>(
             let batch = batch.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
             Ok(Bound::new(py, ArrowRecords { batch: Some(batch) })?.into_any())
         }
+        Taken::Tables(tables) => Ok(tables_dict(py, tables)?.into_any()),
         Taken::Hercules(events) => Ok(Bound::new(py, HerculesEvents(Some(events)))?.into_any()),
         Taken::Records(records) => Ok(model.records(py, capture, records)?.into_any()),
     }
+}
+
+/// The typed tables' batches as a dict name → ArrowRecords, in the tables' order.
+fn tables_dict<'py>(
+    py: Python<'py>,
+    tables: Vec<(&'static str, Result<RecordBatch, arrow_schema::ArrowError>)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, batch) in tables {
+        let batch = batch.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        d.set_item(name, Bound::new(py, ArrowRecords { batch: Some(batch) })?)?;
+    }
+    Ok(d)
+}
+
+/// The typed tables (`--tables`, docs/schema.md) with no rows: their names and fixed schemas.
+#[pyfunction]
+fn table_schemas(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    tables_dict(py, crate::records::tables::empty())
 }
 
 /// One batch of records in the Parquet schema (docs/schema.md), handed to pyarrow without a copy.
@@ -1037,12 +1057,12 @@ fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Sessi
                     }
                     "ndjson" => Form::Ndjson(String::new()),
                     "arrow" => Form::Arrow(Box::default()),
+                    "tables" => Form::Tables(Box::default()),
                     "hercules" => Form::Hercules(Box::default()),
                     _ => {
                         return Err(PyValueError::new_err(format!(
-                            "records must be 'objects', 'summary', 'report', 'ndjson', 'arrow' or \
-                         'hercules', \
-                         not {name:?}"
+                            "records must be 'objects', 'summary', 'report', 'ndjson', 'arrow', \
+                         'tables' or 'hercules', not {name:?}"
                         )))
                     }
                 };
@@ -2040,6 +2060,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoding>()?;
     m.add_class::<KeyLogs>()?;
     m.add_class::<ArrowRecords>()?;
+    m.add_function(wrap_pyfunction!(table_schemas, m)?)?;
     m.add_function(wrap_pyfunction!(decode_stream, m)?)?;
     m.add_function(wrap_pyfunction!(detect, m)?)?;
     m.add_function(wrap_pyfunction!(detect_scores, m)?)?;

@@ -10,7 +10,7 @@ import click
 from wirelog.cli.common import Session, build_options, error, exit_code, input_options
 from wirelog.cli.params import ByteSize
 from wirelog.cli.progress import closing_line, progress
-from wirelog.cli.writing import RECORDS, SUFFIX, write_records
+from wirelog.cli.writing import RECORDS, SUFFIX, write_records, write_tables
 from wirelog.inputs import remote
 
 EXAMPLES = """
@@ -20,6 +20,7 @@ Examples:
   wirelog convert cql.pcapng.gz --to parquet -o cql.parquet
   wirelog convert 'captures/*.pcap' --to parquet -o out/      # one file per capture
   wirelog convert 'ring-*.pcap' --to parquet -o out/ -j 0    # all CPUs, one file per capture
+  wirelog convert beats.pcap cql.pcap --to parquet --tables -o tables/   # typed tables
   wirelog convert 's3://bucket/incident/*.pcap.gz' --to json   # captures in S3 (gs://, hdfs://)
   tcpdump -w - port 5044 | wirelog convert - --events --to json
   wirelog convert beats.pcap --to hercules -o events.bin
@@ -39,6 +40,12 @@ MAX_JOBS = 1024  # worker processes; more than the CPUs only costs memory
     default="-",
     show_default=True,
     help="Output file, - for stdout, or a directory (one file per input).",
+)
+@click.option(
+    "--tables",
+    is_flag=True,
+    help="With --to parquet: typed tables in -o DIR/ (connections, events, batches, cql, findings; "
+    "docs/schema.md) instead of one file per input.",
 )
 @click.option(
     "-j",
@@ -72,21 +79,25 @@ MAX_JOBS = 1024  # worker processes; more than the CPUs only costs memory
     "(bytes, or k, m, g: 64m, 1g; 1m to 1 PiB).",
 )
 @click.pass_context
-def convert(ctx, fmt, output, jobs, engine, master, conf, split_size, **params):
+def convert(ctx, fmt, output, tables, jobs, engine, master, conf, split_size, **params):
     """Decode CAPTURE... and write every message and finding.
 
     JSON: one record per line (docs/records.md). Parquet: one schema for all protocols, findings as
-    rows with record='finding' (docs/schema.md). Hercules: messages as Hercules events (docs/hercules.md).
+    rows with record='finding', or with --tables one typed table per subject (docs/schema.md). Hercules: messages as Hercules events (docs/hercules.md).
     """
+    if tables and (fmt != "parquet" or output == "-"):
+        raise click.UsageError("--tables writes Parquet files into a directory: --to parquet -o DIR/")
+    if tables and engine == "local" and os.path.exists(output) and not os.path.isdir(output):
+        raise click.UsageError(f"{output}: exists and is not a directory (--tables writes a directory)")
     if engine == "spark":
-        ctx.exit(_convert_spark(fmt, output, master, conf, split_size, params))
+        ctx.exit(_convert_spark(fmt, output, master, conf, split_size, params, tables))
     if remote.is_uri(output):
         raise click.UsageError(
             f"{output}: the local engine writes local files; write here and copy it, or use --engine spark"
         )
     if _is_socket(output):
         raise click.UsageError(f"{output}: is a socket; give a file, a directory, a device or a FIFO")
-    session = Session(params, records=RECORDS[fmt])
+    session = Session(params, records="tables" if tables else RECORDS[fmt])
     is_dir = output.endswith(os.sep) or os.path.isdir(output)
     if fmt == "parquet" and output == "-":
         raise click.UsageError("Parquet needs a file or directory: -o FILE.parquet or -o DIR/")
@@ -94,11 +105,16 @@ def convert(ctx, fmt, output, jobs, engine, master, conf, split_size, **params):
     parallel = jobs > 1 and len(session.paths) > 1
     if parallel and ("-" in session.paths or session.raw):
         raise click.UsageError("--jobs converts capture files: read stdin or --raw dumps without it")
+    if parallel and tables:
+        raise click.UsageError("--tables writes one set of files for all inputs: without --jobs")
     if parallel and fmt == "hercules" and not is_dir:
         # events without a timestamp take the previous event's: one writer must see every input in order
         raise click.UsageError("--jobs with --to hercules writes one file per input: -o DIR/")
     with progress(session, "convert", stdout_busy=output == "-") as meter:
-        written = _write(session, fmt, output, is_dir, parallel, jobs)
+        if tables:
+            written = write_tables(output, session.items())
+        else:
+            written = _write(session, fmt, output, is_dir, parallel, jobs)
     session.tell_unmatched()
     code = exit_code(session)
     if not code:  # else no input could be read, and its lines say why
@@ -130,7 +146,13 @@ def _write(session: Session, fmt: str, output: str, is_dir: bool, parallel: bool
 
 
 def _convert_spark(
-    fmt: str, output: str, master: str | None, conf: tuple[str, ...], split_size: int, params: dict
+    fmt: str,
+    output: str,
+    master: str | None,
+    conf: tuple[str, ...],
+    split_size: int,
+    params: dict,
+    tables: bool = False,
 ) -> int:
     """The same conversion as Spark tasks; inputs are expanded by the engine (directories too)."""
     import logging  # imported here, as pathlib below: start-up that only some conversions need
@@ -155,7 +177,14 @@ def _convert_spark(
     engine_log.setLevel(logging.INFO)
     try:
         rows = convert_spark(
-            list(params["captures"]), fmt, output, build_options(params), master, settings, split_size
+            list(params["captures"]),
+            fmt,
+            output,
+            build_options(params),
+            master,
+            settings,
+            split_size,
+            tables=tables,
         )
     except (SparkEngineError, CaptureError) as e:
         error(str(e))

@@ -11,7 +11,7 @@ from wirelog.cli.common import error
 from wirelog.cli.output import open_output
 from wirelog.export.hercules import HerculesWriter, is_events
 from wirelog.export.json import JsonWriter
-from wirelog.model import Finding, Message, RecordLines, RecordRows
+from wirelog.model import Finding, Message, RecordLines, RecordRows, TableRows
 
 SUFFIX = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}
 # The form the core gives its decoders' records in, per output format (engine Options.records):
@@ -52,6 +52,20 @@ def write_records(fmt: str, output: str, items: Iterable) -> int:
         else:
             written = write_hercules(out, records)
     return written
+
+
+def write_tables(output: str, items: Iterable) -> int:
+    """The typed tables of `items` into the directory `output` (docs/schema.md); returns the rows
+    written to all tables."""
+    from wirelog.export.tables import TablesWriter  # pyarrow: only when asked for
+
+    with TablesWriter(output) as writer:
+        for item in items:
+            if isinstance(item, TableRows):
+                writer.write_batches(item.batches)
+            elif isinstance(item, Finding):
+                writer.write_finding(item)
+    return writer.count
 
 
 _RENAMED = "hercules.export-key-renamed"

@@ -17,7 +17,15 @@ from typing import Any, BinaryIO
 from wirelog import _core
 from wirelog.inputs.errors import CaptureError
 from wirelog.inputs.sources import READ_ERRORS, consumed, open_input, read_error
-from wirelog.model import CaptureInfo, Finding, RecordLines, RecordRows, StreamInfo, StreamLines
+from wirelog.model import (
+    CaptureInfo,
+    Finding,
+    RecordLines,
+    RecordRows,
+    StreamInfo,
+    StreamLines,
+    TableRows,
+)
 
 # Capture bytes per call into the core: log events inflate ~25x into NDJSON, so a read of 256 KiB
 # already gives takes of several MB (bigger reads only raise the peak memory).
@@ -36,7 +44,7 @@ Decoding = _core.Decoding  # the core's decoders fed by Python (raw dumps)
 
 def native_records(out: Any) -> list:
     """What the core returns for its decoders' records (None, NDJSON bytes with their line count,
-    Arrow rows, Hercules events or a list of Message/Finding) as pipeline items."""
+    Arrow rows, the typed tables' rows, Hercules events or a list of Message/Finding) as pipeline items."""
     if out is None:
         return []
     if isinstance(out, list):
@@ -45,8 +53,11 @@ def native_records(out: Any) -> list:
         return [RecordLines(*out)]
     if isinstance(out, _core.HerculesEvents):  # convert --to hercules: written by the core too
         return [out]
-    import pyarrow as pa  # only the Arrow form gets here (convert --to parquet)
+    import pyarrow as pa  # only the Arrow forms get here (convert --to parquet)
 
+    if isinstance(out, dict):  # the typed tables (--tables)
+        read = pa.RecordBatchReader.from_stream
+        return [TableRows({name: read(rows).read_next_batch() for name, rows in out.items()})]
     return [RecordRows(pa.RecordBatchReader.from_stream(out).read_next_batch())]
 
 

@@ -229,8 +229,12 @@ def convert_spark(
     master: str | None = None,
     conf: dict[str, str] | None = None,
     split_size: int | None = SPLIT_SIZE,
+    tables: bool = False,
 ) -> int:
     """Convert `inputs` on Spark into the directory `output`; returns the number of rows written.
+
+    With `tables` (parquet only): the typed tables, `OUT/<table>/part-*.zstd.parquet` (docs/schema.md),
+    every capture read whole.
 
     parquet: a dataset partitioned by protocol (`protocol=cql/part-*.parquet`, zstd); json: NDJSON part
     files (`part-*.json`), the local engine's lines; both written by the tasks (engine/spark_output.py).
@@ -256,7 +260,9 @@ def convert_spark(
             raise SparkEngineError(str(e)) from None
     spark = session(master, conf)
     try:
-        if fmt in ("parquet", "json"):
+        if tables:
+            rows, unreadable = _write_by_tasks(spark, "tables", inputs, options, output, None)
+        elif fmt in ("parquet", "json"):
             rows, unreadable = _write_by_tasks(spark, fmt, inputs, options, output, split_size)
         else:  # the events' order across captures is the writer's: captures are read whole
             rows, unreadable = _write(spark, read(spark, inputs, options), output)
@@ -292,7 +298,7 @@ def _write_by_tasks(
     try:
         src = parse_options(strings)
         bins = pack(whole, src.max_partition_bytes, src.open_cost_bytes, src.min_partitions)
-        write = write_bin if fmt == "parquet" else write_bin_lines
+        write = {"parquet": write_bin, "json": write_bin_lines, "tables": write_bin_tables}[fmt]
         with phase(spark, f"wirelog: convert and write {len(whole)} whole captures"):
             written = spark_output.run_tasks(spark, job, bins, functools.partial(write, src))
         for k, cap in enumerate(split):
@@ -305,7 +311,7 @@ def _write_by_tasks(
         raise
     from wirelog.engine.spark_source import UNREADABLE
 
-    if fmt == "json":
+    if fmt in ("json", "tables"):
         return rows, sum(w.unreadable for w in written)
     return rows, spark_output.codes(job, written, "capture").count(UNREADABLE)
 
@@ -330,6 +336,17 @@ def write_bin_lines(
 
     tune_gc()
     return spark_output.write_lines(job, f"c{index:05d}", capture_lines(captures, src))
+
+
+def write_bin_tables(
+    src: SourceOptions, job: spark_output.Job, index: int, captures: list[Capture]
+) -> list[spark_output.Written]:
+    """A Spark task: its bin of whole captures converted into the typed tables and written."""
+    from wirelog.engine.gc_tuning import tune_gc
+    from wirelog.engine.spark_source import table_items
+
+    tune_gc()
+    return spark_output.write_tables(job, f"c{index:05d}", table_items(captures, src))
 
 
 def _write(spark: SparkSession, df: DataFrame, output: str) -> tuple[int, int]:

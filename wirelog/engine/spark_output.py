@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 
 from wirelog.export import parquet
 from wirelog.inputs import remote
+from wirelog.model import Finding, TableRows
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -80,7 +81,8 @@ class Written:
     file: str  # path in the job's file system
     protocol: str  # its partition; LINES for an NDJSON file
     rows: int
-    unreadable: int = 0  # NDJSON: its `capture.unreadable` rows (the driver counts Parquet's itself)
+    unreadable: int = 0  # NDJSON, tables: its `capture.unreadable` rows (the driver counts Parquet's)
+    table: str = ""  # a typed table's file (`--tables`): it goes to `OUT/<table>/`
 
 
 def check(output: str) -> bool:
@@ -200,6 +202,37 @@ def write_lines(job: Job, task: str, chunks: Iterable[tuple[bytes, int, int]]) -
     return [Written(task, file, LINES, rows, unreadable)] if sink is not None else []
 
 
+def write_tables(job: Job, task: str, items: Iterable[TableRows | Finding]) -> list[Written]:
+    """A task attempt's typed tables (`--tables`): one file per table, every table's even when it
+    has no row (so each table's directory holds its schema), under the attempt's own directory.
+    On failure what it wrote is removed."""
+    from wirelog.engine.spark_source import UNREADABLE
+    from wirelog.export.tables import TABLES, TablesWriter
+
+    fs, path = job.filesystem()
+    base = f"{path}/{TEMPORARY}/{job.id}/{task}-{_attempt()}"
+    files = {t: f"{base}/{t}/part-{task}-{job.id}.zstd.parquet" for t in TABLES}
+    unreadable = 0
+    try:
+        for t in TABLES:
+            fs.create_dir(f"{base}/{t}", recursive=True)
+        with TablesWriter("", open_file=lambda t: fs.open_output_stream(files[t])) as writer:
+            for item in items:
+                if isinstance(item, TableRows):
+                    writer.write_batches(item.batches)
+                else:
+                    writer.write_finding(item)
+                    unreadable += item.code == UNREADABLE
+    except BaseException:
+        with contextlib.suppress(Exception):
+            fs.delete_dir(base)
+        raise
+    return [
+        Written(task, files[t], LINES, writer.rows[t], unreadable if t == "findings" else 0, t)
+        for t in TABLES
+    ]
+
+
 def manifest_batch(written: list[Written]) -> pa.RecordBatch:
     """A task's result as rows of MANIFEST (for mapInArrow)."""
     return pa.RecordBatch.from_pylist(
@@ -214,8 +247,11 @@ def from_rows(rows: Iterable) -> list[Written]:
 
 
 def _destination(path: str, w: Written) -> str:
-    """Where a committed file goes: its protocol's partition, or the top for NDJSON."""
+    """Where a committed file goes: its table's directory, its protocol's partition, or the top
+    for NDJSON."""
     name = os.path.basename(w.file)
+    if w.table:
+        return f"{path}/{w.table}/{name}"
     return f"{path}/{PARTITION}={w.protocol}/{name}" if w.protocol != LINES else f"{path}/{name}"
 
 
@@ -230,6 +266,8 @@ def commit(job: Job, written: list[Written]) -> int:
             raise ValueError(f"task {w.task} has two committed attempts")
     for name in sorted({w.protocol for w in written} - {LINES}):
         fs.create_dir(f"{path}/{PARTITION}={name}", recursive=True)
+    for table in sorted({w.table for w in written} - {""}):
+        fs.create_dir(f"{path}/{table}", recursive=True)
     for w in written:
         fs.move(w.file, _destination(path, w))
     discard(job)

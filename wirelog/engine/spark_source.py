@@ -38,12 +38,12 @@ from wirelog.engine.gc_tuning import tune_gc
 from wirelog.engine.keylogs import KeyLogSource
 from wirelog.engine.local import REORDER_WINDOW, Options, run
 from wirelog.engine.protocols import Limits
-from wirelog.export import parquet
+from wirelog.export import parquet, tables
 from wirelog.export.json import dumps
 from wirelog.inputs import remote
 from wirelog.inputs.errors import CaptureError
 from wirelog.inputs.sources import files_under
-from wirelog.model import CaptureInfo, Finding, Message, RecordLines, RecordRows, Severity
+from wirelog.model import CaptureInfo, Finding, Message, RecordLines, RecordRows, Severity, TableRows
 
 ARROW_SCHEMA = parquet.SCHEMA  # `ts` in microseconds: Spark's TimestampType as it is
 _SPARK_TYPES = {
@@ -62,9 +62,10 @@ OPEN_COST_BYTES = 4 * 1024 * 1024  # Spark's spark.sql.files.openCostInBytes def
 FINDINGS = ("include", "exclude", "only")
 
 
-def spark_schema() -> StructType:
-    """The Spark schema of the rows (ARROW_SCHEMA)."""
-    return StructType([StructField(f.name, _SPARK_TYPES[f.type], f.nullable) for f in ARROW_SCHEMA])
+def spark_schema(table: str = "") -> StructType:
+    """The Spark schema of the rows: ARROW_SCHEMA, or a typed table's (docs/schema.md)."""
+    schema = tables.schemas()[table] if table else ARROW_SCHEMA
+    return StructType([StructField(f.name, _SPARK_TYPES[f.type], f.nullable) for f in schema])
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,7 @@ class SourceOptions:
     open_cost_bytes: int = OPEN_COST_BYTES
     min_partitions: int = 1
     basedir: str = ""  # relative paths are resolved against it (default: the planner's cwd)
+    table: str = ""  # a typed table's rows (docs/schema.md) instead of the records
 
 
 def _bool(value: str, name: str) -> bool:
@@ -109,6 +111,9 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     findings = o.get("findings", "include").lower()
     if findings not in FINDINGS:
         raise ValueError(f"option findings: {findings!r} is not one of {', '.join(FINDINGS)}")
+    table = o.get("table", "").strip().lower()
+    if table and table not in tables.TABLES:
+        raise ValueError(f"option table: {table!r} is not one of {', '.join(tables.TABLES)}")
     overlap = o.get("overlap", "first")
     if overlap not in ("first", "last"):
         raise ValueError(f"option overlap: {overlap!r} is not first or last")
@@ -141,6 +146,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         open_cost_bytes=int(o.get("opencostbytes", OPEN_COST_BYTES)),
         min_partitions=max(1, int(o.get("minpartitions", 1))),
         basedir=o.get("basedir", ""),
+        table=table,
     )
 
 
@@ -266,12 +272,12 @@ def capture_records(captures: list[Capture], opts: SourceOptions) -> Iterator[Me
 
 def _records(
     captures: list[Capture], engine: Options
-) -> Iterator[Message | Finding | RecordRows | RecordLines]:
+) -> Iterator[Message | Finding | RecordRows | RecordLines | TableRows]:
     """`capture_records` with the core's records in the form `engine.records` names."""
     for cap in captures:
         try:
             for item in run([cap.path], (), engine, names={cap.path: cap.name}):
-                if isinstance(item, RecordRows | RecordLines | Message | Finding):
+                if isinstance(item, RecordRows | RecordLines | TableRows | Message | Finding):
                     yield item
                 elif isinstance(item, CaptureInfo) and item.error and not item.packets:
                     yield _finding(UNREADABLE, item.error.replace(cap.path, cap.name), cap.name)
@@ -322,6 +328,34 @@ def batches(captures: list[Capture], opts: SourceOptions) -> Iterator[pa.RecordB
         yield parquet.batch(rows)
 
 
+def table_items(captures: list[Capture], opts: SourceOptions) -> Iterator[TableRows | Finding]:
+    """The typed tables' rows of each capture in order (TableRows), and the findings Python holds
+    as objects (TCP, capture; failures as finding rows)."""
+    for rec in _records(captures, dataclasses.replace(opts.engine, records="tables")):
+        if isinstance(rec, TableRows | Finding):
+            yield rec
+
+
+def table_batches(captures: list[Capture], opts: SourceOptions) -> Iterator[pa.RecordBatch]:
+    """Batches of the typed table `opts.table` of at most `opts.batch_rows` rows, as the core fills
+    it (the findings Python holds as objects a batch at a time, in their place)."""
+    schema = tables.schemas()[opts.table]
+    found: list[Finding] = []
+    for rec in table_items(captures, opts):
+        if isinstance(rec, Finding):
+            if opts.table == "findings":
+                found.append(rec)
+            continue
+        if found:
+            yield tables.findings_batch(found, schema)
+            found = []
+        batch = rec.batches[opts.table]
+        for start in range(0, batch.num_rows, opts.batch_rows):
+            yield batch.slice(start, opts.batch_rows)
+    if found:
+        yield tables.findings_batch(found, schema)
+
+
 class WirelogReader(DataSourceReader):
     def __init__(self, paths: list[str], opts: SourceOptions) -> None:
         self.paths = paths
@@ -335,6 +369,8 @@ class WirelogReader(DataSourceReader):
 
     def read(self, partition: Bin) -> Iterator[pa.RecordBatch]:
         tune_gc()  # this runs in a Python worker, which the CLI's settings do not reach
+        if self.opts.table:
+            return table_batches(partition.captures, self.opts)
         return batches(partition.captures, self.opts)
 
 
@@ -353,8 +389,8 @@ class WirelogDataSource(DataSource):
         raise ValueError("wirelog data source: give the captures to load(), e.g. load('captures/')")
 
     def schema(self) -> StructType:
-        parse_options(self.options)  # a bad option fails here, on the driver
-        return spark_schema()
+        opts = parse_options(self.options)  # a bad option fails here, on the driver
+        return spark_schema(opts.table)
 
     def reader(self, schema: StructType) -> WirelogReader:
         return WirelogReader(self._paths(), parse_options(self.options))

@@ -1,7 +1,8 @@
 """Parquet: one documented schema (docs/schema.md) for every protocol, messages and findings alike.
 
 Typed common columns come first so SQL engines can filter without parsing; protocol fields and the
-event document are JSON text (DuckDB `json_extract`, Spark `from_json`). The capture time is `ts`, a
+event document are JSON text with Parquet's JSON logical type (DuckDB reads JSON, Spark strings for
+`from_json`). The capture time is `ts`, a
 UTC timestamp in microseconds (INT64 TIMESTAMP(MICROS, UTC): what Spark, Trino, DuckDB and pandas
 all read as it is; Spark refuses nanosecond Parquet timestamps), and `ts_ns`, the exact nanoseconds
 since the epoch as an integer. Findings are rows with
@@ -139,17 +140,48 @@ def batch(rows: list[tuple]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
 
 
-def file_writer(sink: Any, schema: pa.Schema = SCHEMA) -> pq.ParquetWriter:
+JSON_COLUMNS = ("event", "fields")  # JSON text: Parquet's JSON logical type in the files
+
+
+def file_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` as written to a file: its JSON text columns annotated with Parquet's JSON logical
+    type (DuckDB reads them as JSON, Spark and pandas as strings, as before)."""
+    for name in JSON_COLUMNS:
+        at = schema.get_field_index(name)
+        if at >= 0:
+            f = schema.field(at)
+            schema = schema.set(at, pa.field(name, pa.json_(), f.nullable))
+    return schema
+
+
+def file_writer(
+    sink: Any,
+    schema: pa.Schema = SCHEMA,
+    dictionary: tuple[str, ...] = DICTIONARY_COLUMNS,
+    text: tuple[str, ...] = TEXT_COLUMNS,
+) -> pq.ParquetWriter:
     """A pyarrow writer with this schema's encoding choices (zstd; dictionaries and statistics only
-    where they pay), for the columns of `schema` (SCHEMA, or SCHEMA without a partition column)."""
+    where they pay: `dictionary` columns, none on `text` columns), for the columns of `schema`
+    (SCHEMA, SCHEMA without a partition column, or a typed table's), its JSON columns so typed."""
     names = schema.names
     return pq.ParquetWriter(
         sink,
-        schema,
+        file_schema(schema),
         compression="zstd",
-        use_dictionary=[c for c in DICTIONARY_COLUMNS if c in names],
-        write_statistics=[c for c in names if c not in TEXT_COLUMNS],
+        use_dictionary=[c for c in dictionary if c in names],
+        write_statistics=[c for c in names if c not in text],
     )
+
+
+def _as_file(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """`batch` with its JSON text columns as the file's JSON type (no copy: the same buffers)."""
+    if batch.schema.equals(schema):
+        return batch
+    columns = [
+        pa.ExtensionArray.from_storage(f.type, c) if isinstance(f.type, pa.JsonType) else c
+        for f, c in zip(schema, batch.columns, strict=True)
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 class RowGroups:
@@ -163,7 +195,7 @@ class RowGroups:
         self._rows = 0
 
     def add(self, rows: pa.RecordBatch) -> None:
-        self._batches.append(rows)
+        self._batches.append(_as_file(rows, self.writer.schema))
         self._rows += rows.num_rows
         if self._rows >= self.row_group:
             self.flush()

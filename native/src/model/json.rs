@@ -190,6 +190,31 @@ impl Document {
         }
     }
 
+    /// A string at a path of members (`["host", "name"]`: the member `name` of the object
+    /// `host`), or else the member named by the path joined with dots (`"host.name"`): ECS
+    /// documents write either form. None when there is no string there.
+    pub fn str_path(&self, path: &[&str]) -> Option<Cow<'_, str>> {
+        if let [key] = path {
+            return self.str_member(key);
+        }
+        let nested = match self {
+            Document::Parsed(v) => path
+                .iter()
+                .try_fold(v, |v, key| v.as_object()?.get(*key))
+                .and_then(Value::as_str)
+                .map(Cow::Borrowed),
+            Document::Text(t) => {
+                let (last, objects) = path.split_last()?;
+                let mut raw = t.as_bytes();
+                for key in objects {
+                    raw = member_raw(raw, key.as_bytes()).filter(|r| r.starts_with(b"{"))?;
+                }
+                member(raw, last.as_bytes())
+            }
+        };
+        nested.or_else(|| self.str_member(&path.join(".")))
+    }
+
     /// A string member of the top-level object (e.g. the `message` of a log event).
     pub fn str_member(&self, key: &str) -> Option<Cow<'_, str>> {
         match self {
@@ -224,6 +249,69 @@ impl std::fmt::Display for Document {
 impl From<Value> for Document {
     fn from(v: Value) -> Self {
         Document::Parsed(v)
+    }
+}
+
+/// Paths of members to read from many documents (`Document::str_path` of each), the top-level
+/// members they start at found in one pass over a verbatim text (a path's first key, and the
+/// path's dotted name: ECS documents write either), then each nested path within its member.
+pub struct MemberPaths {
+    paths: Vec<&'static [&'static str]>,
+    /// The top-level members wanted, and per path: its first key's and its dotted name's index.
+    names: Vec<String>,
+    slots: Vec<(usize, usize)>,
+}
+
+/// At most this many top-level names are looked for in one pass.
+const MAX_NAMES: usize = 32;
+
+impl MemberPaths {
+    pub fn new(paths: &[&'static [&'static str]]) -> Self {
+        let mut names: Vec<String> = Vec::new();
+        let mut slot = |name: String| match names.iter().position(|n| *n == name) {
+            Some(i) => i,
+            None => {
+                names.push(name);
+                names.len() - 1
+            }
+        };
+        let slots = paths
+            .iter()
+            .map(|p| (slot(p[..1].join(".")), slot(p.join("."))))
+            .collect();
+        assert!(
+            names.len() <= MAX_NAMES,
+            "too many member names for one pass"
+        );
+        MemberPaths {
+            paths: paths.to_vec(),
+            names,
+            slots,
+        }
+    }
+
+    /// Each path's string (None where there is none), into `out` (one slot a path, in order).
+    pub fn read<'d>(&self, doc: &'d Document, out: &mut [Option<Cow<'d, str>>]) {
+        let Document::Text(t) = doc else {
+            for (slot, path) in out.iter_mut().zip(&self.paths) {
+                *slot = doc.str_path(path);
+            }
+            return;
+        };
+        let mut raw = [None; MAX_NAMES];
+        members_raw(t.as_bytes(), &self.names, &mut raw[..self.names.len()]);
+        for ((slot, path), &(first, dotted)) in out.iter_mut().zip(&self.paths).zip(&self.slots) {
+            let nested = raw[first].and_then(|mut text| {
+                for key in &path[1..] {
+                    if !text.starts_with(b"{") {
+                        return None;
+                    }
+                    text = member_raw(text, key.as_bytes())?;
+                }
+                string_of(text)
+            });
+            *slot = nested.or_else(|| raw[dotted].filter(|_| path.len() > 1).and_then(string_of));
+        }
     }
 }
 
@@ -435,22 +523,103 @@ fn plain_run(b: &[u8]) -> usize {
 
 /// The string member `key` of a verbatim object (`key` has no character that needs escaping).
 fn member<'a>(text: &'a [u8], key: &[u8]) -> Option<Cow<'a, str>> {
-    let mut scan = Scan {
-        b: text,
-        pos: 1,
-        keys: Vec::new(),
-        float: String::new(),
-    };
-    while scan.at(b'"') {
-        let name = scan.string()?;
-        scan.pos += 1; // ':'
-        if name == key {
-            return scan.at(b'"').then(|| scan.string().map(unescape))?;
+    string_of(member_raw(text, key)?)
+}
+
+/// The characters of a verbatim value's text when it is a string.
+fn string_of(raw: &[u8]) -> Option<Cow<'_, str>> {
+    let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    Some(unescape(inner))
+}
+
+/// The text of the member `key` of the verbatim object `text` (its value, as written).
+fn member_raw<'a>(text: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    let mut out = [None];
+    members(text, |name| (name == key).then_some(0), &mut out);
+    out[0]
+}
+
+/// The texts of the members `keys` of the verbatim object `text` (into `out`, by key), in one
+/// pass over it.
+fn members_raw<'a>(text: &'a [u8], keys: &[String], out: &mut [Option<&'a [u8]>]) {
+    members(
+        text,
+        |name| keys.iter().position(|k| k.as_bytes() == name),
+        out,
+    );
+}
+
+/// One pass over the members of the verbatim object `text`: the value of each member whose name
+/// `wanted` gives a slot goes into that slot (the first one only), until every slot is filled.
+/// The text was checked when it became a document, so values are skipped, not checked again:
+/// strings to their closing quote, objects and arrays to their closing bracket.
+fn members<'a>(
+    text: &'a [u8],
+    wanted: impl Fn(&[u8]) -> Option<usize>,
+    out: &mut [Option<&'a [u8]>],
+) {
+    let mut pos = 1;
+    let mut left = out.len();
+    while left > 0 && text.get(pos) == Some(&b'"') {
+        let Some(end) = skip(text, pos) else { return };
+        let name = &text[pos + 1..end - 1];
+        let start = end + 1; // ':'
+        let Some(stop) = skip(text, start) else {
+            return;
+        };
+        if let Some(slot) = wanted(name).and_then(|i| out.get_mut(i)) {
+            if slot.is_none() {
+                *slot = text.get(start..stop);
+                left -= 1;
+            }
         }
-        scan.value(0).then_some(())?;
-        scan.pos += 1; // ',' or '}'
+        pos = stop + 1; // ',' or '}'
     }
-    None
+}
+
+/// The end (exclusive) of the verbatim value starting at `at`.
+fn skip(b: &[u8], at: usize) -> Option<usize> {
+    match *b.get(at)? {
+        b'"' => {
+            let mut i = at + 1;
+            loop {
+                i += memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
+                if b[i] == b'"' {
+                    return Some(i + 1);
+                }
+                i += 2; // an escape: `\u00XX` has no quote or backslash in its digits
+            }
+        }
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            while let Some(&c) = b.get(i) {
+                match c {
+                    b'"' => {
+                        i = skip(b, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => {
+            let len = b[at..]
+                .iter()
+                .position(|&c| matches!(c, b',' | b'}' | b']'))
+                .unwrap_or(b.len() - at);
+            Some(at + len)
+        }
+    }
 }
 
 /// The characters of a verbatim string's text (`raw`, between its quotes).
@@ -469,6 +638,39 @@ fn unescape(raw: &[u8]) -> Cow<'_, str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn member_paths_read_nested_and_dotted_strings_in_one_pass() {
+        let paths: &[&'static [&'static str]] = &[
+            &["message"],
+            &["host", "name"],
+            &["log", "file", "path"],
+            &["agent", "type"],
+            &["service", "name"],
+            &["event", "dataset"],
+        ];
+        let reader = MemberPaths::new(paths);
+        let text = r#"{"@t":[1,{"a":"}"}],"message":"a \"q\" \\ b","host":{"os":{"name":"x"},"name":"h1"},"log":{"file":{"path":"/v/l"}},"agent":{"type":7},"service.name":"svc","event":"flat"}"#;
+        let verbatim = Document::verbatim(text.as_bytes()).expect("verbatim");
+        let parsed = Document::Parsed(serde_json::from_str(text).expect("json"));
+        for doc in [&verbatim, &parsed] {
+            let mut out = [const { None }; 6];
+            reader.read(doc, &mut out);
+            let got: Vec<Option<&str>> = out.iter().map(|v| v.as_deref()).collect();
+            assert_eq!(
+                got,
+                [
+                    Some("a \"q\" \\ b"),
+                    Some("h1"),
+                    Some("/v/l"),
+                    None,
+                    Some("svc"),
+                    None
+                ],
+            );
+            assert_eq!(doc.str_path(&["host", "name"]).as_deref(), Some("h1"));
+        }
+    }
 
     fn written(v: &Value) -> String {
         let mut out = String::new();

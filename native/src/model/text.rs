@@ -53,6 +53,67 @@ pub fn civil(days: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
+/// Microseconds since the epoch of an RFC 3339 time (`2026-11-21T04:41:22.700273042Z`,
+/// `…+02:00`; a space for the `T`), digits past the microsecond truncated toward the past; None
+/// for anything else (a 4-digit year, each field in its range).
+pub fn rfc3339_micros(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    let num = |at: usize, n: usize| -> Option<i64> {
+        let digits = b.get(at..at + n)?;
+        digits.iter().try_fold(0i64, |acc, &c| {
+            c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
+        })
+    };
+    let sep = |at: usize, c: &[u8]| b.get(at).is_some_and(|x| c.contains(x));
+    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"Tt ") && sep(13, b":") && sep(16, b":")) {
+        return None;
+    }
+    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    let (hour, minute, second) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut at = 19;
+    let mut micros = 0i64;
+    if sep(at, b".") {
+        at += 1;
+        let start = at;
+        while b.get(at).is_some_and(u8::is_ascii_digit) {
+            if at - start < 6 {
+                micros = micros * 10 + i64::from(b[at] - b'0');
+            }
+            at += 1;
+        }
+        if at == start {
+            return None;
+        }
+        for _ in (at - start)..6 {
+            micros *= 10;
+        }
+    }
+    let offset = match b.get(at) {
+        Some(b'Z' | b'z') if at + 1 == b.len() => 0,
+        Some(&c @ (b'+' | b'-')) if at + 6 == b.len() && sep(at + 3, b":") => {
+            let (h, m) = (num(at + 1, 2)?, num(at + 4, 2)?);
+            let minutes = h * 60 + m;
+            if c == b'+' {
+                minutes
+            } else {
+                -minutes
+            }
+        }
+        _ => return None,
+    };
+    let day_number = days(year, month as u32, day as u32);
+    let seconds = day_number * 86_400 + hour * 3600 + minute * 60 + second - offset * 60;
+    Some(seconds * 1_000_000 + micros)
+}
+
 /// `YYYY-MM-DDTHH:MM:SS.F…FZ` of a day since 1970-01-01, a second of that day and a fraction of
 /// `width` digits. Digits are written by hand: every record's `ts` goes through this, and the
 /// formatting machinery of `write!` was a tenth of the NDJSON writer's time.
@@ -102,6 +163,41 @@ pub fn days(year: i64, month: u32, day: u32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_to_microseconds() {
+        let at = |s: &str| rfc3339_micros(s);
+        assert_eq!(at("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            at("2026-11-21T04:41:22.700273042Z"),
+            Some(1_795_236_082_700_273)
+        );
+        assert_eq!(
+            at("2026-11-21T06:00:01.5+02:00"),
+            Some(1_795_240_801_500_000 - 7_200_000_000)
+        );
+        assert_eq!(at("1969-12-31 23:59:59.999999z"), Some(-1));
+        assert_eq!(at("2000-02-29T12:00:00-00:30"), Some(951_827_400_000_000));
+        for bad in [
+            "",
+            "2026-11-21",
+            "2026-13-01T00:00:00Z",
+            "2026-11-21T00:00:00",
+            "2026-11-21T00:00:00.Z",
+            "2026-11-21T24:00:00Z",
+            "2026-11-21T00:00:00Zx",
+            "+026-11-21T00:00:00Z",
+        ] {
+            assert_eq!(at(bad), None, "{bad}");
+        }
+        for days in [-800_000i64, -1, 0, 1, 20_000, 2_932_896] {
+            let (y, m, d) = civil(days);
+            let text = format!("{y:04}-{m:02}-{d:02}T00:00:00Z");
+            if (0..=9999).contains(&y) {
+                assert_eq!(at(&text), Some(days * 86_400_000_000), "{text}");
+            }
+        }
+    }
 
     #[test]
     fn hex_uuid_and_days() {

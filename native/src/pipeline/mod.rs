@@ -215,6 +215,7 @@ impl Pipeline {
                     break;
                 };
                 (info.protocol, info.tls) = ended;
+                self.session.out.stream_end(info);
             }
             if self.session.out.timeline.is_some() {
                 // `wirelog report` only: the stream's protocol, for the filter

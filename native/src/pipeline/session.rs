@@ -643,6 +643,7 @@ impl Session {
                 self.out.write(f.into(), None, None);
             }
         }
+        self.out.end();
         true
     }
 

@@ -56,6 +56,38 @@ fn i64_of(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// Protocol fields as one JSON object into `text` (cleared first), keys as the decoder named
+/// them, then `tls` (its TLS stream's description, RecordOut::write_tls); false when there are
+/// none (the column's null). The typed tables write their `fields` so too.
+pub fn fields_text(
+    text: &mut String,
+    fields: &[(&'static str, impl Json)],
+    tls: Option<&Value>,
+) -> bool {
+    text.clear();
+    if fields.is_empty() && tls.is_none() {
+        return false;
+    }
+    text.push('{');
+    for (i, (name, v)) in fields.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        json::string(text, name);
+        text.push(':');
+        v.write_json(text);
+    }
+    if let Some(tls) = tls {
+        if !fields.is_empty() {
+            text.push(',');
+        }
+        text.push_str("\"tls\":");
+        json::value(text, tls);
+    }
+    text.push('}');
+    true
+}
+
 /// Rows appended one record at a time, finished into one batch.
 pub struct Rows {
     record: StringBuilder,
@@ -129,30 +161,11 @@ impl Rows {
     /// Protocol fields as one JSON object (null when there are none), keys as the decoder named
     /// them, then `tls` (its TLS stream's description, RecordOut::write_tls).
     fn append_fields(&mut self, fields: &[(&'static str, impl Json)], tls: Option<&Value>) {
-        if fields.is_empty() && tls.is_none() {
+        if fields_text(&mut self.text, fields, tls) {
+            self.fields.append_value(&self.text);
+        } else {
             self.fields.append_null();
-            return;
         }
-        let text = &mut self.text;
-        text.clear();
-        text.push('{');
-        for (i, (name, v)) in fields.iter().enumerate() {
-            if i > 0 {
-                text.push(',');
-            }
-            json::string(text, name);
-            text.push(':');
-            v.write_json(text);
-        }
-        if let Some(tls) = tls {
-            if !fields.is_empty() {
-                text.push(',');
-            }
-            text.push_str("\"tls\":");
-            json::value(text, tls);
-        }
-        text.push('}');
-        self.fields.append_value(&self.text);
     }
 
     pub fn push(&mut self, capture: &str, stamp: Option<&Stamp>, r: &Record, tls: Option<&Value>) {

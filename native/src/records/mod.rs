@@ -1,4 +1,4 @@
-//! The core's output: records written for Python, as NDJSON lines, Arrow rows or Hercules events,
+//! The core's output: records written for Python, as NDJSON lines, Arrow rows, typed tables or Hercules events,
 //! and the filter that chooses which records are written; TCP segments as Arrow rows for a shuffle
 //! between tasks.
 
@@ -8,3 +8,4 @@ pub mod hercules;
 pub mod json;
 pub mod out;
 pub mod segments;
+pub mod tables;

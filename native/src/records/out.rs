@@ -7,15 +7,18 @@ use super::arrow::Rows;
 use super::filter::Filter;
 use super::hercules::{Encoder, Events, View};
 use super::json;
+use super::tables::Tables;
 use crate::model::{Record, Stamp, Value};
 use crate::report::Timeline;
-use crate::tcp::Event;
+use crate::tcp::{Event, StreamInfo};
 
 /// Records taken out of the core at once.
 pub enum Taken {
     /// The lines and how many there are.
     Ndjson(String, usize),
     Batch(Result<RecordBatch, ArrowError>),
+    /// A batch of every typed table (`--tables`), by name.
+    Tables(Vec<(&'static str, Result<RecordBatch, ArrowError>)>),
     /// The messages as Hercules event bodies, for the output's `hercules::Writer`.
     Hercules(Events),
     /// The records themselves, for consumers that want one object per record (`inspect`, the API).
@@ -26,6 +29,8 @@ pub enum Taken {
 pub enum Form {
     Ndjson(String),
     Arrow(Box<Rows>),
+    /// The typed tables of docs/schema.md (`convert --to parquet --tables`).
+    Tables(Box<Tables>),
     /// Messages become Hercules events (findings are not exported: docs/hercules.md).
     Hercules(Box<Encoder>),
     Records(Vec<(Option<Stamp>, Record)>),
@@ -41,7 +46,10 @@ pub struct RecordOut {
 }
 
 impl RecordOut {
-    pub fn new(capture: &str, filter: Filter, form: Form) -> Self {
+    pub fn new(capture: &str, filter: Filter, mut form: Form) -> Self {
+        if let Form::Tables(t) = &mut form {
+            capture.clone_into(&mut t.capture);
+        }
         RecordOut {
             capture: capture.to_owned(),
             filter,
@@ -77,6 +85,7 @@ impl RecordOut {
         match &mut self.form {
             Form::Ndjson(text) => json::record_line(text, &self.capture, stamp, &r, tls),
             Form::Arrow(rows) => rows.push(&self.capture, stamp, &r, tls),
+            Form::Tables(tables) => tables.push(stamp, &r, tls),
             Form::Hercules(_) | Form::Records(_) if tls.is_some() => {
                 let tls = tls.cloned().expect("checked");
                 match &mut r {
@@ -122,6 +131,31 @@ impl RecordOut {
         }
     }
 
+    /// A stream's end (its protocol and TLS details set): the typed tables' connections row,
+    /// when the filter keeps the stream.
+    pub fn stream_end(&mut self, info: &StreamInfo) {
+        let Form::Tables(tables) = &mut self.form else {
+            return;
+        };
+        let span = (info.first_ts, info.first_ts.max(info.last_ts));
+        if !self.filter.active()
+            || self
+                .filter
+                .keeps_tcp(info.stream, info.protocol, span, false)
+        {
+            tables.stream_end(info);
+            self.written = self.written.saturating_add(1);
+        }
+    }
+
+    /// The input's end: the typed tables' rows still waiting for an answer are written.
+    pub fn end(&mut self) {
+        if let Form::Tables(tables) = &mut self.form {
+            tables.finish();
+            self.written = self.written.max(tables.len());
+        }
+    }
+
     /// Records written since the last take.
     pub fn pending(&self) -> usize {
         self.written
@@ -140,6 +174,7 @@ impl RecordOut {
                 Taken::Ndjson(std::mem::replace(text, next), count)
             }
             Form::Arrow(rows) => Taken::Batch(rows.finish()),
+            Form::Tables(tables) => Taken::Tables(tables.take()),
             Form::Hercules(encoder) => Taken::Hercules(encoder.take()),
             Form::Records(list) => Taken::Records(std::mem::take(list)),
         })
