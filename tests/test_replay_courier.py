@@ -54,6 +54,16 @@ def final_events(carver: Carver) -> list[dict[str, Any]]:
     return out
 
 
+def assert_received_once(carver: Carver, lost: list[dict[str, Any]]) -> None:
+    """log-carver's pipeline took exactly the `lost` records' events, each once, with its id."""
+    wait_for("log-carver's pipeline to take every event", lambda: len(final_events(carver)) >= len(lost))
+    time.sleep(0.3)  # anything more (a duplicate) would be logged by now
+    got = final_events(carver)
+    expected = [with_id(r["event"], r["event_id"]) for r in lost]
+    assert sorted(got, key=json.dumps) == sorted(expected, key=json.dumps)
+    assert len({d["event_id"] for d in got}) == len(got)
+
+
 @pytest.fixture(autouse=True)
 def _courier() -> None:
     require_log_courier()
@@ -73,14 +83,9 @@ def test_replay_sends_the_never_acknowledged_events_to_log_carver(killed: Killed
         code, out, err = run_replay(str(killed.pcap), "--to", f"courier://127.0.0.1:{port}", "--journal",
                                     str(tmp_path / "journal"), "--window", "50", "--json")  # fmt: skip
         assert code == 0, err
-        wait_for("log-carver's pipeline to take every event", lambda: len(final_events(carver)) >= len(lost))
-        time.sleep(0.3)
-        got = final_events(carver)
+        assert_received_once(carver, lost)
     finally:
         carver.stop()
-    expected = [with_id(r["event"], r["event_id"]) for r in lost]
-    assert sorted(got, key=json.dumps) == sorted(expected, key=json.dumps)
-    assert len({d["event_id"] for d in got}) == len(got)
     s = summary(out)
     assert (s["selected"], s["acknowledged"], s["failed"]) == (len(lost), len(lost), 0)
     assert s["receiver"].startswith("Log Carver") or s["receiver"]
@@ -141,13 +146,9 @@ def test_couriers_checks_the_receiver_and_gives_it_the_client_certificate(
         code, out, err = run_replay(str(killed.pcap), *to, "--ca", str(cert), "--cert", str(client), "--key",
                                     str(client_key), "--journal", str(tmp_path / "journal"), "--json")  # fmt: skip
         assert code == 0, err
-        wait_for("log-carver's pipeline to take every event", lambda: len(final_events(carver)) >= len(lost))
-        time.sleep(0.3)
-        got = final_events(carver)
+        assert_received_once(carver, lost)
     finally:
         carver.stop()
-    expected = [with_id(r["event"], r["event_id"]) for r in lost]
-    assert sorted(got, key=json.dumps) == sorted(expected, key=json.dumps)
     s = summary(out)
     assert (s["selected"], s["acknowledged"], s["failed"], s["connections"]) == (len(lost), len(lost), 0, 1)
 

@@ -27,7 +27,7 @@ import secrets
 import shutil
 import stat
 import tempfile
-from typing import BinaryIO
+from typing import BinaryIO, Self
 
 _MAX_LINKS = 40  # as the kernel's own limit on a chain of symbolic links
 
@@ -235,6 +235,26 @@ class AtomicFile:
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if exc_type is None:
             self.commit()
+        else:
+            self.abort()
+
+
+class Published:
+    """A writer used as a context manager: `close()` (publish) when the block ends normally,
+    `abort()` (leave nothing) when it raises."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is None:
+            self.close()
         else:
             self.abort()
 

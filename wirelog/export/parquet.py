@@ -20,7 +20,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from wirelog.export.atomic import AtomicFile
+from wirelog.export.atomic import AtomicFile, Published
 from wirelog.export.json import dumps_line, json_default
 from wirelog.model import Finding, Message
 
@@ -212,7 +212,7 @@ class RowGroups:
         self.writer.close()
 
 
-class ParquetWriter:
+class ParquetWriter(Published):
     """Streams records into a Parquet file; `close()` publishes it, `abort()` leaves nothing.
 
     Records become Arrow batches every `BATCH_ROWS` rows (Python tuples cost ten times their Arrow
@@ -261,16 +261,6 @@ class ParquetWriter:
             self.abort()
             raise
         self._out.commit()
-
-    def __enter__(self) -> ParquetWriter:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        """Publish the file when the block ends normally, leave nothing when it raises."""
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
     def abort(self) -> None:
         """Remove the temporary file; a device or FIFO gets no footer, so a reader sees no valid file."""

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from wirelog import _core
-from wirelog.export.atomic import AtomicFile
+from wirelog.export.atomic import AtomicFile, Published
 from wirelog.export.parquet import COLUMNS, ROW_GROUP, RowGroups, batch, file_writer, row
 from wirelog.model import Finding
 
@@ -45,7 +45,7 @@ def findings_batch(findings: list[Finding], schema: pa.Schema) -> pa.RecordBatch
     return pa.RecordBatch.from_arrays([rows.column(COLUMNS.index(n)) for n in schema.names], schema=schema)
 
 
-class TablesWriter:
+class TablesWriter(Published):
     """Streams the typed tables into `directory`; `close()` publishes every file, `abort()` none.
 
     With `open_file` (a table's name → a writable binary stream) the files go there instead,
@@ -125,12 +125,3 @@ class TablesWriter:
         for groups in self._groups.values():
             with contextlib.suppress(Exception):
                 groups.writer.close()
-
-    def __enter__(self) -> TablesWriter:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()

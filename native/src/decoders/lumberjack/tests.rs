@@ -619,6 +619,19 @@ fn events_whose_window_header_is_in_a_client_gap_open_a_window_of_their_own() {
         .all(|e| e.acked == Some(true)));
 }
 
+/// Windows 1 (4 events) and 2 (`second` events), numbered from 1 as go-lumber does, with a
+/// client→server gap that takes window 1's last two events, window 2's W frame and its first event:
+/// (window 1's captured head, the gap's length, window 2's captured tail).
+fn header_in_gap(second: u32) -> (Vec<u8>, u64, Vec<u8>) {
+    let w1 = [window(4, b'2'), js(&[1, 2, 3, 4])].concat();
+    let seqs: Vec<u32> = (1..=second).collect();
+    let w2 = [window(second, b'2'), js(&seqs)].concat();
+    let kept1 = 6 + 2 * js(&[1]).len();
+    let lost2 = 6 + js(&[1]).len();
+    let lost = (w1.len() - kept1 + lost2) as u64;
+    (w1[..kept1].to_vec(), lost, w2[lost2..].to_vec())
+}
+
 #[test]
 fn a_window_acknowledged_whole_over_a_gap_takes_no_later_event() {
     // go-lumber, 65 KB segments: the gap takes window 1's tail, window 2's W frame and first event;
@@ -626,17 +639,13 @@ fn a_window_acknowledged_whole_over_a_gap_takes_no_later_event() {
     // (the server counted all 4), so those events open a window of their own and window 2's ACK
     // is theirs: before, they joined window 1, which took window 2's ACK, and the last window
     // of the connection was left "never acknowledged".
-    let w1 = [window(4, b'2'), js(&[1, 2, 3, 4])].concat();
-    let w2 = [window(4, b'2'), js(&[1, 2, 3, 4])].concat();
+    let (head, lost, tail) = header_in_gap(4);
     let w3 = [window(2, b'2'), js(&[1, 2])].concat();
-    let kept1 = 6 + 2 * js(&[1]).len();
-    let lost2 = 6 + js(&[1]).len();
-    let lost = (w1.len() - kept1 + lost2) as u64;
     let out = run(&[
-        Step::Data(C2S, &w1[..kept1]),
+        Step::Data(C2S, &head),
         Step::Gap(C2S, lost),
         Step::Data(S2C, &ack(4, b'2')),
-        Step::Data(C2S, &w2[lost2..]),
+        Step::Data(C2S, &tail),
         Step::Data(S2C, &ack(4, b'2')),
         Step::Data(C2S, &w3),
         Step::Data(S2C, &ack(2, b'2')),
@@ -661,15 +670,11 @@ fn events_numbered_again_from_below_after_a_gap_open_the_next_window() {
     // first event; window 2's events 2..3 come before window 1's ACK. Before, they joined window
     // 1 (it had room for its count), window 1's count ACK was an "ack-stall" for a client that
     // numbers continuously, and the last window was left never acknowledged.
-    let w1 = [window(4, b'2'), js(&[1, 2, 3, 4])].concat();
-    let w2 = [window(3, b'2'), js(&[1, 2, 3])].concat();
-    let kept1 = 6 + 2 * js(&[1]).len();
-    let lost2 = 6 + js(&[1]).len();
-    let lost = (w1.len() - kept1 + lost2) as u64;
+    let (head, lost, tail) = header_in_gap(3);
     let out = run(&[
-        Step::Data(C2S, &w1[..kept1]),
+        Step::Data(C2S, &head),
         Step::Gap(C2S, lost),
-        Step::Data(C2S, &w2[lost2..]),
+        Step::Data(C2S, &tail),
         Step::Data(S2C, &[ack(4, b'2'), ack(3, b'2')].concat()),
     ]);
     let codes = severities(&out);
