@@ -440,3 +440,30 @@ def test_a_tls_client_to_a_plaintext_server_says_why_nothing_decrypts(tmp_path):
     assert "tls.no-server-hello" in {f["code"] for f in json.loads(out)["findings"]}
     code, out, _ = run_cli("inspect", str(pcap))
     assert "not decrypted: the server never answered in TLS" in " ".join(out.decode().split())
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["decrypted", "no-key"])
+def test_the_connections_table_says_what_the_handshake_said(captured, tmp_path, keyed):
+    """Issue 43 item 3: a TLS connection's row in `--tables`' connections table carries the
+    handshake as `streams --json` describes it (version, cipher suite, SNI, ALPN), whether wirelog
+    decrypted it, and the events of the Lumberjack inside when it did."""
+    import pyarrow.parquet as pq
+
+    pcap, keylog, _ = captured["tls12-gcm"]
+    extra = ["--tls-keylog", str(keylog)] if keyed else []
+    code, out, err = run_cli("streams", "--json", str(pcap), *extra)
+    assert code == 0, err
+    (tls,) = [s["tls"] for s in ndjson(out)]
+    code, _, err = run_cli(
+        "convert", str(pcap), "--to", "parquet", "--tables", "-o", str(tmp_path / "t"), *extra
+    )
+    assert code == 0, err
+    (row,) = pq.read_table(tmp_path / "t" / "connections.parquet").to_pylist()
+    assert row["tls_version"] == tls["version"] == "TLS 1.2"
+    assert row["tls_cipher_suite"] == tls["cipher_suite"] == VARIANTS["tls12-gcm"][2]
+    assert row["tls_sni"] == tls["sni"] and row["tls_alpn"] == (
+        ",".join(tls["alpn"]) if tls["alpn"] else None
+    )
+    assert row["tls_decrypted"] is keyed
+    events = sum(len(b) for b in BATCHES)
+    assert row["events_sent"] == (events if keyed else None), row
