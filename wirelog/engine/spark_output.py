@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 PARTITION = "protocol"
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # Hive's (Spark's, DuckDB's, pyarrow's) null value
 LINES = ""  # the `protocol` of an NDJSON part file: not partitioned
 FILE_SCHEMA = parquet.SCHEMA.remove(parquet.COLUMNS.index(PARTITION))  # the column is in the path
 TEMPORARY = "_temporary"
@@ -202,34 +203,100 @@ def write_lines(job: Job, task: str, chunks: Iterable[tuple[bytes, int, int]]) -
     return [Written(task, file, LINES, rows, unreadable)] if sink is not None else []
 
 
+def _partitions(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """The rows of `batch` (a typed table's) per protocol, in their order, without the column; a
+    table of one protocol (`cql`: no such column) whole, as LINES."""
+    at = batch.schema.get_field_index(PARTITION)
+    if at < 0:
+        yield LINES, batch
+        return
+    column = batch.column(at)
+    rest = batch.remove_column(at)
+    names = pc.unique(column).to_pylist()
+    if len(names) == 1:
+        yield names[0], rest
+        return
+    for name in names:
+        yield name, rest.filter(pc.equal(column, name))
+
+
 def write_tables(job: Job, task: str, items: Iterable[TableRows | Finding]) -> list[Written]:
-    """A task attempt's typed tables (`--tables`): one file per table, every table's even when it
-    has no row (so each table's directory holds its schema), under the attempt's own directory.
-    On failure what it wrote is removed."""
+    """A task attempt's typed tables (`--tables`), each Hive-partitioned as the records are:
+    `<table>/protocol=<name>/part-...` with the table's fixed schema but the protocol column, which
+    is in the path (`cql`, one protocol, has no such column: `cql/part-...`). A table the task has no row of gets an empty file in the null partition
+    (`protocol=__HIVE_DEFAULT_PARTITION__`: no row), so every table's directory holds its schema
+    whatever the input. On failure what it wrote is removed."""
     from wirelog.engine.spark_source import UNREADABLE
-    from wirelog.export.tables import TABLES, TablesWriter
+    from wirelog.export.tables import (
+        BATCH_ROWS,
+        DICTIONARY_COLUMNS,
+        TABLES,
+        TEXT_COLUMNS,
+        findings_batch,
+        schemas,
+    )
 
     fs, path = job.filesystem()
     base = f"{path}/{TEMPORARY}/{job.id}/{task}-{_attempt()}"
-    files = {t: f"{base}/{t}/part-{task}-{job.id}.zstd.parquet" for t in TABLES}
+    tables = schemas()
+    files: dict[tuple[str, str], tuple[str, parquet.RowGroups, pa.NativeFile]] = {}
+    counts: dict[tuple[str, str], int] = {}
     unreadable = 0
+
+    def in_file(table: str) -> pa.Schema:
+        at = tables[table].get_field_index(PARTITION)
+        return tables[table] if at < 0 else tables[table].remove(at)
+
+    def add(table: str, rows: pa.RecordBatch, name: str) -> None:
+        key = (table, name)
+        if key not in files:
+            directory = f"{base}/{table}" + (f"/{PARTITION}={name}" if name != LINES else "")
+            fs.create_dir(directory, recursive=True)
+            file = f"{directory}/part-{task}-{job.id}.zstd.parquet"
+            sink = fs.open_output_stream(file)
+            writer = parquet.file_writer(sink, in_file(table), DICTIONARY_COLUMNS, TEXT_COLUMNS)
+            files[key] = (file, parquet.RowGroups(writer), sink)
+            counts[key] = 0
+        files[key][1].add(rows)
+        counts[key] += rows.num_rows
+
+    def write(table: str, batch: pa.RecordBatch) -> None:
+        for name, rows in _partitions(batch):
+            add(table, rows, name)
+
+    findings: list[Finding] = []
     try:
-        for t in TABLES:
-            fs.create_dir(f"{base}/{t}", recursive=True)
-        with TablesWriter("", open_file=lambda t: fs.open_output_stream(files[t])) as writer:
-            for item in items:
-                if isinstance(item, TableRows):
-                    writer.write_batches(item.batches)
-                else:
-                    writer.write_finding(item)
-                    unreadable += item.code == UNREADABLE
+        for item in items:
+            if isinstance(item, TableRows):
+                for table, batch in item.batches.items():
+                    if batch.num_rows:
+                        write(table, batch)
+            else:
+                findings.append(item)
+                unreadable += item.code == UNREADABLE
+                if len(findings) >= BATCH_ROWS:
+                    write("findings", findings_batch(findings, tables["findings"]))
+                    findings = []
+        if findings:
+            write("findings", findings_batch(findings, tables["findings"]))
+        for table in TABLES:
+            if not any(t == table for t, _ in files):
+                partition = NULL_PARTITION if PARTITION in tables[table].names else LINES
+                add(table, pa.RecordBatch.from_pylist([], schema=in_file(table)), partition)
+        for _, groups, sink in files.values():
+            groups.close()
+            sink.close()
     except BaseException:
+        for _, _, sink in files.values():
+            with contextlib.suppress(Exception):
+                sink.close()
         with contextlib.suppress(Exception):
             fs.delete_dir(base)
         raise
+    capture_findings = ("findings", "capture")  # where the `capture.unreadable` rows are
     return [
-        Written(task, files[t], LINES, writer.rows[t], unreadable if t == "findings" else 0, t)
-        for t in TABLES
+        Written(task, file, key[1], counts[key], unreadable if key == capture_findings else 0, key[0])
+        for key, (file, _, _) in files.items()
     ]
 
 
@@ -251,7 +318,8 @@ def _destination(path: str, w: Written) -> str:
     for NDJSON."""
     name = os.path.basename(w.file)
     if w.table:
-        return f"{path}/{w.table}/{name}"
+        partition = f"/{PARTITION}={w.protocol}" if w.protocol != LINES else ""
+        return f"{path}/{w.table}{partition}/{name}"
     return f"{path}/{PARTITION}={w.protocol}/{name}" if w.protocol != LINES else f"{path}/{name}"
 
 
@@ -261,13 +329,14 @@ def commit(job: Job, written: list[Written]) -> int:
     fs, path = job.filesystem()
     attempts: dict[str, str] = {}
     for w in written:
-        attempt = w.file.split("/")[-3]
+        attempt = w.file.split(f"/{TEMPORARY}/{job.id}/", 1)[-1].split("/", 1)[0]  # <task>-<attempt>
         if attempts.setdefault(w.task, attempt) != attempt:
             raise ValueError(f"task {w.task} has two committed attempts")
-    for name in sorted({w.protocol for w in written} - {LINES}):
+    for name in sorted({w.protocol for w in written if not w.table} - {LINES}):
         fs.create_dir(f"{path}/{PARTITION}={name}", recursive=True)
-    for table in sorted({w.table for w in written} - {""}):
-        fs.create_dir(f"{path}/{table}", recursive=True)
+    for w in written:
+        if w.table:
+            fs.create_dir(os.path.dirname(_destination(path, w)), recursive=True)
     for w in written:
         fs.move(w.file, _destination(path, w))
     discard(job)

@@ -45,13 +45,14 @@ def findings_batch(findings: list[Finding], schema: pa.Schema) -> pa.RecordBatch
     return pa.RecordBatch.from_arrays([rows.column(COLUMNS.index(n)) for n in schema.names], schema=schema)
 
 
+BATCH_ROWS = 8192  # findings gathered before they become a batch
+
+
 class TablesWriter(Published):
     """Streams the typed tables into `directory`; `close()` publishes every file, `abort()` none.
 
     With `open_file` (a table's name → a writable binary stream) the files go there instead,
     published by the caller (the Spark engine's tasks: engine/spark_output.py commits them)."""
-
-    BATCH_ROWS = 8192  # findings gathered before they become a batch
 
     def __init__(
         self, directory: str, row_group: int = ROW_GROUP, open_file: Callable[[str], Any] | None = None
@@ -94,7 +95,7 @@ class TablesWriter(Published):
         self._findings.append(finding)
         self.rows["findings"] += 1
         self.count += 1
-        if len(self._findings) >= self.BATCH_ROWS:
+        if len(self._findings) >= BATCH_ROWS:
             self._flush_findings()
 
     def _flush_findings(self) -> None:
