@@ -128,17 +128,23 @@ def _attempt() -> str:
     return "driver" if ctx is None else str(ctx.taskAttemptId())
 
 
-def _by_protocol(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
-    """The rows of `batch` per protocol (in their order), without the protocol column."""
-    at = parquet.COLUMNS.index(PARTITION)
-    column = batch.column(at)
-    rest = batch.remove_column(at)
-    names = pc.unique(column).to_pylist()
-    if len(names) == 1:
-        yield names[0], rest
-        return
-    for name in names:
-        yield name, rest.filter(pc.equal(column, name))
+def _close(files: Iterable[tuple[str, parquet.RowGroups, pa.NativeFile]]) -> None:
+    """Write the files' last row groups and footers, then close them."""
+    for _, groups, sink in files:
+        groups.close()
+        sink.close()
+
+
+def _abandon(
+    files: Iterable[tuple[str, parquet.RowGroups, pa.NativeFile]], fs: pafs.FileSystem, base: str
+) -> None:
+    """A task attempt failed: close what it opened and remove what it wrote (the commit would skip
+    it anyway)."""
+    for _, _, sink in files:
+        with contextlib.suppress(Exception):
+            sink.close()
+    with contextlib.suppress(Exception):
+        fs.delete_dir(base)
 
 
 def write_task(job: Job, task: str, batches: Iterable[pa.RecordBatch]) -> list[Written]:
@@ -150,7 +156,7 @@ def write_task(job: Job, task: str, batches: Iterable[pa.RecordBatch]) -> list[W
     counts: dict[str, int] = {}
     try:
         for batch in batches:
-            for name, rows in _by_protocol(batch):
+            for name, rows in _partitions(batch):
                 if rows.num_rows == 0:
                     continue
                 if name not in files:
@@ -161,15 +167,9 @@ def write_task(job: Job, task: str, batches: Iterable[pa.RecordBatch]) -> list[W
                     counts[name] = 0
                 files[name][1].add(rows)
                 counts[name] += rows.num_rows
-        for _, groups, sink in files.values():
-            groups.close()
-            sink.close()
+        _close(files.values())
     except BaseException:
-        for _, _, sink in files.values():
-            with contextlib.suppress(Exception):
-                sink.close()
-        with contextlib.suppress(Exception):
-            fs.delete_dir(base)
+        _abandon(files.values(), fs, base)
         raise
     return [Written(task, file, name, counts[name]) for name, (file, _, _) in files.items()]
 
@@ -204,8 +204,8 @@ def write_lines(job: Job, task: str, chunks: Iterable[tuple[bytes, int, int]]) -
 
 
 def _partitions(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
-    """The rows of `batch` (a typed table's) per protocol, in their order, without the column; a
-    table of one protocol (`cql`: no such column) whole, as LINES."""
+    """The rows of `batch` per protocol, in their order, without the column; a typed table of one
+    protocol (`cql`: no such column) whole, as LINES."""
     at = batch.schema.get_field_index(PARTITION)
     if at < 0:
         yield LINES, batch
@@ -283,15 +283,9 @@ def write_tables(job: Job, task: str, items: Iterable[TableRows | Finding]) -> l
             if not any(t == table for t, _ in files):
                 partition = NULL_PARTITION if PARTITION in tables[table].names else LINES
                 add(table, pa.RecordBatch.from_pylist([], schema=in_file(table)), partition)
-        for _, groups, sink in files.values():
-            groups.close()
-            sink.close()
+        _close(files.values())
     except BaseException:
-        for _, _, sink in files.values():
-            with contextlib.suppress(Exception):
-                sink.close()
-        with contextlib.suppress(Exception):
-            fs.delete_dir(base)
+        _abandon(files.values(), fs, base)
         raise
     capture_findings = ("findings", "capture")  # where the `capture.unreadable` rows are
     return [
