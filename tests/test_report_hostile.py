@@ -177,6 +177,25 @@ def test_the_page_does_not_grow_with_the_connections(tmp_path):
     assert big < small * 1.5 and big < 2 * 1024 * 1024, (small, big)
 
 
+def test_the_runs_memory_stays_flat_when_the_connections_double(tmp_path):
+    """100,000 and 200,000 short connections: the report's peak RSS grows by less than 6 MiB (it
+    rose by 28 MiB from 50,000 to 200,000 while each stream stayed a few numbers until the input
+    ended; reassembly's own state stops growing by ~75,000 connections of this shape)."""
+    from tests.fault_helpers import measured
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from gen_capture import short
+
+    peaks = {}
+    for n in (100_000, 200_000):
+        pcap = tmp_path / f"short{n}.pcap"
+        short(str(pcap), n)
+        status, peaks[n], _ = measured("report", str(pcap), "-o", str(tmp_path / f"{n}.html"))
+        assert status == 0
+        pcap.unlink()
+    assert peaks[200_000] - peaks[100_000] < 6 << 20, peaks
+
+
 def test_the_command_of_the_folded_streams_lists_them(tmp_path):
     """The folded line's command, run, lists every stream."""
     _, data = _page_size(tmp_path, 300)

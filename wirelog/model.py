@@ -109,6 +109,9 @@ class StreamInfo:
     tls: dict[str, Any] | None = (
         None  # version, cipher_suite, sni, alpn, decrypted[, not_decrypted] (docs/tls.md)
     )
+    # Not part of the record (export/json.py leaves it out): nothing of this stream comes after this
+    # summary in the run, no event of it waiting for its fate, so a consumer may fold it now.
+    settled: bool = field(default=False, compare=False)
 
     @property
     def flags(self) -> list[str]:

@@ -402,6 +402,7 @@ impl Model {
         kwargs.set_item(intern!(py, "reset"), s.reset)?;
         kwargs.set_item(intern!(py, "port_reuse"), s.port_reuse)?;
         kwargs.set_item(intern!(py, "protocol"), s.protocol)?;
+        kwargs.set_item(intern!(py, "settled"), s.settled)?;
         if let Some(tls) = &s.tls {
             kwargs.set_item(intern!(py, "tls"), py_value(py, tls)?)?;
         }
@@ -893,7 +894,7 @@ impl Decoding {
         stream: u64,
         closed: bool,
     ) -> PyResult<(Option<&'static str>, Bound<'py, PyList>)> {
-        let (protocol, _) = self.session.end_all(stream, closed);
+        let protocol = self.session.end_all(stream, closed).protocol;
         Ok((protocol, self.items(py)?))
     }
 

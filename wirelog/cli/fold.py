@@ -1,24 +1,24 @@
 """`inspect`'s streams on one screen at any size: the worst listed, the others folded by behaviour.
 
 The report's `StreamFold` (export/report/streams.py) keeps each input's streams as a few numbers in
-flat arrays until the input ends, then ranks them (never acknowledged, findings, bytes missing in
+flat arrays until their numbers are final, then ranks them (never acknowledged, findings, bytes missing in
 the capture, stalls) and keeps the worst as rows. `InspectFold` adds what `inspect` prints in place
 of the others: streams that behave alike — same protocol, same server, same kind of trouble (some
 or all events not acknowledged, ACKs unknown, findings, gaps, reset) — are one group, counted with
 the least, the most and the sum of each number, so that a group's line says "2000 events, 1750 not
 acked each" or gives the range and the total. The shown rows plus the groups' counts are every
 stream, and their numbers add up to the totals. With `keep_all` (`inspect --all`) every input's
-arrays are kept to list every stream (about 100 bytes a stream, no Python object per stream).
+arrays are kept to the end to list every stream (about 100 bytes a stream, no Python object per stream).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from itertools import compress
 from typing import Any
 
-from wirelog.export.report.streams import FLAGS, SEEN, StreamFold, _Input
-from wirelog.model import CaptureInfo
+from wirelog.export.report.streams import FLAGS, SEEN, StreamFold, _Block
 
 WORST = 8  # streams listed when they are folded
 SHOW_ALL = 20  # up to this many streams, every one is listed (nothing to fold)
@@ -46,47 +46,40 @@ def _trouble(v: dict[str, int], reset: bool) -> tuple[bool, ...]:
 
 class InspectFold(StreamFold):
     def __init__(self, keep_all: bool = False) -> None:
-        super().__init__(rows=SHOW_ALL)
-        self.keep_all = keep_all
-        self.all: list[tuple[str, _Input]] = []  # (capture, its arrays) with keep_all
+        super().__init__(rows=SHOW_ALL, keep_all=keep_all)
+        self.all: list[tuple[str, _Block]] = []  # (capture, a block of its streams) with keep_all
         # group key (protocol, server, trouble) → [count, sums..., mins..., maxs...]
         self.groups: dict[tuple, list[int]] = {}
 
-    def _end(self, info: CaptureInfo) -> None:
-        t = self._inputs.get(info.capture)
-        if t is None:
-            return
-        before = {(r["capture"], r["stream"]): r for _, r in self._kept}
-        super()._end(info)  # ranks the input's streams, keeps the worst SHOW_ALL of all inputs
+    def _folded(
+        self, capture: str, b: _Block, mask: bytes, before: list[tuple[tuple, dict[str, Any]]], worst: list
+    ) -> None:
         if self.keep_all:
-            self.all.append((info.capture, t))
+            self.all.append((capture, b))
             return
         kept = {(r["capture"], r["stream"]) for _, r in self._kept}
-        for key, row in before.items():  # pushed out by worse streams of this input
-            if key not in kept:
+        for _, row in before:  # pushed out by worse streams of this block
+            if (row["capture"], row["stream"]) not in kept:
                 self._group(row["protocol"], row["server"], row, "reset" in row["flags"])
         # Streams that are alike in every number are counted as one (zip and Counter run in C:
         # ~0.3 µs a stream), then each distinct one is added to its group.
-        cols, names = t.cols, self._names.names
+        cols, names = b.cols, self._names.names
+        parts = ("protocol", "server", "server_port", *VALUES)
         alike = Counter(
             zip(
-                cols["flags"],
-                cols["protocol"],
-                cols["server"],
-                cols["server_port"],
-                *(cols[n] for n in VALUES),
+                (v & RESET for v in compress(cols["flags"], mask)),
+                *(compress(cols[n], mask) for n in parts),
                 strict=True,
             )
         )
-        for capture, i in kept:
-            if capture == info.capture:
-                k = (cols["flags"][i], cols["protocol"][i], cols["server"][i], cols["server_port"][i])
-                alike[k + tuple(cols[n][i] for n in VALUES)] -= 1
-        for (flags, protocol, host, port, *values), n in alike.items():
-            if n > 0 and flags & SEEN:
+        for _, i in worst:
+            if (capture, b.stream(i)) in kept:
+                alike[(cols["flags"][i] & RESET, *(cols[n][i] for n in parts))] -= 1
+        for (reset, protocol, host, port, *values), n in alike.items():
+            if n > 0:
                 server = str(names[host]) if port < 0 else f"{names[host]}:{port}"
                 v = dict(zip(VALUES, values, strict=True))
-                self._group(names[protocol], server, v, bool(flags & RESET), n)
+                self._group(names[protocol], server, v, bool(reset), n)
 
     def _group(self, protocol: str | None, server: str, v: dict[str, Any], reset: bool, n: int = 1) -> None:
         """Add `n` streams whose numbers are `v` to their group."""
@@ -149,11 +142,11 @@ class InspectFold(StreamFold):
         return doc
 
     def every_row(self) -> Iterator[dict[str, Any]]:
-        """With keep_all: every stream's row, inputs by name, streams by id."""
-        for capture, t in sorted(self.all, key=lambda ct: ct[0]):
-            for i, flags in enumerate(t.cols["flags"]):
+        """With keep_all: every stream's row, inputs by name, streams by id (blocks come in order)."""
+        for capture, b in sorted(self.all, key=lambda cb: cb[0]):
+            for i, flags in enumerate(b.cols["flags"]):
                 if flags & SEEN:
-                    yield self._row(capture, t, i)
+                    yield self._row(capture, b, i)
 
 
 def group_line(g: dict[str, Any], more: bool) -> str:

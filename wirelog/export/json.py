@@ -136,7 +136,9 @@ def dumps(rec: Message | Finding) -> bytes:
     return dumps_line(record_dict(rec))
 
 
-_STREAM_FIELDS = tuple(f.name for f in fields(StreamInfo))
+_STREAM_FIELDS = tuple(
+    f.name for f in fields(StreamInfo) if f.name != "settled"
+)  # (the run's, not the record's)
 
 
 def stream_dict(info: StreamInfo) -> dict[str, Any]:

@@ -214,7 +214,8 @@ impl Pipeline {
                     again = Some(event);
                     break;
                 };
-                (info.protocol, info.tls) = ended;
+                (info.protocol, info.tls, info.settled) =
+                    (ended.protocol, ended.tls, ended.settled);
                 self.session.out.stream_end(info);
             }
             if self.session.out.timeline.is_some() {
@@ -230,7 +231,9 @@ impl Pipeline {
             }
             match &mut event {
                 Event::Chunk { .. } | Event::Gap { .. } => {}
-                Event::End(_) => {
+                Event::End(info) => {
+                    // a lane still waiting on an answer, or with stalls, may change at the end
+                    info.settled &= self.session.out.settled(info.stream);
                     self.mute_unknown();
                     self.flush_records();
                     self.items.push(Item::Tcp(event));
@@ -276,6 +279,7 @@ impl Pipeline {
         }
         if let Event::End(info) = &mut event {
             info.tls = self.hellos.end(info.stream);
+            info.settled = true; // nothing is decoded: nothing of it comes later
         }
         self.items.push(Item::Tcp(event));
     }

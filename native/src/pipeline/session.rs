@@ -10,7 +10,7 @@
 //! bytes of each direction then take the same way as a plaintext stream's (held, detected,
 //! decoded), and the stream's records carry its `tls` description.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -101,6 +101,18 @@ pub struct Session {
     closing: Option<(u64, bool)>,
     /// Event records waiting for their fate across connections.
     fates: Fates,
+    /// Streams with an event whose fate waited for other connections or the end of the input:
+    /// records and verdict findings of theirs come after their summary (`Ended::settled`).
+    awaiting: HashSet<u64>,
+}
+
+/// What the end of a stream settled.
+pub struct Ended {
+    pub protocol: Option<&'static str>,
+    /// A TLS stream's description.
+    pub tls: Option<Value>,
+    /// Nothing of the stream comes after its summary: no event of it waits for its fate.
+    pub settled: bool,
 }
 
 impl Session {
@@ -122,6 +134,7 @@ impl Session {
             keylog: Arc::default(),
             closing: None,
             fates: Fates::new(horizon),
+            awaiting: HashSet::new(),
         }
     }
 
@@ -318,11 +331,7 @@ impl Session {
     /// description (`tls` of its StreamInfo: after the close, which may say why nothing decrypted).
     /// None while the stream's decoder has more held records to give (`Decoder::close`): call
     /// again, for this stream, once the records so far are taken.
-    pub fn end(
-        &mut self,
-        stream: u64,
-        closed: bool,
-    ) -> Option<(Option<&'static str>, Option<Value>)> {
+    pub fn end(&mut self, stream: u64, closed: bool) -> Option<Ended> {
         let tls = match self.closing.take_if(|(s, _)| *s == stream) {
             Some((_, tls)) => tls,
             None => {
@@ -355,11 +364,15 @@ impl Session {
             None | Some("unknown") if tls => Some("tls"),
             _ => protocol,
         };
-        Some((protocol, info))
+        Some(Ended {
+            protocol,
+            tls: info,
+            settled: !self.awaiting.remove(&stream),
+        })
     }
 
     /// `end` until the stream's last records are made (for callers that take them at once).
-    pub fn end_all(&mut self, stream: u64, closed: bool) -> (Option<&'static str>, Option<Value>) {
+    pub fn end_all(&mut self, stream: u64, closed: bool) -> Ended {
         loop {
             if let Some(ended) = self.end(stream, closed) {
                 return ended;
@@ -604,6 +617,9 @@ impl Session {
                 if let Some((id, now)) = self.verdict.judge(stream, m) {
                     m.event_id = Some(id);
                     m.delivery = now;
+                    if now.is_none() {
+                        self.awaiting.insert(stream);
+                    }
                     if now.is_none() && self.fates.at_once() {
                         m.delivery = Some(self.verdict.fate(stream, m));
                     } else if now.is_none() {

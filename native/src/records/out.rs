@@ -131,6 +131,11 @@ impl RecordOut {
         }
     }
 
+    /// Whether the timeline (if any) is done with `stream`'s lane (`Timeline::settled`).
+    pub fn settled(&self, stream: u64) -> bool {
+        self.timeline.as_ref().is_none_or(|t| t.settled(stream))
+    }
+
     /// A stream's end (its protocol and TLS details set): the typed tables' connections row,
     /// when the filter keeps the stream.
     pub fn stream_end(&mut self, info: &StreamInfo) {

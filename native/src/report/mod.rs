@@ -474,6 +474,14 @@ impl Timeline {
         }
     }
 
+    /// Whether `stream`'s lane, after its end, can no longer change the report's ranking: no
+    /// stall in it and no request waiting for an answer (one may become a stall at the end).
+    pub fn settled(&self, stream: u64) -> bool {
+        self.lanes
+            .peek(stream)
+            .is_none_or(|l| l.stalls == 0 && l.waiting == 0)
+    }
+
     fn finding(&mut self, f: &Finding) {
         let Some(ts) = f.ts else { return };
         self.saw(ts);

@@ -63,6 +63,10 @@ pub struct StreamInfo {
     /// A TLS stream's `version`, `cipher_suite`, `sni`, `alpn` and `decrypted`, set by the
     /// decoding side (or, for `streams`, by reading the handshake alone: pipeline/hellos.rs).
     pub tls: Option<Value>,
+    /// Nothing of the stream comes after this summary in the run (no event of it waits for its
+    /// fate, no lane of the report's timeline may still change): a consumer may fold it now. Set
+    /// by the decoding side; not part of the record.
+    pub settled: bool,
 }
 
 /// The reassembler's output, in the order a consumer must see it.

@@ -1,12 +1,15 @@
 """The report's streams, folded as `inspect` folds them: the worst first, a bounded number of rows,
 the rest counted with the command that lists them.
 
-A stream's numbers are final only when its input ends: its events wait for their fate until then
-(docs/records.md, "Delivery"), so its never-acknowledged count comes after its summary. Until its
-input ends each stream is a few numbers in flat arrays (about 100 bytes, no Python object per
-stream); then the input's streams are ranked and only the worst `ROWS` of all inputs stay rows.
-The page therefore holds at most `ROWS` streams and the run's memory does not keep one object per
-connection (`wirelog report` at 200,000 connections: bench/bench_report_streams.py).
+A stream's numbers are final when nothing of it can come after its summary: the core says so
+(`StreamInfo.settled`) unless events of it wait for their fate (docs/records.md, "Delivery": their
+never-acknowledged count comes after the summary, at the end of the input). Each stream is a few
+numbers in flat arrays (about 100 bytes, no Python object per stream) in blocks of consecutive
+stream ids; a block two blocks behind the newest is folded — its settled streams ranked, the worst
+`ROWS` of all inputs kept as rows, the others added up — and its other streams kept as
+stragglers until their input ends. The page therefore holds at most `ROWS` streams and the run's
+memory stays flat however many connections end (`wirelog report` at 200,000 connections:
+bench/bench_report_streams.py).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import heapq
 import shlex
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from itertools import compress
 from typing import Any
 
@@ -47,29 +50,9 @@ class _Names:
         return i
 
 
-class _Input:
-    """One input's streams, by stream id (ids are dense: 0-based per input in order of first packet)."""
-
-    def __init__(self) -> None:
-        # counts and sizes 8 bytes; names 4 (codes into _Names, ports: -1 when the endpoint's text
-        # has no port and is kept whole); FLAGS as bits, SEEN when the stream's summary came
-        self.cols: dict[str, array] = {name: array("q") for name in (*COUNTS, *SIZES)}
-        for name in ("protocol", "version", "client", "server", "client_port", "server_port"):
-            self.cols[name] = array("i")
-        self.cols["flags"] = array("B")
-        self.tls: dict[int, dict[str, Any]] = {}
-        self.stalls: dict[int, int] = {}  # the timeline's lanes say (the core's top lanes only)
-
-    def slot(self, stream: int) -> int:
-        size = len(self.cols["flags"])
-        if stream >= size:
-            grow = max(stream + 1 - size, size >> 3, 64)  # ids come in order: ~1/8 spare at most
-            for col in self.cols.values():
-                col.frombytes(bytes(grow * col.itemsize))
-        return stream
-
-
+SHIFT = 13  # a block holds the streams of 2^13 consecutive ids (~860 KB)
 SEEN = 1 << 7  # in `flags`: the stream's summary came (filters may leave ids out)
+SETTLED = 1 << 6  # in `flags`: nothing of the stream comes after its summary (StreamInfo.settled)
 
 
 def _split(endpoint: str) -> tuple[str, int]:
@@ -80,12 +63,74 @@ def _split(endpoint: str) -> tuple[str, int]:
     return endpoint, -1
 
 
+class _Block:
+    """Streams of one input as columns: ids `base`..`base + 2^SHIFT` by slot, or (`base` None, the
+    stragglers) any ids, in `ids` and `index`."""
+
+    def __init__(self, base: int | None) -> None:
+        self.base = base
+        # counts and sizes 8 bytes; names 4 (codes into _Names, ports: -1 when the endpoint's text
+        # has no port and is kept whole); FLAGS as bits, SEEN and SETTLED
+        self.cols: dict[str, array] = {name: array("q") for name in (*COUNTS, *SIZES)}
+        for name in ("protocol", "version", "client", "server", "client_port", "server_port"):
+            self.cols[name] = array("i")
+        self.cols["flags"] = array("B")
+        # client hosts are the block's own (one per client when every connection has its own, as
+        # those of a service with many clients do: forgotten with the block)
+        self.hosts = _Names()
+        self.tls: dict[int, dict[str, Any]] = {}  # by slot
+        self.ids = array("q")  # the stragglers' stream ids, by slot
+        self.index: dict[int, int] = {}  # the stragglers' slots, by stream id
+
+    def slot(self, stream: int) -> int:
+        """A stream's slot in a block of consecutive ids."""
+        i = stream - self.base  # type: ignore[operator]
+        size = len(self.cols["flags"])
+        if i >= size:
+            grow = max(i + 1 - size, size >> 3, 64)  # ids come in order: ~1/8 spare at most
+            for col in self.cols.values():
+                col.frombytes(bytes(grow * col.itemsize))
+        return i
+
+    def stream(self, i: int) -> int:
+        return self.base + i if self.base is not None else self.ids[i]
+
+    def adopt(self, stream: int, other: _Block | None = None, j: int = 0) -> int:
+        """A straggler's slot for `stream`, with its numbers so far from `other`'s slot `j`."""
+        i = self.index.get(stream)
+        if i is None:
+            i = self.index[stream] = len(self.ids)
+            self.ids.append(stream)
+            for name, col in self.cols.items():
+                col.append(other.cols[name][j] if other is not None else 0)
+            if other is not None:
+                self.cols["client"][i] = self.hosts.code(other.hosts.names[other.cols["client"][j]])
+                if j in other.tls:
+                    self.tls[i] = other.tls[j]
+        return i
+
+
+class _Input:
+    """One input's streams not folded yet: blocks of consecutive ids (ids are dense: 0-based per
+    input in order of first packet), and the stragglers of blocks folded early — streams still open
+    or whose events wait for their fate when the streams around them were folded."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, _Block] = {}
+        self.newest = -1  # the highest block number begun
+        self.stragglers = _Block(None)
+        self.stalls: dict[int, int] = {}  # the timeline's lanes say (the core's top lanes only)
+
+
 class StreamFold:
     """Fed every pipeline item of a report run; `fold(summary)` gives inspect's document with its
-    stream list folded. Keeps nothing per stream once the stream's input has ended."""
+    stream list folded. A stream is a few numbers in a block of columns until it is folded: when
+    its block is two blocks behind the newest and the stream is settled, else when its input ends.
+    `keep_all` keeps every block (and folds at the end) to list every stream."""
 
-    def __init__(self, rows: int = ROWS) -> None:
+    def __init__(self, rows: int = ROWS, keep_all: bool = False) -> None:
         self.rows = rows
+        self.keep_all = keep_all
         self._names = _Names()
         self._inputs: dict[str, _Input] = {}
         self._kept: list[tuple[tuple, dict[str, Any]]] = []  # (rank key, row), the worst so far
@@ -102,128 +147,158 @@ class StreamFold:
             self._order.setdefault(capture, len(self._order))
         return got
 
+    def _at(self, capture: str, stream: int) -> tuple[_Block, int]:
+        """The block and slot of an input's stream."""
+        t = self._input(capture)
+        n = stream >> SHIFT
+        b = t.blocks.get(n)
+        if b is not None:
+            return b, b.slot(stream)
+        if n <= t.newest:  # its block was folded: a straggler
+            return t.stragglers, t.stragglers.adopt(stream)
+        b = t.blocks[n] = _Block(n << SHIFT)
+        t.newest = n
+        if not self.keep_all:
+            for old in [k for k in t.blocks if k < n - 1]:  # streams of ids long begun
+                self._fold(capture, t, t.blocks.pop(old), final=False)
+        return b, b.slot(stream)
+
     def add(self, item: object) -> None:
         if type(item) is StreamInfo:  # the one item of every connection: first
             self._stream(item)
         elif isinstance(item, Message):
             if item.stream is None:
                 return
-            t = self._input(item.capture)
-            i = t.slot(item.stream)
-            t.cols["messages"][i] += 1
+            b, i = self._at(item.capture, item.stream)
+            b.cols["messages"][i] += 1
             if item.protocol != "tls":  # a TLS stream's version is that of the protocol inside
-                self._version(t, i, item.version)
+                self._version(b, i, item.version)
             if item.event is not None:
-                t.cols["events"][i] += 1
-                t.cols[ACK_STATES[item.acked]][i] += 1
+                b.cols["events"][i] += 1
+                b.cols[ACK_STATES[item.acked]][i] += 1
         elif isinstance(item, EventCounts):
-            t = self._input(item.capture)
             for stream, _, version, acked, n in item.counts:
                 if stream is not None:
-                    i = t.slot(stream)
+                    b, i = self._at(item.capture, stream)
                     for name in ("messages", "events", ACK_STATES[acked]):
-                        t.cols[name][i] += n
-                    self._version(t, i, version)
+                        b.cols[name][i] += n
+                    self._version(b, i, version)
             for stream, _, version, _, _, n in item.messages:
                 if stream is not None:
-                    i = t.slot(stream)
-                    t.cols["messages"][i] += n
-                    self._version(t, i, version)
+                    b, i = self._at(item.capture, stream)
+                    b.cols["messages"][i] += n
+                    self._version(b, i, version)
         elif isinstance(item, Finding):
             if item.stream is not None:
-                t = self._input(item.capture)
-                t.cols["findings"][t.slot(item.stream)] += 1
+                b, i = self._at(item.capture, item.stream)
+                b.cols["findings"][i] += 1
         elif isinstance(item, CaptureInfo):
             self._end(item)
 
-    def _version(self, t: _Input, i: int, version: str | None) -> None:
-        if not t.cols["version"][i] and version is not None:
-            t.cols["version"][i] = self._names.code(version)
+    def _version(self, b: _Block, i: int, version: str | None) -> None:
+        if not b.cols["version"][i] and version is not None:
+            b.cols["version"][i] = self._names.code(version)
 
     def _stream(self, s: StreamInfo) -> None:
         # once per connection (200,000 times at 200,000 connections): spelled out, no loops
-        t = self._input(s.capture)
-        i = t.slot(s.stream)
-        cols = t.cols
+        b, i = self._at(s.capture, s.stream)
+        cols = b.cols
         cols["bytes_c2s"][i] = s.bytes_c2s
         cols["bytes_s2c"][i] = s.bytes_s2c
         cols["gaps"][i] = s.gaps
         cols["gap_bytes"][i] = s.gap_bytes
         cols["flags"][i] = (
             SEEN
+            | s.settled << 6
             | s.handshake
             | s.midstream << 1
             | s.fin_c2s << 2
             | s.fin_s2c << 3
             | s.reset << 4
             | s.port_reuse << 5
-        )  # FLAGS' order
+        )  # FLAGS' order, then SETTLED and SEEN
         code = self._names.code
         cols["protocol"][i] = code(s.protocol)
         host, port = _split(s.client)
-        cols["client"][i] = code(host)
+        cols["client"][i] = b.hosts.code(host)
         cols["client_port"][i] = port
         host, port = _split(s.server)
         cols["server"][i] = code(host)
         cols["server_port"][i] = port
         if s.tls is not None:
-            t.tls[i] = s.tls
+            b.tls[i] = s.tls
 
     def _end(self, info: CaptureInfo) -> None:
-        """An input ended: its streams' numbers are final; rank them, keep the worst as rows."""
+        """An input ended: its streams' numbers are final; fold every stream not folded yet."""
         t = self._inputs.pop(info.capture, None)
         if t is None:
             return
         for lane in (info.timeline or {}).get("lanes", ()):
             t.stalls[lane["stream"]] = lane.get("stalls", 0)
-        cols = t.cols
+        for n in sorted(t.blocks):
+            self._fold(info.capture, t, t.blocks[n], final=True)
+        self._fold(info.capture, t, t.stragglers, final=True)
+
+    def _fold(self, capture: str, t: _Input, b: _Block, final: bool) -> None:
+        """Rank the block's streams whose numbers are final (every one seen when `final`, else the
+        settled ones), keep the worst as rows, add up the rest; the others become stragglers."""
+        cols = b.cols
         flags = cols["flags"]
+        done = SEEN if final else SEEN | SETTLED
+        mask = bytes(v & done == done for v in flags)  # the streams folded now
+        if not final:
+            for i, v in enumerate(flags):  # still open, or waiting for their events' fate
+                if not mask[i] and (v or any(cols[name][i] for name in COUNTS)):
+                    t.stragglers.adopt(b.stream(i), b, i)
         names = self._names.names
-
-        def seen() -> Iterator[int]:
-            """The ids whose summary came (not spare slots nor ids the filters left out), without a
-            list of them: this runs once for all of an input's streams."""
-            return (i for i, v in enumerate(flags) if v & SEEN)
-
         for name in (*COUNTS, *SIZES):
-            self.sums[name] += sum(compress(cols[name], (v & SEEN for v in flags)))
-        self.totals["streams"] += sum(v >> 7 for v in flags)  # SEEN is bit 7
-        self.protocols.update(
-            names[p] or "unknown" for p in compress(cols["protocol"], (v & SEEN for v in flags))
-        )
-        self.tls += len(t.tls)
-        order = self._order[info.capture]
+            self.sums[name] += sum(compress(cols[name], mask))
+        self.totals["streams"] += sum(mask)
+        self.protocols.update(names[p] or "unknown" for p in compress(cols["protocol"], mask))
+        self.tls += sum(1 for i in b.tls if mask[i])
+        order = self._order[capture]
+        stalls = t.stalls
 
         def key(i: int) -> tuple:
+            stream = b.stream(i)
             return (
                 -cols["unacked"][i],
                 -cols["findings"][i],
                 -cols["gap_bytes"][i],
-                -t.stalls.get(i, 0),
+                -stalls.get(stream, 0),
                 order,
-                i,
+                stream,
             )
 
-        worst = heapq.nsmallest(self.rows, ((key(i), i) for i in seen()))
-        kept = self._kept + [(k, self._row(info.capture, t, i)) for k, i in worst]
+        worst = heapq.nsmallest(self.rows, ((key(i), i) for i in compress(range(len(mask)), mask)))
+        before = self._kept
+        kept = before + [(k, self._row(capture, b, i)) for k, i in worst]
         kept.sort(key=lambda kr: kr[0])
         self._kept = kept[: self.rows]
+        self._folded(capture, b, mask, before, worst)
 
-    def _row(self, capture: str, t: _Input, i: int) -> dict[str, Any]:
+    def _folded(
+        self, capture: str, b: _Block, mask: bytes, before: list[tuple[tuple, dict[str, Any]]], worst: list
+    ) -> None:
+        """A block's streams were folded (`mask`): `before` the rows kept until then, `worst` the
+        block's best candidates (rank key, slot). For subclasses that count the streams not shown."""
+
+    def _row(self, capture: str, b: _Block, i: int) -> dict[str, Any]:
         """The stream as `inspect --json` lists it."""
-        cols, names = t.cols, self._names.names
+        cols, names = b.cols, self._names.names
 
         def endpoint(side: str) -> str:
-            host, port = names[cols[side][i]], cols[f"{side}_port"][i]
+            hosts = b.hosts.names if side == "client" else names
+            host, port = hosts[cols[side][i]], cols[f"{side}_port"][i]
             return str(host) if port < 0 else f"{host}:{port}"
 
         flags = cols["flags"][i]
         return {
             "capture": capture,
-            "stream": i,
+            "stream": b.stream(i),
             "protocol": names[cols["protocol"][i]],
             "version": names[cols["version"][i]],
-            "tls": t.tls.get(i),
+            "tls": b.tls.get(i),
             "client": endpoint("client"),
             "server": endpoint("server"),
             **{name: cols[name][i] for name in ("messages", "events", "acked", "unacked", "ack_unknown")},
