@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import heapq
-import itertools
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from wirelog.cli.common import Session, error, exit_code, input_options, make_console
-from wirelog.cli.fold import GROUP_LINES, InspectFold, group_line
+from wirelog.cli.fold import GROUP_LINES, ROW_VALUES, InspectFold, group_line
 from wirelog.cli.params import FRAME_NUMBER
 from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary, describe_tls
@@ -86,7 +85,7 @@ def inspect(ctx, as_json, frame, wide, plain, every, **params):
             sys.stdout.buffer.flush()
         else:
             doc = fold.fold(result, params["captures"])
-            rows = fold.every_row() if every else None
+            rows = fold if every else None
             _render(console, doc, wide, filtered=session.options.keep.active, every=rows)
     session.tell_unmatched()
     ctx.exit(exit_code(session))
@@ -137,11 +136,11 @@ def _render(
     r: dict[str, Any],
     wide: bool = False,
     filtered: bool = False,
-    every: Iterator[dict[str, Any]] | None = None,
+    every: InspectFold | None = None,
 ) -> None:
     """The summary; `filtered`: the records were filtered, which the core's delivery verdict is not.
     Its `streams` are listed; `stream_groups` (cli/fold.py) are the others, a line each; `every`:
-    the rows of every stream instead (--all), printed in fixed-width form past `BIG` of them.
+    the fold that kept every stream (--all): all of them listed, in fixed-width form past `BIG`.
 
     Every text from the capture (its name, endpoints, TLS names, finding sentences, stream names)
     is printed literally (cli/text.py); with several captures a stream or frame is `capture:N`."""
@@ -197,37 +196,39 @@ def _render(
 
 
 def _stream_cells(s: dict[str, Any], multi: bool) -> tuple[Cell, ...]:
-    cells: list[Cell] = list(_stream_texts(s, multi))
+    cells: list[Cell] = list(_stream_texts(tuple(s[name] for name in ROW_VALUES), multi))
     cells[8] = Text(cells[8], style="bold red" if s["unacked"] else "")  # the unacked column
     return tuple(cells)
 
 
-def _stream_texts(s: dict[str, Any], multi: bool) -> list[str]:
-    """`_stream_cells` as escaped text for `print_rows` (every stream, no colour): numbers need no
-    escaping, texts from the capture go through `clean` (200,000 rows of 15 cells)."""
+def _stream_texts(v: tuple, multi: bool) -> list[str]:
+    """A stream's values (`ROW_VALUES`) as the escaped text of its cells, for `print_rows` (every
+    stream, no colour) and `_stream_cells`: numbers need no escaping, texts from the capture go
+    through `clean` (200,000 rows of 15 cells)."""
+    capture, stream, protocol, version, client, server, *numbers, flags, _ = v
     return [
-        clean(_at(s["capture"], s["stream"], multi)), clean(s["protocol"] or ""), clean(s["version"] or ""),
-        clean(s["client"]), clean(s["server"]), str(s["messages"]), str(s["events"]), str(s["acked"]),
-        str(s["unacked"]), str(s["ack_unknown"]), str(s["bytes_c2s"]), str(s["bytes_s2c"]), str(s["gaps"]),
-        str(s["findings"]), ",".join(s["flags"]),
+        clean(_at(capture, stream, multi)), clean(protocol or ""), clean(version or ""), clean(client),
+        clean(server), *map(str, numbers), ",".join(flags),
     ]  # fmt: skip
 
 
-def _streams(
-    console: Console, r: dict[str, Any], wide: bool, multi: bool, every: Iterator[dict[str, Any]] | None
-) -> None:
+def _streams(console: Console, r: dict[str, Any], wide: bool, multi: bool, every: InspectFold | None) -> None:
     """The Streams table: the listed streams (every one with `every`), then a line per group of
     the others (cli/fold.py), then the TLS streams listed."""
     listed: list[dict[str, Any]] = r["streams"]
-    if every is not None:
-        listed = list(itertools.islice(every, BIG + 1))
-        if len(listed) > BIG:  # --all at any size: laid out once (cli/tables.py)
-            tls = [s for s in listed if s["tls"]][:BIG]
-            rows = (_stream_texts(s, multi) for s in itertools.chain(listed, every))
-            print_rows(console, "Streams", STREAM_COLUMNS, rows, wide, escaped=True)
-            listed = tls
-        else:
-            print_fitted(console, "Streams", STREAM_COLUMNS, [_stream_cells(s, multi) for s in listed], wide)
+    if every is not None and r["totals"]["streams"] > BIG:  # --all at any size: laid out once (cli/tables.py)
+        listed = []  # the TLS streams, for the lines under the table
+
+        def rows() -> Iterator[list[str]]:
+            for v in every.every_values():
+                if v[-1] and len(listed) < BIG:
+                    listed.append(dict(zip(ROW_VALUES, v, strict=True)))
+                yield _stream_texts(v, multi)
+
+        print_rows(console, "Streams", STREAM_COLUMNS, rows(), wide, escaped=True)
+    elif every is not None:
+        listed = list(every.every_row())
+        print_fitted(console, "Streams", STREAM_COLUMNS, [_stream_cells(s, multi) for s in listed], wide)
     else:
         print_fitted(console, "Streams", STREAM_COLUMNS, [_stream_cells(s, multi) for s in listed], wide)
     groups = r.get("stream_groups") or []

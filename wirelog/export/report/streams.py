@@ -50,17 +50,23 @@ class _Names:
         return i
 
 
+MAX_SERVERS = 100_000  # server endpoints whose codes are looked up by their text (then forgotten)
 SHIFT = 13  # a block holds the streams of 2^13 consecutive ids (~860 KB)
 SEEN = 1 << 7  # in `flags`: the stream's summary came (filters may leave ids out)
 SETTLED = 1 << 6  # in `flags`: nothing of the stream comes after its summary (StreamInfo.settled)
 
 
-def _split(endpoint: str) -> tuple[str, int]:
+def endpoint(host: str | None, port: int) -> str:
+    """A server's endpoint text from its host and port (`_split`'s inverse)."""
+    return str(host) if port < 0 else f"{host}:{port}"
+
+
+def _split(text: str) -> tuple[str, int]:
     """'10.0.0.1:5044' as ('10.0.0.1', 5044): a host repeats over connections, a port is a number."""
-    host, _, port = endpoint.rpartition(":")
+    host, _, port = text.rpartition(":")
     if host and port.isascii() and port.isdigit() and (port[0] != "0" or port == "0"):  # as str(int(port))
         return host, int(port)
-    return endpoint, -1
+    return text, -1
 
 
 class _Block:
@@ -72,12 +78,12 @@ class _Block:
         # counts and sizes 8 bytes; names 4 (codes into _Names, ports: -1 when the endpoint's text
         # has no port and is kept whole); FLAGS as bits, SEEN and SETTLED
         self.cols: dict[str, array] = {name: array("q") for name in (*COUNTS, *SIZES)}
-        for name in ("protocol", "version", "client", "server", "client_port", "server_port"):
+        for name in ("protocol", "version", "client", "server", "server_port"):
             self.cols[name] = array("i")
         self.cols["flags"] = array("B")
-        # client hosts are the block's own (one per client when every connection has its own, as
-        # those of a service with many clients do: forgotten with the block)
-        self.hosts = _Names()
+        # client endpoints are the block's own, by `client` (0: not known yet): nearly one per
+        # connection, they are not worth a lookup each; forgotten with the block
+        self.clients = [""]
         self.tls: dict[int, dict[str, Any]] = {}  # by slot
         self.ids = array("q")  # the stragglers' stream ids, by slot
         self.index: dict[int, int] = {}  # the stragglers' slots, by stream id
@@ -104,7 +110,8 @@ class _Block:
             for name, col in self.cols.items():
                 col.append(other.cols[name][j] if other is not None else 0)
             if other is not None:
-                self.cols["client"][i] = self.hosts.code(other.hosts.names[other.cols["client"][j]])
+                self.cols["client"][i] = len(self.clients)
+                self.clients.append(other.clients[other.cols["client"][j]])
                 if j in other.tls:
                     self.tls[i] = other.tls[j]
         return i
@@ -139,6 +146,7 @@ class StreamFold:
         self.protocols: Counter[str] = Counter()  # every stream's, by protocol
         self.tls = 0  # TLS streams
         self.sums: Counter[str] = Counter()  # every stream's counts and sizes added up
+        self._servers: dict[str, tuple[int, int]] = {}  # server endpoint → (host code, port)
 
     def _input(self, capture: str) -> _Input:
         got = self._inputs.get(capture)
@@ -219,12 +227,15 @@ class StreamFold:
         )  # FLAGS' order, then SETTLED and SEEN
         code = self._names.code
         cols["protocol"][i] = code(s.protocol)
-        host, port = _split(s.client)
-        cols["client"][i] = b.hosts.code(host)
-        cols["client_port"][i] = port
-        host, port = _split(s.server)
-        cols["server"][i] = code(host)
-        cols["server_port"][i] = port
+        cols["client"][i] = len(b.clients)
+        b.clients.append(s.client)
+        server = self._servers.get(s.server)
+        if server is None:  # (a server not seen yet: rare)
+            if len(self._servers) > MAX_SERVERS:
+                self._servers.clear()
+            host, port = _split(s.server)
+            server = self._servers[s.server] = (self._names.code(host), port)
+        cols["server"][i], cols["server_port"][i] = server
         if s.tls is not None:
             b.tls[i] = s.tls
 
@@ -287,10 +298,7 @@ class StreamFold:
         """The stream as `inspect --json` lists it."""
         cols, names = b.cols, self._names.names
 
-        def endpoint(side: str) -> str:
-            hosts = b.hosts.names if side == "client" else names
-            host, port = hosts[cols[side][i]], cols[f"{side}_port"][i]
-            return str(host) if port < 0 else f"{host}:{port}"
+        host, port = names[cols["server"][i]], cols["server_port"][i]
 
         flags = cols["flags"][i]
         return {
@@ -299,8 +307,8 @@ class StreamFold:
             "protocol": names[cols["protocol"][i]],
             "version": names[cols["version"][i]],
             "tls": b.tls.get(i),
-            "client": endpoint("client"),
-            "server": endpoint("server"),
+            "client": b.clients[cols["client"][i]],
+            "server": endpoint(host, port),
             **{name: cols[name][i] for name in ("messages", "events", "acked", "unacked", "ack_unknown")},
             **{name: cols[name][i] for name in SIZES},
             "findings": cols["findings"][i],
