@@ -111,17 +111,18 @@ class Summary:
         self._loss: dict[str, CaptureLoss] = defaultdict(CaptureLoss)  # by capture
 
     def add(self, item: Any) -> None:
-        if isinstance(item, Message):
-            self._message(item)
-        elif isinstance(item, EventCounts):
-            self._event_counts(item)
-        elif isinstance(item, Finding):
-            self._finding(item)
-        elif isinstance(item, StreamInfo):
+        kind = type(item)  # (the model's classes have no subclasses; one item per stream, finding, ...)
+        if kind is StreamInfo:
             if self._per_stream:
                 self.streams.append(item)
             self._loss[item.capture].note(item)
-        elif isinstance(item, CaptureInfo):
+        elif kind is Finding:
+            self._finding(item)
+        elif kind is Message:
+            self._message(item)
+        elif kind is EventCounts:
+            self._event_counts(item)
+        elif kind is CaptureInfo:
             self.captures.append(item)
             for name, numbers in item.delivery.items():
                 self._delivery[name] = _merge_delivery(self._delivery.get(name), numbers)

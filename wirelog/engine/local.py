@@ -269,6 +269,8 @@ class StreamPipeline:
         self._lookup = lookup  # StreamInfo of a live stream, by id
         self._filtering = opts.keep.active
         self._batch: list = []  # the core output being handled
+        self._infos: dict[int, StreamInfo | None] = {}  # streams resolved for this batch
+        self._ended: dict[int, StreamInfo] | None = None  # the batch's StreamInfos, once needed
 
     def verdict(self, findings: bool = True) -> Iterator[Item]:
         """At the end of the capture: the event records still waiting for their fate (in parts, each
@@ -295,6 +297,8 @@ class StreamPipeline:
         (a list, not a generator: one generator level less for every record)."""
         batch = self._batch = items[:]
         items.clear()
+        self._infos.clear()
+        self._ended = None
         out: list[Item] = []
         for item in batch:
             if isinstance(item, _PASSED_ON):
@@ -310,10 +314,18 @@ class StreamPipeline:
 
     def _resolve(self, stream: int) -> StreamInfo | None:
         """A stream's info: live in the source, or finished in this very batch (the bytes a stream
-        flushes when it ends come just before its StreamInfo, after the source forgot it)."""
+        flushes when it ends come just before its StreamInfo, after the source forgot it). Once a
+        batch a stream: a batch of short connections holds hundreds of findings of ended ones."""
+        try:
+            return self._infos[stream]
+        except KeyError:
+            pass
         info = self._lookup(stream)
         if info is None:
-            info = next((i for i in self._batch if isinstance(i, StreamInfo) and i.stream == stream), None)
+            if self._ended is None:
+                self._ended = {i.stream: i for i in reversed(self._batch) if type(i) is StreamInfo}
+            info = self._ended.get(stream)
+        self._infos[stream] = info
         return info
 
     def _emit(self, rec: Message | Finding, info: StreamInfo | None) -> list[Message | Finding]:

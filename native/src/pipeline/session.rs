@@ -85,7 +85,7 @@ pub struct Session {
     pub show_secrets: bool,
     pub limits: Limits,
     pub detection: Detection,
-    streams: HashMap<u64, Stream>,
+    streams: ById<Stream>,
     shared: Shared,
     verdict: Verdict,
     pub out: RecordOut,
@@ -94,7 +94,7 @@ pub struct Session {
     /// stop producing their bytes).
     unknown: Vec<u64>,
     /// The TLS layer of each TLS stream, in front of its plaintext's detection and decoder.
-    tls: HashMap<u64, TlsLayer>,
+    tls: ById<TlsLayer>,
     /// Every key log given (`--tls-keylog`) or found in the capture so far.
     keylog: Arc<KeyLog>,
     /// The stream whose decoder's `close` has more records to give, and whether it is TLS.
@@ -103,8 +103,12 @@ pub struct Session {
     fates: Fates,
     /// Streams with an event whose fate waited for other connections or the end of the input:
     /// records and verdict findings of theirs come after their summary (`Ended::settled`).
-    awaiting: HashSet<u64>,
+    awaiting: HashSet<u64, foldhash::fast::RandomState>,
 }
+
+/// By stream id: looked up for every chunk of every stream (foldhash, not SipHash: the ids are
+/// the capture's order of connections, nothing a peer chooses to collide).
+type ById<V> = HashMap<u64, V, foldhash::fast::RandomState>;
 
 /// What the end of a stream settled.
 pub struct Ended {
@@ -124,17 +128,17 @@ impl Session {
             show_secrets,
             limits,
             detection: Detection::default(),
-            streams: HashMap::new(),
+            streams: ById::default(),
             shared,
             verdict: Verdict::default(),
             out,
             scratch: Vec::new(),
             unknown: Vec::new(),
-            tls: HashMap::new(),
+            tls: ById::default(),
             keylog: Arc::default(),
             closing: None,
             fates: Fates::new(horizon),
-            awaiting: HashSet::new(),
+            awaiting: HashSet::default(),
         }
     }
 

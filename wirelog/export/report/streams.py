@@ -172,9 +172,14 @@ class StreamFold:
         return b, b.slot(stream)
 
     def add(self, item: object) -> None:
-        if type(item) is StreamInfo:  # the one item of every connection: first
+        kind = type(item)  # (the model's classes have no subclasses)
+        if kind is StreamInfo:  # the one item of every connection: first
             self._stream(item)
-        elif isinstance(item, Message):
+        elif kind is Finding:
+            if item.stream is not None:
+                b, i = self._at(item.capture, item.stream)
+                b.cols["findings"][i] += 1
+        elif kind is Message:
             if item.stream is None:
                 return
             b, i = self._at(item.capture, item.stream)
@@ -184,7 +189,7 @@ class StreamFold:
             if item.event is not None:
                 b.cols["events"][i] += 1
                 b.cols[ACK_STATES[item.acked]][i] += 1
-        elif isinstance(item, EventCounts):
+        elif kind is EventCounts:
             for stream, _, version, acked, n in item.counts:
                 if stream is not None:
                     b, i = self._at(item.capture, stream)
@@ -196,11 +201,7 @@ class StreamFold:
                     b, i = self._at(item.capture, stream)
                     b.cols["messages"][i] += n
                     self._version(b, i, version)
-        elif isinstance(item, Finding):
-            if item.stream is not None:
-                b, i = self._at(item.capture, item.stream)
-                b.cols["findings"][i] += 1
-        elif isinstance(item, CaptureInfo):
+        elif kind is CaptureInfo:
             self._end(item)
 
     def _version(self, b: _Block, i: int, version: str | None) -> None:
