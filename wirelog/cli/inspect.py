@@ -205,10 +205,10 @@ def _stream_texts(v: tuple, multi: bool) -> list[str]:
     """A stream's values (`ROW_VALUES`) as the escaped text of its cells, for `print_rows` (every
     stream, no colour) and `_stream_cells`: numbers need no escaping, texts from the capture go
     through `clean` (200,000 rows of 15 cells)."""
-    capture, stream, protocol, version, client, server, *numbers, flags, _ = v
+    # by index, not unpacked: this runs for every stream
     return [
-        clean(_at(capture, stream, multi)), clean(protocol or ""), clean(version or ""), clean(client),
-        clean(server), *map(str, numbers), ",".join(flags),
+        clean(_at(v[0], v[1], multi)), clean(v[2] or ""), clean(v[3] or ""), clean(v[4]), clean(v[5]),
+        *map(str, v[6:15]), ",".join(v[15]),
     ]  # fmt: skip
 
 

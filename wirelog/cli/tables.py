@@ -21,6 +21,7 @@ only as one compact string each until the column widths are known.
 
 from __future__ import annotations
 
+import operator
 import textwrap
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -189,11 +190,13 @@ def print_rows(
                 left_out.append(column)
     right = [columns[i].justify == "right" for i in range(len(columns))]
     out = console.file
-    if ascii_only:  # one format string, C-speed
-        fmt = "  ".join(f"{{{i}:{'>' if right[i] else '<'}{widths[i]}}}" for i in shown)
+    if ascii_only:  # one %-format (twice as fast as str.format) of the shown cells, C-speed
+        fmt = "  ".join(f"%{'' if right[i] else '-'}{widths[i]}s" for i in shown)
+        pick, one = operator.itemgetter(*shown), len(shown) == 1  # (one column: a value, not a tuple)
 
         def line(cells: Sequence[str]) -> str:
-            return fmt.format(*cells).rstrip() + "\n"
+            values = pick(cells)
+            return (fmt % ((values,) if one else values)).rstrip() + "\n"
     else:
 
         def line(cells: Sequence[str]) -> str:

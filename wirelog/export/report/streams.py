@@ -133,7 +133,7 @@ class StreamFold:
     """Fed every pipeline item of a report run; `fold(summary)` gives inspect's document with its
     stream list folded. A stream is a few numbers in a block of columns until it is folded: when
     its block is two blocks behind the newest and the stream is settled, else when its input ends.
-    `keep_all` keeps every block (and folds at the end) to list every stream."""
+    `keep_all` keeps every block to list every stream (then none is ranked: no rows are kept)."""
 
     def __init__(self, rows: int = ROWS, keep_all: bool = False) -> None:
         self.rows = rows
@@ -282,7 +282,8 @@ class StreamFold:
                 stream,
             )
 
-        worst = heapq.nsmallest(self.rows, ((key(i), i) for i in compress(range(len(mask)), mask)))
+        candidates = () if self.keep_all else compress(range(len(mask)), mask)  # (keep_all lists them all)
+        worst = heapq.nsmallest(self.rows, ((key(i), i) for i in candidates))
         before = self._kept
         kept = before + [(k, self._row(capture, b, i)) for k, i in worst]
         kept.sort(key=lambda kr: kr[0])
