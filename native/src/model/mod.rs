@@ -6,12 +6,14 @@ pub mod json;
 pub mod json_text;
 mod record;
 mod sink;
+mod stream;
 pub mod text;
 
 pub use fate::{Delivery, EventId};
 pub use json::Document;
 pub use record::{Fields, Message, Record, Stamp};
 pub use sink::FindingSink;
+pub use stream::{Chunk, Gap, OwnedChunk};
 
 use std::fmt;
 use std::sync::Arc;

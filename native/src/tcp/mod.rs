@@ -98,7 +98,7 @@ pub enum Event {
 
 impl Event {
     /// A Chunk event as the decoders' view of it, with its stream.
-    pub fn as_chunk(&self) -> Option<(u64, crate::decoders::Chunk<'_>)> {
+    pub fn as_chunk(&self) -> Option<(u64, crate::model::Chunk<'_>)> {
         match self {
             Event::Chunk {
                 stream,
@@ -109,7 +109,7 @@ impl Event {
                 ts,
             } => Some((
                 *stream,
-                crate::decoders::Chunk {
+                crate::model::Chunk {
                     direction: *direction,
                     offset: *offset,
                     data,
@@ -122,7 +122,7 @@ impl Event {
     }
 
     /// A Gap event as the decoders' view of it, with its stream.
-    pub fn as_gap(&self) -> Option<(u64, crate::decoders::Gap)> {
+    pub fn as_gap(&self) -> Option<(u64, crate::model::Gap)> {
         match self {
             Event::Gap {
                 stream,
@@ -133,7 +133,7 @@ impl Event {
                 ts,
             } => Some((
                 *stream,
-                crate::decoders::Gap {
+                crate::model::Gap {
                     direction: *direction,
                     offset: *offset,
                     length: *length,
