@@ -2078,7 +2078,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KINDS", kinds)?;
     m.add("WELL_KNOWN_PORTS", detection::well_known_ports())?;
     m.add("HUNT_LIMIT", crate::pipeline::HUNT_LIMIT)?;
-    m.add("NATIVE", crate::decoders::ENGINE.to_vec())?;
+    m.add("NATIVE", crate::decoders::engine().collect::<Vec<_>>())?;
     m.add_class::<Reassembler>()?;
     m.add_class::<SegmentReader>()?;
     m.add_class::<SplitScanner>()?;

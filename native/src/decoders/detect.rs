@@ -6,7 +6,7 @@
 //! bytes; `detect` weighs them. TLS is recognised here; its layer (decoders/tls/) decrypts it when
 //! a key log allows, and the plaintext is detected again.
 
-use super::{courier, cql, hercules, lumberjack, tls};
+use super::{courier, cql, hercules, lumberjack, tls, Decoder, StreamContext};
 
 /// Bytes per direction after which detection must decide.
 pub const SAMPLE_LIMIT: usize = 512;
@@ -32,7 +32,8 @@ pub struct Sample<'a> {
 /// signature too long to occur by chance (for captures that begin inside a frame).
 pub type FindStart = fn(&[u8]) -> Option<usize>;
 
-/// A protocol detection can choose.
+/// A protocol: what detection, the front ends and the session know of it. Each protocol's folder
+/// declares its own (`PROTOCOL`); nothing else lists the protocols.
 pub struct Protocol {
     pub name: &'static str,
     /// Its usual server ports (also used to tell the client side when no SYN was seen).
@@ -42,60 +43,20 @@ pub struct Protocol {
     /// The kinds of the message records its decoder writes (docs/protocols/*.md, "Record kinds"):
     /// what `--kind` accepts.
     pub kinds: &'static [&'static str],
+    /// Its decoder for a stream; None for TLS, which the session decrypts (decoders/tls/) to
+    /// detect and decode what is inside.
+    pub decoder: Option<fn(StreamContext) -> Box<dyn Decoder>>,
 }
 
 /// Every protocol, in the order detectors are asked (ties go to the earlier one). CQL comes last:
 /// when nothing else is certain it scans the sample for a mid-stream v5 frame header (hundreds of
 /// CRC24 checks), which a stream another detector is certain of never needs.
-pub const PROTOCOLS: &[Protocol] = &[
-    Protocol {
-        name: "tls",
-        ports: &[443, 5044, 5043, 5045, 9093, 6514],
-        detect: tls,
-        find_start: None,
-        kinds: &["client_hello", "server_hello", "alert"],
-    },
-    Protocol {
-        name: "lumberjack",
-        ports: &lumberjack::detect::PORTS,
-        detect: lumberjack::detect::detect,
-        find_start: Some(lumberjack::detect::find_start),
-        kinds: &["window", "compressed", "event", "ack", "connection"],
-    },
-    Protocol {
-        name: "courier",
-        ports: &[],
-        detect: courier::detect::detect,
-        find_start: Some(courier::detect::find_start),
-        kinds: &[
-            "helo",
-            "vers",
-            "ping",
-            "pong",
-            "unknown_reply",
-            "unknown_type",
-            "jdat",
-            "evnt",
-            "ackn",
-            "event",
-            "delivery",
-            "connection",
-        ],
-    },
-    Protocol {
-        name: "hercules",
-        ports: &hercules::detect::PORTS,
-        detect: hercules::detect::detect,
-        find_start: None,
-        kinds: &["event", "batch", "request", "response"],
-    },
-    Protocol {
-        name: "cql",
-        ports: &cql::detect::PORTS,
-        detect: cql::detect::detect,
-        find_start: None,
-        kinds: &cql::KINDS,
-    },
+pub const PROTOCOLS: &[&Protocol] = &[
+    &tls::PROTOCOL,
+    &lumberjack::PROTOCOL,
+    &courier::PROTOCOL,
+    &hercules::PROTOCOL,
+    &cql::PROTOCOL,
 ];
 
 /// Detection's answer for a sample.
@@ -110,7 +71,7 @@ pub enum Decision {
 
 /// The protocol called `name`.
 pub fn protocol(name: &str) -> Option<&'static Protocol> {
-    PROTOCOLS.iter().find(|p| p.name == name)
+    PROTOCOLS.iter().copied().find(|p| p.name == name)
 }
 
 /// The protocol of a stream from its first bytes.
@@ -174,26 +135,6 @@ pub fn well_known_ports() -> Vec<u16> {
     ports.sort_unstable();
     ports.dedup();
     ports
-}
-
-const TLS_HANDSHAKE: u8 = 22;
-
-/// Whether `data` starts with a plausible TLS record header (5 bytes needed).
-pub fn tls_record(data: &[u8]) -> bool {
-    data.get(..5)
-        .is_some_and(|h| tls::record::plausible(h, None))
-}
-
-fn tls(s: &Sample<'_>) -> Option<f64> {
-    for data in [s.c2s, s.s2c] {
-        if data.len() >= 5 && tls_record(data) {
-            return Some(if data[0] == TLS_HANDSHAKE { 0.95 } else { 0.6 });
-        }
-    }
-    if s.c2s.len() < 5 && s.s2c.len() < 5 && !s.closed {
-        return None;
-    }
-    Some(0.0)
 }
 
 #[cfg(test)]

@@ -186,22 +186,21 @@ pub fn raw_base64(bytes: &[u8]) -> Option<Value> {
     })
 }
 
-/// The protocols the core decodes (`wirelog._core.NATIVE`). TLS is not one of them: the session
-/// decrypts a TLS stream (tls/) and its plaintext is decoded by these.
-pub const ENGINE: &[&str] = &["lumberjack", "courier", "cql", "hercules"];
+/// The protocols the core decodes (`wirelog._core.NATIVE`): those with a decoder. TLS is not one
+/// of them: the session decrypts a TLS stream (tls/) and its plaintext is decoded by these.
+pub fn engine() -> impl Iterator<Item = &'static str> {
+    detect::PROTOCOLS
+        .iter()
+        .filter(|p| p.decoder.is_some())
+        .map(|p| p.name)
+}
 
 /// A decoder for `protocol` (with the protocol's static name), None when the core has none.
 pub fn native(protocol: &str, ctx: StreamContext) -> Option<(&'static str, Box<dyn Decoder>)> {
-    match protocol {
-        "lumberjack" => Some((
-            "lumberjack",
-            Box::new(lumberjack::LumberjackDecoder::new(ctx)),
-        )),
-        "courier" => Some(("courier", Box::new(courier::CourierDecoder::new(ctx)))),
-        "cql" => Some(("cql", Box::new(cql::CqlDecoder::new(ctx)))),
-        "hercules" => Some(("hercules", Box::new(hercules::HerculesDecoder::new(ctx)))),
+    if protocol == "hercules-events" {
         // A Hercules file's bytes (wirelog.engine.hercules_events.decode_event_stream), not a stream.
-        "hercules-events" => Some(("hercules", Box::new(hercules::HerculesDecoder::events(ctx)))),
-        _ => None,
+        return Some(("hercules", Box::new(hercules::HerculesDecoder::events(ctx))));
     }
+    let p = detect::protocol(protocol)?;
+    Some((p.name, (p.decoder?)(ctx)))
 }

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::decoders::detect::tls_record;
+use crate::decoders::tls::detect::tls_record;
 use crate::decoders::tls::{KeyLog, TlsConnection, TlsInfo};
 use crate::decoders::{Chunk, Gap};
 use crate::model::Value;

@@ -32,6 +32,29 @@ mod tests;
 
 pub use decoder::CourierDecoder;
 
+/// Log Courier (its own port numbers vary: detected by content only).
+pub const PROTOCOL: super::detect::Protocol = super::detect::Protocol {
+    name: "courier",
+    ports: &[],
+    detect: detect::detect,
+    find_start: Some(detect::find_start),
+    kinds: &[
+        "helo",
+        "vers",
+        "ping",
+        "pong",
+        "unknown_reply",
+        "unknown_type",
+        "jdat",
+        "evnt",
+        "ackn",
+        "event",
+        "delivery",
+        "connection",
+    ],
+    decoder: Some(|ctx| Box::new(CourierDecoder::new(ctx))),
+};
+
 /// State shared by the courier connections of one capture: the last sending of each nonce, so
 /// a resend on another connection is recognised.
 #[derive(Debug, Default)]

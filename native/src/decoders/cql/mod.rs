@@ -22,6 +22,16 @@ mod types;
 pub use decoder::{CqlDecoder, Shared};
 pub use envelope::KINDS;
 
+/// The Cassandra CQL native protocol, v3 to v5.
+pub const PROTOCOL: super::detect::Protocol = super::detect::Protocol {
+    name: "cql",
+    ports: &detect::PORTS,
+    detect: detect::detect,
+    find_start: None,
+    kinds: &KINDS,
+    decoder: Some(|ctx| Box::new(CqlDecoder::new(ctx))),
+};
+
 /// Detection's evidence (`detect`): does the complete envelope at the start of
 /// `data` decode with no bytes left over? Compressed pre-v5 bodies are the caller's to judge.
 fn envelope_decodes(data: &[u8]) -> bool {

@@ -34,6 +34,16 @@ use crate::model::{Record, Value};
 pub use http::py_strip;
 pub use records::{keep_event_bytes, TagNames};
 
+/// Vostok Hercules: the Gate's HTTP API and the event binary.
+pub const PROTOCOL: super::detect::Protocol = super::detect::Protocol {
+    name: "hercules",
+    ports: &detect::PORTS,
+    detect: detect::detect,
+    find_start: None,
+    kinds: &["event", "batch", "request", "response"],
+    decoder: Some(|ctx| Box::new(HerculesDecoder::new(ctx))),
+};
+
 /// State shared by the Hercules connections of one capture: the tag names already reported (a
 /// name that breaks the convention is reported once per capture).
 #[derive(Debug, Default)]

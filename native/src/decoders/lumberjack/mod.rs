@@ -43,6 +43,16 @@ use crate::model::Record;
 
 pub use resend::ResendRegistry;
 
+/// Lumberjack v1 (logstash-forwarder) and v2 (Beats).
+pub const PROTOCOL: super::detect::Protocol = super::detect::Protocol {
+    name: "lumberjack",
+    ports: &detect::PORTS,
+    detect: detect::detect,
+    find_start: Some(detect::find_start),
+    kinds: &["window", "compressed", "event", "ack", "connection"],
+    decoder: Some(|ctx| Box::new(LumberjackDecoder::new(ctx))),
+};
+
 /// State shared by the lumberjack connections of one capture: the payload fingerprints that
 /// recognise a resend on a later connection, and the inflate buffers (one per nesting depth:
 /// connections decode one at a time, and an idle connection should not hold a window's worth).

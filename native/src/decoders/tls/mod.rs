@@ -5,6 +5,7 @@
 
 pub mod cipher;
 pub mod conn;
+pub mod detect;
 #[cfg(any(test, fuzzing))]
 pub mod fuzz;
 pub mod handshake;
@@ -14,6 +15,16 @@ pub mod record;
 
 pub use conn::{Output, TlsConnection, TlsInfo};
 pub use keylog::KeyLog;
+
+/// TLS: recognised and decrypted by the session, its plaintext detected and decoded again.
+pub const PROTOCOL: super::detect::Protocol = super::detect::Protocol {
+    name: "tls",
+    ports: &[443, 5044, 5043, 5045, 9093, 6514],
+    detect: detect::detect,
+    find_start: None,
+    kinds: &["client_hello", "server_hello", "alert"],
+    decoder: None,
+};
 
 #[cfg(test)]
 mod tests;
