@@ -101,3 +101,20 @@ def test_stream_summaries_written_by_the_core_equal_the_python_writers(tmp_path)
         assert code == 0 and ids, path
         _, python, _ = run_cli("streams", "--json", str(path), *[a for i in ids for a in ("--stream", i)])
         assert core == python, path
+
+
+def test_a_capture_format_error_survives_a_process_boundary():
+    """Spark tasks and worker pools pickle what they raise: the core's error names its real module."""
+    import pickle
+
+    error = _core.CaptureFormatError("not a capture")
+    assert type(error).__module__ == "wirelog._core"
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is _core.CaptureFormatError and str(again) == "not a capture"
+
+
+def test_the_built_core_is_this_checkouts_version():
+    """A stale wirelog/_core.abi3.so from another version would answer for this package."""
+    import wirelog
+
+    assert _core.__version__ == wirelog.__version__

@@ -45,7 +45,7 @@ use crate::report::{Timeline, DEFAULT_STALL_NS};
 use crate::tcp::{Config, Event, Reassembler as CoreReassembler, StreamIds, StreamInfo};
 
 create_exception!(
-    _core,
+    wirelog._core,
     CaptureFormatError,
     PyValueError,
     "The input is not a usable capture."
