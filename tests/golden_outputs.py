@@ -23,12 +23,13 @@ import sys
 import tempfile
 from collections.abc import Callable
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
-from bench import bench_cql, bench_hercules, bench_lumberjack
+from bench import bench_cql, bench_hercules, bench_lumberjack, bench_shapes
 from bench.gen_capture import generate, reorder, short
 from tests.capture_tools import run_cli
 from tests.conftest import CAPTURES, REPO
@@ -60,6 +61,13 @@ GENERATED: dict[str, Callable[[Path], object]] = {
     "bench-cql-v4.pcap": lambda p: bench_cql.write_capture(p, 4, 3, 200),
     "bench-cql-v5-lz4.pcap": lambda p: bench_cql.write_capture(p, 5, 3, 200),
     "bench-hercules.pcap": lambda p: bench_hercules.write_capture(p, 3, 6, 20),
+    # one window a connection; of the Python sender's, 7 connections in 8 never acknowledged
+    "shape-python-sender.pcap": lambda p: bench_shapes.lumberjack_shape("python-sender", {p: 8}, 0.004),
+    "shape-stack-traces.pcap": lambda p: bench_shapes.lumberjack_shape("stack-traces", {p: 1}, 0.02),
+    **{
+        f"shape-cql-{name}.pcap": partial(write, scale=0.01)
+        for name, write in bench_shapes.CQL_SHAPES.items()
+    },
 }
 
 
