@@ -106,6 +106,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/bench_streams.py
 	$(BIN)/python bench/bench_lumberjack.py
 	$(BIN)/python bench/bench_report.py
+	$(BIN)/python bench/bench_shapes.py
 
 # The core's own tests and lints (no Python linked: the PyO3 module is behind the `python` feature).
 native-test:

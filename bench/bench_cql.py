@@ -28,12 +28,13 @@ from gen_capture import Connection, PcapWriter
 from tests import cql_wire as wire
 
 
-def _s(text: str) -> bytes:
+def string(text: str) -> bytes:
+    """A CQL [string]: u16 length + UTF-8."""
     b = text.encode()
     return struct.pack(">H", len(b)) + b
 
 
-def _query(version: int, stream: int, i: int) -> bytes:
+def query(version: int, stream: int, i: int) -> bytes:
     text = f"SELECT host, message, ts FROM logs.events WHERE day = '2026-11-21' AND id = {i}".encode()
     flags = struct.pack(">i", 0) if version >= 5 else b"\x00"
     return wire.envelope(
@@ -41,34 +42,46 @@ def _query(version: int, stream: int, i: int) -> bytes:
     )
 
 
-def _result(version: int, stream: int, i: int) -> bytes:
-    body = struct.pack(">iii", 2, 1, 3) + _s("logs") + _s("events")
-    body += _s("host") + b"\x00\x0d" + _s("message") + b"\x00\x0d" + _s("ts") + b"\x00\x0b"
+def result(version: int, stream: int, i: int, rows: int = 1) -> bytes:
+    """RESULT Rows (host text, message text, ts timestamp) of `rows` rows, the first for `i`."""
+    body = struct.pack(">iii", 2, 1, 3) + string("logs") + string("events")
+    body += string("host") + b"\x00\x0d" + string("message") + b"\x00\x0d" + string("ts") + b"\x00\x0b"
     cells = [
-        b"web-%03d" % (i % 100),
-        b"GET /api/items/%d 200 %d ms" % (i, i % 97),
-        struct.pack(">q", 1_763_700_000_000 + i),
+        cell
+        for n in range(i, i + rows)
+        for cell in (
+            b"web-%03d" % (n % 100),
+            b"GET /api/items/%d 200 %d ms" % (n, n % 97),
+            struct.pack(">q", 1_763_700_000_000 + n),
+        )
     ]
-    body += struct.pack(">i", 1) + b"".join(struct.pack(">i", len(c)) + c for c in cells)
+    body += struct.pack(">i", rows) + b"".join(struct.pack(">i", len(c)) + c for c in cells)
     return wire.envelope(version | 0, True, 0, stream, 0x08, body)
 
 
-def write_capture(path: Path, version: int, connections: int, pairs: int) -> int:
-    """A capture with connections × pairs QUERY/RESULT pairs; returns the number of CQL messages."""
+def open_connection(writer: PcapWriter, c: int, version: int, mss: int = 1 << 20) -> Connection:
+    """Client `c`'s connection to 10.1.0.1:9042: TCP handshake, STARTUP (LZ4 from v5) and READY."""
+    conn = Connection(writer, 0x0A020001 + c, 30000 + c, 0x0A010001, 9042, mss=mss)
+    conn.handshake()
+    startup = {"CQL_VERSION": "3.4.7"} | ({"COMPRESSION": "lz4"} if version >= 5 else {})
+    body = struct.pack(">H", len(startup)) + b"".join(string(k) + string(v) for k, v in startup.items())
+    conn.send(True, wire.envelope(version, False, 0, 0, 0x01, body))
+    conn.send(False, wire.envelope(version, True, 0, 0, 0x02, b""))
+    return conn
+
+
+def write_capture(path: Path, version: int, connections: int, pairs: int, rows: int = 1) -> int:
+    """A capture with connections × pairs QUERY/RESULT pairs (one message a packet, results of
+    `rows` rows); returns the number of CQL messages."""
     messages = 0
     with path.open("wb") as f:
         writer = PcapWriter(f)
         for c in range(connections):
-            conn = Connection(writer, 0x0A020001 + c, 30000 + c, 0x0A010001, 9042, mss=1 << 20)
-            conn.handshake()
-            startup = {"CQL_VERSION": "3.4.7"} | ({"COMPRESSION": "lz4"} if version >= 5 else {})
-            body = struct.pack(">H", len(startup)) + b"".join(_s(k) + _s(v) for k, v in startup.items())
-            conn.send(True, wire.envelope(version, False, 0, 0, 0x01, body))
-            conn.send(False, wire.envelope(version, True, 0, 0, 0x02, b""))
+            conn = open_connection(writer, c, version)
             messages += 2
             for i in range(pairs):
                 stream = 1 + i % 1000
-                q, r = _query(version, stream, i), _result(version, stream, i)
+                q, r = query(version, stream, i), result(version, stream, i, rows)
                 if version >= 5:
                     q, r = wire.frame(q, lz4=True), wire.frame(r, lz4=True)
                 conn.send(True, q)

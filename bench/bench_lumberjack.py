@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import orjson
@@ -60,14 +60,22 @@ def _event(i: int) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def lumberjack_window(conn: Connection, first: int, size: int) -> bytes:
-    inner = b"".join(
-        b"2J" + struct.pack(">II", k + 1, len(e)) + e
-        for k, e in enumerate(_event(first + k) for k in range(size))
-    )
-    body = zlib.compress(inner, 3)
+def window_body(events: Iterable[bytes]) -> bytes:
+    """The `2C` body of a window: its `2J` frames (sequence from 1), zlib level 3 like Filebeat."""
+    inner = b"".join(b"2J" + struct.pack(">II", k + 1, len(e)) + e for k, e in enumerate(events))
+    return zlib.compress(inner, 3)
+
+
+def send_window(conn: Connection, body: bytes, size: int, acked: bool = True) -> None:
+    """`2W size` + the `2C` frame of `body`, then the server's `2A size` unless it never answers."""
     conn.send(True, b"2W" + struct.pack(">I", size) + b"2C" + struct.pack(">I", len(body)) + body)
-    conn.send(False, b"2A" + struct.pack(">I", size))
+    if acked:
+        conn.send(False, b"2A" + struct.pack(">I", size))
+
+
+def lumberjack_window(conn: Connection, first: int, size: int) -> bytes:
+    body = window_body(_event(first + k) for k in range(size))
+    send_window(conn, body, size)
     return body
 
 
