@@ -35,11 +35,11 @@ use crate::decoders::{Chunk, Gap, Limits, StreamContext};
 use crate::model::{
     Direction, Document, Finding, FindingSink, Message, Record, Severity, Stamp, Value,
 };
+use crate::pipeline::out::{Form, RecordOut, Taken};
 use crate::pipeline::{Detection, Item, Pipeline as CorePipeline, Session};
 use crate::records::filter::Filter;
 use crate::records::hercules::{Encoder, Events, Fields, Note, View, Writer};
 use crate::records::json::StreamLines;
-use crate::records::out::{Form, RecordOut, Taken};
 use crate::records::segments::{each_segment, SegmentRows};
 use crate::report::{Timeline, DEFAULT_STALL_NS};
 use crate::tcp::{Config, Event, Reassembler as CoreReassembler, StreamIds, StreamInfo};

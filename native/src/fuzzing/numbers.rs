@@ -27,9 +27,9 @@ use crate::decoders::cql::fuzz::{crc32, encode_header};
 use crate::decoders::detect::well_known_ports;
 use crate::decoders::Limits;
 use crate::model::Record;
+use crate::pipeline::out::{Form, RecordOut, Taken};
 use crate::pipeline::{Item, Pipeline, Session};
 use crate::records::filter::Filter;
-use crate::records::out::{Form, RecordOut, Taken};
 use crate::tcp::Config;
 
 /// Where integer arithmetic breaks, in every width the protocols use.

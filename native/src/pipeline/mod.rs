@@ -6,6 +6,7 @@ mod fates;
 mod held;
 mod hellos;
 mod hunt;
+pub mod out;
 mod session;
 
 use hellos::Hellos;
@@ -15,8 +16,8 @@ pub use session::{Detection, Session};
 use crate::capture::{CaptureInfo, CaptureInput, Segment};
 use crate::decoders::StreamContext;
 use crate::model::{Finding, FindingSink};
-use crate::records::out::Taken;
 use crate::tcp::{Config, Event, Reassembler, StreamInfo};
+use out::Taken;
 
 /// The pipeline's output: what the TCP layer produced for Python (findings, stream ends, and the
 /// bytes in chunks mode) and the records of the streams the core decodes.

@@ -17,13 +17,13 @@ use std::sync::Arc;
 use super::fates::{self, Fates};
 use super::held::{Held, OwnedChunk};
 use super::hunt::Hunt;
+use super::out::RecordOut;
 use crate::decoders::detect::{self, Decision, Sample, SAMPLE_LIMIT};
 use crate::decoders::tls::{KeyLog, Output, TlsConnection};
 use crate::decoders::{
     self, delivery::Verdict, Chunk, Closing, Decoder, Gap, Limits, Shared, StreamContext,
 };
 use crate::model::{Direction, Finding, Record, Severity, Stamp, Value};
-use crate::records::out::RecordOut;
 
 /// Items held per stream while detection waits, before it must decide (each item adds a byte to
 /// a sample or is a gap: only a stream of gaps reaches this).

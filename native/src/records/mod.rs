@@ -6,6 +6,5 @@ pub mod arrow;
 pub mod filter;
 pub mod hercules;
 pub mod json;
-pub mod out;
 pub mod segments;
 pub mod tables;

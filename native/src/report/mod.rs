@@ -405,7 +405,7 @@ impl Timeline {
         self.last_ts = Some(self.last_ts.map_or(ts, |l| l.max(ts)));
     }
 
-    /// A record the filter kept (records/out.rs).
+    /// A record the filter kept (pipeline/out.rs).
     pub fn record(&mut self, r: &Record, stamp: Option<&Stamp>) {
         match r {
             Record::Message(m) => {

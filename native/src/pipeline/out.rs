@@ -1,14 +1,16 @@
-//! Where the records of a capture go: NDJSON text, Arrow rows or Hercules events, after the filter.
+//! Where the records of a capture go, in the consumer's form: NDJSON text, Arrow rows, typed tables,
+//! Hercules events or objects after the filter, and the report's timeline (the writers are records/
+//! and report/; this chooses among them for the session).
 
 use arrow_array::RecordBatch;
 use arrow_schema::ArrowError;
 
-use super::arrow::Rows;
-use super::filter::Filter;
-use super::hercules::{Encoder, Events, View};
-use super::json;
-use super::tables::Tables;
 use crate::model::{Record, Stamp, Value};
+use crate::records::arrow::Rows;
+use crate::records::filter::Filter;
+use crate::records::hercules::{Encoder, Events, View};
+use crate::records::json;
+use crate::records::tables::Tables;
 use crate::report::Timeline;
 use crate::tcp::{Event, StreamInfo};
 
