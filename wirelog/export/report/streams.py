@@ -81,6 +81,7 @@ class _Block:
         for name in ("protocol", "version", "client", "server", "server_port"):
             self.cols[name] = array("i")
         self.cols["flags"] = array("B")
+        self.size = 0  # slots of a block of consecutive ids (its columns' length)
         # client endpoints are the block's own, by `client` (0: not known yet): nearly one per
         # connection, they are not worth a lookup each; forgotten with the block
         self.clients = [""]
@@ -91,11 +92,12 @@ class _Block:
     def slot(self, stream: int) -> int:
         """A stream's slot in a block of consecutive ids."""
         i = stream - self.base  # type: ignore[operator]
-        size = len(self.cols["flags"])
+        size = self.size
         if i >= size:
             grow = max(i + 1 - size, size >> 3, 64)  # ids come in order: ~1/8 spare at most
             for col in self.cols.values():
                 col.frombytes(bytes(grow * col.itemsize))
+            self.size += grow
         return i
 
     def stream(self, i: int) -> int:
@@ -156,12 +158,13 @@ class StreamFold:
         return got
 
     def _at(self, capture: str, stream: int) -> tuple[_Block, int]:
-        """The block and slot of an input's stream."""
-        t = self._input(capture)
+        """The block and slot of an input's stream (twice a connection: spelled out)."""
+        t = self._inputs.get(capture) or self._input(capture)
         n = stream >> SHIFT
         b = t.blocks.get(n)
         if b is not None:
-            return b, b.slot(stream)
+            i = stream - b.base  # type: ignore[operator]
+            return (b, i) if i < b.size else (b, b.slot(stream))
         if n <= t.newest:  # its block was folded: a straggler
             return t.stragglers, t.stragglers.adopt(stream)
         b = t.blocks[n] = _Block(n << SHIFT)
