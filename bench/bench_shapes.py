@@ -31,6 +31,7 @@ CQL v4 (TCP handshake, STARTUP/READY, 1448-byte segments unless said):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import shutil
@@ -119,11 +120,10 @@ def write_lumberjack(
     """The same windows of `event`s into each capture of `captures` (path → ack_every: only the
     windows of every ack_every-th connection are acknowledged); returns (events, the zlib bodies)."""
     rng = random.Random(1)
-    files = [path.open("wb") for path in captures]
-    try:
-        writers = [PcapWriter(f, step_ns=20_000) for f in files]
-        bodies: list[bytes] = []
-        n = 0
+    bodies: list[bytes] = []
+    n = 0
+    with contextlib.ExitStack() as files:
+        writers = [PcapWriter(files.enter_context(path.open("wb")), step_ns=20_000) for path in captures]
         for c in range(connections):
             ends = (0x0A020001 + c, 40000 + c, 0x0A010001, 5044)
             conns = [Connection(w, *ends, mss=MSS) for w in writers]
@@ -135,9 +135,6 @@ def write_lumberjack(
                     send_window(conn, body, size, acked=c % ack_every == 0)
                 bodies.append(body)
                 n += size
-    finally:
-        for f in files:
-            f.close()
     return n, bodies
 
 
