@@ -1,4 +1,4 @@
-"""wirelog/_core.pyi against the built core (native/src/python.rs): the Rust API's contract to Python.
+"""wirelog/_core.pyi against the built core (native/src/python/): the Rust API's contract to Python.
 
 mypy's stubtest imports the core and compares it with the stub: every public name, each parameter's
 name, kind and default (PyO3 publishes them as `__text_signature__`, constructors' on the class), the

@@ -1,5 +1,5 @@
-# Types of the native core (native/src/python.rs), the Rust API's contract to Python. Checked against
-# the built module by tests/test_core_stub.py (mypy's stubtest); change it with python.rs.
+# Types of the native core (native/src/python/), the Rust API's contract to Python. Checked against
+# the built module by tests/test_core_stub.py (mypy's stubtest); change it with python/.
 #
 # Argument types are what PyO3 accepts: `&[u8]` takes `bytes` only, `Vec<T>` any sequence but a str,
 # `HashSet<T>` a set or frozenset, `HashMap`/`PyDict` a dict, a Rust tuple a tuple.
@@ -54,7 +54,7 @@ INFLATED: list[str]  # the compressions the core undoes itself
 
 class CaptureFormatError(ValueError): ...
 
-# --- The private names below exist only in this stub: they name the shapes python.rs builds.
+# --- The private names below exist only in this stub: they name the shapes python/ builds.
 
 # Anything with the Arrow PyCapsule stream interface (a pyarrow RecordBatch, Spark's batches).
 @type_check_only
@@ -77,7 +77,7 @@ class _StreamContext(Protocol):
     @property
     def midstream(self) -> bool: ...
 
-# The reassembler's keyword options (python.rs `config`; an unknown name is a TypeError there).
+# The reassembler's keyword options (python/capture.rs `config`; an unknown name is a TypeError there).
 @type_check_only
 class _TcpOptions(TypedDict, total=False):
     emit_data: bool
@@ -102,7 +102,7 @@ class _ReassemblyOptions(_TcpOptions, total=False):
 
 _Form: TypeAlias = Literal["objects", "summary", "report", "ndjson", "arrow", "tables", "hercules"]
 
-# A decoding session's options (python.rs `session`; an unknown name is a TypeError there).
+# A decoding session's options (python/decoding.rs `session`; an unknown name is a TypeError there).
 @type_check_only
 class _DecodingOptions(TypedDict, total=False):
     records: _Form

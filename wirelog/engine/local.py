@@ -100,7 +100,7 @@ def live(path: str) -> bool:
 
 
 def decoding_options(opts: Options, live_input: bool = False) -> dict[str, Any]:
-    """The core's decoding options (native/src/python.rs `session`) for an input (`live_input`:
+    """The core's decoding options (native/src/python/decoding.rs `session`) for an input (`live_input`:
     one that may never end, `live`)."""
     keep = opts.keep
     limits = asdict(opts.limits)

@@ -2,7 +2,7 @@
 //! time series in bins that coarsen as the capture's span grows, one lane of counts per
 //! connection, at most `MARKS` marks (windows, requests, ACKs, never-acknowledged events, findings,
 //! gaps, closes) and the stalls. Everything is bounded whatever the capture's size; nothing here
-//! knows Python (python.rs hands `Timeline::json` over as one string).
+//! knows Python (python/ hands `Timeline::json` over as one string).
 
 use std::collections::{BTreeMap, HashMap};
 
