@@ -119,7 +119,6 @@ impl Decoding {
     }
 }
 
-/// The records written since the last take (see `taken`), None when there are none.
 /// One part of a session's end (`Session::finish`): whether it is done, and the records made.
 pub(super) fn finished<'py>(
     py: Python<'py>,
@@ -132,6 +131,7 @@ pub(super) fn finished<'py>(
     Ok((done, took(py, model, capture, session)?))
 }
 
+/// The records written since the last take (see `taken`), None when there are none.
 fn took<'py>(
     py: Python<'py>,
     model: &Model,
