@@ -10,7 +10,7 @@ use super::{bigint, length, name, string, Mapper};
 use crate::decoders::hercules::types::{
     CONTAINER, DOUBLE, FLAG, ITEM_TAG, LONG, MAX_TAGS, NULL, STRING, VECTOR,
 };
-use crate::model::json_text::{Kind, Reader};
+use crate::model::json::text::{Kind, Reader};
 
 /// `super::type_of` of a value of this kind.
 fn type_of(k: Kind) -> u8 {
