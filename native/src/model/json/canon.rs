@@ -131,6 +131,10 @@ struct Canon<'a> {
 impl Canon<'_> {
     /// `src[from..to]` is written as `with`.
     fn edit(&mut self, from: usize, to: usize, with: &str) {
+        if self.mark == 0 {
+            // the canonical text is seldom longer than the input: one allocation for most
+            self.out.reserve(self.src.len());
+        }
         self.out.push_str(&self.text[self.mark..from]);
         self.out.push_str(with);
         self.mark = to;
