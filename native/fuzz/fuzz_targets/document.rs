@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| _core::decoders::lumberjack::fuzz::document(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| _core::model::json::canon::fuzz(data));

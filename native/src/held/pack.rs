@@ -4,7 +4,7 @@
 //! address) and its values serde_json's: a serde format would need owned names and would not say
 //! whether a number was written as an integer or a float, which the record's text depends on.
 //! Integers are LEB128 varints, floats their 8 bytes; a shared field comes back as its own value
-//! (the same JSON text). Reading never panics: bytes that are not a packed message read as None.
+//! (the same JSON text); the event document is its canonical text, copied. Reading never panics: bytes that are not a packed message read as None.
 
 use std::collections::HashMap;
 
@@ -68,7 +68,6 @@ const OBJECT: u8 = 8;
 
 const NO_EVENT: u8 = 0;
 const TEXT: u8 = 1;
-const PARSED: u8 = 2;
 
 // header flags
 const C2S: u8 = 1;
@@ -122,13 +121,9 @@ pub fn pack(m: &Message, names: &mut Names, out: &mut Vec<u8>) {
     }
     match &m.event {
         None => out.push(NO_EVENT),
-        Some(Document::Text(t)) => {
+        Some(doc) => {
             out.push(TEXT);
-            bytes(out, t.as_bytes());
-        }
-        Some(Document::Parsed(v)) => {
-            out.push(PARSED);
-            value(out, v);
+            bytes(out, doc.text().as_bytes());
         }
     }
 }
@@ -226,8 +221,7 @@ pub fn unpack(b: &[u8], names: &Names) -> Option<Message> {
     }
     m.event = match r.byte()? {
         NO_EVENT => None,
-        TEXT => Some(Document::Text(r.str()?.into())),
-        PARSED => Some(Document::Parsed(r.value(0)?)),
+        TEXT => Some(Document::canonical(r.str()?)),
         _ => return None,
     };
     (r.pos == b.len()).then_some(m)
@@ -364,7 +358,7 @@ mod fuzz_tests {
             "resend_of",
             serde_json::json!({"stream": 1, "f": -2.5, "s": ["x", null, true]}),
         );
-        m.event = Some(Document::Text(r#"{"message":"hi"}"#.into()));
+        m.event = Some(Document::canonical(r#"{"message":"hi"}"#));
         let mut bytes = Vec::new();
         pack(&m, &mut names, &mut bytes);
         assert_eq!(unpack(&bytes, &names), Some(m));

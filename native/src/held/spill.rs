@@ -526,7 +526,7 @@ mod tests {
             "nested",
             serde_json::json!({"a": [1, null, true, "x"], "b": {"c": 2.25e300}}),
         );
-        m.event = Document::verbatim(format!(r#"{{"message":"event {i}"}}"#).as_bytes());
+        m.event = Some(Document::canonical(format!(r#"{{"message":"event {i}"}}"#)));
         m
     }
 
@@ -585,12 +585,10 @@ mod tests {
     }
 
     #[test]
-    fn a_parsed_document_and_a_null_field_survive() {
+    fn a_written_document_and_a_null_field_survive() {
         let mut store = SpillStore::new(0);
         let mut m = event(3);
-        m.event = Some(Document::Parsed(
-            serde_json::json!({"z": 1, "a": [-1, 0.1]}),
-        ));
+        m.event = Some(Document::from(serde_json::json!({"z": 1, "a": [-1, 0.1]})));
         m.set("nothing", Value::Null);
         m.acked = Some(false);
         let h = store.hold(&m);

@@ -3,7 +3,6 @@
 
 mod fate;
 pub mod json;
-pub mod json_text;
 mod record;
 mod sink;
 mod stream;

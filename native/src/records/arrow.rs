@@ -207,15 +207,8 @@ impl Rows {
                 self.message.append_option(text);
                 self.code.append_null();
                 self.severity.append_null();
-                match &m.event {
-                    Some(Document::Text(text)) => self.event.append_value(text),
-                    Some(doc) => {
-                        self.text.clear();
-                        doc.write(&mut self.text);
-                        self.event.append_value(&self.text);
-                    }
-                    None => self.event.append_null(),
-                }
+                self.event
+                    .append_option(m.event.as_ref().map(Document::text));
                 self.append_fields(&m.fields, tls);
             }
             Record::Finding(f) => {

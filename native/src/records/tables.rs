@@ -15,7 +15,6 @@
 //! Every schema is fixed: it never depends on the input, so the tables of any captures union.
 //! Pairing state is bounded (`MAX_WAITING`): past it the oldest waiting row is written unpaired.
 
-use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -566,11 +565,7 @@ impl Tables {
         }
         let batch = write_batch(batch, m).then_some(&**batch);
         let doc = m.event.as_ref();
-        let document: Option<Cow<'_, str>> = match doc {
-            Some(Document::Text(t)) => Some(Cow::Borrowed(t)),
-            Some(d) => Some(Cow::Owned(d.to_string())),
-            None => None,
-        };
+        let document = doc.map(Document::text);
         let t = &mut tables[EVENTS_AT];
         t.text(Some(capture))
             .uint(stamp.map(|s| s.stream))
@@ -596,7 +591,7 @@ impl Tables {
         for v in &ecs[1..] {
             t.text(v.as_deref());
         }
-        t.text(document.as_deref()).text(fields);
+        t.text(document).text(fields);
         t.end();
     }
 

@@ -2,8 +2,7 @@
 //! ACKN, PING/PONG. Facts and citations: ../shared/reference/courier.md.
 //!
 //! Modules, one job each: `framing` (headers and length rules), `buffer` (one receive buffer per
-//! direction), `handshake` (HELO/VERS layouts), `payload` (capped inflate, event framing, JSON;
-//! `pyjson` words JSON errors as the Python decoder did), `delivery` (ACKN bookkeeping),
+//! direction), `handshake` (HELO/VERS layouts), `payload` (capped inflate, event framing, JSON), `delivery` (ACKN bookkeeping),
 //! `resend` (nonces across connections), `fingerprint`, `findings`, `decoder`, `detect`
 //! (content detection and the mid-stream start, for the engine), `fuzz` (the fuzz target's body).
 
@@ -21,7 +20,6 @@ mod framing;
 pub mod fuzz;
 mod handshake;
 mod payload;
-mod pyjson;
 #[allow(
     clippy::arithmetic_side_effects,
     reason = "bytes of digests kept: sums and differences of the lengths of vectors the registry holds"

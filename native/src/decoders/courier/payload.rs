@@ -13,10 +13,9 @@ use flate2::{Decompress, FlushDecompress, Status};
 
 use serde_json::Map;
 
-use crate::model::json::python_type;
+use crate::model::json::canon::{canonical, Dialect};
+use crate::model::json::{pyjson, python_type};
 use crate::model::{Document, Value};
-
-use super::pyjson;
 
 /// Go receiver's ErrEventTooLarge.
 pub const MAX_EVENT: u64 = 10 * 1024 * 1024;
@@ -270,17 +269,24 @@ pub fn split_events(data: &[u8], complete: bool, max: usize) -> Framing {
     }
 }
 
-/// (document, error). The text itself when records write it back as is (Log Courier sends that
-/// form), else parsed. A failure keeps the text as `{"message": text}`, as the Ruby server does;
-/// the error is worded as Python's json module words it (the Python decoder quoted it).
+/// (document, error). Its canonical text as serde_json reads it: made in one pass, or, for a
+/// text that repeats a key or that serde_json refuses, by serde_json. A failure keeps the text as
+/// `{"message": text}`, as the Ruby server does; the error is worded as Python's json module
+/// words it (the Python decoder quoted it).
 pub fn parse_json(raw: &[u8]) -> (Document, Option<String>) {
-    if let Some(doc) = Document::verbatim(raw) {
-        return (doc, None);
-    }
-    let err = match serde_json::from_slice::<Value>(raw) {
-        Ok(Value::Object(doc)) => return (Value::Object(doc).into(), None),
-        Ok(other) => format!("a JSON {}, not an object", python_type(&other)),
-        Err(_) => pyjson::error(raw),
+    let err = match canonical(raw, Dialect::Serde) {
+        Ok(text) => {
+            let doc = Document::canonical(text);
+            if doc.is_object() {
+                return (doc, None);
+            }
+            format!("a JSON {}, not an object", doc.python_type())
+        }
+        Err(_) => match serde_json::from_slice::<Value>(raw) {
+            Ok(Value::Object(doc)) => return (Value::Object(doc).into(), None),
+            Ok(other) => format!("a JSON {}, not an object", python_type(&other)),
+            Err(_) => pyjson::error(raw),
+        },
     };
     let mut doc = Map::new();
     doc.insert(

@@ -112,7 +112,7 @@ pub fn event_message(
                         let tree = tree.map(|v| Document::from(v).to_string());
                         assert_eq!(tree.as_deref(), Some(text.as_str()));
                     }
-                    Some(Document::Text(text.into_boxed_str()))
+                    Some(Document::canonical(text))
                 }
                 None => Renderer { mapped: false }
                     .tags(&mut Cursor::new(data, payload))

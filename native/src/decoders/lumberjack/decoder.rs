@@ -9,7 +9,6 @@
 use super::delivery::Delivery;
 use super::framing::{self, decode_pairs, is_version, parse, plausible, whole_j2, Frame, Parsed};
 use super::inflate::{inflate, Problem};
-use super::json;
 use super::report::{finding, message, py_repr_latin1, version_str, Pos, PROTOCOL};
 use super::sequence::{SeqIssue, SequenceChecker};
 use super::Shared;
@@ -18,7 +17,8 @@ use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::fingerprint::fingerprint;
 use crate::decoders::{Chunk, Closing, Gap, Limits, StreamContext};
 use crate::held::spill::SpillStore;
-use crate::model::json::python_type;
+use crate::model::json::canon::{canonical, Dialect};
+use crate::model::json::orjson;
 use crate::model::{Direction, Document, Fields, Finding, Message, Record, Severity, Value};
 
 const C2S: usize = 0;
@@ -830,19 +830,21 @@ impl Conn {
     }
 }
 
-/// A J frame's document: its text when records write it back as is (Beats send that form),
-/// else parsed as Logstash's decoder (orjson in the Python reference) reads it; findings for a
-/// document that is not an object or not JSON (then its text goes in the `raw` field).
+/// A J frame's document as Logstash's decoder (orjson in the Python reference) reads it, as its
+/// canonical text: made in one pass, or, for a text that repeats a key or is not JSON, by the full
+/// parser (which words the error); findings for a document that is not an object or not JSON
+/// (then its text goes in the `raw` field).
 fn json_document(
     payload: &[u8],
     pos: &Pos,
     fields: &mut Fields,
     out: &mut Vec<Record>,
 ) -> Option<Document> {
-    if let Some(doc) = Document::verbatim(payload) {
-        return Some(doc);
-    }
-    match json::loads(payload) {
+    let parsed = match canonical(payload, Dialect::Orjson) {
+        Ok(text) => Ok(Document::canonical(text)),
+        Err(_) => orjson::loads(payload).map(Document::from),
+    };
+    match parsed {
         Ok(doc) => {
             if !doc.is_object() {
                 out.push(
@@ -851,7 +853,7 @@ fn json_document(
                         Severity::Warning,
                         format!(
                             "J payload is a JSON {}, not an object (Logstash expects a map)",
-                            python_type(&doc)
+                            doc.python_type()
                         ),
                         pos,
                         Vec::new(),
@@ -859,7 +861,7 @@ fn json_document(
                     .into(),
                 );
             }
-            (!doc.is_null()).then(|| doc.into())
+            (!doc.is_null()).then_some(doc)
         }
         Err(text) => {
             let raw = String::from_utf8_lossy(payload).into_owned();

@@ -11,7 +11,7 @@
 use super::LumberjackDecoder;
 use crate::decoders::{Chunk, Decoder, Gap, Limits, Shared, StreamContext};
 use crate::fuzzing::{writes_as_ndjson, zlib_stored};
-use crate::model::{Direction, Document, Record, Value};
+use crate::model::{Direction, Record, Value};
 
 pub fn lumberjack(data: &[u8]) {
     let Some((&mode, mut rest)) = data.split_first() else {
@@ -134,37 +134,11 @@ fn check(out: &[Record]) {
     assert!(matches!(out.last(), Some(Record::Message(m)) if m.kind == "connection"));
 }
 
-/// The body of the `document` fuzz target: a text `Document::verbatim` keeps is one both event
-/// parsers (Lumberjack's orjson-like one, serde_json for Log Courier) read to values whose written
-/// form is the text again, so keeping it loses nothing.
-pub fn document(data: &[u8]) {
-    let Some(doc) = Document::verbatim(data) else {
-        return;
-    };
-    let text = std::str::from_utf8(data).expect("verbatim texts are UTF-8");
-    let mut written = String::new();
-    let orjson = super::json::loads(data).expect("verbatim texts are JSON");
-    crate::model::json::value(&mut written, &orjson);
-    assert_eq!(written, text);
-    let serde: Value = serde_json::from_slice(data).expect("serde_json reads verbatim texts");
-    assert_eq!(serde, orjson);
-    assert_eq!(doc, orjson);
-    assert_eq!(
-        doc.str_member("message").as_deref(),
-        orjson["message"].as_str()
-    );
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
     fn lumberjack_regressions() {
         crate::fuzzing::replay("lumberjack", super::lumberjack);
-    }
-
-    #[test]
-    fn document_regressions() {
-        crate::fuzzing::replay("document", super::document);
     }
 
     #[test]

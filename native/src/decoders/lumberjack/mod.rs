@@ -1,11 +1,11 @@
 //! Lumberjack v1/v2 (logstash-forwarder, Elastic Beats → Logstash / go-lumber), ported from
 //! the former Python decoder with the same records, byte for byte.
 //!
-//! Modules: `framing` (frame layouts), `inflate` (capped zlib), `json` (event documents as orjson
-//! reads them), `sequence` (seq profiles), `delivery` (windows, ACKs, per-event delivery truth),
-//! `waiting` (what a window keeps of its waiting events), `resend` (resends across connections),
-//! `decoder` (the stream state machine), `detect` (content detection and the mid-stream window
-//! start), `buffer` (the receive buffer), `report` (positions and findings). Record kinds and
+//! Modules: `framing` (frame layouts), `inflate` (capped zlib), `sequence` (seq profiles),
+//! `delivery` (windows, ACKs, per-event delivery truth), `waiting` (what a window keeps of its
+//! waiting events), `resend` (resends across connections), `decoder` (the stream state machine),
+//! `detect` (content detection and the mid-stream window start), `buffer` (the receive buffer),
+//! `report` (positions and findings); event documents are `model::json`'s. Record kinds and
 //! finding codes: docs/protocols/lumberjack.md.
 
 #[allow(
@@ -23,7 +23,6 @@ mod framing;
 #[cfg(any(test, fuzzing))]
 pub mod fuzz;
 mod inflate;
-mod json;
 mod report;
 #[allow(
     clippy::arithmetic_side_effects,

@@ -1,5 +1,5 @@
 //! A document's JSON text mapped straight to Hercules values: what `Mapper::value` writes of the
-//! parsed values, read step by step (`json_text::Reader`) instead of parsed into a tree first,
+//! parsed values, read step by step (`json::text::Reader`) instead of parsed into a tree first,
 //! which was most of the export's cost for log events.
 #![allow(
     clippy::arithmetic_side_effects,
@@ -10,7 +10,7 @@ use super::{bigint, length, name, string, Mapper};
 use crate::decoders::hercules::types::{
     CONTAINER, DOUBLE, FLAG, ITEM_TAG, LONG, MAX_TAGS, NULL, STRING, VECTOR,
 };
-use crate::model::json_text::{Kind, Reader};
+use crate::model::json::text::{Kind, Reader};
 
 /// `super::type_of` of a value of this kind.
 fn type_of(k: Kind) -> u8 {
@@ -27,8 +27,8 @@ fn type_of(k: Kind) -> u8 {
 }
 
 impl Mapper {
-    /// The document `text` (a `Document::Text`) as `value` maps its values. None, with nothing
-    /// written, when the text is not in the form `json_text` reads, or has an object of more than
+    /// A document's canonical `text` as `value` maps its values. None, with nothing
+    /// written, when the text is not in the form `json::text` reads, or has an object of more than
     /// `MAX_TAGS` keys (which the mapping of values cuts and reports): the caller maps the values.
     pub(super) fn text(&mut self, out: &mut Vec<u8>, text: &str) -> Option<()> {
         let start = out.len();

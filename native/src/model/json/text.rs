@@ -1,8 +1,8 @@
-//! Reading a `Document::Text` step by step, for writers that map a log event's document into
+//! Reading a document's canonical text step by step, for writers that map a log event's document into
 //! another form without parsing it into values first (the Hercules export: parsing the text back
 //! into a tree was most of its cost).
 //!
-//! The text is in the form `Document::Text` promises (`Document::verbatim`, or a tree written by
+//! The text is in the form a `Document` promises (`canon::canonical`'s, or a tree written by
 //! `json::value`): compact, no key repeated in an object, only the escapes `json::string` writes,
 //! integers within 64 bits. Every step still checks the bytes it reads and gives None on anything
 //! else, so a caller can fall back to the parsed values and never reads garbage.

@@ -1,0 +1,619 @@
+//! An event's JSON text to its canonical text (what `json::value` writes for the values a full
+//! parser reads from it) in one pass, with no tree of values: the spans already in that form are
+//! copied, and only what differs is rewritten — whitespace between tokens dropped, escapes
+//! written as `json::string` writes them (`\/` and `\u00e9` as their characters, surrogate pairs
+//! as one 4-byte character, `\u001F` as `\u001f`, `\u000a` as `\n`), numbers written as the
+//! parser's value (`-0`, integers past 64 bits, floats not in their shortest form).
+//!
+//! Why: Python senders (`json.dumps` defaults: `", "` separators, `\u` escapes) and anything not
+//! Go-compact used to be parsed into a `serde_json::Value` tree of maps, held as a tree and
+//! written back out, which cost several times what reading the text does. A duplicate key (the
+//! last value in the first key's place) is the one shape a single pass cannot write: it is left
+//! to the full parser, as is every text the parser refuses (the parser words the error).
+//!
+//! Each `Dialect` is one protocol's reference parser: the canonical text is what that parser's
+//! values are written as, and a text is refused exactly when that parser refuses it (the `document`
+//! fuzz target holds both to it).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within one in-memory document plus constants, after checks that the bytes are there; nesting depth is bounded by the dialect's limit; surrogate arithmetic follows the range checks"
+)]
+
+use super::{number, plain_run, ESCAPE};
+
+/// Whose values the canonical text is written from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// `json::orjson::loads` (Lumberjack; orjson in the Python reference): `-0` is the integer 0,
+    /// 1024 levels of nesting.
+    Orjson,
+    /// serde_json (Log Courier): `-0` is the float -0.0, 127 levels of nesting — and 128 for a text
+    /// that is canonical as sent, which the decoder kept verbatim before there was a canonicaliser
+    /// (the output must not change).
+    Serde,
+}
+
+impl Dialect {
+    /// The deepest nesting of a text the dialect accepts (`Serde`: only when nothing is rewritten).
+    fn max_depth(self) -> usize {
+        match self {
+            Dialect::Orjson => 1024,
+            Dialect::Serde => 128,
+        }
+    }
+
+    /// `-0` as the dialect's parser reads it, written.
+    fn minus_zero(self) -> &'static str {
+        match self {
+            Dialect::Orjson => "0",
+            Dialect::Serde => "-0.0",
+        }
+    }
+}
+
+/// Why a text has no canonical form from this pass: the full parser reads it instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    /// A key repeated in one object (the parser keeps its first place with the last value).
+    Duplicate,
+    /// Not JSON the dialect's parser accepts.
+    Refused,
+}
+
+/// The canonical text of `raw` as `dialect`'s parser reads it.
+pub fn canonical(raw: &[u8], dialect: Dialect) -> Result<String, Fallback> {
+    let text = std::str::from_utf8(raw).map_err(|_| Fallback::Refused)?;
+    let mut c = Canon {
+        text,
+        src: raw,
+        pos: 0,
+        out: String::new(),
+        mark: 0,
+        keys: Vec::with_capacity(32), // one allocation for most events
+        decoded: String::new(),
+        float: String::new(),
+        depth: 0,
+        deepest: 0,
+        duplicate: false,
+        dialect,
+    };
+    c.ws();
+    c.value().map_err(|Refused| Fallback::Refused)?;
+    c.ws();
+    let edited = c.mark > 0;
+    let too_deep = dialect == Dialect::Serde && c.deepest >= Dialect::Serde.max_depth() && edited;
+    if c.pos != raw.len() || too_deep {
+        return Err(Fallback::Refused);
+    }
+    if c.duplicate {
+        return Err(Fallback::Duplicate);
+    }
+    if !edited {
+        return Ok(text.to_owned());
+    }
+    c.out.push_str(&text[c.mark..]);
+    Ok(c.out)
+}
+
+/// Not JSON (to the dialect).
+struct Refused;
+
+type Step = Result<(), Refused>;
+
+/// Where a key's characters are: in the input (no escape in it), or decoded into `decoded`.
+#[derive(Clone, Copy)]
+enum Key {
+    Raw(usize, usize),
+    Decoded(usize, usize),
+}
+
+/// Members of one object compared pairwise as they come; past this many, once sorted at its end.
+const PAIRWISE: usize = 64;
+
+struct Canon<'a> {
+    text: &'a str,
+    src: &'a [u8],
+    pos: usize,
+    /// The canonical text of `src[..mark]`: the input past `mark` is still to be copied or
+    /// rewritten. While nothing was rewritten (`mark` 0) it stays empty and the input is the text.
+    out: String,
+    mark: usize,
+    /// Keys of the objects being read, innermost last.
+    keys: Vec<Key>,
+    decoded: String,
+    float: String,
+    depth: usize,
+    deepest: usize,
+    duplicate: bool,
+    dialect: Dialect,
+}
+
+impl Canon<'_> {
+    /// `src[from..to]` is written as `with`.
+    fn edit(&mut self, from: usize, to: usize, with: &str) {
+        if self.mark == 0 {
+            // the canonical text is seldom longer than the input: one allocation for most
+            self.out.reserve(self.src.len());
+        }
+        self.out.push_str(&self.text[self.mark..from]);
+        self.out.push_str(with);
+        self.mark = to;
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.src.get(self.pos).copied()
+    }
+
+    /// Whitespace between tokens, dropped.
+    fn ws(&mut self) {
+        let start = self.pos;
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+            self.pos += 1;
+        }
+        if self.pos > start {
+            self.edit(start, self.pos, "");
+        }
+    }
+
+    fn value(&mut self) -> Step {
+        match self.peek() {
+            Some(b'{') => self.object(),
+            Some(b'[') => self.array(),
+            Some(b'"') => self.string(false).map(drop),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(b't') => self.literal(b"true"),
+            Some(b'f') => self.literal(b"false"),
+            Some(b'n') => self.literal(b"null"),
+            _ => Err(Refused),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Step {
+        if !self.src[self.pos..].starts_with(word) {
+            return Err(Refused);
+        }
+        self.pos += word.len();
+        Ok(())
+    }
+
+    /// Past an opening bracket: one level deeper, within the dialect's limit.
+    fn enter(&mut self) -> Step {
+        self.depth += 1;
+        if self.depth > self.dialect.max_depth() {
+            return Err(Refused);
+        }
+        self.deepest = self.deepest.max(self.depth);
+        self.pos += 1;
+        self.ws();
+        Ok(())
+    }
+
+    /// After an item: `,` and the next item (true), or the closing bracket (false).
+    fn next(&mut self, close: u8) -> Result<bool, Refused> {
+        self.ws();
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                self.ws();
+                Ok(true)
+            }
+            Some(c) if c == close => {
+                self.pos += 1;
+                self.depth -= 1;
+                Ok(false)
+            }
+            _ => Err(Refused),
+        }
+    }
+
+    fn array(&mut self) -> Step {
+        self.enter()?;
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        loop {
+            self.value()?;
+            if !self.next(b']')? {
+                return Ok(());
+            }
+        }
+    }
+
+    fn object(&mut self) -> Step {
+        self.enter()?;
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            self.depth -= 1;
+            return Ok(());
+        }
+        let first = self.keys.len();
+        loop {
+            if self.peek() != Some(b'"') {
+                return Err(Refused);
+            }
+            let key = self.string(true)?;
+            let seen = &self.keys[first..];
+            if seen.len() < PAIRWISE && seen.iter().any(|&k| self.key(k) == self.key(key)) {
+                self.duplicate = true;
+            }
+            self.keys.push(key);
+            self.ws();
+            if self.peek() != Some(b':') {
+                return Err(Refused);
+            }
+            self.pos += 1;
+            self.ws();
+            self.value()?;
+            if !self.next(b'}')? {
+                break;
+            }
+        }
+        if self.keys.len() - first > PAIRWISE {
+            let mut names: Vec<&[u8]> = self.keys[first..].iter().map(|&k| self.key(k)).collect();
+            names.sort_unstable();
+            let repeated = names.windows(2).any(|w| w[0] == w[1]);
+            self.duplicate |= repeated;
+        }
+        self.keys.truncate(first);
+        if self.keys.is_empty() {
+            self.decoded.clear();
+        }
+        Ok(())
+    }
+
+    /// A key's characters.
+    fn key(&self, k: Key) -> &[u8] {
+        match k {
+            Key::Raw(a, b) => &self.src[a..b],
+            Key::Decoded(a, b) => &self.decoded.as_bytes()[a..b],
+        }
+    }
+
+    /// Past a string, its escapes rewritten where `json::string` writes them otherwise; where its
+    /// characters are (decoded only for a key that has an escape: keys are compared).
+    fn string(&mut self, is_key: bool) -> Result<Key, Refused> {
+        let start = self.pos + 1;
+        let mut i = start;
+        // Keys only: where the characters not yet decoded begin, and where the decoded ones are.
+        let mut run = start;
+        let mut decoded = None;
+        loop {
+            i += plain_run(&self.src[i..]);
+            match self.src.get(i) {
+                None => return Err(Refused),
+                Some(b'"') => {
+                    self.pos = i + 1;
+                    return Ok(match decoded {
+                        None => Key::Raw(start, i),
+                        Some(from) => {
+                            self.decoded.push_str(&self.text[run..i]);
+                            Key::Decoded(from, self.decoded.len())
+                        }
+                    });
+                }
+                Some(b'\\') => {
+                    let (len, ch) = self.escape(i)?;
+                    if is_key {
+                        decoded.get_or_insert(self.decoded.len());
+                        self.decoded.push_str(&self.text[run..i]);
+                        self.decoded.push(ch);
+                    }
+                    i += len;
+                    run = i;
+                }
+                Some(_) => return Err(Refused), // a raw control character
+            }
+        }
+    }
+
+    /// The escape at `at`: its length and character, rewritten when `json::string` spells that
+    /// character otherwise.
+    fn escape(&mut self, at: usize) -> Result<(usize, char), Refused> {
+        let ch = match *self.src.get(at + 1).ok_or(Refused)? {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'/' => {
+                self.edit(at, at + 2, "/");
+                return Ok((2, '/'));
+            }
+            b'u' => return self.unicode(at),
+            _ => return Err(Refused),
+        };
+        // written as it was: these are the escapes `json::string` writes
+        Ok((2, ch))
+    }
+
+    /// `\uXXXX`, or a surrogate pair of them; lone surrogates are refused (both dialects' parsers
+    /// refuse them).
+    fn unicode(&mut self, at: usize) -> Result<(usize, char), Refused> {
+        let hex4 = |from: usize| -> Result<u32, Refused> {
+            let digits = self.src.get(from..from + 4).ok_or(Refused)?;
+            digits.iter().try_fold(0, |v, &c| {
+                Ok(v * 16 + char::from(c).to_digit(16).ok_or(Refused)?)
+            })
+        };
+        let high = hex4(at + 2)?;
+        let (len, code) = match high {
+            0xD800..=0xDBFF => {
+                if self.src.get(at + 6..at + 8) != Some(b"\\u") {
+                    return Err(Refused);
+                }
+                let low = hex4(at + 8)?;
+                if !(0xDC00..=0xDFFF).contains(&low) {
+                    return Err(Refused);
+                }
+                (12, 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+            }
+            0xDC00..=0xDFFF => return Err(Refused),
+            _ => (6, high),
+        };
+        let ch = char::from_u32(code).ok_or(Refused)?;
+        let mut buf = [0u8; 6];
+        let spelled = spelling(ch, &mut buf);
+        if spelled.as_bytes() != &self.src[at..at + len] {
+            self.edit(at, at + len, spelled);
+        }
+        Ok((len, ch))
+    }
+
+    fn number(&mut self) -> Step {
+        let b = self.src;
+        let start = self.pos;
+        let int_start = start + usize::from(b[start] == b'-');
+        let int_len = digits(&b[int_start..]);
+        if int_len == 0 || (b[int_start] == b'0' && int_len > 1) {
+            return Err(Refused);
+        }
+        let mut p = int_start + int_len;
+        let mut float = false;
+        if b.get(p) == Some(&b'.') {
+            let n = digits(&b[p + 1..]);
+            if n == 0 {
+                return Err(Refused);
+            }
+            p += 1 + n;
+            float = true;
+        }
+        if let Some(b'e' | b'E') = b.get(p) {
+            p += 1;
+            if let Some(b'+' | b'-') = b.get(p) {
+                p += 1;
+            }
+            let n = digits(&b[p..]);
+            if n == 0 {
+                return Err(Refused);
+            }
+            p += n;
+            float = true;
+        }
+        self.pos = p;
+        let lit = &self.text[start..p];
+        if !float {
+            if lit == "-0" {
+                self.edit(start, p, self.dialect.minus_zero());
+                return Ok(());
+            }
+            // Both parsers keep an integer that fits 64 bits (18 digits always do) as one.
+            let fits = int_len < 19
+                || (start == int_start && lit.parse::<u64>().is_ok())
+                || lit.parse::<i64>().is_ok();
+            if fits {
+                return Ok(());
+            }
+        }
+        // Both parsers round correctly (serde_json with `float_roundtrip`), as `str::parse` does;
+        // neither takes an infinite value.
+        let f: f64 = lit.parse().map_err(|_| Refused)?;
+        let n = serde_json::Number::from_f64(f).ok_or(Refused)?;
+        let mut written = std::mem::take(&mut self.float);
+        written.clear();
+        number(&mut written, &n);
+        if written != lit {
+            self.edit(start, p, &written);
+        }
+        self.float = written;
+        Ok(())
+    }
+}
+
+/// How many ASCII digits `b` starts with.
+fn digits(b: &[u8]) -> usize {
+    b.iter()
+        .position(|c| !c.is_ascii_digit())
+        .unwrap_or(b.len())
+}
+
+/// `ch` as `json::string` writes it inside a string literal.
+fn spelling(ch: char, buf: &mut [u8; 6]) -> &str {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let short = u8::try_from(ch).map_or(0, |c| ESCAPE[usize::from(c)]);
+    match short {
+        0 => ch.encode_utf8(buf),
+        b'u' => {
+            let c = ch as usize;
+            *buf = *b"\\u00__";
+            buf[4] = HEX[c >> 4];
+            buf[5] = HEX[c & 15];
+            std::str::from_utf8(&buf[..]).unwrap_or_default()
+        }
+        letter => {
+            buf[0] = b'\\';
+            buf[1] = letter;
+            std::str::from_utf8(&buf[..2]).unwrap_or_default()
+        }
+    }
+}
+
+/// Fuzz target `document`, differential: for every text a dialect's parser accepts, the canonical
+/// text is what the parser's values are written as (and canonical again unchanged), or the text
+/// repeats a key; what the parser refuses is refused. The one exception is serde_json's: a text
+/// 128 levels deep that is canonical as sent is kept as it is (as before the canonicaliser).
+#[cfg(any(test, fuzzing))]
+pub fn fuzz(data: &[u8]) {
+    use crate::model::Value;
+    for dialect in [Dialect::Orjson, Dialect::Serde] {
+        let got = canonical(data, dialect);
+        let parsed = match dialect {
+            Dialect::Orjson => super::orjson::loads(data).ok(),
+            Dialect::Serde => serde_json::from_slice::<Value>(data).ok(),
+        };
+        match (&got, parsed) {
+            (Ok(text), Some(v)) => {
+                let mut written = String::new();
+                super::value(&mut written, &v);
+                assert_eq!(*text, written, "{dialect:?}");
+                assert_eq!(canonical(text.as_bytes(), dialect).as_ref(), Ok(text));
+                let doc = super::Document::canonical(text.as_str());
+                assert_eq!(doc.value(), v);
+                assert_eq!(
+                    doc.str_member("message").as_deref(),
+                    v.get("message").and_then(Value::as_str)
+                );
+            }
+            (Ok(text), None) => assert!(
+                dialect == Dialect::Serde && text.as_bytes() == data,
+                "{dialect:?} kept a text its parser refuses"
+            ),
+            (Err(Fallback::Duplicate), Some(_)) | (Err(Fallback::Refused), None) => {}
+            (got, parsed) => panic!("{dialect:?}: {got:?} but the parser gave {parsed:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Value;
+
+    fn orjson(text: &str) -> Result<String, Fallback> {
+        canonical(text.as_bytes(), Dialect::Orjson)
+    }
+
+    fn serde(text: &str) -> Result<String, Fallback> {
+        canonical(text.as_bytes(), Dialect::Serde)
+    }
+
+    #[test]
+    fn document_regressions() {
+        crate::fuzzing::replay("document", fuzz);
+    }
+
+    #[test]
+    fn canonical_texts_are_kept_as_sent() {
+        for text in [
+            r#"{}"#,
+            r#"{"a":1,"b":[true,false,null],"c":{"d":"x\"y\\z\n\u001f"},"e":-5}"#,
+            r#"{"f":1.5,"g":0.1,"h":1e+300,"h2":1e-7,"i":18446744073709551615,"j":-9223372036854775808}"#,
+            r#"{"é":"ünïcödé ☃ \u0000","k":[],"l":[{}]}"#,
+            r#"[1,"s"]"#,
+        ] {
+            assert_eq!(orjson(text).as_deref(), Ok(text));
+            assert_eq!(serde(text).as_deref(), Ok(text));
+            fuzz(text.as_bytes());
+        }
+    }
+
+    #[test]
+    fn a_python_senders_text_is_written_as_its_values_are() {
+        let sent = r#" {"message": "caf\u00e9 \ud83d\ude00 \/x \u001F\u000a\u0022\u005c", "n": [1, 2.50, 1E5, -0, 12345678901234567890123],
+            "t": true} "#;
+        let want = r#"{"message":"café 😀 /x \u001f\n\"\\","n":[1,2.5,100000.0,0,1.2345678901234568e+22],"t":true}"#;
+        assert_eq!(orjson(sent).as_deref(), Ok(want));
+        assert_eq!(
+            serde(sent).as_deref(),
+            Ok(want.replace(",0,", ",-0.0,").as_str())
+        );
+        fuzz(sent.as_bytes());
+        assert_eq!(orjson(r#"["\u007f"]"#).as_deref(), Ok("[\"\u{7f}\"]"));
+    }
+
+    #[test]
+    fn a_repeated_key_is_left_to_the_parser_even_spelled_otherwise_or_past_64_members() {
+        assert_eq!(orjson(r#"{"a":1,"a":2}"#), Err(Fallback::Duplicate));
+        assert_eq!(serde(r#"{"a":1, "\u0061":2}"#), Err(Fallback::Duplicate));
+        assert_eq!(
+            orjson(r#"{"x":{"é":1,"\u00e9":2}}"#),
+            Err(Fallback::Duplicate)
+        );
+        let nested = r#"{"a":{"b":1},"b":{"a":1}}"#;
+        assert_eq!(orjson(nested).as_deref(), Ok(nested));
+        let wide: Vec<String> = (0..200).map(|i| format!("\"k{i}\": {i}")).collect();
+        let text = format!("{{{}}}", wide.join(","));
+        let want = text.replace(": ", ":");
+        assert_eq!(orjson(&text).as_deref(), Ok(want.as_str()));
+        let repeated = format!("{{{},\"k7\":0}}", wide.join(","));
+        assert_eq!(orjson(&repeated), Err(Fallback::Duplicate));
+        // a key repeated before an error: the parser refuses the text, so it is refused
+        assert_eq!(orjson(r#"{"a":1,"a":2,}"#), Err(Fallback::Refused));
+        for text in [&text, &repeated] {
+            fuzz(text.as_bytes());
+        }
+    }
+
+    #[test]
+    fn what_the_parsers_refuse_is_refused() {
+        for text in [
+            "",
+            " ",
+            "\u{feff}{}",
+            r#"{"a":1,}"#,
+            "[1,]",
+            r#"{"a" 1}"#,
+            "{1:2}",
+            "[01]",
+            "[-]",
+            "[1.]",
+            "[1e]",
+            "[1e+]",
+            "[.5]",
+            "[+1]",
+            "[1e400]",
+            "[-1e400]",
+            "[tru]",
+            "[nul]",
+            r#"["\ud800"]"#,
+            r#"["\ud800\u0041"]"#,
+            r#"["\udc00"]"#,
+            r#"["\u12"]"#,
+            r#"["\x"]"#,
+            "[\"\u{1}\"]",
+            "[\"a",
+            "[1 2]",
+            "{} {}",
+            "[NaN]",
+            "[Infinity]",
+        ] {
+            assert_eq!(orjson(text), Err(Fallback::Refused), "{text}");
+            assert_eq!(serde(text), Err(Fallback::Refused), "{text}");
+            fuzz(text.as_bytes());
+        }
+        assert_eq!(
+            canonical(b"{\"a\":\"\xff\"}", Dialect::Orjson),
+            Err(Fallback::Refused)
+        );
+    }
+
+    #[test]
+    fn nesting_is_bounded_as_each_parser_bounds_it() {
+        let nested = |n: usize, inner: &str| format!("{}{inner}{}", "[".repeat(n), "]".repeat(n));
+        assert!(orjson(&nested(1024, "1")).is_ok());
+        assert_eq!(orjson(&nested(1025, "1")), Err(Fallback::Refused));
+        assert!(serde(&nested(127, " 1")).is_ok());
+        // serde_json refuses 128 levels; a text that deep that is canonical as sent is kept
+        assert!(serde_json::from_str::<Value>(&nested(128, "1")).is_err());
+        assert!(serde(&nested(128, "1")).is_ok());
+        assert_eq!(serde(&nested(128, " 1")), Err(Fallback::Refused));
+        assert_eq!(serde(&nested(129, "1")), Err(Fallback::Refused));
+        for n in [127, 128, 129, 1024, 1025] {
+            fuzz(nested(n, "1").as_bytes());
+            fuzz(nested(n, " 1").as_bytes());
+        }
+    }
+}

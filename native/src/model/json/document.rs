@@ -1,0 +1,366 @@
+//! A log event's document: its canonical JSON text (what `json::value` writes for its values),
+//! made once by the decoder (`canon::canonical`, or the values a full parser read, written once)
+//! and copied from there into every output. No tree of values is kept per event: building one,
+//! holding it and writing it out again was most of a conversion's CPU.
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within one in-memory document plus constants, after checks that the bytes are there"
+)]
+
+use std::borrow::Cow;
+
+use super::{orjson, value};
+use crate::model::Value;
+
+/// The canonical text of one JSON document (an object, for the events the protocols carry; a
+/// Lumberjack J frame may carry any other value, which it reports).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Document(Box<str>);
+
+impl Document {
+    /// A document whose text is already canonical: the canonicaliser's output, a text rendered in
+    /// that form (Hercules events) or read back from the held store.
+    pub fn canonical(text: impl Into<Box<str>>) -> Self {
+        Document(text.into())
+    }
+
+    /// Its canonical JSON text.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// Its JSON text, appended to `out`.
+    pub fn write(&self, out: &mut String) {
+        out.push_str(&self.0);
+    }
+
+    /// Its values, parsed back (for the rare writers that need them: Python objects, the Hercules
+    /// export of an object too wide for its text mapper). Canonical text is JSON that the
+    /// Lumberjack parser (deepest nesting 1024) reads to the values it was written from.
+    pub fn value(&self) -> Value {
+        orjson::loads(self.0.as_bytes()).unwrap_or_else(|_| Value::String(self.0.to_string()))
+    }
+
+    /// Whether it is an object (what the protocols' events are).
+    pub fn is_object(&self) -> bool {
+        self.0.starts_with('{')
+    }
+
+    /// Whether it is JSON's `null`.
+    pub fn is_null(&self) -> bool {
+        &*self.0 == "null"
+    }
+
+    /// Python's `type(v).__name__` of its value (findings quote it): a canonical number has a `.`
+    /// or an exponent exactly when it is a float.
+    pub fn python_type(&self) -> &'static str {
+        match self.0.as_bytes().first() {
+            Some(b'{') => "dict",
+            Some(b'[') => "list",
+            Some(b'"') => "str",
+            Some(b't' | b'f') => "bool",
+            Some(b'n') => "NoneType",
+            _ if self.0.contains(['.', 'e']) => "float",
+            _ => "int",
+        }
+    }
+
+    /// A string at a path of members (`["host", "name"]`: the member `name` of the object
+    /// `host`), or else the member named by the path joined with dots (`"host.name"`): ECS
+    /// documents write either form. None when there is no string there.
+    pub fn str_path(&self, path: &[&str]) -> Option<Cow<'_, str>> {
+        if !self.is_object() {
+            return None;
+        }
+        if let [key] = path {
+            return self.str_member(key);
+        }
+        let nested = path.split_last().and_then(|(last, objects)| {
+            let mut raw = self.0.as_bytes();
+            for key in objects {
+                raw = member_raw(raw, key.as_bytes()).filter(|r| r.starts_with(b"{"))?;
+            }
+            member(raw, last.as_bytes())
+        });
+        nested.or_else(|| self.str_member(&path.join(".")))
+    }
+
+    /// A string member of the top-level object (e.g. the `message` of a log event).
+    pub fn str_member(&self, key: &str) -> Option<Cow<'_, str>> {
+        member(self.0.as_bytes(), key.as_bytes()).filter(|_| self.is_object())
+    }
+}
+
+impl PartialEq<Value> for Document {
+    fn eq(&self, other: &Value) -> bool {
+        self.value() == *other
+    }
+}
+
+/// Its JSON text.
+impl std::fmt::Display for Document {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The document of values a full parser read (or a renderer built): written once.
+impl From<Value> for Document {
+    fn from(v: Value) -> Self {
+        let mut text = String::new();
+        value(&mut text, &v);
+        Document(text.into())
+    }
+}
+
+/// Paths of members to read from many documents (`Document::str_path` of each), the top-level
+/// members they start at found in one pass over its text (a path's first key, and the
+/// path's dotted name: ECS documents write either), then each nested path within its member.
+pub struct MemberPaths {
+    paths: Vec<&'static [&'static str]>,
+    /// The top-level members wanted, and per path: its first key's and its dotted name's index.
+    names: Vec<String>,
+    slots: Vec<(usize, usize)>,
+}
+
+/// At most this many top-level names are looked for in one pass.
+const MAX_NAMES: usize = 32;
+
+impl MemberPaths {
+    pub fn new(paths: &[&'static [&'static str]]) -> Self {
+        let mut names: Vec<String> = Vec::new();
+        let mut slot = |name: String| match names.iter().position(|n| *n == name) {
+            Some(i) => i,
+            None => {
+                names.push(name);
+                names.len() - 1
+            }
+        };
+        let slots = paths
+            .iter()
+            .map(|p| (slot(p[..1].join(".")), slot(p.join("."))))
+            .collect();
+        assert!(
+            names.len() <= MAX_NAMES,
+            "too many member names for one pass"
+        );
+        MemberPaths {
+            paths: paths.to_vec(),
+            names,
+            slots,
+        }
+    }
+
+    /// Each path's string (None where there is none), into `out` (one slot a path, in order).
+    pub fn read<'d>(&self, doc: &'d Document, out: &mut [Option<Cow<'d, str>>]) {
+        let mut raw = [None; MAX_NAMES];
+        if !doc.is_object() {
+            out.fill(None);
+            return;
+        }
+        members_raw(doc.0.as_bytes(), &self.names, &mut raw[..self.names.len()]);
+        for ((slot, path), &(first, dotted)) in out.iter_mut().zip(&self.paths).zip(&self.slots) {
+            let nested = raw[first].and_then(|mut text| {
+                for key in &path[1..] {
+                    if !text.starts_with(b"{") {
+                        return None;
+                    }
+                    text = member_raw(text, key.as_bytes())?;
+                }
+                string_of(text)
+            });
+            *slot = nested.or_else(|| raw[dotted].filter(|_| path.len() > 1).and_then(string_of));
+        }
+    }
+}
+
+/// The string member `key` of a canonical object (`key` has no character that needs escaping).
+fn member<'a>(text: &'a [u8], key: &[u8]) -> Option<Cow<'a, str>> {
+    string_of(member_raw(text, key)?)
+}
+
+/// The characters of a canonical value's text when it is a string.
+fn string_of(raw: &[u8]) -> Option<Cow<'_, str>> {
+    let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    Some(unescape(inner))
+}
+
+/// The text of the member `key` of the canonical object `text` (its value, as written).
+fn member_raw<'a>(text: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    let mut out = [None];
+    members(text, |name| (name == key).then_some(0), &mut out);
+    out[0]
+}
+
+/// The texts of the members `keys` of the canonical object `text` (into `out`, by key), in one
+/// pass over it.
+fn members_raw<'a>(text: &'a [u8], keys: &[String], out: &mut [Option<&'a [u8]>]) {
+    members(
+        text,
+        |name| keys.iter().position(|k| k.as_bytes() == name),
+        out,
+    );
+}
+
+/// One pass over the members of the canonical object `text`: the value of each member whose name
+/// `wanted` gives a slot goes into that slot (the first one only), until every slot is filled.
+/// The text is canonical (checked or written when it became a document), so values are skipped, not checked again:
+/// strings to their closing quote, objects and arrays to their closing bracket.
+fn members<'a>(
+    text: &'a [u8],
+    wanted: impl Fn(&[u8]) -> Option<usize>,
+    out: &mut [Option<&'a [u8]>],
+) {
+    let mut pos = 1;
+    let mut left = out.len();
+    while left > 0 && text.get(pos) == Some(&b'"') {
+        let Some(end) = skip(text, pos) else { return };
+        let name = &text[pos + 1..end - 1];
+        let start = end + 1; // ':'
+        let Some(stop) = skip(text, start) else {
+            return;
+        };
+        if let Some(slot) = wanted(name).and_then(|i| out.get_mut(i)) {
+            if slot.is_none() {
+                *slot = text.get(start..stop);
+                left -= 1;
+            }
+        }
+        pos = stop + 1; // ',' or '}'
+    }
+}
+
+/// The end (exclusive) of the canonical value starting at `at`.
+fn skip(b: &[u8], at: usize) -> Option<usize> {
+    match *b.get(at)? {
+        b'"' => {
+            let mut i = at + 1;
+            loop {
+                i += memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
+                if b[i] == b'"' {
+                    return Some(i + 1);
+                }
+                i += 2; // an escape: `\u00XX` has no quote or backslash in its digits
+            }
+        }
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            while let Some(&c) = b.get(i) {
+                match c {
+                    b'"' => {
+                        i = skip(b, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => {
+            let len = b[at..]
+                .iter()
+                .position(|&c| matches!(c, b',' | b'}' | b']'))
+                .unwrap_or(b.len() - at);
+            Some(at + len)
+        }
+    }
+}
+
+/// The characters of a canonical string's text (`raw`, between its quotes).
+fn unescape(raw: &[u8]) -> Cow<'_, str> {
+    let text = std::str::from_utf8(raw).unwrap_or("");
+    if !raw.contains(&b'\\') {
+        return Cow::Borrowed(text);
+    }
+    match serde_json::from_str::<String>(&format!("\"{text}\"")) {
+        Ok(s) => Cow::Owned(s),
+        Err(_) => Cow::Borrowed(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn member_paths_read_nested_and_dotted_strings_in_one_pass() {
+        let paths: &[&'static [&'static str]] = &[
+            &["message"],
+            &["host", "name"],
+            &["log", "file", "path"],
+            &["agent", "type"],
+            &["service", "name"],
+            &["event", "dataset"],
+        ];
+        let reader = MemberPaths::new(paths);
+        let text = r#"{"@t":[1,{"a":"}"}],"message":"a \"q\" \\ b","host":{"os":{"name":"x"},"name":"h1"},"log":{"file":{"path":"/v/l"}},"agent":{"type":7},"service.name":"svc","event":"flat"}"#;
+        let doc = &Document::canonical(text);
+        {
+            let mut out = [const { None }; 6];
+            reader.read(doc, &mut out);
+            let got: Vec<Option<&str>> = out.iter().map(|v| v.as_deref()).collect();
+            assert_eq!(
+                got,
+                [
+                    Some("a \"q\" \\ b"),
+                    Some("h1"),
+                    Some("/v/l"),
+                    None,
+                    Some("svc"),
+                    None
+                ],
+            );
+            assert_eq!(doc.str_path(&["host", "name"]).as_deref(), Some("h1"));
+        }
+    }
+
+    #[test]
+    fn a_top_level_string_member_is_found_without_parsing() {
+        let text =
+            r#"{"n":{"message":"inner"},"list":["message"],"message":"a \"quoted\"\nline","x":1}"#;
+        let doc = Document::canonical(text);
+        assert_eq!(
+            doc.str_member("message").as_deref(),
+            Some("a \"quoted\"\nline")
+        );
+        assert_eq!(doc.str_member("x"), None);
+        assert_eq!(doc.str_member("list"), None);
+        assert_eq!(doc.str_member("absent"), None);
+        let written = Document::from(json!({"message": "m"}));
+        assert_eq!(written.text(), r#"{"message":"m"}"#);
+        assert_eq!(written.str_member("message").as_deref(), Some("m"));
+        assert_eq!(
+            Document::canonical("[\"message\"]").str_member("message"),
+            None
+        );
+        assert_eq!(doc, serde_json::from_str::<Value>(text).unwrap());
+    }
+
+    #[test]
+    fn python_types_are_read_from_the_first_byte_and_the_number_form() {
+        for (v, want) in [
+            (json!({"a": 1}), "dict"),
+            (json!([1]), "list"),
+            (json!("s"), "str"),
+            (json!(true), "bool"),
+            (json!(null), "NoneType"),
+            (json!(-3), "int"),
+            (json!(1.5), "float"),
+            (json!(1e300), "float"),
+            (json!(-0.0), "float"),
+        ] {
+            assert_eq!(Document::from(v.clone()).python_type(), want, "{v}");
+            assert_eq!(super::super::python_type(&v), want, "{v}");
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! JSON as records carry it: the writer of values (orjson's output form: compact, keys in their
+//! order, only `"`, `\` and control characters escaped), the canonicaliser that turns an event's
+//! text into that form in one pass (`canon`), the event document as that text (`document`), the
+//! parsers the protocols' reference implementations stand for (`orjson`: Logstash's reader of
+//! Lumberjack events; serde_json for Log Courier, whose errors `pyjson` words as Python did) and a
+//! step-by-step reader of canonical text (`text`, for the Hercules export).
+#![allow(
+    clippy::arithmetic_side_effects,
+    reason = "positions within one in-memory string plus constants, after checks that the bytes are there"
+)]
+
+pub mod canon;
+mod document;
+pub mod orjson;
+pub mod pyjson;
+pub mod text;
+
+pub use document::{Document, MemberPaths};
+
+use std::fmt::Write;
+
+use crate::model::{Field, Value};
+
+/// One JSON value (serde_json's compact form is orjson's: no spaces, the same escapes, shortest
+/// round-trip floats).
+pub fn value(out: &mut String, v: &Value) {
+    match v {
+        Value::String(s) => string(out, s),
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => number(out, n),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                string(out, k);
+                out.push(':');
+                value(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// What a record field's value is written from: its values, or its text made beforehand.
+pub trait Json {
+    fn write_json(&self, out: &mut String);
+}
+
+impl Json for Value {
+    fn write_json(&self, out: &mut String) {
+        value(out, self);
+    }
+}
+
+impl Json for Field {
+    fn write_json(&self, out: &mut String) {
+        match self {
+            Field::Value(v) => value(out, v),
+            Field::Shared(s) => out.push_str(s.text()),
+        }
+    }
+}
+
+/// A number: integers as their digits, floats in their shortest round-trip form.
+pub fn number(out: &mut String, n: &serde_json::Number) {
+    match (n.as_u64(), n.as_i64()) {
+        (Some(u), _) => integer(out, u),
+        (None, Some(i)) => integer(out, i),
+        _ => {
+            let _ = write!(out, "{n}");
+        }
+    }
+}
+
+/// An integer's digits (itoa: without the formatting machinery `write!` goes through).
+pub fn integer(out: &mut String, v: impl itoa::Integer) {
+    out.push_str(itoa::Buffer::new().format(v));
+}
+
+/// Python's `type(v).__name__` of a parsed JSON value (findings quote it, as the Python decoders
+/// did).
+pub fn python_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "NoneType",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
+
+/// What a byte of a string becomes: 0 copied as is, else the second byte of its short escape,
+/// or `u` for `\u00XX`.
+pub(crate) const ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 0x20 {
+        t[c] = b'u';
+        c += 1;
+    }
+    t[0x08] = b'b';
+    t[0x09] = b't';
+    t[0x0a] = b'n';
+    t[0x0c] = b'f';
+    t[0x0d] = b'r';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
+/// A JSON string literal (orjson's escaping: `"`, `\` and control characters only). Runs of bytes
+/// that need no escape are found a word at a time and copied at once: this runs for every key and
+/// string of every record.
+pub fn string(out: &mut String, s: &str) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push('"');
+    let mut start = 0;
+    let mut i = plain_run(bytes);
+    while let Some(&b) = bytes.get(i) {
+        let escape = ESCAPE[b as usize];
+        // Escaped bytes are ASCII, so `start..i` always falls on character boundaries.
+        out.push_str(&s[start..i]);
+        if escape == b'u' {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push('\\');
+            out.push(escape as char);
+        }
+        start = i + 1;
+        i = start + plain_run(&bytes[start..]);
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+/// How many leading bytes need no escape, eight at a time (SWAR: strings are most of an event's
+/// bytes, and a byte-by-byte table lookup was the check's main cost). The last bytes are checked
+/// as the string's last word, which overlaps bytes already known to be plain.
+pub(crate) fn plain_run(b: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // A high bit for each byte that is '"', '\\' or below 0x20 (exact up to the first one).
+    let special = |w: &[u8]| {
+        let w = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+        let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+        zero(w ^ (ONES * 0x22))
+            | zero(w ^ (ONES * 0x5c))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGH)
+    };
+    let at = |found: u64| (found.trailing_zeros() / 8) as usize;
+    let mut n = 0;
+    let mut chunks = b.chunks_exact(8);
+    for chunk in &mut chunks {
+        let found = special(chunk);
+        if found != 0 {
+            return n + at(found);
+        }
+        n += 8;
+    }
+    let tail = chunks.remainder();
+    if tail.is_empty() {
+        n
+    } else if b.len() >= 8 {
+        let last = b.len() - 8;
+        let found = special(&b[last..]);
+        if found != 0 {
+            last + at(found)
+        } else {
+            b.len()
+        }
+    } else {
+        // shorter than a word
+        tail.iter()
+            .position(|&c| ESCAPE[c as usize] != 0)
+            .unwrap_or(tail.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_runs_stop_at_the_first_byte_that_needs_escaping() {
+        let mut text = b"abcdefghijklmnopqrstuvwxyz0123456789".to_vec();
+        for len in 0..=text.len() {
+            assert_eq!(plain_run(&text[..len]), len);
+        }
+        for special in [b'"', b'\\', 0x00, 0x1f, b'\n'] {
+            for at in 0..text.len() {
+                let keep = text[at];
+                text[at] = special;
+                for len in at + 1..=text.len() {
+                    assert_eq!(plain_run(&text[..len]), at, "{special:#x} at {at} of {len}");
+                }
+                assert_eq!(plain_run(&text[..at]), at);
+                text[at] = keep;
+            }
+        }
+        let wide = "ünïcödé ☃ \u{7f}ÿ!!!!!!!!!!".as_bytes();
+        assert_eq!(plain_run(wide), wide.len());
+    }
+
+    #[test]
+    fn strings_escape_quotes_backslashes_and_control_characters_only() {
+        let mut out = String::new();
+        string(&mut out, "a\"b\\c\n\r\t\u{8}\u{c}\u{1}\u{7f}é");
+        assert_eq!(out, "\"a\\\"b\\\\c\\n\\r\\t\\b\\f\\u0001\u{7f}é\"");
+    }
+}
