@@ -15,6 +15,8 @@ compile_error!("the core is built for 64-bit targets only");
 pub mod capture;
 #[cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
 pub mod decoders;
+#[cfg_attr(not(test), deny(clippy::arithmetic_side_effects))]
+pub mod formats;
 #[cfg(any(test, fuzzing))]
 pub mod fuzzing;
 pub mod held;

@@ -3,6 +3,7 @@
 
 mod fate;
 pub mod json;
+pub mod pyrepr;
 mod record;
 mod sink;
 mod stream;

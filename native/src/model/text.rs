@@ -160,6 +160,11 @@ pub fn days(year: i64, month: u32, day: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// Python's `str.strip()` (the characters `str.isspace` calls whitespace).
+pub fn py_strip(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_whitespace() || ('\x1c'..='\x1f').contains(&c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -111,7 +111,7 @@ impl HerculesWriter {
             Value::Object(map) => map,
             _ => serde_json::Map::new(),
         };
-        let event = Document::Parsed(value_of(&m.getattr("event")?)?);
+        let event = Document::from(value_of(&m.getattr("event")?)?);
         let (capture, client, server) = (text("capture")?, text("client")?, text("server")?);
         let (protocol, kind, version) = (text("protocol")?, text("kind")?, text("version")?);
         let (event_id, delivery) = (text("event_id")?, text("delivery")?);

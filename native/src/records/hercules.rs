@@ -30,13 +30,13 @@ use serde_json::Map;
 use sha1::{Digest, Sha1};
 use sha2::Sha256;
 
-use crate::decoders::hercules::py_strip;
-use crate::decoders::hercules::pyrepr::str_repr;
-use crate::decoders::hercules::types::{
+use crate::formats::hercules::types::{
     BIGINT_TAG, CONTAINER, DOUBLE, EMPTY_NAME, FLAG, ITEM_TAG, LONG, MAX_KEY_BYTES, MAX_TAGS, NULL,
     STRING, TICKS_PER_SECOND, VECTOR, VERSION,
 };
 use crate::model::json::integer;
+use crate::model::pyrepr::str_repr;
+use crate::model::text::py_strip;
 use crate::model::text::{days, hex};
 use crate::model::{
     Delivery, Direction, Document, Field, Finding, Message, Severity, Stamp, Value,
@@ -849,7 +849,7 @@ pub fn escape_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decoders::hercules::types::unescape_name;
+    use crate::formats::hercules::types::unescape_name;
     use serde_json::json;
 
     fn view<'a>(fields: Fields<'a>, event: Option<&'a Document>) -> View<'a> {

@@ -7,7 +7,7 @@
     reason = "positions within one body; `got` counts parsed events, which never pass the count (an i32) before the loop ends"
 )]
 
-use super::reader::{EventParser, Parsed, Problem, Stop};
+use crate::formats::hercules::reader::{EventParser, Parsed, Problem, Stop};
 use crate::model::Severity;
 
 /// Where a batch's events and problems go, in the order they occur.

@@ -3,13 +3,13 @@
 //! directions then), anything else bare events.
 
 use super::gateway::Gateway;
-use super::reader::EventParser;
 use super::records::Reporter;
 use super::stream::RawEvents;
 use super::Codec;
 use super::Shared;
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{Chunk, Closing, Gap, StreamContext};
+use crate::formats::hercules::reader::EventParser;
 use crate::model::{Direction, Record};
 
 /// Bytes that tell an HTTP start line from bare events.

@@ -6,9 +6,9 @@
 //! an event that parses completely (or up to the end of the sample) makes it near-certain.
 
 use super::decoder::looks_like_http;
-use super::reader::{EventParser, Stop};
-use super::types::MIN_EVENT;
 use crate::decoders::detect::Sample;
+use crate::formats::hercules::reader::{EventParser, Stop};
+use crate::formats::hercules::types::MIN_EVENT;
 
 pub const PORTS: [u16; 1] = [6306];
 

@@ -15,16 +15,17 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use super::batch::{decode_batch, BatchSink};
-use super::http::{ascii_digits, latin1_lower, py_strip, HttpMessage, HttpProblem, HttpReader};
-use super::pyrepr::str_repr;
-use super::reader::{hex, Parsed, Problem};
+use super::http::{ascii_digits, latin1_lower, HttpMessage, HttpProblem, HttpReader};
 use super::records::{event_message, Origin, PROTOCOL};
 use super::url;
 use super::Codec;
 use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{CloseRoom, Gap, StreamContext};
+use crate::formats::hercules::reader::{hex, Parsed, Problem};
 use crate::held::spill::{Held, SpillStore};
+use crate::model::pyrepr::str_repr;
+use crate::model::text::py_strip;
 use crate::model::{Direction, Finding, Message, Record, Severity, Value};
 
 const SEND_PATHS: [&str; 2] = ["/stream/send", "/stream/sendAsync"];
@@ -598,7 +599,7 @@ impl Gateway {
         for i in 0..(count as usize).min(MAX_STATE) {
             let e = &body[4 + i * size as usize..][..size as usize];
             let num = i32::from_be_bytes([e[0], e[1], e[2], e[3]]);
-            let offset = super::reader::be_i64(&e[4..12]);
+            let offset = crate::formats::hercules::reader::be_i64(&e[4..12]);
             let mut item = serde_json::Map::new();
             item.insert(
                 if timeline { "slice" } else { "partition" }.to_owned(),

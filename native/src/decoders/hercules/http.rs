@@ -14,9 +14,10 @@
     reason = "positions within the buffered bytes (in memory) and header lengths capped at MAX_HEAD; wire numbers are checked where they are read: a Content-Length over 2^63 - 1 is hercules.bad-length, one over the body cap hercules.body-too-large (saturating), chunk sizes are at most 16 hex digits and checked against the cap (saturating) before they are added"
 )]
 
-use super::pyrepr::{bytes_repr, str_repr};
 use super::records::Origin;
 use crate::decoders::buffer::StreamBuffer;
+use crate::model::pyrepr::{bytes_repr, str_repr};
+use crate::model::text::py_strip;
 use crate::model::Value;
 
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -475,11 +476,6 @@ fn unread(
 /// Latin-1 text of header bytes (every byte one character, as Python decodes them).
 pub fn latin1(b: &[u8]) -> String {
     b.iter().map(|&c| c as char).collect()
-}
-
-/// Python's `str.strip()` (the characters `str.isspace` calls whitespace).
-pub fn py_strip(s: &str) -> &str {
-    s.trim_matches(|c: char| c.is_whitespace() || ('\x1c'..='\x1f').contains(&c))
 }
 
 /// Python's `str.lower()` for Latin-1 text.

@@ -19,19 +19,14 @@ pub mod detect;
 pub mod fuzz;
 mod gateway;
 mod http;
-pub mod pyrepr;
-mod reader;
 mod records;
-mod render;
 mod stream;
-pub mod tree;
-pub mod types;
 mod url;
 
 use super::{Chunk, Closing, Decoder, Gap, Shared as AllShared, StreamContext};
+use crate::formats::hercules::{reader, render};
 use crate::model::{Record, Value};
 
-pub use http::py_strip;
 pub use records::{keep_event_bytes, TagNames};
 
 /// Vostok Hercules: the Gate's HTTP API and the event binary.

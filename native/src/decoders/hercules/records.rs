@@ -13,9 +13,9 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::reader::{Parsed, Problem};
-use super::render::{exported, Cursor, Renderer, TextRenderer};
-use super::types::{TICKS_PER_SECOND, VERSIONS};
+use crate::formats::hercules::reader::{Parsed, Problem};
+use crate::formats::hercules::render::{exported, Cursor, Renderer, TextRenderer};
+use crate::formats::hercules::types::{TICKS_PER_SECOND, VERSIONS};
 use crate::model::text::{civil, uuid as uuid_text};
 use crate::model::{Direction, Document, Finding, Message, Value};
 

@@ -11,11 +11,11 @@
     reason = "positions within the buffered bytes; stream offsets (below 2^63, see tcp/); batch counts are i32 in i64; event indexes count parsed events"
 )]
 
-use super::reader::{EventParser, Stop};
 use super::records::{event_message, Origin, PROTOCOL};
-use super::types::MIN_EVENT;
 use super::Codec;
 use crate::decoders::buffer::StreamBuffer;
+use crate::formats::hercules::reader::{EventParser, Stop};
+use crate::formats::hercules::types::MIN_EVENT;
 use crate::model::{Direction, Finding, Message, Record, Severity, Value};
 
 #[derive(Debug)]

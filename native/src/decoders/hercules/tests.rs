@@ -1,11 +1,11 @@
 //! The decoder end to end: the reference's vectors (../shared/reference/hercules.md §4), Gate
 //! sessions, truncations, gaps and limits.
 
-use super::reader::{EventParser, Stop};
-use super::render::{Cursor, Renderer, TextRenderer};
-use super::tree::{decode, encode, EncodeError, Event, Var, Vector};
 use super::{HerculesDecoder, Shared};
 use crate::decoders::{Chunk, Decoder, Gap, Limits, Shared as AllShared, StreamContext};
+use crate::formats::hercules::reader::{EventParser, Stop};
+use crate::formats::hercules::render::{Cursor, Renderer, TextRenderer};
+use crate::formats::hercules::tree::{decode, encode, EncodeError, Event, Var, Vector};
 use crate::model::{json, Direction, Finding, Message, Record, Value};
 
 const README_EVENT: &str = "010036462afd9ef8001120380063fd11e883e23a587d902000000204686f737409000000096c6f63616c686f73740974696d657374616d700500056d6ab2f64c00";

@@ -7,7 +7,7 @@
 )]
 
 use super::{bigint, length, name, string, Mapper};
-use crate::decoders::hercules::types::{
+use crate::formats::hercules::types::{
     CONTAINER, DOUBLE, FLAG, ITEM_TAG, LONG, MAX_TAGS, NULL, STRING, VECTOR,
 };
 use crate::model::json::text::{Kind, Reader};

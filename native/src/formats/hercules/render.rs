@@ -44,7 +44,7 @@ impl<'a> Cursor<'a> {
         self.take(2).map(|b| u16::from_be_bytes([b[0], b[1]]))
     }
 
-    pub fn len(&mut self) -> Option<usize> {
+    pub(crate) fn len(&mut self) -> Option<usize> {
         let b = self.take(4)?;
         usize::try_from(i32::from_be_bytes([b[0], b[1], b[2], b[3]])).ok()
     }

@@ -14,8 +14,8 @@
 
 use foldhash::HashMap;
 
-use super::pyrepr::str_repr;
 use super::types::*;
+use crate::model::pyrepr::str_repr;
 use crate::model::{Severity, Value};
 
 /// A finding-to-be: `offset` is relative to the start of the parsed bytes.
@@ -608,7 +608,7 @@ impl<'a> Walk<'a, '_> {
 fn key_str(raw: &[u8]) -> String {
     match std::str::from_utf8(raw) {
         Ok(s) => s.to_owned(),
-        Err(_) => super::pyrepr::bytes_repr(raw),
+        Err(_) => crate::model::pyrepr::bytes_repr(raw),
     }
 }
 
