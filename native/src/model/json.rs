@@ -70,6 +70,7 @@ impl Json for super::Field {
         match self {
             super::Field::Value(v) => value(out, v),
             super::Field::Shared(s) => out.push_str(s.text()),
+            super::Field::Written(w) => w.write_json(out),
         }
     }
 }
