@@ -37,7 +37,7 @@ impl Rows {
             types,
             columns,
             rows,
-            cells: ahead[..r.pos - start].into(),
+            cells: ahead[..r.pos.saturating_sub(start)].into(),
         })
     }
 
