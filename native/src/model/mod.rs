@@ -67,13 +67,15 @@ impl Severity {
 /// A machine-readable detail of a record (`fields` in the record contract): plain JSON data.
 pub use serde_json::Value;
 
-/// A message field's value: its own, or one shared by many records with its JSON text made once
+/// A message field's value: its own, one shared by many records with its JSON text made once
 /// (a CQL connection's column specs, decoded once and carried by every result of the statement:
-/// cloning and writing them again for each was a third of a CQL conversion).
-#[derive(Clone, Debug, PartialEq)]
+/// cloning and writing them again for each was a third of a CQL conversion), or one its decoder
+/// writes straight from the bytes it keeps (`Written`: a CQL result's rows).
+#[derive(Debug)]
 pub enum Field {
     Value(Value),
     Shared(Arc<Shared>),
+    Written(Box<dyn WrittenTree>),
 }
 
 /// A value and its JSON text (`json::value`).
@@ -98,12 +100,72 @@ impl Shared {
     }
 }
 
+/// The narrow interface a decoder hands a field's bytes to the writers through (Suricata's typed
+/// transaction → JsonBuilder): its JSON text written straight from what the decoder kept, with no
+/// tree of values, for NDJSON, Arrow rows and the typed tables; its value tree for the consumers
+/// that read values (Python objects, the Hercules mapping, the held store, `Message::get`). The
+/// two must agree byte for byte (`json::value` of the tree is the text), which a differential
+/// fuzz target holds each implementation to.
+pub trait Written: fmt::Debug + Send + Sync + 'static {
+    fn write_json(&self, out: &mut String);
+    fn value(&self) -> Value;
+}
+
+/// A `Written` field with its tree built at most once, when a consumer first asks for it.
+pub trait WrittenTree: fmt::Debug + Send + Sync {
+    fn write_json(&self, out: &mut String);
+    fn tree(&self) -> &Value;
+}
+
+#[derive(Debug)]
+struct Lazy<W> {
+    source: W,
+    tree: std::sync::OnceLock<Value>,
+}
+
+impl<W: Written> WrittenTree for Lazy<W> {
+    fn write_json(&self, out: &mut String) {
+        self.source.write_json(out);
+    }
+
+    fn tree(&self) -> &Value {
+        self.tree.get_or_init(|| self.source.value())
+    }
+}
+
 impl Field {
+    /// A field its decoder writes (one allocation: the source and its tree's slot together).
+    pub fn written(source: impl Written) -> Self {
+        Field::Written(Box::new(Lazy {
+            source,
+            tree: std::sync::OnceLock::new(),
+        }))
+    }
+
     pub fn into_value(self) -> Value {
         match self {
             Field::Value(v) => v,
             Field::Shared(s) => s.value.clone(),
+            Field::Written(w) => w.tree().clone(),
         }
+    }
+}
+
+impl Clone for Field {
+    fn clone(&self) -> Self {
+        match self {
+            Field::Value(v) => Field::Value(v.clone()),
+            Field::Shared(s) => Field::Shared(s.clone()),
+            // a copy is made for the rare consumer that keeps one (tests, Python): a plain value
+            Field::Written(w) => Field::Value(w.tree().clone()),
+        }
+    }
+}
+
+/// Fields are equal when their values are, whatever form each is kept in.
+impl PartialEq for Field {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
     }
 }
 
@@ -114,6 +176,7 @@ impl std::ops::Deref for Field {
         match self {
             Field::Value(v) => v,
             Field::Shared(s) => &s.value,
+            Field::Written(w) => w.tree(),
         }
     }
 }

@@ -80,6 +80,11 @@ impl Fields {
         self.0.push((name, Field::Shared(value)));
     }
 
+    /// Add a field its decoder writes straight from the bytes it keeps (`Written`).
+    pub fn push_written(&mut self, name: &'static str, value: impl super::Written) {
+        self.0.push((name, Field::written(value)));
+    }
+
     pub fn extend(&mut self, pairs: impl IntoIterator<Item = (&'static str, Value)>) {
         self.0
             .extend(pairs.into_iter().map(|(n, v)| (n, Field::Value(v))));

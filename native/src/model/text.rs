@@ -9,13 +9,19 @@ use std::fmt::Write;
 
 /// Lowercase hex, two digits a byte.
 pub fn hex(b: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(b.len() * 2);
-    for &c in b {
-        s.push(char::from(DIGITS[usize::from(c >> 4)]));
-        s.push(char::from(DIGITS[usize::from(c & 15)]));
-    }
+    push_hex(&mut s, b);
     s
+}
+
+/// `hex(b)` appended to `out` (writers that put it straight into a record's text).
+pub fn push_hex(out: &mut String, b: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(b.len() * 2);
+    for &c in b {
+        out.push(char::from(DIGITS[usize::from(c >> 4)]));
+        out.push(char::from(DIGITS[usize::from(c & 15)]));
+    }
 }
 
 /// 16 bytes in wire (RFC 4122) order as the canonical UUID text; other lengths as plain hex.

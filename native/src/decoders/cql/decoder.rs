@@ -896,7 +896,7 @@ impl CqlDecoder {
         let result_types = pending
             .and_then(|p| p.prepared_id.as_ref())
             .and_then(|pid| prepared.get(pid))
-            .and_then(|p| p.result_types.as_deref());
+            .and_then(|p| p.result_types.as_ref());
         BodyContext {
             version: head.version,
             show_secrets: self.ctx.show_secrets,

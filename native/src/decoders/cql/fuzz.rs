@@ -8,14 +8,21 @@
 //! frames, plain v4 envelopes (LZ4-compressed or not), and RESULT rows whose column type and cell
 //! come from the input. Checks: no panic; the records do not depend on how the bytes were cut
 //! into chunks; no message is shorter than its header or claims bytes that were never fed.
+//! `cells` is the differential target of the rows' text written from their bytes.
 
 use crate::decoders::{Chunk, Decoder, Gap, Limits, Shared, StreamContext};
 use crate::model::{Direction, Record};
+
+use std::sync::Arc;
+
+use crate::model::{json, Written};
 
 use super::envelope::encode;
 use super::frame_v5::encode_frame;
 /// v5 frame parts for the `numbers` target, which chooses the lengths a header claims.
 pub use super::frame_v5::{crc32, encode_header};
+use super::rows::Rows;
+use super::types::{CqlType, Reader};
 use super::CqlDecoder;
 use crate::fuzzing::Script;
 
@@ -205,10 +212,103 @@ pub fn cql(data: &[u8]) {
     }
 }
 
+/// The `cells` target: a result's rows written straight from their bytes (`Rows::write_json`,
+/// `types::write_cell`) are byte for byte the JSON text of their value tree (`safe_value`), the
+/// form every cell had before. The input: a column count and rows count, the columns' types as
+/// `[option]`s (none: the cells are hex), then `[bytes]` cells; an input that does not read as
+/// that is skipped, as the decoder refuses such a body.
+pub fn cells(data: &[u8]) {
+    if let Some((written, tree)) = texts_of_rows(data) {
+        assert_eq!(written, tree, "{data:?}");
+    }
+}
+
+/// The rows an input of `cells` describes, as written from their bytes and as their tree's text.
+fn texts_of_rows(data: &[u8]) -> Option<(String, String)> {
+    let (&[columns, rows, typed], rest) = data.split_first_chunk()?;
+    let (columns, rows) = (usize::from(columns % 8), usize::from(rows % 8));
+    let mut r = Reader::new(rest);
+    let types: Option<Arc<[CqlType]>> = if typed & 1 != 0 {
+        Some(
+            (0..columns)
+                .map(|_| r.option(0, 8))
+                .collect::<Result<_, _>>()
+                .ok()?,
+        )
+    } else {
+        None
+    };
+    let cells = Rows::read(&mut r, types, columns, rows).ok()?;
+    let mut written = String::new();
+    cells.write_json(&mut written);
+    let mut tree = String::new();
+    json::value(&mut tree, &cells.value());
+    Some((written, tree))
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs;
     use std::path::Path;
+
+    /// One column of `code`, rows of the given cells (`None`: null), through the `cells` target.
+    fn column(code: u16, cells: &[Option<&[u8]>]) {
+        let mut input = vec![1, cells.len() as u8, 1];
+        input.extend_from_slice(&code.to_be_bytes());
+        for c in cells {
+            match c {
+                Some(b) => {
+                    input.extend_from_slice(&(b.len() as i32).to_be_bytes());
+                    input.extend_from_slice(b);
+                }
+                None => input.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        let (written, tree) = super::texts_of_rows(&input).expect("a rows body");
+        assert_eq!(written, tree);
+    }
+
+    #[test]
+    fn cells_written_from_their_bytes_are_their_values_text() {
+        let long = |v: i64| v.to_be_bytes().to_vec();
+        let texts: [&[u8]; 4] = [b"web-001", b"a \"quoted\"\n\x01 \xc3\xa9", b"\xc3\x28", b""];
+        for code in [0x0001, 0x000D, 0x0003] {
+            let mut cells: Vec<Option<&[u8]>> = texts.iter().map(|t| Some(*t)).collect();
+            cells.push(None);
+            column(code, &cells);
+        }
+        // in range, before year 1, past 9999, a short cell (its error object)
+        let stamps = [
+            long(1_763_700_000_123),
+            long(-62_135_596_800_001),
+            long(i64::MAX),
+        ];
+        let mut cells: Vec<Option<&[u8]>> = stamps.iter().map(|s| Some(&s[..])).collect();
+        cells.push(Some(&[1, 2]));
+        column(0x000B, &cells);
+        let (min, max) = (long(i64::MIN), long(-1));
+        for code in [0x0002, 0x0005, 0x0012] {
+            column(code, &[Some(&min), Some(&max), Some(&[7]), None]);
+        }
+        column(
+            0x0009,
+            &[Some(&[0x80, 0, 0, 0]), Some(&[0, 0, 1, 0]), Some(&[1])],
+        );
+        column(0x0013, &[Some(&[0xff, 0xfe]), Some(&[0, 0, 1])]);
+        column(0x0014, &[Some(&[0x80]), Some(&[0x7f]), Some(&[])]);
+        column(0x0004, &[Some(&[0]), Some(&[2]), Some(&[0, 1])]);
+        let uuid: Vec<u8> = (0..16).collect();
+        column(0x000C, &[Some(&uuid), Some(&uuid[..15])]);
+        column(0x000F, &[Some(&uuid), None]);
+    }
+
+    #[test]
+    fn cells_regressions() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/cells");
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            super::cells(&fs::read(entry.path()).unwrap());
+        }
+    }
 
     #[test]
     fn cql_regressions() {

@@ -17,6 +17,7 @@ use crate::decoders::budget::VALUE_COST;
 use crate::model::{Shared, Value};
 
 use super::envelope::{self, Header};
+use super::rows::Rows;
 use super::types::{hex, Cell};
 use super::types::{safe_value, CqlType, Malformed, Reader, Res};
 
@@ -47,8 +48,8 @@ fn modern(version: u8) -> bool {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Prepared {
     pub query: Option<String>,
-    pub bind_types: Vec<CqlType>,
-    pub result_types: Option<Vec<CqlType>>,
+    pub bind_types: Arc<[CqlType]>,
+    pub result_types: Option<Arc<[CqlType]>>,
 }
 
 /// Prepared statements of one server, by id.
@@ -63,7 +64,7 @@ pub struct BodyContext<'a> {
     /// The PREPARE text, for the RESULT that answers it.
     pub request_query: Option<&'a str>,
     /// The EXECUTE's statement's result columns, for rows sent without metadata.
-    pub result_types: Option<&'a [CqlType]>,
+    pub result_types: Option<&'a Arc<[CqlType]>>,
     /// The connection's column specs decoded so far (None: nothing is remembered).
     pub specs: Option<&'a Mutex<SpecCache>>,
     /// Cells of a rows result the frame's budget still pays for (decoders/budget.rs), and its cap.
@@ -92,7 +93,7 @@ struct Specs {
     n: usize,
     raw: Vec<u8>,
     specs: Arc<Shared>,
-    types: Vec<CqlType>,
+    types: Arc<[CqlType]>,
 }
 
 impl SpecCache {
@@ -490,7 +491,7 @@ fn column_specs(
     ctx: &BodyContext<'_>,
     flags: i32,
     n: usize,
-) -> Res<(Arc<Shared>, Vec<CqlType>)> {
+) -> Res<(Arc<Shared>, Arc<[CqlType]>)> {
     let global = flags & 0x0001 != 0;
     let ahead = r.ahead();
     // (a decoder is Sync, hence the Mutex; one thread uses it, a poisoned one is left unused)
@@ -502,7 +503,7 @@ fn column_specs(
     }
     let start = r.pos;
     let (specs, types) = read_column_specs(r, ctx, global, n)?;
-    let specs = Shared::new(specs);
+    let (specs, types) = (Shared::new(specs), Arc::<[CqlType]>::from(types));
     let raw = &ahead[..r.pos - start];
     let cache = ctx.specs.filter(|_| raw.len() <= CACHED_SPEC_BYTES);
     if let Some(Ok(mut cache)) = cache.map(Mutex::lock) {
@@ -577,7 +578,7 @@ fn metadata(
     f: &mut Fields,
     names: &MetaNames,
     pk: bool,
-) -> Res<(usize, Option<Vec<CqlType>>)> {
+) -> Res<(usize, Option<Arc<[CqlType]>>)> {
     let flags = r.int()?;
     let n = r.count()?;
     put(f, names.flags, flags);
@@ -605,10 +606,7 @@ fn metadata(
 
 fn rows(r: &mut Reader<'_>, ctx: &BodyContext<'_>, f: &mut Fields) -> Res<()> {
     let (ncols, own) = metadata(r, ctx, f, &ROWS, false)?;
-    let types: Option<&[CqlType]> = match &own {
-        Some(t) => Some(t),
-        None => ctx.result_types.filter(|t| t.len() == ncols),
-    };
+    let types = own.or_else(|| ctx.result_types.filter(|t| t.len() == ncols).cloned());
     let nrows = r.count()?;
     put(f, "rows_count", nrows);
     if ncols == 0 && nrows > 0 {
@@ -624,22 +622,7 @@ fn rows(r: &mut Reader<'_>, ctx: &BodyContext<'_>, f: &mut Fields) -> Res<()> {
             ctx.cap
         )));
     }
-    let mut rows = Vec::new();
-    for _ in 0..nrows {
-        let mut cells = Vec::new();
-        for _ in 0..ncols {
-            cells.push(r.bytes()?);
-        }
-        rows.push(Value::Array(match types {
-            None => cells.iter().map(|c| c.hexed()).collect(),
-            Some(types) => types
-                .iter()
-                .zip(&cells)
-                .map(|(t, c)| safe_value(t, *c))
-                .collect(),
-        }));
-    }
-    put(f, "rows", rows);
+    f.push_written("rows", Rows::read(r, types, ncols, nrows)?);
     Ok(())
 }
 

@@ -3,8 +3,9 @@
 //!
 //! Modules, one job each: `envelope` (9-byte headers), `frame_v5` (v5 frames, CRC24/CRC32),
 //! `compression` (capped LZ4/Snappy), `types` (notation readers and cell values), `messages`
-//! (bodies per opcode and version), `decoder` (the per-connection state machine), `findings`,
-//! `detect` (content detection), `fuzz` (the fuzz target's body).
+//! (bodies per opcode and version), `rows` (a result's rows, written from their bytes),
+//! `decoder` (the per-connection state machine), `findings`, `detect` (content detection),
+//! `fuzz` (the fuzz target's body).
 
 mod compression;
 mod decoder;
@@ -15,6 +16,7 @@ mod frame_v5;
 #[cfg(any(test, fuzzing))]
 pub mod fuzz;
 mod messages;
+mod rows;
 #[cfg(test)]
 mod tests;
 mod types;

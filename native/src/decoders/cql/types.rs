@@ -12,7 +12,7 @@
 use std::fmt::Write;
 
 use crate::model::text::{civil, datetime, uuid};
-use crate::model::Value;
+use crate::model::{json, Value};
 
 /// A field runs past the end of the body, or a count is negative, or a value does not fit its
 /// type; the text is the finding's (or the cell's `error`).
@@ -41,15 +41,36 @@ impl Cell<'_> {
             Cell::Unset => Value::from(UNSET),
         }
     }
+
+    /// The JSON text of `hexed()`, written straight into `out`.
+    pub fn write_hexed(self, out: &mut String) {
+        match self {
+            Cell::Bytes(b) => quoted(out, |out| push_hex(out, b)),
+            Cell::Null => out.push_str("null"),
+            Cell::Unset => json::string(out, UNSET),
+        }
+    }
+}
+
+/// `"…"` around text that needs no escape (hex digits, UUIDs, RFC 3339 times).
+fn quoted(out: &mut String, write: impl FnOnce(&mut String)) {
+    out.push('"');
+    write(out);
+    out.push('"');
 }
 
 pub use crate::model::text::hex;
+use crate::model::text::push_hex;
 
 fn text(b: &[u8]) -> String {
+    text_of(b).into_owned()
+}
+
+fn text_of(b: &[u8]) -> std::borrow::Cow<'_, str> {
     // valid UTF-8 is the rule: checked at once, where the lossy form walks it chunk by chunk
     match std::str::from_utf8(b) {
-        Ok(s) => s.to_owned(),
-        Err(_) => String::from_utf8_lossy(b).into_owned(),
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(b),
     }
 }
 
@@ -424,6 +445,45 @@ pub fn decode_value(t: &CqlType, cell: Cell<'_>, depth: usize) -> Res<Value> {
     })
 }
 
+/// The JSON text of `safe_value(t, cell)` appended to `out`: straight from the bytes for the types
+/// rows carry most (text, integers, booleans, timestamps, UUIDs, blobs), through the value for the
+/// others and for bytes that do not fit their type. The `cells` fuzz target holds the two to the
+/// same bytes.
+pub fn write_cell(out: &mut String, t: &CqlType, cell: Cell<'_>) {
+    let Cell::Bytes(data) = cell else {
+        return cell.write_hexed(out);
+    };
+    match (t.code, data.len()) {
+        (0x0001 | 0x000D, _) => json::string(out, &text_of(data)),
+        (0x0002 | 0x0005 | 0x0012, 8) => json::integer(out, be_i64(data)),
+        (0x0009, 4) => json::integer(out, be_i64(data) as i32),
+        (0x0013, 2) => json::integer(out, be_i64(data) as i16),
+        (0x0014, 1) => json::integer(out, data[0] as i8),
+        (0x0004, 1) => out.push_str(if data[0] != 0 { "true" } else { "false" }),
+        (0x000B, 8) => {
+            let (ms, start) = (be_i64(data), out.len());
+            out.push('"');
+            if timestamp_text(out, ms) {
+                out.push('"');
+            } else {
+                out.truncate(start);
+                json::integer(out, ms);
+            }
+        }
+        (0x000C | 0x000F, 16) => quoted(out, |out| out.push_str(&uuid(data))),
+        (0x0003, _) => quoted(out, |out| push_hex(out, data)),
+        _ => json::value(out, &safe_value(t, cell)),
+    }
+}
+
+/// Up to eight big-endian bytes as a sign-extended integer (the caller checked the length).
+fn be_i64(data: &[u8]) -> i64 {
+    let shift = 64 - 8 * data.len() as u32;
+    let mut raw = [0u8; 8];
+    raw[..data.len()].copy_from_slice(data);
+    i64::from_be_bytes(raw) >> shift
+}
+
 /// A decoded value, or `{"hex", "error"}` when the bytes do not fit the type.
 pub fn safe_value(t: &CqlType, cell: Cell<'_>) -> Value {
     decode_value(t, cell, 0).unwrap_or_else(|Malformed(e)| {
@@ -555,14 +615,23 @@ const MAX_DAY: i64 = 2_932_896;
 /// Milliseconds since the epoch as RFC 3339 UTC with milliseconds; the number itself outside
 /// years 1-9999.
 fn timestamp(ms: i64) -> Value {
+    let mut text = String::with_capacity(24);
+    if timestamp_text(&mut text, ms) {
+        Value::String(text)
+    } else {
+        Value::from(ms)
+    }
+}
+
+/// `timestamp`'s text appended to `out`; false (nothing written) outside years 1-9999.
+fn timestamp_text(out: &mut String, ms: i64) -> bool {
     let days = ms.div_euclid(86_400_000);
     if !(MIN_DAY..=MAX_DAY).contains(&days) {
-        return Value::from(ms);
+        return false;
     }
     let rem = ms.rem_euclid(86_400_000);
-    let mut text = String::with_capacity(24);
-    datetime(&mut text, days, rem / 1000, rem % 1000, 3);
-    Value::String(text)
+    datetime(out, days, rem / 1000, rem % 1000, 3);
+    true
 }
 
 /// A `date` (days with the epoch at 2^31) as YYYY-MM-DD; the raw number outside years 1-9999.
