@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from capture_tools import ndjson, run_cli
 from pcap_helpers import tcp_conversation, write_pcap
 
@@ -118,3 +119,18 @@ def test_the_built_core_is_this_checkouts_version():
     import wirelog
 
     assert _core.__version__ == wirelog.__version__
+
+
+def test_the_core_refuses_a_stream_info_whose_fields_moved(monkeypatch):
+    """The core passes a stream summary's fields by position: a StreamInfo with its fields in
+    another order must stop the core from loading, never fill the wrong fields."""
+    import dataclasses
+
+    import wirelog.model
+
+    names = [f.name for f in dataclasses.fields(wirelog.model.StreamInfo)]
+    names[2], names[3] = names[3], names[2]  # client and server swapped
+    moved = dataclasses.make_dataclass("StreamInfo", names)
+    monkeypatch.setattr(wirelog.model, "StreamInfo", moved)
+    with pytest.raises(TypeError, match="StreamInfo's fields"):
+        _core.Pipeline("c.pcap", None)

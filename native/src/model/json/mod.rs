@@ -70,6 +70,7 @@ impl Json for Field {
         match self {
             Field::Value(v) => value(out, v),
             Field::Shared(s) => out.push_str(s.text()),
+            Field::Written(w) => w.write_json(out),
         }
     }
 }
