@@ -7,7 +7,7 @@ import tracemalloc
 
 import pytest
 
-from wirelog.cli.fold import InspectFold
+from wirelog.cli.fold import ROW_VALUES, InspectFold
 from wirelog.export.report import streams
 from wirelog.model import CaptureInfo, EventCounts, Finding, Severity, StreamInfo
 
@@ -119,3 +119,59 @@ def test_a_run_of_settled_streams_keeps_a_few_blocks_and_its_stragglers(waits):
     doc = fold.fold(SUMMARY)
     assert doc["totals"]["streams"] == n
     assert doc["streams"][0]["unacked"] == (3 if waits else 0)  # the worst first: 1 + s % 3 at most
+
+
+def _every(captures: list[str], n: int) -> InspectFold:
+    """A fold keeping every stream of `captures`, `n` streams each: a mix of protocols (one unknown),
+    versions, flags, findings and TLS streams."""
+    fold = InspectFold(keep_all=True)
+    tls = {"version": "TLS 1.3", "cipher_suite": "TLS_AES_128_GCM_SHA256", "sni": "[bold]x", "alpn": None}
+    for capture in captures:
+        for s in range(n):
+            if s % 5:
+                fold.add(EventCounts(capture, [(s, "lumberjack", str(1 + s % 2), s % 3 == 0, 10 * s)]))
+            if s % 9 == 0:
+                fold.add(Finding("x.y", Severity.INFO, "m", protocol="tcp", capture=capture, stream=s))
+            extra = {"tls": dict(tls)} if s % 17 == 0 else {}
+            fold.add(_info(capture, s, settled=True, bytes_c2s=s * 1000, **extra))
+        fold.add(CaptureInfo(capture))
+    return fold
+
+
+@pytest.mark.parametrize("width", [80, 400])
+@pytest.mark.parametrize("captures", [["a.pcap"], ["b.pcap", "a [x]\x1b.pcap"]])
+def test_every_stream_laid_out_from_columns_reads_as_laid_out_row_by_row(captures, width):
+    """`inspect --all` past a few hundred streams formats the fold's columns at C speed
+    (`every_table` + `print_known`); its lines are those of the row-by-row layout (`every_row` +
+    `print_rows`), with the capture escaped in every id and secondary columns left out alike."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from wirelog.cli.inspect import STREAM_COLUMNS, _stream_texts
+    from wirelog.cli.tables import print_known, print_rows
+
+    fold = _every(captures, 700)
+    multi = len(captures) > 1
+    fast, slow = StringIO(), StringIO()
+    table = fold.every_table(multi)
+    assert table is not None
+    widths, cells = table
+    n = print_known(Console(file=fast, width=width), "Streams", STREAM_COLUMNS, widths, cells)
+    rows = (_stream_texts(tuple(r[k] for k in ROW_VALUES), multi) for r in fold.every_row())
+    print_rows(Console(file=slow, width=width), "Streams", STREAM_COLUMNS, rows, escaped=True)
+    assert n == 700 * len(captures)
+    assert fast.getvalue() == slow.getvalue()
+    lines = fast.getvalue().splitlines()
+    assert all(not line.endswith(" ") for line in lines)
+    if multi:
+        assert lines[2].lstrip().startswith("a [x]\\x1b.pcap:0 ")  # inputs by name, ESC escaped
+    assert [r["stream"] for r in fold.every_tls()][:3] == [0, 17, 34]
+
+
+def test_every_stream_of_a_capture_named_in_wide_characters_is_laid_out_row_by_row():
+    """A text wider on a terminal than its length cannot be padded by a %-format: `every_table`
+    says so (None) and `inspect --all` lays its rows out one by one."""
+    fold = _every(["日本.pcap", "a.pcap"], 3)
+    assert fold.every_table(multi=True) is None
+    assert fold.every_table(multi=False) is not None  # (one input: its name is in no cell)

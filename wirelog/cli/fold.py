@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from itertools import compress
+from itertools import chain, compress
 from typing import Any
 
+from rich.cells import cell_len
+
+from wirelog.cli.text import clean
 from wirelog.export.report.streams import FLAGS, SEEN, StreamFold, _Block, endpoint
 
 WORST = 8  # streams listed when they are folded
@@ -30,13 +33,13 @@ VALUES = (
 )  # fmt: skip
 _N = len(VALUES)
 RESET = 1 << FLAGS.index("reset")
-# A stream's values in the order of inspect's Streams columns, then its TLS description (`every_values`)
+# A stream's values in the order of inspect's Streams columns, then its TLS description
 ROW_VALUES = (
     "capture", "stream", "protocol", "version", "client", "server", "messages", "events", "acked",
     "unacked", "ack_unknown", "bytes_c2s", "bytes_s2c", "gaps", "findings", "flags", "tls",
 )  # fmt: skip
 _NUMBERS = ROW_VALUES[6:-2]
-_COLUMNS = ("flags", "protocol", "version", "client", "server", "server_port", *_NUMBERS)
+STREAM_CELLS = ("stream", *ROW_VALUES[2:-1])  # `every_table`'s cells: the capture is in the id
 
 
 def _trouble(v: dict[str, int], reset: bool) -> tuple[bool, ...]:
@@ -159,29 +162,84 @@ class InspectFold(StreamFold):
                 if flags & SEEN:
                     yield self._row(capture, b, i)
 
-    def every_values(self) -> Iterator[tuple]:
-        """With keep_all: every stream as `every_row` in `ROW_VALUES` order, straight from the columns
-        (no dict a stream: `inspect --all` at 200,000 connections)."""
-        names = self._names.names
-        flag_texts: dict[int, tuple[str, ...]] = {}
-        servers: dict[tuple[int, int], str] = {}
+    def every_table(self, multi: bool) -> tuple[list[int], Iterator[tuple]] | None:
+        """With keep_all: every stream's cells in `STREAM_CELLS` order (inputs by name, streams by
+        id) and each column's width, for `print_known`: texts escaped (`clean`) and numbers as ints,
+        made by iterators over the fold's columns that run in C — no Python call a stream (`inspect
+        --all` at 200,000 connections). None when a text's width on a terminal is not its length
+        (wide characters in a capture's name): the caller lays those rows out the slow way."""
+        names = [clean(n or "") for n in self._names.names]
+        flag_texts = [",".join(n for k, n in enumerate(FLAGS) if f >> k & 1) for f in range(256)]
+        blocks = []
+        widths = [0] * len(STREAM_CELLS)
+        texts: set[str] = set()
         for capture, b in self._every():
-            cols, clients = b.cols, b.clients
-            for i, (flags, protocol, version, client, host, port, *numbers) in enumerate(
-                zip(*(cols[n] for n in _COLUMNS), strict=True)
+            cols = b.cols
+            mask = bytes(map(SEEN.__and__, cols["flags"]))  # the streams whose summary came
+            ids = list(compress(range(b.base, b.base + b.size) if b.base is not None else b.ids, mask))
+            if not ids:
+                continue
+            prefix = clean(capture) + ":" if multi else ""
+            clients = [clean(c) for c in b.clients]
+            servers = {
+                hp: clean(endpoint(self._names.names[hp[0]], hp[1]))
+                for hp in set(
+                    zip(compress(cols["server"], mask), compress(cols["server_port"], mask), strict=True)
+                )
+            }
+            used = {n: {names[c] for c in set(compress(cols[n], mask))} for n in ("protocol", "version")}
+            flags = {flag_texts[f] for f in set(compress(cols["flags"], mask))}
+            for k, group in enumerate(
+                ({prefix + str(max(ids))}, used["protocol"], used["version"], clients, servers.values())
             ):
-                if not flags & SEEN:
-                    continue
-                texts = flag_texts.get(flags)
-                if texts is None:
-                    texts = flag_texts[flags] = tuple(n for k, n in enumerate(FLAGS) if flags >> k & 1)
-                server = servers.get((host, port))
-                if server is None:
-                    server = servers[host, port] = endpoint(names[host], port)
-                yield (
-                    capture, b.stream(i), names[protocol], names[version], clients[client], server,
-                    *numbers, texts, b.tls.get(i),
-                )  # fmt: skip
+                widths[k] = max(widths[k], *map(len, group))
+                texts.update(group)
+            texts.add(prefix)
+            for k, n in enumerate(_NUMBERS, 5):
+                widths[k] = max(widths[k], len(str(max(compress(cols[n], mask)))))  # (counts: >= 0)
+            widths[-1] = max(widths[-1], *map(len, flags))
+            blocks.append((b, mask, ids, prefix, clients, servers))
+        if not all(map(_narrow, texts)):
+            return None
+        return widths, chain.from_iterable(self._block_cells(names, flag_texts, *block) for block in blocks)
+
+    @staticmethod
+    def _block_cells(
+        names: list[str],
+        flag_texts: list[str],
+        b: _Block,
+        mask: bytes,
+        ids: list[int],
+        prefix: str,
+        clients: list[str],
+        servers: dict[tuple[int, int], str],
+    ) -> Iterator[tuple]:
+        cols = b.cols
+        return zip(
+            map(prefix.__add__, map(str, ids)) if prefix else ids,
+            map(names.__getitem__, compress(cols["protocol"], mask)),
+            map(names.__getitem__, compress(cols["version"], mask)),
+            map(clients.__getitem__, compress(cols["client"], mask)),
+            map(
+                servers.__getitem__,
+                zip(compress(cols["server"], mask), compress(cols["server_port"], mask), strict=True),
+            ),
+            *(compress(cols[n], mask) for n in _NUMBERS),
+            map(flag_texts.__getitem__, compress(cols["flags"], mask)),
+            strict=True,
+        )
+
+    def every_tls(self) -> Iterator[dict[str, Any]]:
+        """With keep_all: the rows of every TLS stream, as `every_row`."""
+        for capture, b in self._every():
+            for i in sorted(b.tls):
+                if b.cols["flags"][i] & SEEN:
+                    yield self._row(capture, b, i)
+
+
+def _narrow(text: str) -> bool:
+    """Whether `text` takes one terminal cell per character (what a %-format's padding assumes)."""
+    return text.isascii() or cell_len(text) == len(text)
 
 
 def group_line(g: dict[str, Any], more: bool) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 import sys
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 import click
@@ -19,7 +20,7 @@ from wirelog.cli.fold import GROUP_LINES, ROW_VALUES, InspectFold, group_line
 from wirelog.cli.params import FRAME_NUMBER
 from wirelog.cli.progress import progress
 from wirelog.cli.summary import Summary, describe_tls
-from wirelog.cli.tables import BIG, Cell, Column, new_table, print_fitted, print_rows
+from wirelog.cli.tables import BIG, Cell, Column, new_table, print_fitted, print_known, print_rows
 from wirelog.cli.text import clean, human_value, label, literal, ms, unit_of
 from wirelog.export.json import dumps_line, record_dict
 from wirelog.model import REDACTED, CaptureInfo, Chunk, Finding, Message, capture_loss_text
@@ -216,16 +217,15 @@ def _streams(console: Console, r: dict[str, Any], wide: bool, multi: bool, every
     """The Streams table: the listed streams (every one with `every`), then a line per group of
     the others (cli/fold.py), then the TLS streams listed."""
     listed: list[dict[str, Any]] = r["streams"]
-    if every is not None and r["totals"]["streams"] > BIG:  # --all at any size: laid out once (cli/tables.py)
-        listed = []  # the TLS streams, for the lines under the table
-
-        def rows() -> Iterator[list[str]]:
-            for v in every.every_values():
-                if v[-1] and len(listed) < BIG:
-                    listed.append(dict(zip(ROW_VALUES, v, strict=True)))
-                yield _stream_texts(v, multi)
-
-        print_rows(console, "Streams", STREAM_COLUMNS, rows(), wide, escaped=True)
+    table = every.every_table(multi) if every is not None and r["totals"]["streams"] > BIG else None
+    if table is not None:  # --all at any size: laid out once, from the fold's columns (cli/tables.py)
+        widths, cells = table
+        print_known(console, "Streams", STREAM_COLUMNS, widths, cells, wide)
+        listed = list(islice(every.every_tls(), BIG))  # for the lines under the table
+    elif every is not None and r["totals"]["streams"] > BIG:  # (wide characters in a capture's name)
+        rows = (_stream_texts(tuple(s[n] for n in ROW_VALUES), multi) for s in every.every_row())
+        print_rows(console, "Streams", STREAM_COLUMNS, rows, wide, escaped=True)
+        listed = list(islice(every.every_tls(), BIG))
     elif every is not None:
         listed = list(every.every_row())
         print_fitted(console, "Streams", STREAM_COLUMNS, [_stream_cells(s, multi) for s in listed], wide)
