@@ -410,3 +410,39 @@ def test_inspect_summary_from_event_counts_equals_the_one_from_event_objects(cap
         for r in ("objects", "summary")
     )
     assert left <= objects - results[0]["totals"]["events"]  # no event was made an object
+
+
+def test_findings_past_the_first_five_of_a_code_are_counted_and_summarise_alike(tmp_path):
+    """A summary run has the core count the findings of a code past its first five in an input
+    (300 connections of an unknown protocol: one `stream.unknown-protocol` each): the summary, its
+    first frames and example, and every stream's findings in inspect's fold are those made from
+    every finding as an object."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from gen_capture import short
+
+    from wirelog.cli.fold import InspectFold
+    from wirelog.cli.summary import Summary
+    from wirelog.engine.local import Options, run
+    from wirelog.model import EventCounts, Finding
+
+    paths = [str(tmp_path / "a.pcap"), str(tmp_path / "b.pcap")]
+    short(paths[0], 300)
+    short(paths[1], 40, seed=5)
+    docs, items = [], {}
+    for records in ("objects", "summary"):
+        summary, fold = Summary(), InspectFold(keep_all=True)
+        items[records] = list(run(paths, options=Options(records=records)))
+        for item in items[records]:
+            summary.add(item)
+            fold.add(item)
+        docs.append((summary.result(), fold.fold(Summary(per_stream=False).result(), paths)))
+        docs[-1][1]["streams"] = list(fold.every_row())
+    assert docs[0] == docs[1]
+    found = docs[0][0]["findings"][0]
+    assert found["code"] == "stream.unknown-protocol" and found["count"] == 340
+    assert found["example"].startswith("no known protocol recognised") and len(found["first_frames"]) == 5
+    assert all(s["findings"] == 1 for s in docs[0][1]["streams"]) and len(docs[0][1]["streams"]) == 340
+    objects = [i for i in items["summary"] if isinstance(i, Finding)]
+    counted = [row for i in items["summary"] if isinstance(i, EventCounts) for row in i.findings]
+    assert len(objects) == 10  # the first five of each input
+    assert sum(row[-1] for row in counted) == 330

@@ -138,15 +138,18 @@ class RecordLines:
 
 @dataclass(slots=True)
 class EventCounts:
-    """Messages a summary run (records="summary") had the core count instead of making an object of
-    each. `counts`: event messages (those carrying a document), rows of (stream, protocol, version,
-    acked, count); `messages`: CQL messages but each batch's five slowest answers, rows of (stream,
-    protocol, version, kind, framing, count). Messages with a `tls` field are never counted; the
-    others come as Message objects."""
+    """Records a summary run (records="summary" or "report") had the core count instead of making
+    an object of each. `counts`: event messages (those carrying a document), rows of (stream,
+    protocol, version, acked, count); `messages`: CQL messages but each batch's five slowest
+    answers, rows of (stream, protocol, version, kind, framing, count). Messages with a `tls` field
+    are never counted; the others come as Message objects. `findings`: the findings of decoders and
+    of the verdict past the first five of their code in the input (those come as Finding objects,
+    in their place), rows of (stream, code, severity, protocol, count)."""
 
     capture: str
     counts: list[tuple[int | None, str, str | None, bool | None, int]]
     messages: list[tuple[int | None, str, str | None, str, str | None, int]] = field(default_factory=list)
+    findings: list[tuple[int | None, str, Severity, str, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -127,7 +127,9 @@ class Meter:
         elif kind is RecordRows:
             self.records += item.batch.num_rows
         elif kind is EventCounts:
-            self.records += sum(row[-1] for row in item.counts) + sum(row[-1] for row in item.messages)
+            self.records += sum(
+                row[-1] for rows in (item.counts, item.messages, item.findings) for row in rows
+            )
         elif kind is StreamInfo:
             self.streams += 1
         elif kind is StreamLines:

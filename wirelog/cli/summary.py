@@ -94,7 +94,7 @@ class Summary:
         self.streams: list[StreamInfo] = []
         self._tally: dict[tuple[str, int], _StreamTally] = defaultdict(_StreamTally)
         self._codes: dict[str, _CodeTally] = {}
-        self._severities: Counter[str] = Counter()
+        self._severities: Counter[Severity] = Counter()
         self._kinds: dict[str, Counter[str]] = defaultdict(Counter)
         self._lumberjack = _LumberjackHighlights()
         self._cql = _CqlHighlights()
@@ -115,7 +115,8 @@ class Summary:
         if kind is StreamInfo:
             if self._per_stream:
                 self.streams.append(item)
-            self._loss[item.capture].note(item)
+            if item.gaps:  # (what CaptureLoss notes of a stream)
+                self._loss[item.capture].note(item)
         elif kind is Finding:
             self._finding(item)
         elif kind is Message:
@@ -161,22 +162,37 @@ class Summary:
                 t.version = t.version or version
             if protocol == "cql":
                 self._cql.count(kind, framing, n)
+        for stream, code, severity, protocol, n in c.findings:
+            self._severities[severity] += n
+            if stream is not None and self._per_stream:
+                self._tally[(c.capture, stream)].findings += n
+            tally = self._codes.get(code)
+            if tally is None:  # (its first findings, objects, may come after the count in a batch)
+                tally = self._codes[code] = _CodeTally(severity.value, protocol, "")
+            tally.count += n
+            if protocol == "cql":
+                self._cql.count_findings(code, n)
+            elif protocol == "courier":
+                self._courier.count_findings(code, n)
 
     def _finding(self, f: Finding) -> None:
-        self._severities[f.severity.value] += 1
+        # counted by the member (a str): an enum's `.value` is a descriptor call, once a finding
+        self._severities[f.severity] += 1
         if f.stream is not None and self._per_stream:
             self._tally[(f.capture, f.stream)].findings += 1
         tally = self._codes.get(f.code)
         if tally is None:
             tally = self._codes[f.code] = _CodeTally(f.severity.value, f.protocol, f.message)
+        elif not tally.example:
+            tally.example = f.message
         tally.count += 1
         if f.frame is not None and len(tally.frames) < FIRST_FRAMES:
             tally.frames.append(f.frame)
             tally.captures.append(f.capture)
         if f.protocol == "cql":
-            self._cql.finding(f)
+            self._cql.count_findings(f.code, 1)
         elif f.protocol == "courier":
-            self._courier.finding(f)
+            self._courier.count_findings(f.code, 1)
         elif f.protocol == "tcp":
             self._loss[f.capture].note(f)
 
@@ -247,7 +263,7 @@ class Summary:
                 "acked": sum(s["acked"] for s in streams),
                 "unacked": sum(s["unacked"] for s in streams),
                 "ack_unknown": sum(s["ack_unknown"] for s in streams),
-                "findings": dict(sorted(self._severities.items())),
+                "findings": {s.value: n for s, n in sorted(self._severities.items())},
             },
             "delivery": dict(sorted(self._delivery.items())),
             "findings": findings,
@@ -378,9 +394,9 @@ class _CqlHighlights:
         if framing:
             self.framed[str(framing)] += n
 
-    def finding(self, f: Finding) -> None:
-        if f.code in ("cql.crc24-mismatch", "cql.crc32-mismatch"):
-            self.crc_failures[f.code.split(".")[1]] += 1
+    def count_findings(self, code: str, n: int) -> None:
+        if code in ("cql.crc24-mismatch", "cql.crc32-mismatch"):
+            self.crc_failures[code.split(".")[1]] += n
 
     def result(self) -> dict[str, Any]:
         return {
@@ -415,11 +431,11 @@ class _CourierHighlights:
             else:
                 self.incomplete += 1
 
-    def finding(self, f: Finding) -> None:
+    def count_findings(self, code: str, n: int) -> None:
         # a sending of a nonce sent before, on this connection or another (the delivery record's
         # `resend` knows only its own connection)
-        if f.code == "courier.resend":
-            self.resendings += 1
+        if code == "courier.resend":
+            self.resendings += n
 
     def result(self) -> dict[str, Any]:
         return {

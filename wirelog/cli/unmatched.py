@@ -54,9 +54,10 @@ class Seen:
     records: bool = False
 
     def add(self, item: object) -> None:
-        if isinstance(item, StreamInfo):
+        if type(item) is StreamInfo:  # (the model's classes have no subclasses)
             self.streams.add(item.stream)
-            self.tls |= item.tls is not None
+            if item.tls is not None:
+                self.tls = True
             if item.protocol:
                 self.protocols.add(item.protocol)
         elif not self.records:
@@ -86,7 +87,7 @@ def _holds_records(item: object) -> bool:
     if isinstance(item, RecordRows):
         return item.batch.num_rows > 0
     if isinstance(item, EventCounts):
-        return bool(item.counts or item.messages)
+        return bool(item.counts or item.messages or item.findings)
     return is_events(item) and len(item) > 0  # type: ignore[arg-type]
 
 

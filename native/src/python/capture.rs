@@ -274,7 +274,7 @@ impl Pipeline {
     ) -> PyResult<(bool, Option<Bound<'py, PyAny>>)> {
         finished(
             py,
-            &self.model,
+            &mut self.model,
             &self.capture,
             &mut self.inner.session,
             findings,
@@ -305,7 +305,7 @@ impl Pipeline {
                     }
                 }
                 Item::Tcp(event) => list.append(self.model.event(py, &self.capture, event)?)?,
-                Item::Records(t) => list.append(taken(py, &self.model, &self.capture, t)?)?,
+                Item::Records(t) => list.append(taken(py, &mut self.model, &self.capture, t)?)?,
             }
         }
         Ok(list)

@@ -84,7 +84,13 @@ impl Decoding {
         py: Python<'py>,
         findings: bool,
     ) -> PyResult<(bool, Option<Bound<'py, PyAny>>)> {
-        finished(py, &self.model, &self.capture, &mut self.session, findings)
+        finished(
+            py,
+            &mut self.model,
+            &self.capture,
+            &mut self.session,
+            findings,
+        )
     }
 
     fn delivery(&self) -> String {
@@ -111,7 +117,7 @@ impl Decoding {
     /// The session's output so far: its records.
     fn items<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
-        if let Some(t) = took(py, &self.model, &self.capture, &mut self.session)? {
+        if let Some(t) = took(py, &mut self.model, &self.capture, &mut self.session)? {
             list.append(t)?;
         }
         self.session.take_unknown();
@@ -122,7 +128,7 @@ impl Decoding {
 /// One part of a session's end (`Session::finish`): whether it is done, and the records made.
 pub(super) fn finished<'py>(
     py: Python<'py>,
-    model: &Model,
+    model: &mut Model,
     capture: &str,
     session: &mut Session,
     findings: bool,
@@ -134,7 +140,7 @@ pub(super) fn finished<'py>(
 /// The records written since the last take (see `taken`), None when there are none.
 fn took<'py>(
     py: Python<'py>,
-    model: &Model,
+    model: &mut Model,
     capture: &str,
     session: &mut Session,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {

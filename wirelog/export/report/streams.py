@@ -204,6 +204,10 @@ class StreamFold:
                     b, i = self._at(item.capture, stream)
                     b.cols["messages"][i] += n
                     self._version(b, i, version)
+            for stream, _, _, _, n in item.findings:
+                if stream is not None:
+                    b, i = self._at(item.capture, stream)
+                    b.cols["findings"][i] += n
         elif kind is CaptureInfo:
             self._end(item)
 
@@ -229,8 +233,8 @@ class StreamFold:
             | s.reset << 4
             | s.port_reuse << 5
         )  # FLAGS' order, then SETTLED and SEEN
-        code = self._names.code
-        cols["protocol"][i] = code(s.protocol)
+        protocol = self._names.index.get(s.protocol)
+        cols["protocol"][i] = self._names.code(s.protocol) if protocol is None else protocol
         cols["client"][i] = len(b.clients)
         b.clients.append(s.client)
         server = self._servers.get(s.server)
