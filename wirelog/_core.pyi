@@ -9,7 +9,7 @@ from typing import Any, Literal, Protocol, Self, TypeAlias, TypedDict, Unpack, f
 
 from typing_extensions import CapsuleType
 
-from wirelog.model import Chunk, Direction, EventCounts, Finding, Gap, Message, StreamInfo
+from wirelog.model import Chunk, EventCounts, Finding, Gap, Message, StreamInfo
 
 __all__ = [
     "Pipeline",
@@ -17,7 +17,6 @@ __all__ = [
     "KeyLogs",
     "ArrowRecords",
     "table_schemas",
-    "decode_stream",
     "detect",
     "detect_scores",
     "find_start",
@@ -83,14 +82,10 @@ class _TcpOptions(TypedDict, total=False):
     emit_data: bool
     max_pending: int
     max_segments: int
-    history: int
-    idle_timeout: float  # seconds
     close_grace: float  # seconds
     max_connections: int
     sweep_every: int
     reorder_packets: int
-    reorder_seconds: float
-    reorder_bytes: int
     ids_by_frame: bool
     stream_ranks: StreamRanks
 
@@ -157,16 +152,10 @@ class _HerculesDocument(TypedDict):
     uuid: str
     tags: dict[str, Any]  # Any: the event's payload as a JSON document, values of any JSON type
 
-_DirectionText: TypeAlias = Literal["c2s", "s2c"] | Direction
-_DataItem: TypeAlias = tuple[Literal["data"], _DirectionText, int, bytes, int | None, int | None]
-_GapItem: TypeAlias = tuple[Literal["gap"], _DirectionText, int, int, int | None, int | None]
-
 # --- Classes (none can be subclassed: PyO3 classes are final unless declared otherwise).
 
 @final
 class ArrowRecords:  # made by the core only (no constructor)
-    @property
-    def num_rows(self) -> int: ...
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> CapsuleType: ...
 
 @final
@@ -284,19 +273,6 @@ class HerculesWriter:
 # --- Functions.
 
 def table_schemas() -> dict[str, ArrowRecords]: ...
-def decode_stream(
-    protocol: str,
-    items: Sequence[_DataItem | _GapItem],
-    *,
-    capture: str = "",
-    stream: int = 0,
-    client: str = ...,
-    server: str = ...,
-    client_port: int = 0,
-    server_port: int = 0,
-    midstream: bool = False,
-    show_secrets: bool = False,
-) -> bytes: ...
 
 # The protocol's name, None when none claims the bytes, False when it needs more of them.
 def detect(

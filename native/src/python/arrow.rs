@@ -38,11 +38,6 @@ pub(super) struct ArrowRecords {
 
 #[pymethods]
 impl ArrowRecords {
-    #[getter]
-    fn num_rows(&self) -> usize {
-        self.batch.as_ref().map_or(0, RecordBatch::num_rows)
-    }
-
     /// The Arrow PyCapsule interface: the batch as a one-batch stream (it can be taken once).
     #[pyo3(signature = (requested_schema=None))]
     fn __arrow_c_stream__<'py>(

@@ -77,14 +77,10 @@ fn config(options: Option<&Bound<'_, PyDict>>) -> PyResult<Config> {
             "emit_data" => cfg.emit_data = value.extract()?,
             "max_pending" => cfg.max_pending = value.extract()?,
             "max_segments" => cfg.max_segments = value.extract()?,
-            "history" => cfg.history = value.extract()?,
-            "idle_timeout" => cfg.idle_timeout_ns = (value.extract::<f64>()? * 1e9) as i64,
             "close_grace" => cfg.close_grace_ns = (value.extract::<f64>()? * 1e9) as i64,
             "max_connections" => cfg.max_connections = value.extract()?,
             "sweep_every" => cfg.sweep_every = value.extract()?,
             "reorder_packets" => cfg.reorder_packets = value.extract()?,
-            "reorder_seconds" => cfg.reorder_ns = (value.extract::<f64>()? * 1e9) as i64,
-            "reorder_bytes" => cfg.reorder_bytes = value.extract()?,
             "ids_by_frame" if value.extract::<bool>()? => cfg.ids = StreamIds::Frames,
             "ids_by_frame" => {}
             "stream_ranks" => {

@@ -1,6 +1,5 @@
 //! Decoding in the core: a session's options (`session`, `KeyLogs`), raw dumps decoded
-//! (`Decoding`), one stream decoded from Python-built items (`decode_stream`), detection and the
-//! frame-start search, and the delivery verdict's findings.
+//! (`Decoding`), detection and the frame-start search, and the delivery verdict's findings.
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -10,7 +9,7 @@ use crate::decoders::detect::{self as detection, Decision, Sample};
 use crate::decoders::tls::keylog::{self, KeyLog};
 use crate::decoders::{Chunk, Gap, Limits, StreamContext};
 use crate::model::{Direction, Finding};
-use crate::pipeline::out::{Form, RecordOut, Taken};
+use crate::pipeline::out::{Form, RecordOut};
 use crate::pipeline::{Detection, Session};
 use crate::records::filter::Filter;
 use crate::report::{Timeline, DEFAULT_STALL_NS};
@@ -331,16 +330,6 @@ impl KeyLogs {
     }
 }
 
-/// `(kind, direction, offset, bytes or gap length, frame, ts)`, see `decode_stream`.
-type StreamItem<'py> = (
-    String,
-    String,
-    u64,
-    Bound<'py, PyAny>,
-    Option<u64>,
-    Option<i64>,
-);
-
 /// The protocol detection chooses for a stream's first bytes: its name, None when no protocol
 /// claims them, False when more bytes are needed (decoders/detect.rs).
 #[pyfunction]
@@ -391,95 +380,6 @@ pub(super) fn detect_scores(
 #[pyfunction]
 pub(super) fn find_start(data: &[u8]) -> Option<(&'static str, usize)> {
     detection::find_start(data)
-}
-
-/// One stream decoded by a native decoder from Python-built items (the differential tests' and
-/// the benchmarks' surface): `items` are `("data", direction, offset, bytes, frame, ts)` or
-/// `("gap", direction, offset, length, frame, ts)`; the decoder is closed after the last one.
-/// Returns the NDJSON of the records, stamped like the engine stamps them.
-#[pyfunction]
-#[pyo3(signature = (protocol, items, *, capture="", stream=0, client=String::new(), server=String::new(), client_port=0, server_port=0, midstream=false, show_secrets=false))]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn decode_stream<'py>(
-    py: Python<'py>,
-    protocol: &str,
-    items: Vec<StreamItem<'py>>,
-    capture: &str,
-    stream: u64,
-    client: String,
-    server: String,
-    client_port: u16,
-    server_port: u16,
-    midstream: bool,
-    show_secrets: bool,
-) -> PyResult<Bound<'py, PyBytes>> {
-    install_hook();
-    let mut s = Session::new(
-        capture,
-        RecordOut::new(capture, Filter::default(), Form::Ndjson(String::new())),
-        show_secrets,
-        Limits::default(),
-    );
-    let ctx = StreamContext {
-        stream,
-        client,
-        server,
-        client_port,
-        server_port,
-        midstream,
-        ..StreamContext::default()
-    };
-    if !s.attach(protocol, ctx) {
-        return Err(PyValueError::new_err(format!(
-            "the core has no {protocol} decoder"
-        )));
-    }
-    for (kind, direction, offset, payload, frame, ts) in items {
-        let direction = match direction.as_str() {
-            "c2s" => Direction::C2S,
-            "s2c" => Direction::S2C,
-            other => return Err(PyValueError::new_err(format!("not a direction: {other:?}"))),
-        };
-        match kind.as_str() {
-            "data" => {
-                let data: Vec<u8> = payload.extract()?;
-                s.chunk(
-                    stream,
-                    &Chunk {
-                        direction,
-                        offset,
-                        data: &data,
-                        frame,
-                        ts,
-                    },
-                );
-            }
-            "gap" => {
-                let length: u64 = payload.extract()?;
-                s.gap(
-                    stream,
-                    &Gap {
-                        direction,
-                        offset,
-                        length,
-                        frame,
-                        ts,
-                    },
-                );
-            }
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "not an item kind: {other:?}"
-                )))
-            }
-        }
-    }
-    s.end_all(stream, true);
-    let text = match s.out.take() {
-        Some(Taken::Ndjson(text, _)) => text,
-        _ => String::new(),
-    };
-    Ok(PyBytes::new(py, text.as_bytes()))
 }
 
 /// The delivery verdict's findings of its numbers per protocol (a JSON object like `delivery()`'s,

@@ -32,9 +32,7 @@ use crate::model::{Finding, Severity};
 
 use arrow::{table_schemas, ArrowRecords};
 use capture::{Pipeline, Reassembler, SegmentReader, StreamRanks};
-use decoding::{
-    decode_stream, delivery_findings, detect, detect_scores, find_start, Decoding, KeyLogs,
-};
+use decoding::{delivery_findings, detect, detect_scores, find_start, Decoding, KeyLogs};
 use hercules::{hercules_documents, hercules_event_bytes, HerculesEvents, HerculesWriter};
 use memory::on_out_of_memory;
 use split::{route_spans, SegmentBatches, SplitScanner};
@@ -120,7 +118,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<KeyLogs>()?;
     m.add_class::<ArrowRecords>()?;
     m.add_function(wrap_pyfunction!(table_schemas, m)?)?;
-    m.add_function(wrap_pyfunction!(decode_stream, m)?)?;
     m.add_function(wrap_pyfunction!(detect, m)?)?;
     m.add_function(wrap_pyfunction!(detect_scores, m)?)?;
     m.add_function(wrap_pyfunction!(find_start, m)?)?;
