@@ -393,3 +393,27 @@ def test_api_key_is_not_in_the_process_list(capture, tmp_path, key_file) -> None
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
         proc.communicate(timeout=120)
     assert KEY.encode() not in cmdline and proc.returncode == 0
+
+
+def test_event_bytes_are_an_option_of_one_run_not_of_the_process(tmp_path: Path) -> None:
+    """A run asked for the events' bytes (replay to a Gate) gets them; a run after it in the same
+    process, asked for nothing, gets records without them (was: a process-wide switch that stayed
+    on for every later decoding)."""
+    from wirelog.engine.local import Options, run
+
+    pcap = write_pcap(
+        tmp_path / "types.pcap", tcp_conversation([("c", _request(TYPED))], server=("10.1.0.9", 6306))
+    )
+
+    def events(**options: Any) -> list[dict]:
+        lines = b"".join(
+            i.data
+            for i in run([str(pcap)], options=Options(records="ndjson", **options))
+            if hasattr(i, "data")
+        )
+        return [r for r in map(json.loads, lines.splitlines()) if r.get("kind") == "event"]
+
+    asked, after = events(event_bytes=True), events()
+    assert len(asked) == len(after) == len(TYPED)
+    assert all(r["bytes_base64"] for r in asked)
+    assert not any("bytes_base64" in r for r in after)

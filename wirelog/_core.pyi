@@ -35,7 +35,6 @@ __all__ = [
     "set_debug",
     "on_out_of_memory",
     "hercules_documents",
-    "hercules_event_bytes",
     "HerculesEvents",
     "HerculesWriter",
     "CaptureFormatError",
@@ -102,6 +101,7 @@ _Form: TypeAlias = Literal["objects", "summary", "report", "ndjson", "arrow", "t
 class _DecodingOptions(TypedDict, total=False):
     records: _Form
     show_secrets: bool
+    event_bytes: bool
     stall_ns: int
     # wirelog.engine.protocols.Limits as a dict (`asdict`): max_frame, max_inflated, max_depth,
     # max_pending_events, held_memory, fate_horizon_ns (None: until the input ends)
@@ -287,4 +287,3 @@ def delivery_findings(results: str) -> list[Finding]: ...
 def set_debug(on: bool) -> None: ...
 def on_out_of_memory(line: str | None, status: int = 4) -> None: ...
 def hercules_documents(data: bytes) -> list[_HerculesDocument]: ...
-def hercules_event_bytes(on: bool) -> None: ...

@@ -23,7 +23,6 @@ from wirelog.replay.selection import (
     CLASSES,
     DEFAULT_CLASSES,
     encode,
-    keep_event_bytes,
     ndjson_records,
     parquet_records,
     set_id,
@@ -141,7 +140,6 @@ def replay(ctx, to, classes, dry_run, journal_path, id_field, no_id, window, com
         if id_field is not None:
             raise click.UsageError("--id-field: a Hercules event's id is its UUID, sent as captured")
         no_id = True  # the UUID is the id: nothing is added to the payload
-        keep_event_bytes()  # events from captures go as captured, byte for byte
         if not dry_run:
             api_key = _api_key(api_key_file)
     elif api_key_file:
@@ -154,7 +152,10 @@ def replay(ctx, to, classes, dry_run, journal_path, id_field, no_id, window, com
     if id_path is not None and not all(id_path):
         raise click.BadParameter(f"{id_field!r} is not a dotted path", param_hint="--id-field")
     params["events"] = True  # only records that carry a document
-    session = Session(params, records="ndjson")
+    # a Gate gets the events from captures as captured, byte for byte
+    session = Session(
+        params, records="ndjson", event_bytes=target is not None and target.protocol == "hercules"
+    )
     paths = list(session.paths)
     journal = _journal(journal_path, paths, target, dry_run)
     plan = Plan()

@@ -64,6 +64,9 @@ class Options:
     overlap: str = "first"
     reorder_window: int = REORDER_WINDOW
     show_secrets: bool = False
+    # Hercules event records carry `bytes_base64`, the event's bytes as captured (`wirelog replay`
+    # sends those to a Gate; every other output stays without them)
+    event_bytes: bool = False
     tls_keylogs: tuple[KeyLogSource, ...] = ()  # NSS key logs for TLS streams
     limits: Limits = field(default_factory=Limits)
     keep: RecordFilter = field(default_factory=RecordFilter)  # records not accepted are not yielded
@@ -115,6 +118,8 @@ def decoding_options(opts: Options, live_input: bool = False) -> dict[str, Any]:
     }
     if opts.records == "report":
         d["stall_ns"] = opts.stall_ns
+    if opts.event_bytes:
+        d["event_bytes"] = True
     if opts.input_format not in ("auto", "pcap"):
         d["forced"] = opts.input_format
     if keep.active:

@@ -124,14 +124,6 @@ def replay_id(r: dict) -> str:
     return f"{event_id}@{ts}" if r.get("protocol") == "lumberjack" and isinstance(ts, str) else event_id
 
 
-def keep_event_bytes() -> None:
-    """Hercules event records decoded from now on carry the event's bytes as captured
-    (`bytes_base64`), which a replay to a Gate sends instead of rebuilding them from `event`."""
-    from wirelog import _core
-
-    _core.hercules_event_bytes(True)
-
-
 def _captured(text: Any) -> bytes | None:
     if not isinstance(text, str):
         return None

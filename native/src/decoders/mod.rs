@@ -70,6 +70,11 @@ pub struct StreamContext {
     pub server_port: u16,
     /// `--show-secrets`: credentials are written as they are (else `<redacted>`).
     pub show_secrets: bool,
+    /// Hercules event records carry `bytes_base64`, the event's bytes as captured (`wirelog
+    /// replay` sends them to a Gate: the record's `event` keeps neither the tags' widths, Byte to
+    /// Long, Float to Double, nor UUID values). Off for every other command, whose outputs stay
+    /// as they are.
+    pub event_bytes: bool,
     /// No SYN seen: offset 0 is where the capture began, not where the connection did.
     pub midstream: bool,
     pub limits: Limits,

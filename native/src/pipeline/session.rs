@@ -81,8 +81,9 @@ pub struct Detection {
 
 pub struct Session {
     capture: String,
-    /// Given to every decoder (`--show-secrets`, limits).
+    /// Given to every decoder (`--show-secrets`, Hercules events' bytes, limits).
     pub show_secrets: bool,
+    pub event_bytes: bool,
     pub limits: Limits,
     pub detection: Detection,
     streams: ById<Stream>,
@@ -126,6 +127,7 @@ impl Session {
         Session {
             capture: capture.to_owned(),
             show_secrets,
+            event_bytes: false,
             limits,
             detection: Detection::default(),
             streams: ById::default(),
@@ -218,6 +220,7 @@ impl Session {
 
     fn native(&self, protocol: &str, mut ctx: StreamContext) -> Option<Native> {
         ctx.show_secrets = self.show_secrets;
+        ctx.event_bytes = self.event_bytes;
         ctx.limits = self.limits.clone();
         let stamp = Stamp {
             stream: ctx.stream,

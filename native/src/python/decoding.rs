@@ -211,12 +211,13 @@ fn decode_item(session: &mut Session, item: &Bound<'_, PyAny>) -> PyResult<()> {
 }
 
 /// A Session from the `decoding` options of the engine: `records` ("objects" | "ndjson" | "arrow"
-/// | "hercules"), `show_secrets`, `limits` (a dict of Limits fields), the record filter
+/// | "hercules"), `show_secrets`, `event_bytes` (Hercules events carry their bytes as captured),
+/// `limits` (a dict of Limits fields), the record filter
 /// (`protocols`, `streams`, `kinds`, `events`, `since`, `until`) and how protocols are chosen
 /// (`decode_as`: a dict port → protocol, `forced`: one protocol for every stream).
 pub(super) fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Session> {
     let mut keylogs: Option<Py<KeyLogs>> = None;
-    let (mut report, mut stall_ns) = (false, DEFAULT_STALL_NS);
+    let (mut report, mut stall_ns, mut event_bytes) = (false, DEFAULT_STALL_NS, false);
     let (mut form, mut show_secrets, mut limits, mut filter, mut detection) = (
         Form::Records(Vec::new()),
         false,
@@ -252,6 +253,7 @@ pub(super) fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyR
                 };
             }
             "show_secrets" => show_secrets = value.extract()?,
+            "event_bytes" => event_bytes = value.extract()?,
             "stall_ns" => stall_ns = value.extract()?,
             "limits" => {
                 let d = value.cast::<PyDict>()?;
@@ -291,6 +293,7 @@ pub(super) fn session(capture: &str, options: Option<&Bound<'_, PyDict>>) -> PyR
     out.timeline = report.then(|| Box::new(Timeline::new(stall_ns)));
     let mut session = Session::new(capture, out, show_secrets, limits);
     session.detection = detection;
+    session.event_bytes = event_bytes;
     if let Some(keylogs) = keylogs {
         let keylogs = keylogs.get();
         session.use_keylog(&keylogs.log, &keylogs.findings);

@@ -32,13 +32,6 @@ pub(super) fn hercules_documents<'py>(
     Ok(list)
 }
 
-/// Hercules event records of every later decoding carry `bytes_base64`, the event's bytes as
-/// captured, or stop carrying it (`wirelog replay` sends those bytes to a Gate).
-#[pyfunction]
-pub(super) fn hercules_event_bytes(on: bool) {
-    crate::decoders::hercules::keep_event_bytes(on);
-}
-
 // --- The Hercules export (docs/hercules.md): events encoded by the core -----------------------
 
 /// The messages a native decoder made, as Hercules event bodies for a `HerculesWriter`.

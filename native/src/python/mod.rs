@@ -33,7 +33,7 @@ use crate::model::{Finding, Severity};
 use arrow::{table_schemas, ArrowRecords};
 use capture::{Pipeline, Reassembler, SegmentReader, StreamRanks};
 use decoding::{delivery_findings, detect, detect_scores, find_start, Decoding, KeyLogs};
-use hercules::{hercules_documents, hercules_event_bytes, HerculesEvents, HerculesWriter};
+use hercules::{hercules_documents, HerculesEvents, HerculesWriter};
 use memory::on_out_of_memory;
 use split::{route_spans, SegmentBatches, SplitScanner};
 
@@ -144,7 +144,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_debug, m)?)?;
     m.add_function(wrap_pyfunction!(on_out_of_memory, m)?)?;
     m.add_function(wrap_pyfunction!(hercules_documents, m)?)?;
-    m.add_function(wrap_pyfunction!(hercules_event_bytes, m)?)?;
     m.add_class::<HerculesEvents>()?;
     m.add_class::<HerculesWriter>()?;
     m.add(

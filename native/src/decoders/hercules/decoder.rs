@@ -100,6 +100,7 @@ impl HerculesDecoder {
                     reporter: &mut self.reporter,
                     names: &mut shared.tag_names,
                     held: &mut shared.held,
+                    event_bytes: self.ctx.event_bytes,
                 };
                 gw.close(&mut self.bufs[1], &self.ctx, &mut codec, out);
             }
@@ -121,6 +122,7 @@ impl HerculesDecoder {
             reporter: &mut self.reporter,
             names: &mut shared.tag_names,
             held: &mut shared.held,
+            event_bytes: self.ctx.event_bytes,
         };
         if let Some(raw) = self.raw[i].as_mut() {
             raw.feed(buf, &mut codec, fin, out);

@@ -107,6 +107,7 @@ struct Collect<'c> {
     budget: &'c mut Budget,
     /// Offset in the part of the first event the budget could not pay for.
     stopped: Option<usize>,
+    event_bytes: bool,
 }
 
 impl BatchSink for Collect<'_> {
@@ -125,8 +126,13 @@ impl BatchSink for Collect<'_> {
         let mut extra = self.extra.clone();
         extra.push(("batch_index", index.into()));
         extra.push(("body_offset", (self.start + ev.offset).into()));
-        self.events
-            .push(event_message(body, ev, self.d, offset, origin, extra));
+        self.events.push(event_message(
+            body,
+            ev,
+            (self.d, offset, origin),
+            extra,
+            self.event_bytes,
+        ));
         true
     }
 
@@ -673,6 +679,7 @@ fn events(
         findings: Vec::new(),
         budget,
         stopped: None,
+        event_bytes: codec.event_bytes,
     };
     let (count, got) = decode_batch(part, codec.parser, &mut sink);
     if let Some(at) = sink.stopped {

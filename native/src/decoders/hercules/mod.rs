@@ -27,7 +27,7 @@ use super::{Chunk, Closing, Decoder, Gap, Shared as AllShared, StreamContext};
 use crate::formats::hercules::{reader, render};
 use crate::model::{Record, Value};
 
-pub use records::{keep_event_bytes, TagNames};
+pub use records::TagNames;
 
 /// Vostok Hercules: the Gate's HTTP API and the event binary.
 pub const PROTOCOL: super::detect::Protocol = super::detect::Protocol {
@@ -55,6 +55,8 @@ pub struct Codec<'a> {
     pub reporter: &'a mut records::Reporter,
     pub names: &'a mut TagNames,
     pub held: &'a mut crate::held::spill::SpillStore,
+    /// Event records carry `bytes_base64` (`StreamContext::event_bytes`).
+    pub event_bytes: bool,
 }
 
 /// One Hercules connection (both directions).

@@ -11,7 +11,6 @@
 )]
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::formats::hercules::reader::{Parsed, Problem};
 use crate::formats::hercules::render::{exported, Cursor, Renderer, TextRenderer};
@@ -24,18 +23,6 @@ pub const PROTOCOL: &str = "hercules";
 pub const REPEAT_LIMIT: u64 = 100;
 /// Tag names remembered per capture for the once-per-capture rule.
 const MAX_NAMES: usize = 10_000;
-
-/// Whether event records carry `bytes_base64`, the event's bytes as captured (`wirelog replay`
-/// sends them: the record's `event` does not keep the tags' widths, Byte to Long, Float to
-/// Double, nor UUID values). Off unless a process asks (`keep_event_bytes`): every output of
-/// every other command stays as it is. A process-wide switch because the decoder's options come
-/// from layers above it that replay has no reason to widen for one field.
-static EVENT_BYTES: AtomicBool = AtomicBool::new(false);
-
-/// Event records from now on carry (or not) `bytes_base64` (see `EVENT_BYTES`).
-pub fn keep_event_bytes(on: bool) {
-    EVENT_BYTES.store(on, Ordering::Relaxed);
-}
 
 /// Where a record sits: (frame, ts) of the packet that carried it.
 pub type Origin = (Option<u64>, Option<i64>);
@@ -62,14 +49,13 @@ pub fn iso_time(ticks: i64) -> Option<String> {
 }
 
 /// The `event` record of the event `ev` parsed from `data`; `offset` is where it starts in the
-/// stream.
+/// stream; with `event_bytes`, it carries the event's bytes (`StreamContext::event_bytes`).
 pub fn event_message(
     data: &[u8],
     ev: &Parsed,
-    direction: Direction,
-    offset: u64,
-    origin: Origin,
+    (direction, offset, origin): (Direction, u64, Origin),
     extra: Vec<(&'static str, Value)>,
+    event_bytes: bool,
 ) -> Message {
     let mut m = Message::new(PROTOCOL, "event");
     m.direction = Some(direction);
@@ -86,7 +72,7 @@ pub fn event_message(
     m.fields.push(("uuid", Value::String(uuid_text(&ev.uuid))));
     m.fields.push(("tag_count", ev.tag_count.into()));
     m.fields.extend(extra);
-    if EVENT_BYTES.load(Ordering::Relaxed) {
+    if event_bytes {
         use base64::Engine;
         let bytes = data
             .get(ev.offset..ev.offset + ev.length)

@@ -178,8 +178,14 @@ impl RawEvents {
                         vec![]
                     };
                     out.push(
-                        event_message(data, &ev, self.direction, at, buf.origin_at(at), extra)
-                            .into(),
+                        event_message(
+                            data,
+                            &ev,
+                            (self.direction, at, buf.origin_at(at)),
+                            extra,
+                            codec.event_bytes,
+                        )
+                        .into(),
                     );
                     for p in problems.drain(..) {
                         let off = base + p.offset as u64;
@@ -362,6 +368,7 @@ mod tests {
             reporter: &mut reporter,
             names: &mut names,
             held: &mut held,
+            event_bytes: false,
         };
         let (mut raw, mut buf) = (RawEvents::new(Direction::C2S), StreamBuffer::default());
         let (mut waits, mut out) = (Vec::new(), Vec::new());
