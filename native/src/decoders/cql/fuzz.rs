@@ -212,11 +212,12 @@ pub fn cql(data: &[u8]) {
     }
 }
 
-/// The `cells` target: a result's rows written straight from their bytes (`Rows::write_json`,
-/// `types::write_cell`) are byte for byte the JSON text of their value tree (`safe_value`), the
-/// form every cell had before. The input: a column count and rows count, the columns' types as
-/// `[option]`s (none: the cells are hex), then `[bytes]` cells; an input that does not read as
-/// that is skipped, as the decoder refuses such a body.
+/// The `cells` target: a result's rows, or a request's bound values, written straight from their
+/// bytes (`Rows::write_json`, `types::write_cell`) are byte for byte the JSON text of their value
+/// tree (`safe_value`), the form every cell had before. The input: a column count, a rows count
+/// and a byte whose bit 0 says the columns' types follow as `[option]`s (else the cells are hex)
+/// and bit 1 that the cells are one list of bound `[value]`s (else rows of `[bytes]`), then the
+/// cells; an input that does not read as that is skipped, as the decoder refuses such a body.
 pub fn cells(data: &[u8]) {
     if let Some((written, tree)) = texts_of_rows(data) {
         assert_eq!(written, tree, "{data:?}");
@@ -238,7 +239,18 @@ fn texts_of_rows(data: &[u8]) -> Option<(String, String)> {
     } else {
         None
     };
-    let cells = Rows::read(&mut r, types, columns, rows).ok()?;
+    let cells = if typed & 2 != 0 {
+        // a request's bound values: `columns` [value] cells (one may be "not set")
+        let ahead = r.ahead();
+        for _ in 0..columns {
+            r.value().ok()?;
+        }
+        let bytes: Arc<[u8]> = ahead[..ahead.len() - r.ahead().len()].into();
+        let (hexed, decoded) = Rows::values(bytes, columns, types);
+        decoded.unwrap_or(hexed)
+    } else {
+        Rows::read(&mut r, types, columns, rows).ok()?
+    };
     let mut written = String::new();
     cells.write_json(&mut written);
     let mut tree = String::new();
@@ -266,6 +278,29 @@ mod tests {
         }
         let (written, tree) = super::texts_of_rows(&input).expect("a rows body");
         assert_eq!(written, tree);
+    }
+
+    #[test]
+    fn bound_values_written_from_their_bytes_are_their_values_text() {
+        // three bound [value]s: a bigint, null, "not set"; untyped (hex) and typed (bigint ×3)
+        let mut cells = Vec::new();
+        cells.extend_from_slice(&8i32.to_be_bytes());
+        cells.extend_from_slice(&42i64.to_be_bytes());
+        cells.extend_from_slice(&(-1i32).to_be_bytes());
+        cells.extend_from_slice(&(-2i32).to_be_bytes());
+        for (typed, text) in [
+            (0, r#"["000000000000002a",null,"<unset>"]"#),
+            (1, r#"[42,null,"<unset>"]"#),
+        ] {
+            let mut input = vec![3, 0, 2 | typed];
+            if typed != 0 {
+                input.extend_from_slice(&[0, 2, 0, 2, 0, 2]);
+            }
+            input.extend_from_slice(&cells);
+            let (written, tree) = super::texts_of_rows(&input).expect("a values body");
+            assert_eq!(written, tree);
+            assert_eq!(written, text);
+        }
     }
 
     #[test]

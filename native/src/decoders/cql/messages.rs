@@ -19,7 +19,7 @@ use crate::model::{Shared, Value};
 use super::envelope::{self, Header};
 use super::rows::Rows;
 use super::types::{hex, Cell};
-use super::types::{safe_value, CqlType, Malformed, Reader, Res};
+use super::types::{CqlType, Malformed, Reader, Res};
 
 const DSE_V1: u8 = 0x41;
 pub const REDACTED: &str = "<redacted>";
@@ -186,35 +186,40 @@ fn prefix(head: &Header, r: &mut Reader<'_>, f: &mut Fields) -> Res<()> {
     Ok(())
 }
 
-type Values<'a> = (Vec<Cell<'a>>, Vec<Value>);
+/// A request's bound values: their `[value]` cells as the wire lays them out (with names, each
+/// `[string]` name taken out), how many there are, and the names.
+type Values = (Arc<[u8]>, usize, Vec<Value>);
 
-fn values<'a>(r: &mut Reader<'a>, with_names: bool) -> Res<Values<'a>> {
+fn values(r: &mut Reader<'_>, with_names: bool) -> Res<Values> {
+    let n = usize::from(r.short()?);
     let (mut cells, mut names) = (Vec::new(), Vec::new());
-    for _ in 0..r.short()? {
+    let (ahead, start) = (r.ahead(), r.pos);
+    for _ in 0..n {
         if with_names {
             names.push(Value::String(r.string()?));
+            let (ahead, start) = (r.ahead(), r.pos);
+            r.value()?;
+            cells.extend_from_slice(&ahead[..r.pos - start]);
+        } else {
+            r.value()?;
         }
-        cells.push(r.value()?);
     }
-    Ok((cells, names))
+    if !with_names {
+        cells.extend_from_slice(&ahead[..r.pos - start]);
+    }
+    Ok((cells.into(), n, names))
 }
 
-fn put_values(f: &mut Fields, (cells, names): Values<'_>, prep: Option<&Prepared>) {
-    put(
-        f,
-        "values",
-        Value::Array(cells.iter().map(|c| c.hexed()).collect()),
-    );
+/// `values` as hex (their types are not known), `value_names`, and `values_decoded` when the
+/// prepared statement's bind types are known: written from the cells' bytes, no tree.
+fn put_values(f: &mut Fields, (cells, count, names): Values, prep: Option<&Prepared>) {
+    let (hexed, decoded) = Rows::values(cells, count, prep.map(|p| p.bind_types.clone()));
+    f.push_written("values", hexed);
     if !names.is_empty() {
         put(f, "value_names", names);
     }
-    if let Some(p) = prep.filter(|p| p.bind_types.len() == cells.len()) {
-        let decoded = p
-            .bind_types
-            .iter()
-            .zip(&cells)
-            .map(|(t, c)| safe_value(t, *c));
-        put(f, "values_decoded", Value::Array(decoded.collect()));
+    if let Some(decoded) = decoded {
+        f.push_written("values_decoded", decoded);
     }
 }
 
