@@ -541,7 +541,7 @@ impl Conn {
         } else if f.typ == b'J' {
             json_document(payload, pos, &mut fields, out)
         } else {
-            let (map, bad) = decode_pairs(payload);
+            let (doc, bad) = decode_pairs(payload);
             if bad {
                 out.push(
                     finding(
@@ -554,7 +554,7 @@ impl Conn {
                     .into(),
                 );
             }
-            Some(Value::Object(map).into())
+            Some(doc)
         };
         self.seq.check(seq, &mut self.issues);
         for issue in self.issues.drain(..) {

@@ -6,6 +6,9 @@
 //! `D` frames are walked pair by pair; the walk resumes where it stopped, so a huge `D` arriving in
 //! many segments costs O(bytes), not O(segments × pairs).
 
+use std::collections::HashSet;
+
+use crate::model::json::{self, Document};
 use crate::model::Value;
 
 /// Header size of each frame type; the type byte → letter table of the parser.
@@ -232,11 +235,12 @@ fn walk_pairs(
     })
 }
 
-/// The key/value map of a walked D frame body; the flag says whether any text was not UTF-8.
-/// Keys repeat as in a Python dict: the first position, the last value.
-pub fn decode_pairs(body: &[u8]) -> (serde_json::Map<String, Value>, bool) {
-    let mut out = serde_json::Map::new();
-    let mut bad = false;
+/// The event document of a walked D frame body, written as canonical JSON text in one pass (no
+/// map per event); the flag says whether any text was not UTF-8 (shown with U+FFFD). Keys repeat
+/// as in a Python dict: the first position, the last value; a body that repeats one or is not
+/// UTF-8 (both rare) goes through a map.
+pub fn decode_pairs(body: &[u8]) -> (Document, bool) {
+    let mut pairs = Vec::new();
     let mut rest = body;
     // the body was walked by `walk_pairs`: every length and its bytes are inside it
     fn text<'a>(rest: &mut &'a [u8]) -> &'a [u8] {
@@ -247,21 +251,34 @@ pub fn decode_pairs(body: &[u8]) -> (serde_json::Map<String, Value>, bool) {
     }
     while !rest.is_empty() {
         let key = text(&mut rest);
-        let val = text(&mut rest);
-        match (std::str::from_utf8(key), std::str::from_utf8(val)) {
-            (Ok(k), Ok(v)) => {
-                out.insert(k.to_owned(), Value::String(v.to_owned()));
-            }
-            _ => {
-                bad = true;
-                out.insert(
-                    String::from_utf8_lossy(key).into_owned(),
-                    Value::String(String::from_utf8_lossy(val).into_owned()),
-                );
-            }
-        }
+        pairs.push((key, text(&mut rest)));
     }
-    (out, bad)
+    let bad = pairs
+        .iter()
+        .any(|(k, v)| std::str::from_utf8(k).is_err() || std::str::from_utf8(v).is_err());
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let mut keys: HashSet<&[u8]> = HashSet::with_capacity(pairs.len());
+    // (text that is not UTF-8 may become a key another one is: U+FFFD for both)
+    if bad || !pairs.iter().all(|(k, _)| keys.insert(k)) {
+        let mut map = serde_json::Map::new();
+        for (k, v) in &pairs {
+            map.insert(lossy(k), Value::String(lossy(v)));
+        }
+        return (Value::Object(map).into(), bad);
+    }
+    let mut out = String::with_capacity(body.len().saturating_add(2));
+    out.push('{');
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        // (UTF-8 both: checked above)
+        json::string(&mut out, std::str::from_utf8(k).unwrap_or_default());
+        out.push(':');
+        json::string(&mut out, std::str::from_utf8(v).unwrap_or_default());
+    }
+    out.push('}');
+    (Document::canonical(out), bad)
 }
 
 /// Whether a resync candidate `[12][WJDCA]` at `data[0]` looks like a real frame (None: need
@@ -426,8 +443,45 @@ mod tests {
         assert_eq!((need, resume), (19, Some((15, 1))));
         let f = frame(parse(&d, 100, resume));
         assert_eq!((f.end, f.count), (d.len(), 1));
-        let (map, bad) = decode_pairs(&d[10..]);
-        assert_eq!((map["k"].as_str(), bad), (Some("vv"), false));
+        let (doc, bad) = decode_pairs(&d[10..]);
+        assert_eq!((doc.text(), bad), (r#"{"k":"vv"}"#, false));
+    }
+
+    #[test]
+    fn d_pairs_written_as_text_are_the_text_of_their_map() {
+        fn body(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+            let mut b = Vec::new();
+            for (k, v) in pairs {
+                for t in [k, v] {
+                    b.extend((t.len() as u32).to_be_bytes());
+                    b.extend(*t);
+                }
+            }
+            b
+        }
+        let cases: [&[(&[u8], &[u8])]; 5] = [
+            &[],
+            &[(b"line", b"GET /\"q\" \x01\t\xc3\xa9"), (b"host", b"web-1")],
+            &[(b"bad\xff", b"v\xfe"), (b"k", b"")],
+            // a repeated key: its first position, its last value (a Python dict)
+            &[(b"a", b"1"), (b"b", b"2"), (b"a", b"3")],
+            &[(b"\xff", b"1"), (b"\xfe", b"2")], // two keys made the same by U+FFFD
+        ];
+        for pairs in cases {
+            let mut map = serde_json::Map::new();
+            for (k, v) in pairs {
+                let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                map.insert(lossy(k), Value::String(lossy(v)));
+            }
+            let bad = pairs
+                .iter()
+                .any(|(k, v)| std::str::from_utf8(k).is_err() || std::str::from_utf8(v).is_err());
+            let (doc, flagged) = decode_pairs(&body(pairs));
+            assert_eq!(doc.text(), Document::from(Value::Object(map)).text());
+            assert_eq!(flagged, bad);
+        }
+        let (doc, _) = decode_pairs(&body(&[(b"a", b"1"), (b"b", b"2"), (b"a", b"3")]));
+        assert_eq!(doc.text(), r#"{"a":"3","b":"2"}"#);
     }
 
     #[test]
