@@ -19,7 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::pack::{pack, unpack, Names};
 use crate::model::{Finding, Message, Severity};
 
-/// Bytes of the pages of every store of the process (what the budget bounds).
+/// Bytes of the pages of every store of the process and of the records kept unpacked (`keep`):
+/// what the budget bounds.
 static IN_MEMORY: AtomicUsize = AtomicUsize::new(0);
 /// A page of packed records (a bigger record has a page of its own).
 const PAGE: usize = 64 << 10;
@@ -162,6 +163,8 @@ impl Drop for Pages {
 #[derive(Debug)]
 pub struct SpillStore {
     budget: usize,
+    /// Estimated bytes of the records their decoders keep as they are, unpacked (`keep`).
+    kept: usize,
     names: Names,
     scratch: Vec<u8>,
     pages: Pages,
@@ -173,6 +176,13 @@ pub struct SpillStore {
     /// Packed bytes of the records taken back so far (what a `close` call has made).
     taken: u64,
     pub stats: Stats,
+}
+
+impl Drop for SpillStore {
+    /// Records still kept when the session ends (a decoder that failed) leave the budget's count.
+    fn drop(&mut self) {
+        IN_MEMORY.fetch_sub(self.kept, Ordering::Relaxed);
+    }
 }
 
 /// The spill file, created at the first record past the budget.
@@ -204,11 +214,15 @@ impl Default for SpillStore {
 
 /// `--held-memory`'s default.
 pub const DEFAULT_BUDGET: usize = 128 << 20;
+/// Records kept unpacked (`SpillStore::keep`) take at most an eighth of the budget, and 16 MiB.
+const KEPT_SHARE: usize = 8;
+const KEPT_MAX: usize = 16 << 20;
 
 impl SpillStore {
     pub fn new(budget: usize) -> Self {
         SpillStore {
             budget,
+            kept: 0,
             names: Names::default(),
             scratch: Vec::new(),
             pages: Pages::default(),
@@ -223,6 +237,30 @@ impl SpillStore {
 
     pub fn set_budget(&mut self, budget: usize) {
         self.budget = budget;
+    }
+
+    /// Whether a decoder may keep a record of `cost` estimated bytes as it is, unpacked, while it
+    /// waits (until `unkeep`): nearly every record waits only moments (a Lumberjack window's ACK,
+    /// a CQL response follow within milliseconds), and packing it then reading it back cost more
+    /// than everything else done with it but reading its text. Within a share of the budget, so
+    /// that records that wait for long still go to pages and the spill file, and counted in the
+    /// budget: the pages spill that much sooner.
+    pub fn keep(&mut self, cost: usize) -> bool {
+        let share = (self.budget / KEPT_SHARE).min(KEPT_MAX);
+        let kept = self.kept.saturating_add(cost);
+        if kept > share || self.file.failure.is_some() {
+            return false;
+        }
+        self.kept = kept;
+        IN_MEMORY.fetch_add(cost, Ordering::Relaxed);
+        true
+    }
+
+    /// A kept record of `cost` bytes (`keep`) is gone.
+    pub fn unkeep(&mut self, cost: usize) {
+        let cost = cost.min(self.kept);
+        self.kept -= cost;
+        IN_MEMORY.fetch_sub(cost, Ordering::Relaxed);
     }
 
     /// Keep `m` until `take`.
