@@ -151,6 +151,20 @@ pub fn string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// A name the core itself gives (a record kind, a field, a version, a delivery class: none has a
+/// character to escape) as a JSON string, without looking for one: a record's line writes a dozen.
+pub fn name(out: &mut String, name: &'static str) {
+    debug_assert_eq!(
+        plain_run(name.as_bytes()),
+        name.len(),
+        "{name:?} needs escaping"
+    );
+    out.reserve(name.len() + 2);
+    out.push('"');
+    out.push_str(name);
+    out.push('"');
+}
+
 /// How many leading bytes need no escape, eight at a time (SWAR: strings are most of an event's
 /// bytes, and a byte-by-byte table lookup was the check's main cost). The last bytes are checked
 /// as the string's last word, which overlaps bytes already known to be plain.
