@@ -649,6 +649,21 @@ mod tests {
     }
 
     #[test]
+    fn records_are_kept_within_a_share_of_the_budget() {
+        let mut store = SpillStore::new(8_000);
+        assert!(store.keep(600) && store.keep(400));
+        assert!(!store.keep(1), "an eighth of the budget");
+        store.unkeep(400);
+        assert!(store.keep(400) && !store.keep(1));
+        assert!(
+            !SpillStore::new(0).keep(1),
+            "no budget: every record is held"
+        );
+        let mut big = SpillStore::new(usize::MAX);
+        assert!(big.keep(KEPT_MAX) && !big.keep(1), "16 MiB at most");
+    }
+
+    #[test]
     fn slots_taken_back_are_written_again_before_the_file_grows() {
         // Records held and taken back oldest first while as many new ones are held (a stalled
         // capture's end: from the windows to the verdict's wait), now and then one bigger than a
