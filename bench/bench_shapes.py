@@ -23,9 +23,10 @@ CQL v4 (TCP handshake, STARTUP/READY, 1448-byte segments unless said):
     wirelog convert --to json / --to parquet   against
     tshark -r FILE -d tcp.port==9042,cql -T fields -e cql.opcode -e cql.stream   (goal: >= 10x)
 
-    .venv/bin/python bench/bench_shapes.py [--shape NAME] [--runs 3] [--scale 1.0] [--quick]
+    .venv/bin/python bench/bench_shapes.py [--shape NAME] [--runs 3] [--scale 1.0] [--quick] [--keep DIR]
 
-`--quick` is a smoke run: every shape at 2 % of its size, one run.
+`--quick` is a smoke run: every shape at 2 % of its size, one run. `--keep DIR` writes the captures
+into DIR and leaves them there (to profile or time them again), instead of a temporary directory.
 """
 
 from __future__ import annotations
@@ -327,18 +328,23 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--scale", type=float, default=1.0, help="size of every capture, 1.0 = the issue's")
     ap.add_argument("--quick", action="store_true", help="smoke run: scale 0.02, one run")
+    ap.add_argument("--keep", type=Path, metavar="DIR", help="write the captures into DIR and keep them")
     args = ap.parse_args()
     scale, runs = (0.02, 1) if args.quick else (args.scale, args.runs)
-    with tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+        tmp = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         for shape in args.shape or SHAPES:
             if shape == "python-sender":
-                bench_python_sender(Path(tmp), scale, runs)
+                bench_python_sender(tmp, scale, runs)
             elif shape == "stack-traces":
-                bench_stack_traces(Path(tmp), scale, runs)
+                bench_stack_traces(tmp, scale, runs)
             else:
-                bench_cql_shape(shape, Path(tmp), scale, runs)
-            for leftover in Path(tmp).iterdir():  # the next shape's captures need the room
-                leftover.unlink()
+                bench_cql_shape(shape, tmp, scale, runs)
+            if not args.keep:
+                for leftover in tmp.iterdir():  # the next shape's captures need the room
+                    leftover.unlink()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::model::json::{integer, string, value, Json};
+use crate::model::json::{integer, name, string, value, Json};
 use crate::model::text::datetime;
 use crate::model::{Delivery, Finding, Message, Record, Stamp, Value};
 use crate::tcp::StreamInfo;
@@ -49,6 +49,14 @@ fn opt_str(out: &mut String, v: Option<&str>) {
     }
 }
 
+/// A name of the core's (`json::name`), or null.
+fn opt_name(out: &mut String, v: Option<&'static str>) {
+    match v {
+        Some(v) => name(out, v),
+        None => out.push_str("null"),
+    }
+}
+
 /// `{"record":...,"protocol":...` up to the protocol, the keys every record has.
 #[allow(clippy::too_many_arguments)]
 fn common(
@@ -74,7 +82,7 @@ fn common(
     out.push_str(",\"server\":");
     opt_str(out, stamp.map(|s| s.server.as_str()));
     out.push_str(",\"direction\":");
-    opt_str(out, direction.map(|d| d.as_str()));
+    opt_name(out, direction.map(|d| d.as_str()));
     out.push_str(",\"frame\":");
     opt_u64(out, frame);
     out.push_str(",\"offset\":");
@@ -94,21 +102,21 @@ fn common(
 
 /// Protocol fields after the common keys; one named like a reserved key gets a protocol prefix
 /// (the reserved keys of a finding include the renamed ones already written, as in Python).
-fn fields(out: &mut String, protocol: &str, fields: &[(&str, impl Json)], message: bool) {
+fn fields(out: &mut String, protocol: &str, fields: &[(&'static str, impl Json)], message: bool) {
     // A finding's renamed keys count as taken too (as in Python); a message's never collide.
     let live = !message;
     let mut renamed: Vec<String> = Vec::new();
-    for (name, v) in fields {
+    for &(field, ref v) in fields {
         out.push(',');
-        let taken = reserved(name, message) || (live && renamed.iter().any(|r| r == name));
+        let taken = reserved(field, message) || (live && renamed.iter().any(|r| r == field));
         if taken {
-            let key = format!("{protocol}_{name}");
+            let key = format!("{protocol}_{field}");
             string(out, &key);
             if live {
                 renamed.push(key);
             }
         } else {
-            string(out, name);
+            name(out, field);
         }
         out.push(':');
         v.write_json(out);
@@ -145,9 +153,9 @@ pub fn message_line(
         m.protocol,
     );
     out.push_str(",\"kind\":");
-    string(out, m.kind);
+    name(out, m.kind);
     out.push_str(",\"version\":");
-    opt_str(out, m.version);
+    opt_name(out, m.version);
     out.push_str(",\"length\":");
     integer(out, m.length);
     fields(out, m.protocol, &m.fields, true);
@@ -173,7 +181,7 @@ pub fn message_line(
         None => out.push_str("null"),
     }
     out.push_str(",\"delivery\":");
-    opt_str(out, m.delivery.map(Delivery::as_str));
+    opt_name(out, m.delivery.map(Delivery::as_str));
     out.push_str("}\n");
 }
 

@@ -150,8 +150,6 @@ struct Pending {
 pub struct Shared {
     prepared: foldhash::HashMap<String, foldhash::HashMap<u16, PreparedMap>>,
     pub held: SpillStore,
-    /// Estimated bytes of the request records kept as they are (`Waiting::Kept`).
-    kept: usize,
 }
 
 /// Requests whose stream id was reused that wait for the end at most (their outcome depends on
@@ -162,32 +160,26 @@ const MAX_REUSED: usize = 4096;
 struct Stores<'s> {
     prepared: &'s mut PreparedMap,
     held: &'s mut SpillStore,
-    kept: &'s mut usize,
 }
 
-/// Estimated bytes of request records the capture's CQL connections keep as they are while they
-/// wait for their response (nearly all: a response follows within milliseconds); past it they are
-/// packed into the held store, whose budget spills (packing every request cost ~5 % of a CQL
-/// conversion).
-const KEPT: usize = 16 << 20;
-
-/// A request's record while it waits for its response.
+/// A request's record while it waits for its response: as it is while the store lets it be kept
+/// (nearly all wait for milliseconds; packing every request cost ~5 % of a CQL conversion), else
+/// packed into the held store, whose budget spills.
 enum Waiting {
-    /// As it is, with its estimated cost (counted in `Shared::kept`).
+    /// As it is, with its estimated cost (`SpillStore::keep`).
     Kept(Box<Message>, usize),
     Packed(Held),
 }
 
 impl Waiting {
-    /// Keep `m` (whose envelope is `wire` bytes) as it is while the budget lasts, else packed.
-    fn of(m: Message, wire: u64, held: &mut SpillStore, kept: &mut usize) -> Waiting {
+    /// Keep `m` (whose envelope is `wire` bytes) as it is while the store has room, else packed.
+    fn of(m: Message, wire: u64, held: &mut SpillStore) -> Waiting {
         // a record's tree costs a few times its wire bytes
         let cost = usize::try_from(wire)
             .unwrap_or(usize::MAX)
             .saturating_mul(4)
             .saturating_add(256);
-        if kept.saturating_add(cost) <= KEPT {
-            *kept = kept.saturating_add(cost);
+        if held.keep(cost) {
             Waiting::Kept(Box::new(m), cost)
         } else {
             Waiting::Packed(held.hold(&m))
@@ -195,10 +187,10 @@ impl Waiting {
     }
 
     /// The record back (None when the spill file lost it: the store says so).
-    fn take(self, held: &mut SpillStore, kept: &mut usize) -> Option<Message> {
+    fn take(self, held: &mut SpillStore) -> Option<Message> {
         match self {
             Waiting::Kept(m, cost) => {
-                *kept = kept.saturating_sub(cost);
+                held.unkeep(cost);
                 Some(*m)
             }
             Waiting::Packed(h) => held.take(h),
@@ -293,7 +285,7 @@ impl Decoder for CqlDecoder {
         if self.unanswered.is_empty() {
             self.flush(shared, out);
         }
-        let (held, kept) = (&mut shared.cql.held, &mut shared.cql.kept);
+        let held = &mut shared.cql.held;
         let room = CloseRoom::new(out, held);
         while let Some((stream, p)) = self.unanswered.pop() {
             let outcome = self.silent(&p);
@@ -307,7 +299,7 @@ impl Decoder for CqlDecoder {
                     .field("stream_id", stream)
                     .field("opcode", p.opcode)
             });
-            settle(p, outcome, held, kept, out);
+            settle(p, outcome, held, out);
             out.extend(f.map(Record::from));
             if !room.left(out, held) {
                 break;
@@ -327,14 +319,8 @@ impl Decoder for CqlDecoder {
 
 /// A request's held record, written with its outcome (nothing when the spill file lost it: the
 /// store says so).
-fn settle(
-    p: Pending,
-    outcome: Delivery,
-    held: &mut SpillStore,
-    kept: &mut usize,
-    out: &mut Vec<Record>,
-) {
-    if let Some(mut m) = p.record.and_then(|w| w.take(held, kept)) {
+fn settle(p: Pending, outcome: Delivery, held: &mut SpillStore, out: &mut Vec<Record>) {
+    if let Some(mut m) = p.record.and_then(|w| w.take(held)) {
         m.event_id = Some(p.id);
         m.delivery = Some(outcome);
         out.push(m.into());
@@ -450,7 +436,6 @@ impl CqlDecoder {
         Stores {
             prepared: ports.entry(self.ctx.server_port).or_default(),
             held: &mut shared.cql.held,
-            kept: &mut shared.cql.kept,
         }
     }
 
@@ -1008,7 +993,7 @@ impl CqlDecoder {
                 seq: self.seq,
                 query,
                 prepared_id: pid,
-                record: Some(Waiting::of(m, head.total(), st.held, st.kept)),
+                record: Some(Waiting::of(m, head.total(), st.held)),
                 id,
                 gaps: self.s2c_gaps,
                 reused: false,
@@ -1081,7 +1066,7 @@ impl CqlDecoder {
                 if self.reused.len() > MAX_REUSED {
                     if let Some((_, oldest)) = self.reused.pop_front() {
                         let outcome = self.silent(&oldest);
-                        settle(oldest, outcome, st.held, st.kept, out);
+                        settle(oldest, outcome, st.held, out);
                     }
                 }
             }
@@ -1102,7 +1087,7 @@ impl CqlDecoder {
             return None;
         };
         let mut pending = pending;
-        if let Some(mut m) = pending.record.take().and_then(|w| w.take(st.held, st.kept)) {
+        if let Some(mut m) = pending.record.take().and_then(|w| w.take(st.held)) {
             m.event_id = Some(pending.id);
             m.delivery = Some(outcome_of(head));
             out.push(m.into());

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 
 use super::report::{finding, Pos, PROTOCOL};
 use super::resend::{FirstCopy, ResendRegistry};
-use super::waiting::{Items, Seqs};
+use super::waiting::{Items, Records, Seqs};
 use crate::decoders::CloseRoom;
 use crate::held::spill::{Held, SpillStore};
 use crate::model::{Direction, Message, Record, Severity, Value};
@@ -48,7 +48,7 @@ struct Window {
     count: Option<u32>,
     record: Option<Held>, // taken when emitted
     pos: Pos,
-    items: Items,        // compressed frames and events, in order (emptied on emission)
+    items: Records, // compressed frames and events, in order (emptied on emission)
     frames_at: Vec<u32>, // positions in `items` of the compressed frames (the rest are events)
     /// The ACKs of the held events: (events acknowledged once it came, its frame, its offset).
     acks: Vec<(usize, Option<u64>, u64)>,
@@ -113,8 +113,10 @@ impl Window {
             && self.seqs.len() > 0
     }
 
-    /// The state of a parkable window as bytes (its handles move into them).
-    fn into_bytes(self) -> Vec<u8> {
+    /// The state of a parkable window as bytes (its handles move into them, its kept records
+    /// into the store first).
+    fn into_bytes(self, held: &mut SpillStore) -> Vec<u8> {
+        let items = self.items.into_held(held);
         let mut b = Vec::with_capacity(96);
         let opt = |b: &mut Vec<u8>, v: Option<u64>| match v {
             Some(v) => {
@@ -135,7 +137,7 @@ impl Window {
         b.extend_from_slice(&self.pos.offset.to_le_bytes());
         opt(&mut b, self.pos.frame);
         opt(&mut b, self.pos.ts.map(|t| t as u64));
-        match &self.items {
+        match &items {
             Items::Loose(v) => {
                 b.push(0);
                 b.extend_from_slice(&(v.len() as u64).to_le_bytes());
@@ -230,7 +232,7 @@ impl Window {
             count,
             record,
             pos,
-            items,
+            items: Records::Held(items),
             frames_at,
             acks: Vec::new(),
             seqs,
@@ -428,7 +430,8 @@ impl Delivery {
         }
         if let Some(Slot::Live(w)) = self.windows.remove(at) {
             let (index, events) = (w.index, u32::try_from(w.seqs.len()).unwrap_or(u32::MAX));
-            let state = held.hold_bytes(&w.into_bytes());
+            let bytes = w.into_bytes(held);
+            let state = held.hold_bytes(&bytes);
             self.windows.insert(
                 at,
                 Slot::Parked {
@@ -559,8 +562,7 @@ impl Delivery {
         w.c_frames += 1;
         record.set("window", w.index);
         w.frames_at.push(w.items.len() as u32);
-        let item = held.hold(&record);
-        w.items.push(item, held);
+        w.items.push(record, held);
     }
 
     /// Add an event (the per-event path). `c_frame` identifies the enclosing C frame; `print` is
@@ -600,8 +602,7 @@ impl Delivery {
             out.push(record.into());
             return;
         }
-        let item = held.hold(&record);
-        w.items.push(item, held);
+        w.items.push(record, held);
         if w.full() {
             w.settle(held);
         }
@@ -1132,7 +1133,7 @@ impl Delivery {
             count,
             record: Some(held.hold(&record)),
             pos,
-            items: Items::with_capacity(room + 1),
+            items: Records::with_capacity(room + 1),
             frames_at: Vec::new(),
             acks: Vec::new(),
             seqs: Seqs::default(),
@@ -1148,6 +1149,14 @@ impl Delivery {
             resends: 0,
             outstanding: true,
         })));
+        // Records are kept as they are in the newest two windows only: an older one waits.
+        let third = self.windows.len().checked_sub(3);
+        if let Some(w) = third.and_then(|at| self.windows[at].live_mut()) {
+            w.items.hold(held);
+            if w.closed || w.full() {
+                w.settle(held);
+            }
+        }
         self.park_previous(held);
         let at = self.windows.len() - 1;
         if self.newest().is_some_and(Window::resolved) {
@@ -1308,14 +1317,17 @@ fn emit(
     *pending -= w.items.len() - w.frames_at.len();
     let mut frames = std::mem::take(&mut w.frames_at).into_iter().peekable();
     let (mut event, mut acks) = (0, w.acks.iter().peekable());
-    for (i, item) in w.items.take(held).into_iter().enumerate() {
+    let mut records = w.items.take(held);
+    let mut i = 0u32;
+    while let Some(record) = records.next(held) {
         // an event's ACK, if any: ACKs cover events in order
-        let fate = frames.next_if_eq(&(i as u32)).is_none().then(|| {
+        let fate = frames.next_if_eq(&i).is_none().then(|| {
             while acks.next_if(|a| a.0 <= event).is_some() {}
             event += 1;
             acks.peek().map(|&&(_, frame, offset)| (frame, offset))
         });
-        let Some(mut m) = held.take(item) else {
+        i += 1;
+        let Some(mut m) = record else {
             continue; // lost with the spill file: held.finding() says so
         };
         match fate {
@@ -1421,7 +1433,7 @@ mod tests {
                 frame: None,
                 ts: Some(-5),
             },
-            items,
+            items: Records::Held(items),
             frames_at: vec![0],
             acks: Vec::new(),
             seqs,
@@ -1445,7 +1457,7 @@ mod tests {
         for packed in [false, true] {
             let w = parkable(&mut store, packed);
             assert!(w.parkable());
-            let bytes = w.into_bytes();
+            let bytes = w.into_bytes(&mut store);
             let back = Window::from_bytes(9, &bytes).expect("reads back");
             assert_eq!(
                 (
@@ -1476,7 +1488,7 @@ mod tests {
                 (back.closed, back.truncated, back.gap, back.resends),
                 (true, false, true, 2)
             );
-            assert_eq!(back.into_bytes(), bytes);
+            assert_eq!(back.into_bytes(&mut store), bytes);
             for cut in 0..bytes.len() {
                 assert!(
                     Window::from_bytes(9, &bytes[..cut]).is_none(),
@@ -1494,7 +1506,7 @@ mod tests {
         }
         let mut w = parkable(&mut store, true);
         w.frames_at = vec![7]; // past the items: emission would miscount what is pending
-        assert!(Window::from_bytes(9, &w.into_bytes()).is_none());
+        assert!(Window::from_bytes(9, &w.into_bytes(&mut store)).is_none());
         let mut huge = vec![0u8, 0, 0, 0, 0]; // no count, no record, c2s, then offset...
         huge.extend(0u64.to_le_bytes());
         huge.extend([0, 0, 0]); // no frame, no ts, loose items

@@ -1012,3 +1012,68 @@ fn parked_windows_come_back_with_their_acks_as_live_ones_do() {
         "windows 1-5 acknowledged, 6-8 not"
     );
 }
+
+#[test]
+fn records_kept_as_they_are_come_out_as_held_ones_do() {
+    // Windows acknowledged at once, one the server never answers, one that outgrows what the store
+    // lets a decoder keep, then a later connection that resends a window (its events are held:
+    // their `resend_of` is nested). With room to keep them, records come out of their windows
+    // without being held and read back; they must be those of a store that keeps nothing
+    // (everything through the spill file).
+    let mut first: Vec<(Direction, Vec<u8>)> = Vec::new();
+    for w in 0..6u32 {
+        let mut client = window(4, b'2');
+        match w % 3 {
+            0 => client.extend(js(&[1, 2, 3, 4])),
+            _ => client.extend(cframe(&js(&[1, 2, 3, 4]), 3)),
+        }
+        first.push((C2S, client));
+        if w != 4 {
+            first.push((S2C, ack(4, b'2')));
+        }
+    }
+    let mut resent = window(4, b'2');
+    resent.extend(js(&[1, 2, 3, 4]));
+    let second = [(C2S, resent), (S2C, ack(4, b'2'))];
+    let steps = |data: &[(Direction, Vec<u8>)]| -> Vec<Vec<u8>> {
+        data.iter().map(|(_, b)| b.clone()).collect()
+    };
+    let (first_bytes, second_bytes) = (steps(&first), steps(&second));
+    let session = |budget: usize| {
+        let mut shared = Shared::new(&Limits {
+            held_memory: budget,
+            ..Limits::default()
+        });
+        let mut out = Vec::new();
+        for (stream, data, bytes) in [
+            (0, &first[..], &first_bytes),
+            (1, &second[..], &second_bytes),
+        ] {
+            let steps: Vec<Step> = data
+                .iter()
+                .zip(bytes)
+                .map(|((d, _), b)| Step::Data(*d, b))
+                .collect();
+            let mut dec = LumberjackDecoder::new(ctx(stream, Limits::default()));
+            out.extend(feed(&mut dec, &mut shared, &steps, &[]));
+        }
+        (out, shared.lumberjack.held.taken())
+    };
+    let (held, all) = session(0);
+    // a share of 128 KiB keeps every event; of 3 KiB, a few, then the rest of their window is held
+    for budget in [1 << 20, 24 << 10] {
+        let (out, taken) = session(budget);
+        assert_eq!(out, held, "budget {budget}");
+        if budget == 1 << 20 {
+            // the W records, the unanswered window's events (at the stream's end they are its
+            // newest: still kept) and the resent events (held) went to the store: not the others
+            assert!(taken * 3 < all, "{taken} of {all} bytes read back");
+        }
+    }
+    let events = messages(&held, "event");
+    assert_eq!(events.len(), 28);
+    let acked = events.iter().filter(|e| e.acked == Some(true)).count();
+    assert_eq!(acked, 28 - 4);
+    let resends = events.iter().filter(|e| e.get("resend_of").is_some());
+    assert_eq!(resends.count(), 4);
+}

@@ -1,10 +1,13 @@
-//! What a window keeps of its events while it waits for their ACK, in memory that does not grow
-//! with them once the window is complete: a stalled pipeline's capture keeps millions of events
-//! waiting, and 20 bytes each (a handle and a seq) were 40 MB per million.
+//! What a window keeps of its events while it waits for their ACK: the records as they are while
+//! the window is among its connection's newest two (nearly every window is acknowledged then),
+//! else in the held store, in memory that does not grow with them once the window is complete: a
+//! stalled pipeline's capture keeps millions of events waiting, and 20 bytes each (a handle and a
+//! seq) were 40 MB per million.
 
 use std::ops::Range;
 
 use crate::held::spill::{Held, SpillStore};
+use crate::model::{Field, Message, Value};
 
 /// A window's event seqs in order: a run (1..n, or a v1 client's continuous numbering) in 8 bytes,
 /// a list when they are not consecutive.
@@ -85,6 +88,130 @@ impl Seqs {
         }
     }
 }
+
+/// A window's records (compressed frames and events) in order: kept as they are while the store
+/// has room for them (`SpillStore::keep`), else held in it. A window acknowledged soon after it
+/// was sent, as nearly all are, gives its records without packing them and reading them back
+/// (which cost a fifth of converting an acknowledged Beats capture).
+#[derive(Debug)]
+pub enum Records {
+    /// With their estimated cost, counted in the store.
+    Kept {
+        list: Vec<Message>,
+        cost: usize,
+    },
+    Held(Items),
+}
+
+impl Records {
+    pub fn with_capacity(n: usize) -> Self {
+        Records::Kept {
+            list: Vec::with_capacity(n),
+            cost: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Records::Kept { list, .. } => list.len(),
+            Records::Held(items) => items.len(),
+        }
+    }
+
+    /// Add a record: kept while the store has room for it, else every record goes to the store
+    /// (they stay in order) and so do the window's later ones.
+    pub fn push(&mut self, m: Message, store: &mut SpillStore) {
+        if let Records::Kept { list, cost } = self {
+            match kept_cost(&m).filter(|&c| store.keep(c)) {
+                Some(c) => {
+                    list.push(m);
+                    *cost += c;
+                    return;
+                }
+                None => self.hold(store),
+            }
+        }
+        if let Records::Held(items) = self {
+            items.push(store.hold(&m), store);
+        }
+    }
+
+    /// Kept records go to the store (a window that will wait: no longer among its connection's
+    /// newest two).
+    pub fn hold(&mut self, store: &mut SpillStore) {
+        let records = std::mem::replace(self, Records::Held(Items::Loose(Vec::new())));
+        *self = Records::Held(records.into_held(store));
+    }
+
+    /// What the store holds of the records, kept ones put there first (a parked window's state).
+    pub fn into_held(self, store: &mut SpillStore) -> Items {
+        match self {
+            Records::Kept { list, cost } => {
+                store.unkeep(cost);
+                let mut items = Items::with_capacity(list.len());
+                for m in &list {
+                    items.push(store.hold(m), store);
+                }
+                items
+            }
+            Records::Held(items) => items,
+        }
+    }
+
+    /// The window is complete: held records' handles go to the store as one record.
+    pub fn pack(&mut self, store: &mut SpillStore) {
+        if let Records::Held(items) = self {
+            items.pack(store);
+        }
+    }
+
+    /// Every record, in order (none when the spill file lost them: the store says so).
+    pub fn take(&mut self, store: &mut SpillStore) -> Taken {
+        match std::mem::replace(self, Records::Held(Items::Loose(Vec::new()))) {
+            Records::Kept { list, cost } => {
+                store.unkeep(cost);
+                Taken::Kept(list.into_iter())
+            }
+            Records::Held(mut items) => Taken::Held(items.take(store).into_iter()),
+        }
+    }
+}
+
+/// A window's records on their way out (`Records::take`).
+pub enum Taken {
+    Kept(std::vec::IntoIter<Message>),
+    Held(std::vec::IntoIter<Held>),
+}
+
+impl Taken {
+    /// The next record: `Some(None)` for one the spill file lost (the store says so).
+    pub fn next(&mut self, store: &mut SpillStore) -> Option<Option<Message>> {
+        match self {
+            Taken::Kept(list) => list.next().map(Some),
+            Taken::Held(handles) => handles.next().map(|h| store.take(h)),
+        }
+    }
+}
+
+/// What keeping `m` as it is costs, estimated: the message, its fields, strings and document;
+/// None for a record with a nested or shared value (a resend's `resend_of`), which is held.
+fn kept_cost(m: &Message) -> Option<usize> {
+    let mut cost = std::mem::size_of::<Message>()
+        + m.fields.capacity() * std::mem::size_of::<(&str, Field)>()
+        + m.event.as_ref().map_or(0, |d| d.text().len())
+        + KEPT_OVERHEAD;
+    for (_, field) in &m.fields {
+        match field {
+            Field::Value(Value::String(s)) => cost += s.len(),
+            Field::Value(Value::Null | Value::Bool(_) | Value::Number(_)) => {}
+            _ => return None,
+        }
+    }
+    Some(cost)
+}
+
+/// The allocator's share of a kept record (its fields, document and strings are allocations).
+const KEPT_OVERHEAD: usize = 64;
 
 /// Lists shorter than this stay loose: packing them saves less than it costs.
 const PACK_FROM: usize = 4;
