@@ -786,13 +786,36 @@ impl Delivery {
                         .into(),
                     );
                 }
-                Some(index) => self.apply(index, value, &mut record, pos, held, out),
+                Some(index) => {
+                    self.unknown_before(index, held, out);
+                    self.apply(index, value, &mut record, pos, held, out);
+                }
             }
         }
         if pos.ts.is_some() {
             self.last_ack_ts = pos.ts;
         }
         out.push(record.into());
+    }
+
+    /// An ACK only a later window explains: the older waiting windows' ACKs are in a
+    /// server→client capture gap, their fate stays unknown whatever comes, so their records go
+    /// out now (`acked: null`, as at the stream's end), before the later window's: records come
+    /// out in stream order.
+    fn unknown_before(&mut self, index: u64, held: &mut SpillStore, out: &mut Vec<Record>) {
+        let mut at = 0;
+        while at < self.windows.len() && self.windows[at].index() < index {
+            if !self.unpark(at, held) {
+                continue; // gone: the next one is at `at` now
+            }
+            if let Some(w) = self.windows[at]
+                .live_mut()
+                .filter(|w| w.outstanding && !w.emitted)
+            {
+                emit(w, false, &mut self.pending, held, out);
+            }
+            at += 1;
+        }
     }
 
     fn apply(
