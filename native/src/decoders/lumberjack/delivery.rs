@@ -803,8 +803,19 @@ impl Delivery {
     /// out now (`acked: null`, as at the stream's end), before the later window's: records come
     /// out in stream order.
     fn unknown_before(&mut self, index: u64, held: &mut SpillStore, out: &mut Vec<Record>) {
+        self.emit_early(held, out, |d, at| d.windows[at].index() < index);
+    }
+
+    /// The outstanding windows' records, oldest first while `more` says so, before their fate is
+    /// known (`acked: null`); the windows stay outstanding.
+    fn emit_early(
+        &mut self,
+        held: &mut SpillStore,
+        out: &mut Vec<Record>,
+        more: impl Fn(&Self, usize) -> bool,
+    ) {
         let mut at = 0;
-        while at < self.windows.len() && self.windows[at].index() < index {
+        while at < self.windows.len() && more(self, at) {
             if !self.unpark(at, held) {
                 continue; // gone: the next one is at `at` now
             }
@@ -1267,19 +1278,7 @@ impl Delivery {
                 .into(),
             );
         }
-        let mut at = 0;
-        while at < self.windows.len() && self.pending > self.max_pending {
-            if !self.unpark(at, held) {
-                continue; // gone: the next one is at `at` now
-            }
-            if let Some(w) = self.windows[at]
-                .live_mut()
-                .filter(|w| w.outstanding && !w.emitted)
-            {
-                emit(w, false, &mut self.pending, held, out);
-            }
-            at += 1;
-        }
+        self.emit_early(held, out, |d, _| d.pending > d.max_pending);
     }
 }
 
