@@ -14,7 +14,7 @@ arrays are kept to the end to list every stream (about 100 bytes a stream, no Py
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import chain, compress
 from typing import Any
 
@@ -172,7 +172,7 @@ class InspectFold(StreamFold):
         flag_texts = [",".join(n for k, n in enumerate(FLAGS) if f >> k & 1) for f in range(256)]
         blocks = []
         widths = [0] * len(STREAM_CELLS)
-        texts: set[str] = set()
+        narrow = True
         for capture, b in self._every():
             cols = b.cols
             mask = bytes(map(SEEN.__and__, cols["flags"]))  # the streams whose summary came
@@ -180,7 +180,8 @@ class InspectFold(StreamFold):
             if not ids:
                 continue
             prefix = clean(capture) + ":" if multi else ""
-            clients = [clean(c) for c in b.clients]
+            # (printable texts are their own escaped form: one test of them all, in C)
+            clients = b.clients if "".join(b.clients).isprintable() else [clean(c) for c in b.clients]
             servers = {
                 hp: clean(endpoint(self._names.names[hp[0]], hp[1]))
                 for hp in set(
@@ -193,13 +194,12 @@ class InspectFold(StreamFold):
                 ({prefix + str(max(ids))}, used["protocol"], used["version"], clients, servers.values())
             ):
                 widths[k] = max(widths[k], *map(len, group))
-                texts.update(group)
-            texts.add(prefix)
+                narrow = narrow and _narrow(group)
             for k, n in enumerate(_NUMBERS, 5):
                 widths[k] = max(widths[k], len(str(max(compress(cols[n], mask)))))  # (counts: >= 0)
             widths[-1] = max(widths[-1], *map(len, flags))
             blocks.append((b, mask, ids, prefix, clients, servers))
-        if not all(map(_narrow, texts)):
+        if not narrow:
             return None
         return widths, chain.from_iterable(self._block_cells(names, flag_texts, *block) for block in blocks)
 
@@ -237,9 +237,11 @@ class InspectFold(StreamFold):
                     yield self._row(capture, b, i)
 
 
-def _narrow(text: str) -> bool:
-    """Whether `text` takes one terminal cell per character (what a %-format's padding assumes)."""
-    return text.isascii() or cell_len(text) == len(text)
+def _narrow(texts: Iterable[str]) -> bool:
+    """Whether every one of `texts` takes one terminal cell per character (what a %-format's
+    padding assumes): one test in C when they are all ASCII, as nearly always."""
+    texts = list(texts)
+    return "".join(texts).isascii() or all(cell_len(t) == len(t) for t in texts)
 
 
 def group_line(g: dict[str, Any], more: bool) -> str:

@@ -257,9 +257,8 @@ pub fn decode_pairs(body: &[u8]) -> (Document, bool) {
         .iter()
         .any(|(k, v)| std::str::from_utf8(k).is_err() || std::str::from_utf8(v).is_err());
     let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    let mut keys: HashSet<&[u8]> = HashSet::with_capacity(pairs.len());
     // (text that is not UTF-8 may become a key another one is: U+FFFD for both)
-    if bad || !pairs.iter().all(|(k, _)| keys.insert(k)) {
+    if bad || repeats_a_key(&pairs) {
         let mut map = serde_json::Map::new();
         for (k, v) in &pairs {
             map.insert(lossy(k), Value::String(lossy(v)));
@@ -279,6 +278,20 @@ pub fn decode_pairs(body: &[u8]) -> (Document, bool) {
     }
     out.push('}');
     (Document::canonical(out), bad)
+}
+
+/// Whether a key comes twice: compared pairwise for an event's few keys (no set to build per
+/// event), through a set past `FEW_KEYS` (a hostile frame may hold millions).
+fn repeats_a_key(pairs: &[(&[u8], &[u8])]) -> bool {
+    const FEW_KEYS: usize = 16;
+    if pairs.len() <= FEW_KEYS {
+        return pairs
+            .iter()
+            .enumerate()
+            .any(|(i, (k, _))| pairs[..i].iter().any(|(other, _)| other == k));
+    }
+    let mut keys: HashSet<&[u8]> = HashSet::with_capacity(pairs.len());
+    !pairs.iter().all(|(k, _)| keys.insert(k))
 }
 
 /// Whether a resync candidate `[12][WJDCA]` at `data[0]` looks like a real frame (None: need
@@ -482,6 +495,17 @@ mod tests {
         }
         let (doc, _) = decode_pairs(&body(&[(b"a", b"1"), (b"b", b"2"), (b"a", b"3")]));
         assert_eq!(doc.text(), r#"{"a":"3","b":"2"}"#);
+        // past the few keys compared pairwise: 20 keys, the first one repeated last
+        let keys: Vec<Vec<u8>> = (0..20).map(|i| format!("k{i}").into_bytes()).collect();
+        let mut many: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"v"[..])).collect();
+        let (doc, _) = decode_pairs(&body(&many));
+        assert!(
+            doc.text().starts_with(r#"{"k0":"v","k1":"v""#)
+                && doc.text().ends_with(r#""k19":"v"}"#)
+        );
+        many.push((b"k0", b"last"));
+        let (doc, _) = decode_pairs(&body(&many));
+        assert!(doc.text().starts_with(r#"{"k0":"last","k1":"v""#));
     }
 
     #[test]
