@@ -747,7 +747,15 @@ def test_clean_capture_has_no_findings_and_the_framing_negotiated(
     captures: dict[str, Capture], name: str
 ) -> None:
     cap = captures[name]
-    assert [r for r in cap.records if r["record"] == "finding"] == []
+    # the only finding a clean run may give: a request the driver itself got no answer to (it closes its
+    # control connection while a last metadata query is in flight, some runs), named by port and stream id
+    unanswered = {(ex.port, ex.stream) for ex in cap.transcript.exchanges if ex.response is None}
+    findings = [r for r in cap.records if r["record"] == "finding"]
+    assert [
+        f
+        for f in findings
+        if f["code"] != "cql.unanswered-request" or (port_of(f), f["stream_id"]) not in unanswered
+    ] == []
     startups = cql(cap.records, "startup")
     assert startups and {r["version"] for r in startups} == {f"v{cap.version}"}
     assert {r["options"].get("COMPRESSION") for r in startups} == {cap.compression or None}
