@@ -13,8 +13,9 @@ from pathlib import Path
 import lz4.block
 from hypothesis import strategies as st
 
+from bench.gen_capture import Connection, PcapWriter
 from tests.core_decoders import CoreDecoder
-from tests.hercules_codec import Event, Type, Variant, Vector
+from tests.hercules_codec import Event, Type, Variant, Vector, encode_batch
 from wirelog.engine.protocols import StreamContext
 from wirelog.model import Chunk, Direction, Finding, Message, Record
 
@@ -224,3 +225,30 @@ def record_gate_session(pcap: Path) -> tuple[list[bytes], list[bytes]]:
     with gate() as server, tcpdump(pcap, server.server_address[1]):
         sent = gate_session(server.server_address[1])
     return sent, server.bodies
+
+
+def pipelined_gate(path: Path, connections: int = 4, requests: int = 6, batch: int = 30) -> None:
+    """Gate connections that send every request before the first answer (HTTP/1.1 pipelining):
+    answered 200, 200, 503, 200, ... in order, the last connection never answered. A request waits
+    while later ones are sent, so most wait held rather than kept (the newest two are kept)."""
+    answers = [b"200 OK", b"200 OK", b"503 Service Unavailable"]
+    n = 0
+    with path.open("wb") as f:
+        writer = PcapWriter(f)
+        for c in range(connections):
+            conn = Connection(writer, 0x0A020001 + c, 30000 + c, 0x0A010001, 6306)
+            conn.handshake()
+            for r in range(requests):
+                events = []
+                for _ in range(batch):
+                    message = Variant(Type.STRING, f"event {n} of request {r}")
+                    events.append(Event(1, 17_637_000_000_000_000 + n, n.to_bytes(16, "big"), (("message", message),)))  # fmt: skip
+                    n += 1
+                body = encode_batch(events)
+                head = f"POST /stream/send?stream=logs HTTP/1.1\r\nHost: gate\r\nContent-Length: {len(body)}\r\n\r\n"
+                conn.send(True, head.encode() + body)
+            if c == connections - 1:
+                continue  # the Gate never answers this one
+            for r in range(requests):
+                status = answers[r % len(answers)]
+                conn.send(False, b"HTTP/1.1 " + status + b"\r\nContent-Length: 0\r\n\r\n")

@@ -17,6 +17,7 @@ import pytest
 
 from bench.gen_capture import generate
 from tests.fault_helpers import start, wait_for, wirelog
+from tests.hercules_helpers import pipelined_gate
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "captures"
@@ -30,12 +31,14 @@ COURIER = "peers/courier-go2.12-client-ruby2.12-server.pcap"
 
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory) -> dict[str, Path]:
-    """Lumberjack captures whose events wait: 7 of 8 connections never acknowledged (closed), and a
-    stalled server (nothing acknowledged, nothing closed: every event waits to the capture's end)."""
+    """Captures whose events wait: Lumberjack with 7 of 8 connections never acknowledged (closed)
+    and a stalled server (nothing acknowledged, nothing closed: every event waits to the capture's
+    end), and pipelined Gate requests (`pipelined_gate`)."""
     where = tmp_path_factory.mktemp("shapes")
-    paths = {"lost": where / "lost.pcap", "stalled": where / "stalled.pcap"}
+    paths = {"lost": where / "lost.pcap", "stalled": where / "stalled.pcap", "gate": where / "gate.pcap"}
     generate(str(paths["lost"]), 3000, 40, 1, "lumberjack", 8, True)
     generate(str(paths["stalled"]), 3000, 40, 1, "lumberjack", 0, False)
+    pipelined_gate(paths["gate"])
     return paths
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,19 @@ def test_renamed_keys_are_one_line(tmp_path: Path):
     assert proc.returncode == 0 and len(lines) == 1, lines
     assert "2 keys" in lines[0] and "'@timestamp' as '_x40timestamp'" in lines[0]
     assert "'@metadata' as '_x40metadata'" in lines[0]
+
+
+def test_a_gate_connection_shows_its_http_version_whatever_record_comes_first(tmp_path: Path):
+    """Alike Gate connections showed "1.1" or "1" (the events' format version) by which kind of
+    record a batch of the summary happened to bring first; `inspect --json` (the summary) and the
+    terminal table (the stream fold) both give the connection's own HTTP version."""
+    from hercules_helpers import pipelined_gate
+
+    pcap = tmp_path / "pipelined.pcap"
+    pipelined_gate(pcap)
+    code, out, err = run_cli("inspect", str(pcap), "--json")
+    assert code == 0, err
+    assert [s["version"] for s in json.loads(out)["streams"]] == ["1.1"] * 4
+    code, out, err = run_cli("inspect", str(pcap), "--all", "--plain")
+    rows = [line.split() for line in out.decode().splitlines() if "10.1.0.1:6306" in line]
+    assert [row[1:3] for row in rows] == [["hercules", "1.1"]] * 4, out.decode()

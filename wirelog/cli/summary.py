@@ -29,7 +29,10 @@ class _StreamTally:
     unacked: int = 0
     ack_unknown: int = 0
     findings: int = 0
+    # the stream's version: its own messages' (a Gate connection's HTTP), else its events' (a
+    # Hercules event's format), not whichever kind a batch brings first (alike streams differed)
     version: str | None = None
+    event_version: str | None = None
 
     def count_events(self, acked: bool | None, n: int) -> None:
         self.events += n
@@ -133,10 +136,11 @@ class Summary:
         if m.stream is not None and self._per_stream:
             t = self._tally[(m.capture, m.stream)]
             t.messages += 1
-            if m.protocol != "tls":  # a TLS stream's version is that of the protocol inside
-                t.version = t.version or m.version
             if m.event is not None:
                 t.count_events(m.acked, 1)
+                t.event_version = t.event_version or m.version
+            elif m.protocol != "tls":  # a TLS stream's version is that of the protocol inside
+                t.version = t.version or m.version
         if m.event is not None:
             self._events[m.protocol].count_events(m.acked, 1)
         highlights = self._highlights.get(m.protocol)
@@ -152,7 +156,7 @@ class Summary:
                 continue
             t = self._tally[(c.capture, stream)]
             t.messages += n
-            t.version = t.version or version
+            t.event_version = t.event_version or version
             t.count_events(acked, n)
         for stream, protocol, version, kind, framing, n in c.messages:
             self._kinds[protocol][kind] += n
@@ -205,7 +209,7 @@ class Summary:
                     "capture": s.capture,
                     "stream": s.stream,
                     "protocol": s.protocol,
-                    "version": t.version,
+                    "version": t.version or t.event_version,
                     "tls": s.tls,
                     "client": s.client,
                     "server": s.server,

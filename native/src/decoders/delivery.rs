@@ -685,16 +685,24 @@ struct Hercules {
 /// A UUID's canonical text as a key (None for anything else).
 fn uuid_key(text: &str) -> Option<Uuid> {
     let b: &[u8; 36] = text.as_bytes().try_into().ok()?;
-    if [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
-        return None;
-    }
-    // (two passes over 16 digits each, in u64: this runs twice for every Gate event)
+    // one pass over the 32 digits in u64 (this runs twice for every Gate event)
     let mut key = [0u64; 2];
-    let mut digits = b.iter().filter(|&&c| c != b'-');
-    for half in &mut key {
-        for c in digits.by_ref().take(16) {
-            *half = *half << 4 | u64::from(char::from(*c).to_digit(16)?);
+    let mut n = 0;
+    for (i, &c) in b.iter().enumerate() {
+        if matches!(i, 8 | 13 | 18 | 23) {
+            if c != b'-' {
+                return None;
+            }
+            continue;
         }
+        let digit = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
+        key[n / 16] = key[n / 16] << 4 | u64::from(digit);
+        n += 1;
     }
     Some(key)
 }
@@ -1137,6 +1145,25 @@ mod tests {
             m.set("resend_of", r);
         }
         m.into()
+    }
+
+    #[test]
+    fn a_uuid_key_is_its_canonical_text_and_nothing_else() {
+        let text = "01234567-89ab-cdef-0011-223344556677";
+        let key = uuid_key(text).unwrap();
+        assert_eq!(key, [0x0123_4567_89ab_cdef, 0x0011_2233_4455_6677]);
+        assert_eq!(uuid_text(&key), text);
+        assert_eq!(uuid_key(&text.to_uppercase()), Some(key));
+        for bad in [
+            "01234567-89ab-cdef-0011-22334455667",
+            "01234567-89ab-cdef-0011-2233445566778",
+            "0123456789ab-cdef-0011-223344556677-",
+            "01234567-89ab-cdef-0011_223344556677",
+            "01234567-89ab-cdef-0011-22334455667g",
+            "01234567-89ab-cdef-0011-2233445566\u{e9}", // 36 bytes, not ASCII
+        ] {
+            assert_eq!(uuid_key(bad), None, "{bad}");
+        }
     }
 
     #[test]

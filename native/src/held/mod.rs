@@ -4,3 +4,4 @@
 
 pub mod pack;
 pub mod spill;
+pub(crate) mod waiting;

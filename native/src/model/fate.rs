@@ -1,6 +1,8 @@
 //! What became of a log event, as every record of it says (docs/records.md, "Delivery"): the
 //! identity the cross-connection verdict gives it and the verdict's class for this copy.
 
+use super::text::{push_hex, push_uuid};
+
 /// The identity of a log event across its copies: the same for a resend on another connection,
 /// different for distinct events that merely look alike. Written as text that says where the
 /// event was first sent (docs/records.md, "Delivery"): no hash, so no collision, and a column of
@@ -41,8 +43,8 @@ impl EventId {
                 num(out, seq);
             }
             EventId::Payload { nonce, index } => {
-                hex(out, nonce[0]);
-                hex(out, nonce[1]);
+                push_hex(out, &nonce[0].to_be_bytes());
+                push_hex(out, &nonce[1].to_be_bytes());
                 out.push(':');
                 num(out, index);
             }
@@ -52,15 +54,10 @@ impl EventId {
                 num(out, offset);
             }
             EventId::Uuid([hi, lo]) => {
-                // 8-4-4-4-12 hex digits, by hand as `hex`
-                let mut text = [b'-'; 36];
-                let digits = (hi.to_be_bytes().into_iter().chain(lo.to_be_bytes()))
-                    .flat_map(|b| [b >> 4, b & 15]);
-                let places = (0..36).filter(|i| ![8, 13, 18, 23].contains(i));
-                for (at, d) in places.zip(digits) {
-                    text[at] = HEX[usize::from(d)];
-                }
-                out.push_str(std::str::from_utf8(&text).unwrap_or_default()); // ASCII: always text
+                let mut b = [0u8; 16];
+                b[..8].copy_from_slice(&hi.to_be_bytes());
+                b[8..].copy_from_slice(&lo.to_be_bytes());
+                push_uuid(out, &b);
             }
         }
     }
@@ -69,16 +66,6 @@ impl EventId {
         let mut s = String::with_capacity(36);
         self.write(&mut s);
         s
-    }
-}
-
-/// 16 hex digits (by hand: `write!` with a format spec cost several % of an event conversion).
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-fn hex(out: &mut String, n: u64) {
-    for b in n.to_be_bytes() {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 15)]));
     }
 }
 

@@ -26,14 +26,29 @@ pub fn push_hex(out: &mut String, b: &[u8]) {
 
 /// 16 bytes in wire (RFC 4122) order as the canonical UUID text; other lengths as plain hex.
 pub fn uuid(b: &[u8]) -> String {
-    let mut h = hex(b);
-    if h.len() == 32 {
-        h.reserve_exact(4);
-        for at in [20, 16, 12, 8] {
-            h.insert(at, '-');
+    let mut s = String::with_capacity(36);
+    push_uuid(&mut s, b);
+    s
+}
+
+/// `uuid(b)` appended to `out`, written digit by digit (inserting the dashes into the hex moved
+/// it four times; this runs for every Hercules event).
+pub fn push_uuid(out: &mut String, b: &[u8]) {
+    let Ok(b) = <&[u8; 16]>::try_from(b) else {
+        return push_hex(out, b);
+    };
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = [b'-'; 36];
+    let mut at = 0;
+    for (i, &c) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            at += 1; // the dash before this byte's digits
         }
+        text[at] = DIGITS[usize::from(c >> 4)];
+        text[at + 1] = DIGITS[usize::from(c & 15)];
+        at += 2;
     }
-    h
+    out.push_str(std::str::from_utf8(&text).unwrap_or_default()); // ASCII: always text
 }
 
 /// Bytes from hex text (whitespace ignored, a pair that is not hex skipped): test vectors and the

@@ -81,6 +81,7 @@ class _Block:
         for name in ("protocol", "version", "client", "server", "server_port"):
             self.cols[name] = array("i")
         self.cols["flags"] = array("B")
+        self.cols["own_version"] = array("B")  # 1: `version` is the stream's own messages' (`_version`)
         self.size = 0  # slots of a block of consecutive ids (its columns' length)
         # client endpoints are the block's own, by `client` (0: not known yet): nearly one per
         # connection, they are not worth a lookup each; forgotten with the block
@@ -187,23 +188,24 @@ class StreamFold:
                 return
             b, i = self._at(item.capture, item.stream)
             b.cols["messages"][i] += 1
-            if item.protocol != "tls":  # a TLS stream's version is that of the protocol inside
-                self._version(b, i, item.version)
             if item.event is not None:
                 b.cols["events"][i] += 1
                 b.cols[ACK_STATES[item.acked]][i] += 1
+                self._version(b, i, item.version, own=False)
+            elif item.protocol != "tls":  # a TLS stream's version is that of the protocol inside
+                self._version(b, i, item.version, own=True)
         elif kind is EventCounts:
             for stream, _, version, acked, n in item.counts:
                 if stream is not None:
                     b, i = self._at(item.capture, stream)
                     for name in ("messages", "events", ACK_STATES[acked]):
                         b.cols[name][i] += n
-                    self._version(b, i, version)
+                    self._version(b, i, version, own=False)
             for stream, _, version, _, _, n in item.messages:
                 if stream is not None:
                     b, i = self._at(item.capture, stream)
                     b.cols["messages"][i] += n
-                    self._version(b, i, version)
+                    self._version(b, i, version, own=True)
             for stream, _, _, _, n in item.findings:
                 if stream is not None:
                     b, i = self._at(item.capture, stream)
@@ -211,9 +213,14 @@ class StreamFold:
         elif kind is CaptureInfo:
             self._end(item)
 
-    def _version(self, b: _Block, i: int, version: str | None) -> None:
-        if not b.cols["version"][i] and version is not None:
-            b.cols["version"][i] = self._names.code(version)
+    def _version(self, b: _Block, i: int, version: str | None, own: bool) -> None:
+        """A stream's version is its own messages' (a Gate connection's HTTP), else its events' (a
+        Hercules event's format), as `Summary`'s, not whichever kind a batch brings first."""
+        cols = b.cols
+        if version is None or cols["own_version"][i] or (cols["version"][i] and not own):
+            return
+        cols["version"][i] = self._names.code(version)
+        cols["own_version"][i] = own
 
     def _stream(self, s: StreamInfo) -> None:
         # once per connection (200,000 times at 200,000 connections): spelled out, no loops

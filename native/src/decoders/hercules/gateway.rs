@@ -23,7 +23,8 @@ use crate::decoders::budget::{Budget, RECORD_COST};
 use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{CloseRoom, Gap, StreamContext};
 use crate::formats::hercules::reader::{hex, Parsed, Problem};
-use crate::held::spill::{Held, SpillStore};
+use crate::held::spill::SpillStore;
+use crate::held::waiting::Records;
 use crate::model::pyrepr::str_repr;
 use crate::model::text::py_strip;
 use crate::model::{Direction, Finding, Message, Record, Severity, Value};
@@ -42,7 +43,9 @@ const REDACTED: &str = "<redacted>";
 #[derive(Debug)]
 struct Pending {
     request: Message,
-    events: Vec<Held>,
+    /// Its events: kept as they are while the request is among the connection's newest two
+    /// unanswered ones (nearly every request is answered before the next is sent), else held.
+    events: Records,
 }
 
 /// Both directions of one Gate connection.
@@ -220,7 +223,7 @@ impl Gateway {
         .into();
         self.pending.push_back(Pending {
             request: req,
-            events: Vec::new(),
+            events: Records::with_capacity(0),
         });
         // the bytes are missing from the capture, not from the Gate: the capture's loss
         let mut f = Finding::new(
@@ -319,13 +322,16 @@ impl Gateway {
         req.fields.push(("chunked", msg.chunked.into()));
         let mut entry = Pending {
             request: req,
-            events: Vec::new(),
+            events: Records::with_capacity(0),
         };
         if method == "POST" && SEND_PATHS.contains(&path.as_str()) {
             self.batch(msg, buf, ctx, codec, &mut entry, out);
         }
         self.held_events += entry.events.len();
         self.pending.push_back(entry);
+        if let Some(older) = self.pending.len().checked_sub(3) {
+            self.pending[older].events.hold(codec.held);
+        }
         self.release_overflow(ctx, codec.held, out);
     }
 
@@ -460,7 +466,11 @@ impl Gateway {
         );
         req.fields.push(("count", count.into()));
         req.fields.push(("events", events.len().into()));
-        entry.events = events.iter().map(|m| codec.held.hold(m)).collect();
+        entry.events = Records::with_capacity(events.len());
+        for m in events {
+            entry.events.push(m, codec.held);
+        }
+        entry.events.pack(codec.held);
         out.extend(findings);
     }
 
@@ -532,10 +542,11 @@ impl Gateway {
         resp.fields
             .push(("request_offset", req.offset.unwrap_or(0).into()));
         let acked = status < 300;
-        let mut events: Vec<Message> = std::mem::take(&mut p.events)
-            .into_iter()
-            .filter_map(|h| codec.held.take(h))
-            .collect();
+        let mut events = Vec::with_capacity(p.events.len());
+        let mut taken = p.events.take(codec.held);
+        while let Some(m) = taken.next(codec.held) {
+            events.extend(m);
+        }
         for ev in &mut events {
             ev.acked = Some(acked);
         }
@@ -729,13 +740,15 @@ fn unanswered(
         .field("events", p.events.len());
     note.direction = Some(Direction::C2S);
     note.offset = req.offset;
-    out.push(p.request.into());
-    out.extend(
-        p.events
-            .into_iter()
-            .filter_map(|h| held.take(h))
-            .map(Record::from),
-    );
+    let Pending {
+        request,
+        events: mut list,
+    } = p;
+    out.push(request.into());
+    let mut taken = list.take(held);
+    while let Some(m) = taken.next(held) {
+        out.extend(m.map(Record::from));
+    }
     out.push(note.into());
 }
 

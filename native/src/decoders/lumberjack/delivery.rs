@@ -15,9 +15,10 @@ use std::collections::VecDeque;
 
 use super::report::{finding, Pos, PROTOCOL};
 use super::resend::{FirstCopy, ResendRegistry};
-use super::waiting::{Items, Records, Seqs};
+use super::waiting::Seqs;
 use crate::decoders::CloseRoom;
 use crate::held::spill::{Held, SpillStore};
+use crate::held::waiting::{Items, Records};
 use crate::model::{Direction, Message, Record, Severity, Value};
 
 const GO_LUMBER_MAX_WINDOW: u32 = 10_000;
