@@ -166,6 +166,8 @@ pub struct SpillStore {
     budget: usize,
     /// Estimated bytes of the records their decoders keep as they are, unpacked (`keep`).
     kept: usize,
+    /// The most `kept` has been: what the budget counts of kept records (`keep`).
+    kept_peak: usize,
     names: Names,
     scratch: Vec<u8>,
     pages: Pages,
@@ -180,9 +182,9 @@ pub struct SpillStore {
 }
 
 impl Drop for SpillStore {
-    /// Records still kept when the session ends (a decoder that failed) leave the budget's count.
+    /// The kept records' share of the budget is given back when the session ends.
     fn drop(&mut self) {
-        IN_MEMORY.fetch_sub(self.kept, Ordering::Relaxed);
+        IN_MEMORY.fetch_sub(self.kept_peak, Ordering::Relaxed);
     }
 }
 
@@ -233,6 +235,7 @@ impl SpillStore {
         SpillStore {
             budget,
             kept: 0,
+            kept_peak: 0,
             names: Names::default(),
             scratch: Vec::new(),
             pages: Pages::default(),
@@ -254,7 +257,10 @@ impl SpillStore {
     /// a CQL response follow within milliseconds), and packing it then reading it back cost more
     /// than everything else done with it but reading its text. Within a share of the budget, so
     /// that records that wait for long still go to pages and the spill file, and counted in the
-    /// budget: the pages spill that much sooner.
+    /// budget at the most they have been (`kept_peak`): the pages spill that much sooner. The
+    /// small allocations of records kept then freed stay with the process, and pages do not fit
+    /// between them: counting only the records kept now let the peak RSS of a stalled capture grow
+    /// by half the share.
     pub fn keep(&mut self, cost: usize) -> bool {
         let share = (self.budget / KEPT_SHARE).min(KEPT_MAX);
         let kept = self.kept.saturating_add(cost);
@@ -262,15 +268,16 @@ impl SpillStore {
             return false;
         }
         self.kept = kept;
-        IN_MEMORY.fetch_add(cost, Ordering::Relaxed);
+        if kept > self.kept_peak {
+            IN_MEMORY.fetch_add(kept - self.kept_peak, Ordering::Relaxed);
+            self.kept_peak = kept;
+        }
         true
     }
 
     /// A kept record of `cost` bytes (`keep`) is gone.
     pub fn unkeep(&mut self, cost: usize) {
-        let cost = cost.min(self.kept);
-        self.kept -= cost;
-        IN_MEMORY.fetch_sub(cost, Ordering::Relaxed);
+        self.kept -= cost.min(self.kept);
     }
 
     /// Keep `m` until `take`.

@@ -29,6 +29,11 @@ impl Records {
         }
     }
 
+    /// An empty list whose records go to the store at once (a list that will wait).
+    pub fn held(n: usize) -> Self {
+        Records::Held(Items::with_capacity(n))
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Records::Kept { list, .. } => list.len(),

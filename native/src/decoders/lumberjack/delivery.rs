@@ -1163,12 +1163,19 @@ impl Delivery {
         // some room at once; a complete window packs its handles (a W costs 6 bytes on the wire:
         // its announced count is no reason to allocate)
         let room = count.map_or(0, |c| c.min(64) as usize);
+        // Records are kept as they are in the newest two windows only; behind two that still wait
+        // (a stalled server), this one will wait as well: held at once, not kept then packed.
+        let items = if self.windows.len() >= 2 {
+            Records::held(room + 1)
+        } else {
+            Records::with_capacity(room + 1)
+        };
         self.windows.push_back(Slot::Live(Box::new(Window {
             index: self.stats.windows,
             count,
             record: Some(held.hold(&record)),
             pos,
-            items: Records::with_capacity(room + 1),
+            items,
             frames_at: Vec::new(),
             acks: Vec::new(),
             seqs: Seqs::default(),
@@ -1184,7 +1191,7 @@ impl Delivery {
             resends: 0,
             outstanding: true,
         })));
-        // Records are kept as they are in the newest two windows only: an older one waits.
+        // an older one waits
         let third = self.windows.len().checked_sub(3);
         if let Some(w) = third.and_then(|at| self.windows[at].live_mut()) {
             w.items.hold(held);

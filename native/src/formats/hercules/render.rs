@@ -15,7 +15,7 @@ use serde_json::{Map, Number};
 
 use super::types::*;
 use crate::model::json;
-use crate::model::text::uuid as uuid_text;
+use crate::model::text::{push_uuid, uuid as uuid_text};
 use crate::model::Value;
 
 /// A read position over validated event bytes; every read is still bounds-checked (None past the
@@ -318,8 +318,9 @@ impl<'a> TextRenderer<'a> {
             }
             UUID => {
                 // Hex digits and dashes: nothing to escape.
+                let b = c.take(16)?;
                 out.push('"');
-                out.push_str(&uuid_text(c.take(16)?));
+                push_uuid(out, b);
                 out.push('"');
             }
             _ => json::value(out, &scalar(c, t)?),
