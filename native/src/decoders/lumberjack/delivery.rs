@@ -1191,7 +1191,7 @@ impl Delivery {
             resends: 0,
             outstanding: true,
         })));
-        // an older one waits
+        // the window now third newest waits: its records go to the store
         let third = self.windows.len().checked_sub(3);
         if let Some(w) = third.and_then(|at| self.windows[at].live_mut()) {
             w.items.hold(held);
