@@ -116,8 +116,9 @@ impl Taken {
     }
 }
 
-/// What keeping `m` as it is costs, estimated: the message, its fields, strings and document;
-/// None for a record with a nested or shared value (a resend's `resend_of`), which is held.
+/// What keeping `m` as it is costs, estimated: the message, its fields, strings and document (a
+/// shared value is the records' together, and costs nothing more); None for a record with a
+/// nested value (a resend's `resend_of`) or one its decoder writes, which is held.
 fn kept_cost(m: &Message) -> Option<usize> {
     let mut cost = std::mem::size_of::<Message>()
         + m.fields.capacity() * std::mem::size_of::<(&str, Field)>()
@@ -126,7 +127,7 @@ fn kept_cost(m: &Message) -> Option<usize> {
     for (_, field) in &m.fields {
         match field {
             Field::Value(Value::String(s)) => cost += s.len(),
-            Field::Value(Value::Null | Value::Bool(_) | Value::Number(_)) => {}
+            Field::Value(Value::Null | Value::Bool(_) | Value::Number(_)) | Field::Shared(_) => {}
             _ => return None,
         }
     }

@@ -27,7 +27,7 @@ use crate::held::spill::SpillStore;
 use crate::held::waiting::Records;
 use crate::model::pyrepr::str_repr;
 use crate::model::text::py_strip;
-use crate::model::{Direction, Finding, Message, Record, Severity, Value};
+use crate::model::{Direction, Field, Finding, Message, Record, Severity, Shared, Value};
 
 const SEND_PATHS: [&str; 2] = ["/stream/send", "/stream/sendAsync"];
 /// State entries kept in a read answer's record.
@@ -103,7 +103,8 @@ struct Collect<'c> {
     /// Stream offset of the decoded body part, when it lies on the wire as is.
     base: Option<u64>,
     start: usize,
-    extra: Vec<(&'static str, Value)>,
+    /// Fields every event of the batch carries (its request's offset, its stream name).
+    extra: Vec<(&'static str, Field)>,
     events: Vec<Message>,
     findings: Vec<Record>,
     /// What the body may still cost (its inflated bytes were paid first).
@@ -126,9 +127,10 @@ impl BatchSink for Collect<'_> {
                 (at, self.buf.origin_at(at))
             }
         };
-        let mut extra = self.extra.clone();
-        extra.push(("batch_index", index.into()));
-        extra.push(("body_offset", (self.start + ev.offset).into()));
+        let extra = self.extra.iter().cloned().chain([
+            ("batch_index", Field::Value(index.into())),
+            ("body_offset", Field::Value((self.start + ev.offset).into())),
+        ]);
         self.events.push(event_message(
             body,
             ev,
@@ -450,9 +452,9 @@ impl Gateway {
         };
         let req = &mut entry.request;
         req.fields.push(("body_length", body.len().into()));
-        let mut extra = vec![("request_offset", Value::from(msg.offset))];
+        let mut extra = vec![("request_offset", Field::Value(msg.offset.into()))];
         if let Some(name) = req.get("stream_name") {
-            extra.push(("stream_name", name.clone()));
+            extra.push(("stream_name", Field::Shared(Shared::new(name.clone()))));
         }
         let (count, events, findings) = events(
             msg,
@@ -629,10 +631,11 @@ impl Gateway {
             state.push(Value::Object(item));
         }
         resp.fields.push(("state", Value::Array(state)));
-        let mut extra = vec![("request_offset", Value::from(req.offset.unwrap_or(0)))];
+        let offset = req.offset.unwrap_or(0);
+        let mut extra = vec![("request_offset", Field::Value(offset.into()))];
         for name in ["stream_name", "timeline"] {
             if let Some(v) = req.get(name) {
-                extra.push((name, v.clone()));
+                extra.push((name, Field::Shared(Shared::new(v.clone()))));
             }
         }
         let start = start as usize;
@@ -663,7 +666,7 @@ fn events(
     buf: &StreamBuffer,
     part: &[u8],
     start: usize,
-    extra: Vec<(&'static str, Value)>,
+    extra: Vec<(&'static str, Field)>,
     codec: &mut Codec<'_>,
     budget: &mut Budget,
 ) -> (Option<i32>, Vec<Message>, Vec<Record>) {

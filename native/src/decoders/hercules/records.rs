@@ -16,7 +16,7 @@ use crate::formats::hercules::reader::{Parsed, Problem};
 use crate::formats::hercules::render::{exported, Cursor, Renderer, TextRenderer};
 use crate::formats::hercules::types::{TICKS_PER_SECOND, VERSIONS};
 use crate::model::text::{civil, datetime, uuid as uuid_text};
-use crate::model::{Direction, Document, Finding, Message, Value};
+use crate::model::{Direction, Document, Field, Finding, Message, Value};
 
 pub const PROTOCOL: &str = "hercules";
 /// Findings of one code reported one by one per stream before the summary.
@@ -54,12 +54,14 @@ pub fn iso_time(ticks: i64) -> Option<String> {
 }
 
 /// The `event` record of the event `ev` parsed from `data`; `offset` is where it starts in the
-/// stream; with `event_bytes`, it carries the event's bytes (`StreamContext::event_bytes`).
+/// stream; `extra` fields follow its own (a Gate stream name is one `Shared` value for all the
+/// events of a request); with `event_bytes`, it carries the event's bytes
+/// (`StreamContext::event_bytes`).
 pub fn event_message(
     data: &[u8],
     ev: &Parsed,
     (direction, offset, origin): (Direction, u64, Origin),
-    extra: Vec<(&'static str, Value)>,
+    extra: impl IntoIterator<Item = (&'static str, Field)>,
     event_bytes: bool,
 ) -> Message {
     let mut m = Message::new(PROTOCOL, "event");
@@ -68,7 +70,8 @@ pub fn event_message(
     m.length = ev.length as u64;
     (m.frame, m.ts) = origin;
     m.version = Some(VERSIONS[ev.version as usize]);
-    m.fields.reserve(5 + extra.len());
+    let extra = extra.into_iter();
+    m.fields.reserve(5 + extra.size_hint().0);
     m.fields.push(("timestamp", ev.timestamp.into()));
     m.fields.push((
         "time",
@@ -76,7 +79,8 @@ pub fn event_message(
     ));
     m.fields.push(("uuid", Value::String(uuid_text(&ev.uuid))));
     m.fields.push(("tag_count", ev.tag_count.into()));
-    m.fields.extend(extra);
+    let fields: &mut Vec<_> = &mut m.fields;
+    fields.extend(extra);
     if event_bytes {
         use base64::Engine;
         let bytes = data

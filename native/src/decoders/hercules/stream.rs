@@ -16,7 +16,7 @@ use super::Codec;
 use crate::decoders::buffer::StreamBuffer;
 use crate::formats::hercules::reader::{EventParser, Stop};
 use crate::formats::hercules::types::MIN_EVENT;
-use crate::model::{Direction, Finding, Message, Record, Severity, Value};
+use crate::model::{Direction, Field, Finding, Message, Record, Severity};
 
 #[derive(Debug)]
 pub struct RawEvents {
@@ -171,8 +171,8 @@ impl RawEvents {
                     let at = base + pos as u64;
                     let extra = if self.batches == Some(true) {
                         vec![
-                            ("batch_index", Value::from(self.index)),
-                            ("batch_offset", self.batch_at.into()),
+                            ("batch_index", Field::Value(self.index.into())),
+                            ("batch_offset", Field::Value(self.batch_at.into())),
                         ]
                     } else {
                         vec![]
