@@ -55,6 +55,18 @@ def test_bundled_captures_decode_the_same_when_impaired(name: str, tmp_path: Pat
     assert any(r.get("event") for r in messages(records))
 
 
+def test_pipelined_gate_requests_decode_the_same_when_impaired(tmp_path: Path) -> None:
+    """Gate requests sent before their answers: the newest two wait kept, older ones held, one
+    connection never answered; reordered, duplicated and dropped copies keep every verdict."""
+    from hercules_helpers import pipelined_gate
+
+    pcap = tmp_path / "pipelined.pcap"
+    pipelined_gate(pcap)
+    records = assert_same_when_impaired(pcap, tmp_path)
+    delivered = {r["delivery"] for r in messages(records) if r["kind"] == "event"}
+    assert {"delivered", "never_acknowledged", "unknown"} <= delivered, delivered
+
+
 def test_a_reply_written_before_its_request_changes_nothing(tmp_path: Path) -> None:
     """Every reply of the Log Courier capture swapped with the packet before it."""
     path = SHARED / "peers" / "courier-go2.12-client-ruby2.12-server.pcap"

@@ -98,6 +98,16 @@ impl Records {
             Records::Held(mut items) => Taken::Held(items.take(store).into_iter()),
         }
     }
+
+    /// Every record at once, in order (those the spill file lost left out: the store says so).
+    pub fn take_all(&mut self, store: &mut SpillStore) -> Vec<Message> {
+        let mut all = Vec::with_capacity(self.len());
+        let mut taken = self.take(store);
+        while let Some(m) = taken.next(store) {
+            all.extend(m);
+        }
+        all
+    }
 }
 
 /// Waiting records on their way out (`Records::take`).

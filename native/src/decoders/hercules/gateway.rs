@@ -544,11 +544,7 @@ impl Gateway {
         resp.fields
             .push(("request_offset", req.offset.unwrap_or(0).into()));
         let acked = status < 300;
-        let mut events = Vec::with_capacity(p.events.len());
-        let mut taken = p.events.take(codec.held);
-        while let Some(m) = taken.next(codec.held) {
-            events.extend(m);
-        }
+        let mut events = p.events.take_all(codec.held);
         for ev in &mut events {
             ev.acked = Some(acked);
         }
@@ -731,7 +727,7 @@ fn framing_finding(d: Direction, p: HttpProblem) -> Finding {
 
 /// A request and its events emitted without an answer (acked stays None), and why.
 fn unanswered(
-    p: Pending,
+    mut p: Pending,
     code: &'static str,
     text: String,
     held: &mut SpillStore,
@@ -743,15 +739,9 @@ fn unanswered(
         .field("events", p.events.len());
     note.direction = Some(Direction::C2S);
     note.offset = req.offset;
-    let Pending {
-        request,
-        events: mut list,
-    } = p;
-    out.push(request.into());
-    let mut taken = list.take(held);
-    while let Some(m) = taken.next(held) {
-        out.extend(m.map(Record::from));
-    }
+    let events = p.events.take_all(held);
+    out.push(p.request.into());
+    out.extend(events.into_iter().map(Record::from));
     out.push(note.into());
 }
 
