@@ -369,6 +369,7 @@ pub fn in_two(
 /// Each record whose kind (a message's kind, a finding's code) `records` has not shown before
 /// written as NDJSON, which must end the line's object. Once per kind rather than every record:
 /// inputs yield thousands of alike findings, and writing them all took half the fuzzer's time.
+/// Every field a decoder writes (`Written`) is held to its tree's text, in every message.
 pub fn writes_as_ndjson<'a>(records: impl IntoIterator<Item = &'a Record>) {
     let mut seen = std::collections::HashSet::new();
     let mut line = String::new();
@@ -381,6 +382,16 @@ pub fn writes_as_ndjson<'a>(records: impl IntoIterator<Item = &'a Record>) {
             line.clear();
             record_line(&mut line, "", None, r, None);
             assert!(line.ends_with("}\n"), "{line}");
+        }
+        // a field its decoder writes is, byte for byte, the JSON text of its tree
+        let Record::Message(m) = r else { continue };
+        for (name, field) in &m.fields {
+            if let crate::model::Field::Written(w) = field {
+                let (mut text, mut tree) = (String::new(), String::new());
+                w.write_json(&mut text);
+                crate::model::json::value(&mut tree, w.tree());
+                assert_eq!(text, tree, "{name}");
+            }
         }
     }
 }

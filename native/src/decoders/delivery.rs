@@ -685,7 +685,7 @@ struct Hercules {
 /// A UUID's canonical text as a key (None for anything else).
 fn uuid_key(text: &str) -> Option<Uuid> {
     let b: &[u8; 36] = text.as_bytes().try_into().ok()?;
-    // one pass over the 32 digits in u64 (this runs twice for every Gate event)
+    // one pass over the 32 digits in u64
     let mut key = [0u64; 2];
     let mut n = 0;
     for (i, &c) in b.iter().enumerate() {
@@ -707,6 +707,15 @@ fn uuid_key(text: &str) -> Option<Uuid> {
     Some(key)
 }
 
+/// A Gate copy's UUID as the table keys it: the id its decoder made from the event's bytes, or,
+/// for a record the held store gave back (it keeps no id), its `uuid` text read again.
+fn copy_key(m: &Message) -> Option<Uuid> {
+    match m.event_id {
+        Some(EventId::Uuid(key)) => Some(key),
+        _ => m.get("uuid").and_then(Value::as_str).and_then(uuid_key),
+    }
+}
+
 /// A key as an event id (its text is the canonical UUID).
 fn uuid_id(key: &Uuid) -> EventId {
     EventId::Uuid(*key)
@@ -720,7 +729,7 @@ fn uuid_text(key: &Uuid) -> String {
 impl Hercules {
     /// An event of Gate traffic (`acked`: the answer to its request, None while there is none).
     fn add(&mut self, stream: u64, m: &Message) {
-        let Some(key) = m.get("uuid").and_then(Value::as_str).and_then(uuid_key) else {
+        let Some(key) = copy_key(m) else {
             return;
         };
         self.events += 1;
@@ -764,7 +773,7 @@ impl Hercules {
     /// delivered, or delivered twice after an earlier accepted one; a copy the verdict cannot
     /// follow (past `UUIDS_LIMIT`) by its own answer.
     fn judge(&self, m: &Message) -> Option<(Uuid, Option<Delivery>)> {
-        let key = m.get("uuid").and_then(Value::as_str).and_then(uuid_key)?;
+        let key = copy_key(m)?;
         let now = match self.uuids.get(&key) {
             None => Some(alone(m.acked)),
             Some(c) if m.acked == Some(true) => Some(if c.accepted > 1 {
@@ -1001,13 +1010,10 @@ impl Verdict {
                 .courier
                 .as_ref()
                 .map_or(alone(m.acked), |t| t.fate(stream, m)),
-            _ => {
-                let key = m.get("uuid").and_then(Value::as_str).and_then(uuid_key);
-                match (&self.hercules, key) {
-                    (Some(t), Some(key)) => t.fate(&key),
-                    _ => alone(m.acked),
-                }
-            }
+            _ => match (&self.hercules, copy_key(m)) {
+                (Some(t), Some(key)) => t.fate(&key),
+                _ => alone(m.acked),
+            },
         }
     }
 
@@ -1154,6 +1160,11 @@ mod tests {
         assert_eq!(key, [0x0123_4567_89ab_cdef, 0x0011_2233_4455_6677]);
         assert_eq!(uuid_text(&key), text);
         assert_eq!(uuid_key(&text.to_uppercase()), Some(key));
+        // the id a Gate decoder makes from the bytes is the key the text reads back as
+        let bytes: [u8; 16] = crate::model::text::unhex(&text.replace('-', ""))
+            .try_into()
+            .unwrap();
+        assert_eq!(EventId::from_uuid(&bytes), uuid_id(&key));
         for bad in [
             "01234567-89ab-cdef-0011-22334455667",
             "01234567-89ab-cdef-0011-2233445566778",

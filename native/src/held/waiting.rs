@@ -128,7 +128,8 @@ impl Taken {
 
 /// What keeping `m` as it is costs, estimated: the message, its fields, strings and document (a
 /// shared value is the records' together, and costs nothing more); None for a record with a
-/// nested value (a resend's `resend_of`) or one its decoder writes, which is held.
+/// nested value (a resend's `resend_of`) or a field its decoder writes whose cost it cannot say
+/// (a CQL result's rows), which is held.
 fn kept_cost(m: &Message) -> Option<usize> {
     let mut cost = std::mem::size_of::<Message>()
         + m.fields.capacity() * std::mem::size_of::<(&str, Field)>()
@@ -138,7 +139,8 @@ fn kept_cost(m: &Message) -> Option<usize> {
         match field {
             Field::Value(Value::String(s)) => cost += s.len(),
             Field::Value(Value::Null | Value::Bool(_) | Value::Number(_)) | Field::Shared(_) => {}
-            _ => return None,
+            Field::Written(w) => cost += w.kept_cost()?,
+            Field::Value(Value::Array(_) | Value::Object(_)) => return None,
         }
     }
     Some(cost)

@@ -62,6 +62,13 @@ impl EventId {
         }
     }
 
+    /// Hercules: the id of the event whose UUID has these 16 bytes (wire order).
+    pub fn from_uuid(b: &[u8; 16]) -> Self {
+        let (hi, lo) = b.split_at(8);
+        let word = |half: &[u8]| half.iter().fold(0u64, |w, &byte| w << 8 | u64::from(byte));
+        EventId::Uuid([word(hi), word(lo)])
+    }
+
     pub fn text(&self) -> String {
         let mut s = String::with_capacity(36);
         self.write(&mut s);

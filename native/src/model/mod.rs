@@ -109,12 +109,20 @@ impl Shared {
 pub trait Written: fmt::Debug + Send + Sync + 'static {
     fn write_json(&self, out: &mut String);
     fn value(&self) -> Value;
+
+    /// The bytes keeping it as it is costs, when that is small and known (a scalar written from
+    /// a few bytes); None: a record carrying it goes to the held store when it waits.
+    fn kept_cost(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A `Written` field with its tree built at most once, when a consumer first asks for it.
 pub trait WrittenTree: fmt::Debug + Send + Sync {
     fn write_json(&self, out: &mut String);
     fn tree(&self) -> &Value;
+    /// `Written::kept_cost`, with the box and its tree's slot.
+    fn kept_cost(&self) -> Option<usize>;
 }
 
 #[derive(Debug)]
@@ -130,6 +138,13 @@ impl<W: Written> WrittenTree for Lazy<W> {
 
     fn tree(&self) -> &Value {
         self.tree.get_or_init(|| self.source.value())
+    }
+
+    fn kept_cost(&self) -> Option<usize> {
+        // a tree built meanwhile is a scalar's: a string as long as the text at most
+        let text = self.source.kept_cost()?;
+        text.checked_mul(2)?
+            .checked_add(std::mem::size_of::<Self>())
     }
 }
 

@@ -11,12 +11,14 @@
 )]
 
 use std::collections::HashSet;
+use std::fmt::Write as _;
 
 use crate::formats::hercules::reader::{Parsed, Problem};
 use crate::formats::hercules::render::{exported, Cursor, Renderer, TextRenderer};
 use crate::formats::hercules::types::{TICKS_PER_SECOND, VERSIONS};
-use crate::model::text::{civil, datetime, uuid as uuid_text};
-use crate::model::{Direction, Document, Field, Finding, Message, Value};
+
+use crate::model::text::{civil, datetime, push_uuid, uuid as uuid_text};
+use crate::model::{Direction, Document, Field, Finding, Message, Value, Written};
 
 pub const PROTOCOL: &str = "hercules";
 /// Findings of one code reported one by one per stream before the summary.
@@ -29,28 +31,81 @@ pub type Origin = (Option<u64>, Option<i64>);
 
 /// 100-ns Unix ticks as ISO 8601 UTC with 7 fractional digits, None outside years 1..9999.
 pub fn iso_time(ticks: i64) -> Option<String> {
+    let mut out = String::with_capacity(28);
+    push_iso_time(&mut out, ticks).then_some(out)
+}
+
+/// `iso_time(ticks)` appended to `out` (false, nothing written: outside years 1..9999).
+fn push_iso_time(out: &mut String, ticks: i64) -> bool {
     let seconds = ticks.div_euclid(TICKS_PER_SECOND);
     let frac = ticks.rem_euclid(TICKS_PER_SECOND);
     const MIN: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
     const MAX: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
     if !(MIN..=MAX).contains(&seconds) {
-        return None;
+        return false;
     }
     let days = seconds.div_euclid(86_400);
     let secs = seconds.rem_euclid(86_400);
     let (y, m, d) = civil(days);
     if y >= 1000 {
-        let mut out = String::with_capacity(28);
-        datetime(&mut out, days, secs, frac, 7); // (by hand: `format!` was 6 % of a Gate conversion)
-        return Some(out);
+        datetime(out, days, secs, frac, 7); // (by hand: `format!` was 6 % of a Gate conversion)
+        return true;
     }
     // Python's strftime("%Y") does not pad years below 1000.
-    Some(format!(
+    let _ = write!(
+        out,
         "{y}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:07}Z",
         secs / 3600,
         secs / 60 % 60,
         secs % 60
-    ))
+    );
+    true
+}
+
+/// An event's `time`, written from its ticks when the record is (no text is made per event that
+/// only a tree-reading consumer would use).
+#[derive(Debug)]
+struct Time(i64);
+
+impl Written for Time {
+    fn write_json(&self, out: &mut String) {
+        let at = out.len();
+        out.push('"');
+        if push_iso_time(out, self.0) {
+            out.push('"');
+        } else {
+            out.truncate(at);
+            out.push_str("null");
+        }
+    }
+
+    fn value(&self) -> Value {
+        iso_time(self.0).map_or(Value::Null, Value::String)
+    }
+
+    fn kept_cost(&self) -> Option<usize> {
+        Some(28)
+    }
+}
+
+/// An event's `uuid`, written from its 16 bytes as the canonical text.
+#[derive(Debug)]
+struct UuidText([u8; 16]);
+
+impl Written for UuidText {
+    fn write_json(&self, out: &mut String) {
+        out.push('"');
+        push_uuid(out, &self.0);
+        out.push('"');
+    }
+
+    fn value(&self) -> Value {
+        Value::String(uuid_text(&self.0))
+    }
+
+    fn kept_cost(&self) -> Option<usize> {
+        Some(36)
+    }
 }
 
 /// The `event` record of the event `ev` parsed from `data`; `offset` is where it starts in the
@@ -73,11 +128,8 @@ pub fn event_message(
     let extra = extra.into_iter();
     m.fields.reserve(5 + extra.size_hint().0);
     m.fields.push(("timestamp", ev.timestamp.into()));
-    m.fields.push((
-        "time",
-        iso_time(ev.timestamp).map_or(Value::Null, Value::String),
-    ));
-    m.fields.push(("uuid", Value::String(uuid_text(&ev.uuid))));
+    m.fields.push_written("time", Time(ev.timestamp));
+    m.fields.push_written("uuid", UuidText(ev.uuid));
     m.fields.push(("tag_count", ev.tag_count.into()));
     let fields: &mut Vec<_> = &mut m.fields;
     fields.extend(extra);
@@ -245,6 +297,28 @@ mod tests {
         assert_eq!(
             iso_time((-62_135_596_800 + 86_400 * 365 * 900) * TICKS_PER_SECOND + 5).as_deref(),
             Some("900-05-28T00:00:00.0000005Z")
+        );
+    }
+
+    #[test]
+    fn an_event_time_and_uuid_are_written_as_their_values_text() {
+        let text = |w: &dyn Written| {
+            let (mut written, mut tree) = (String::new(), String::new());
+            w.write_json(&mut written);
+            crate::model::json::value(&mut tree, &w.value());
+            assert_eq!(written, tree);
+            written
+        };
+        assert_eq!(text(&Time(-1)), "\"1969-12-31T23:59:59.9999999Z\"");
+        assert_eq!(
+            text(&Time(-62_135_596_800 * TICKS_PER_SECOND)),
+            "\"1-01-01T00:00:00.0000000Z\""
+        );
+        assert_eq!(text(&Time(i64::MIN)), "null");
+        let uuid = *b"\x01\x23\x45\x67\x89\xab\xcd\xef\x00\x11\x22\x33\x44\x55\x66\x77";
+        assert_eq!(
+            text(&UuidText(uuid)),
+            "\"01234567-89ab-cdef-0011-223344556677\""
         );
     }
 }
