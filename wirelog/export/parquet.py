@@ -253,7 +253,8 @@ class ParquetWriter(Published):
 
     Records become Arrow batches every `BATCH_ROWS` rows (Python tuples cost ten times their Arrow
     size) and the batches of one row group are written together, so row groups stay `row_group` rows
-    while memory holds only one row group in columnar form.
+    while memory holds two row groups in columnar form at most (one gathered while the one before is
+    written, `RowGroups`'s background).
     """
 
     BATCH_ROWS = 8192
