@@ -8,6 +8,7 @@ native/src/records/ (json.rs, arrow.rs, filter.rs) against wirelog/export/ on th
 
 from __future__ import annotations
 
+import ctypes
 import io
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def _json(path: Path, keep: RecordFilter, records: str) -> bytes:
     writer = JsonWriter(out)
     for item in run([str(path)], options=Options(keep=keep, records=records)):
         if isinstance(item, RecordLines):
-            assert item.count == item.data.count(b"\n")
+            assert item.count == bytes(item.data).count(b"\n")
             writer.write_lines(item.data, item.count)
         elif isinstance(item, Message | Finding):
             writer.write(item)
@@ -86,6 +87,21 @@ def test_arrow_rows_equal_the_python_parquet_rows(path: Path, keep: RecordFilter
     python = _parquet(path, keep, "objects", tmp_path / "python.parquet")
     assert native == python
     assert native
+
+
+def test_ndjson_lines_are_a_read_only_buffer_read_in_place() -> None:
+    """The core's lines reach Python without a copy: a buffer that file.write reads as it is,
+    which a writer cannot change (the core made it once)."""
+    path = CAPTURES[0]
+    lines = [i for i in run([str(path)], options=Options(records="ndjson")) if isinstance(i, RecordLines)]
+    assert lines and all(isinstance(i.data, _core.Lines) for i in lines)
+    view = memoryview(lines[0].data)
+    assert view.readonly and view.nbytes == len(lines[0].data) and view.tobytes().endswith(b"}\n")
+    with pytest.raises(TypeError, match="not writable"):
+        (ctypes.c_char * len(lines[0].data)).from_buffer(lines[0].data)  # asks for a writable view
+    out = io.BytesIO()
+    JsonWriter(out).write_lines(lines[0].data, lines[0].count)
+    assert out.getvalue() == view.tobytes()
 
 
 def test_arrow_rows_have_the_parquet_schema() -> None:

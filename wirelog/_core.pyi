@@ -120,7 +120,7 @@ class _DecodingOptions(TypedDict, total=False):
 # A decoding session's records, in the form its `records` option chose: NDJSON bytes with their line
 # count, one Arrow batch, the typed tables' batches by name, Hercules event bodies, or objects.
 _Taken: TypeAlias = (
-    tuple[bytes, int]
+    tuple[Lines, int]
     | ArrowRecords
     | dict[str, ArrowRecords]
     | HerculesEvents
@@ -153,6 +153,11 @@ class _HerculesDocument(TypedDict):
     tags: dict[str, Any]  # Any: the event's payload as a JSON document, values of any JSON type
 
 # --- Classes (none can be subclassed: PyO3 classes are final unless declared otherwise).
+
+@final
+class Lines:  # made by the core only (no constructor): NDJSON text, read in place as a buffer
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __len__(self) -> int: ...
 
 @final
 class ArrowRecords:  # made by the core only (no constructor)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Buffer  # (Python 3.12's name for what the buffer protocol reads)
 
 
 class Direction(StrEnum):
@@ -130,9 +133,11 @@ class StreamLines:
 
 @dataclass(slots=True)
 class RecordLines:
-    """Records a native decoder wrote as NDJSON lines (`convert --to json`), in record order."""
+    """Records a native decoder wrote as NDJSON lines (`convert --to json`), in record order: `data`
+    is the core's text as it wrote it, a read-only buffer (`_core.Lines`: `file.write(data)`
+    writes it without a copy; `bytes(data)` where bytes are needed)."""
 
-    data: bytes
+    data: Buffer
     count: int
 
 

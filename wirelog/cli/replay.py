@@ -233,7 +233,7 @@ def _records(session: Session, paths: list[str], params: dict) -> Iterator[dict]
             for item in session.items([path], raw=False):
                 data = getattr(item, "data", None)
                 if data is not None:
-                    yield from ndjson_records([data])
+                    yield from ndjson_records([bytes(data)])
             continue
         try:
             rows = parquet_records(path) if kind == "parquet" else ndjson_records(_chunks(path))
@@ -245,7 +245,7 @@ def _records(session: Session, paths: list[str], params: dict) -> Iterator[dict]
         for item in session.items([], raw=True):
             data = getattr(item, "data", None)
             if data is not None:
-                yield from ndjson_records([data])
+                yield from ndjson_records([bytes(data)])
 
 
 def _chunks(path: str, size: int = 1 << 20) -> Iterator[bytes]:

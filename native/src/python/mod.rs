@@ -6,13 +6,14 @@
 //! It becomes an `internal.panic` finding (message and location; the Rust backtrace too when
 //! `set_debug(True)`), every record before it is kept, and the capture stops there.
 //!
-//! Only arrow.rs (the Arrow C stream import) and memory.rs (the global allocator) are allowed
-//! `unsafe` (the crate denies it): each block says why it is sound.
+//! Only arrow.rs (the Arrow C stream import), lines.rs (the buffer protocol) and memory.rs (the
+//! global allocator) are allowed `unsafe` (the crate denies it): each block says why it is sound.
 
 mod arrow;
 mod capture;
 mod decoding;
 mod hercules;
+mod lines;
 mod memory;
 mod objects;
 mod split;
@@ -117,6 +118,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoding>()?;
     m.add_class::<KeyLogs>()?;
     m.add_class::<ArrowRecords>()?;
+    m.add_class::<lines::Lines>()?;
     m.add_function(wrap_pyfunction!(table_schemas, m)?)?;
     m.add_function(wrap_pyfunction!(detect, m)?)?;
     m.add_function(wrap_pyfunction!(detect_scores, m)?)?;

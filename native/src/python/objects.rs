@@ -12,6 +12,7 @@ use crate::tcp::{Event, StreamInfo};
 
 use super::arrow::{tables_dict, ArrowRecords};
 use super::hercules::HerculesEvents;
+use super::lines::Lines;
 
 /// Slowest CQL answers of a batch that a summary run keeps as objects (the summary lists five).
 const SLOWEST: usize = 5;
@@ -492,7 +493,7 @@ pub(super) fn py_value<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, P
     })
 }
 
-/// Records a native decoder made, as one Python object: NDJSON bytes, an ArrowRecords (pyarrow
+/// Records a native decoder made, as one Python object: NDJSON lines (`Lines`, with their count), an ArrowRecords (pyarrow
 /// reads it through the Arrow C stream interface: `pa.RecordBatchReader.from_stream`), or a list
 /// of wirelog.model Message and Finding objects, stamped and filtered.
 pub(super) fn taken<'py>(
@@ -502,7 +503,7 @@ pub(super) fn taken<'py>(
     t: Taken,
 ) -> PyResult<Bound<'py, PyAny>> {
     match t {
-        Taken::Ndjson(text, count) => Ok((PyBytes::new(py, text.as_bytes()), count)
+        Taken::Ndjson(text, count) => Ok((Bound::new(py, Lines::new(text))?, count)
             .into_pyobject(py)?
             .into_any()),
         Taken::Batch(batch) => {

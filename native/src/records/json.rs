@@ -234,8 +234,22 @@ pub fn record_line(
 
 /// Nanosecond RFC 3339 UTC text, e.g. `2026-11-21T04:41:22.700273042Z`.
 pub fn rfc3339(out: &mut String, ts: i64) {
-    let (sec, ns) = (ts.div_euclid(1_000_000_000), ts.rem_euclid(1_000_000_000));
-    datetime(out, sec.div_euclid(86_400), sec.rem_euclid(86_400), ns, 9);
+    LAST_TS.with_borrow_mut(|(last, text)| {
+        if *last != Some(ts) {
+            text.clear();
+            let (sec, ns) = (ts.div_euclid(1_000_000_000), ts.rem_euclid(1_000_000_000));
+            datetime(text, sec.div_euclid(86_400), sec.rem_euclid(86_400), ns, 9);
+            *last = Some(ts);
+        }
+        out.push_str(text);
+    });
+}
+
+thread_local! {
+    /// The last time `rfc3339` wrote and its text: the records of one packet share its time (a
+    /// Gate request's events, a Lumberjack C frame's hundreds), so most times are a copy.
+    static LAST_TS: std::cell::RefCell<(Option<i64>, String)> =
+        const { std::cell::RefCell::new((None, String::new())) };
 }
 
 /// The stream summary line of `wirelog streams --json` (docs/records.md, "Stream summaries").

@@ -71,7 +71,7 @@ const SMALL: usize = 32;
 #[derive(Debug)]
 pub struct EventParser {
     max_event: usize,
-    /// Tag name → whether it is still to be reported.
+    /// Tag name that breaks the rules → whether it is still to be reported.
     names: HashMap<Vec<u8>, bool>,
     path: Vec<Part>,
     reported: Vec<(usize, usize)>,
@@ -365,16 +365,18 @@ impl<'a> Walk<'a, '_> {
             }
             let raw = &self.data[p + 1..kstop];
             self.path.push(Part::Key(p + 1, kstop));
-            let report = match self.names.get(raw) {
-                Some(&r) => r,
-                None => {
-                    let r = std::str::from_utf8(raw).is_err() || !is_tag_name(raw);
-                    if self.names.len() < NAME_CACHE_MAX {
-                        self.names.insert(raw.to_vec(), r);
+            // A name within the rules is ASCII, so text: checking it costs less than looking it
+            // up. Only names that break the rules are remembered, to be reported once.
+            let report = !is_tag_name(raw)
+                && match self.names.get(raw) {
+                    Some(&r) => r,
+                    None => {
+                        if self.names.len() < NAME_CACHE_MAX {
+                            self.names.insert(raw.to_vec(), true);
+                        }
+                        true
                     }
-                    r
-                }
-            };
+                };
             if report && !self.reported.iter().any(|&(a, b)| &self.data[a..b] == raw) {
                 self.reported.push((p + 1, kstop));
                 self.name_problem(p + 1, kstop, p);
