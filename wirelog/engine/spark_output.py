@@ -42,6 +42,8 @@ from wirelog.inputs import remote
 from wirelog.model import Finding, TableRows
 
 if TYPE_CHECKING:
+    from collections.abc import Buffer
+
     from pyspark.sql import SparkSession
 
 PARTITION = "protocol"
@@ -174,7 +176,7 @@ def write_task(job: Job, task: str, batches: Iterable[pa.RecordBatch]) -> list[W
     return [Written(task, file, name, counts[name]) for name, (file, _, _) in files.items()]
 
 
-def write_lines(job: Job, task: str, chunks: Iterable[tuple[bytes, int, int]]) -> list[Written]:
+def write_lines(job: Job, task: str, chunks: Iterable[tuple[Buffer, int, int]]) -> list[Written]:
     """A task attempt's NDJSON part file: `chunks` of lines (bytes, their count, how many are
     `capture.unreadable` rows) written in order under the attempt's own directory; no file when
     there is no line. On failure what it wrote is removed."""

@@ -26,6 +26,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,6 +45,9 @@ from wirelog.inputs import remote
 from wirelog.inputs.errors import CaptureError
 from wirelog.inputs.sources import files_under
 from wirelog.model import CaptureInfo, Finding, Message, RecordLines, RecordRows, Severity, TableRows
+
+if TYPE_CHECKING:
+    from collections.abc import Buffer
 
 ARROW_SCHEMA = parquet.SCHEMA  # `ts` in microseconds: Spark's TimestampType as it is
 _SPARK_TYPES = {
@@ -289,7 +293,7 @@ def _records(
             )
 
 
-def capture_lines(captures: list[Capture], opts: SourceOptions) -> Iterator[tuple[bytes, int, int]]:
+def capture_lines(captures: list[Capture], opts: SourceOptions) -> Iterator[tuple[Buffer, int, int]]:
     """The records of each capture in order as NDJSON (lines, their count, how many are
     `capture.unreadable`): the core's lines, the local engine's bytes (docs/records.md), and a line
     for each record made in Python. Findings are kept (the `findings` option is the reader's)."""

@@ -47,6 +47,8 @@ from wirelog.export.json import dumps
 from wirelog.model import Finding, Message, RecordLines, RecordRows, Severity
 
 if TYPE_CHECKING:
+    from collections.abc import Buffer
+
     from pyspark import RDD
     from pyspark.sql import DataFrame, SparkSession
 
@@ -133,7 +135,7 @@ def group_lines(
     frames: pa.Array,
     pairs: Iterator[Routed],
     deliveries: list[dict],
-) -> Iterator[tuple[bytes, int, int]]:
+) -> Iterator[tuple[Buffer, int, int]]:
     """`group_records` as NDJSON (lines, their count, none unreadable): the core's lines, as the
     local engine writes them."""
     for item in _group_items(path, name, replace(opts, records="ndjson"), frames, pairs, deliveries):
