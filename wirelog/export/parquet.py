@@ -14,7 +14,6 @@ through an AtomicFile: complete or not at all, and written in place to a device 
 from __future__ import annotations
 
 import contextlib
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -187,24 +186,13 @@ def _as_file(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 class RowGroups:
     """Batches gathered into row groups of `row_group` rows, written to an open pyarrow writer: memory
-    holds one row group in columnar form, whatever the batches' sizes.
+    holds one row group in columnar form, whatever the batches' sizes."""
 
-    With `background`, a row group is encoded and compressed on a thread of its own while the next
-    is gathered: pyarrow lets go of the GIL while it writes, as the core does while it decodes, so a
-    conversion on two cores takes the longer of the two instead of their sum (a quarter of a local
-    Parquet conversion is Parquet's own encoding and zstd). Memory then holds two row groups at
-    most, the one being written and the one being gathered; the file is the same.
-    """
-
-    def __init__(
-        self, writer: pq.ParquetWriter, row_group: int = ROW_GROUP, background: bool = False
-    ) -> None:
+    def __init__(self, writer: pq.ParquetWriter, row_group: int = ROW_GROUP) -> None:
         self.writer = writer
         self.row_group = row_group
         self._batches: list[pa.RecordBatch] = []
         self._rows = 0
-        self._thread = ThreadPoolExecutor(1, "wirelog-parquet") if background else None
-        self._writing: Future[None] | None = None
 
     def add(self, rows: pa.RecordBatch) -> None:
         self._batches.append(_as_file(rows, self.writer.schema))
@@ -215,37 +203,13 @@ class RowGroups:
     def flush(self) -> None:
         if self._batches:
             table = pa.Table.from_batches(self._batches, schema=self.writer.schema)
+            self.writer.write_table(table, row_group_size=self.row_group)
             self._batches, self._rows = [], 0
-            self._written()
-            if self._thread is None:
-                self.writer.write_table(table, row_group_size=self.row_group)
-            else:
-                self._writing = self._thread.submit(
-                    self.writer.write_table, table, row_group_size=self.row_group
-                )
-
-    def _written(self) -> None:
-        """Wait for the row group being written; its error, if any, is raised here."""
-        writing, self._writing = self._writing, None
-        if writing is not None:
-            writing.result()
 
     def close(self) -> None:
         """The last row group and the footer."""
-        try:
-            self.flush()
-            self._written()
-            self.writer.close()
-        finally:
-            self.stop()
-
-    def stop(self) -> None:
-        """Wait for a row group still being written, whatever became of it (on the way out of a
-        failure: the writer is closed or abandoned only once no thread uses it)."""
-        if self._thread is not None:
-            self._thread.shutdown(wait=True)
-            self._thread = None
-        self._writing = None
+        self.flush()
+        self.writer.close()
 
 
 class ParquetWriter(Published):
@@ -253,8 +217,7 @@ class ParquetWriter(Published):
 
     Records become Arrow batches every `BATCH_ROWS` rows (Python tuples cost ten times their Arrow
     size) and the batches of one row group are written together, so row groups stay `row_group` rows
-    while memory holds two row groups in columnar form at most (one gathered while the one before is
-    written, `RowGroups`'s background).
+    while memory holds only one row group in columnar form.
     """
 
     BATCH_ROWS = 8192
@@ -267,7 +230,7 @@ class ParquetWriter(Published):
         except BaseException:
             self._out.abort()
             raise
-        self._groups = RowGroups(self._writer, row_group, background=True)
+        self._groups = RowGroups(self._writer, row_group)
         self._rows: list[tuple] = []
         self._batch_rows = min(self.BATCH_ROWS, row_group)
         self.count = 0
@@ -301,7 +264,6 @@ class ParquetWriter(Published):
 
     def abort(self) -> None:
         """Remove the temporary file; a device or FIFO gets no footer, so a reader sees no valid file."""
-        self._groups.stop()
         self._out.abort()  # first: closing the Parquet writer after it cannot write the footer
         with contextlib.suppress(Exception):
             self._writer.close()
