@@ -16,7 +16,6 @@ use std::fmt::Write as _;
 use crate::formats::hercules::reader::{Parsed, Problem};
 use crate::formats::hercules::render::{exported, Cursor, Renderer, TextRenderer};
 use crate::formats::hercules::types::{TICKS_PER_SECOND, VERSIONS};
-
 use crate::model::text::{civil, datetime, push_uuid, uuid as uuid_text};
 use crate::model::{Direction, Document, Field, Finding, Message, Value, Written};
 
