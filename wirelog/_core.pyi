@@ -16,6 +16,7 @@ __all__ = [
     "Decoding",
     "KeyLogs",
     "ArrowRecords",
+    "Lines",
     "table_schemas",
     "detect",
     "detect_scores",
@@ -155,8 +156,8 @@ class _HerculesDocument(TypedDict):
 # --- Classes (none can be subclassed: PyO3 classes are final unless declared otherwise).
 
 @final
-class Lines:  # made by the core only (no constructor): NDJSON text, read in place as a buffer
-    def __buffer__(self, flags: int, /) -> memoryview: ...
+class Lines:  # made by the core only (no constructor): NDJSON text, read in place through the
+    # buffer protocol (bytes(), memoryview(), file.write); Python 3.11 has no __buffer__ to name
     def __len__(self) -> int: ...
 
 @final
