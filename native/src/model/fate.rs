@@ -64,9 +64,8 @@ impl EventId {
 
     /// Hercules: the id of the event whose UUID has these 16 bytes (wire order).
     pub fn from_uuid(b: &[u8; 16]) -> Self {
-        let (hi, lo) = b.split_at(8);
-        let word = |half: &[u8]| half.iter().fold(0u64, |w, &byte| w << 8 | u64::from(byte));
-        EventId::Uuid([word(hi), word(lo)])
+        let word = |half: &[u8]| <[u8; 8]>::try_from(half).map_or(0, u64::from_be_bytes);
+        EventId::Uuid([word(&b[..8]), word(&b[8..])])
     }
 
     pub fn text(&self) -> String {
