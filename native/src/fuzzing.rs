@@ -385,6 +385,9 @@ pub fn writes_as_ndjson<'a>(records: impl IntoIterator<Item = &'a Record>) {
         }
         // a field its decoder writes is, byte for byte, the JSON text of its tree
         let Record::Message(m) = r else { continue };
+        if let Some(doc) = &m.event {
+            crate::records::hercules::maps_as_its_text(doc);
+        }
         for (name, field) in &m.fields {
             if let crate::model::Field::Written(w) = field {
                 let (mut text, mut tree) = (String::new(), String::new());

@@ -5,7 +5,7 @@
 //! 20 bytes each (a handle and a seq) were 40 MB per million.
 
 use super::spill::{Held, SpillStore};
-use crate::model::{Field, Message, Value};
+use crate::model::{Document, Field, Message, Value};
 
 /// Records waiting together, in order: kept as they are while the store has room for them
 /// (`SpillStore::keep`), else held in it. A Lumberjack window acknowledged soon after it was sent,
@@ -133,7 +133,7 @@ impl Taken {
 fn kept_cost(m: &Message) -> Option<usize> {
     let mut cost = std::mem::size_of::<Message>()
         + m.fields.capacity() * std::mem::size_of::<(&str, Field)>()
-        + m.event.as_ref().map_or(0, |d| d.text().len())
+        + m.event.as_ref().map_or(0, Document::kept_len)
         + KEPT_OVERHEAD;
     for (_, field) in &m.fields {
         match field {

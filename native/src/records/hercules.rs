@@ -13,6 +13,7 @@
     reason = "ISO times have 4-digit years (seconds below 2^38, ticks below 2^62); counts and positions are of records and buffers in memory; tag counts are below u16::MAX by construction"
 )]
 
+mod binary;
 mod text;
 
 use std::borrow::Cow;
@@ -35,6 +36,7 @@ use crate::formats::hercules::types::{
     STRING, TICKS_PER_SECOND, VECTOR, VERSION,
 };
 use crate::model::json::integer;
+use crate::model::json::Binary;
 use crate::model::pyrepr::str_repr;
 use crate::model::text::py_strip;
 use crate::model::text::{days, hex};
@@ -269,9 +271,7 @@ impl Encoder {
         }
         if let Some(e) = event {
             name(out, b"event");
-            if self.mapper.text(out, e.text()).is_none() {
-                self.mapper.value(out, &e.value());
-            }
+            self.mapper.document(out, e);
         }
         let keys = &mut self.events.keys;
         keys.push_str(v.capture);
@@ -649,6 +649,18 @@ struct Mapper {
 }
 
 impl Mapper {
+    /// A document: from the binary form it is kept in, else from its text, else from its values.
+    fn document(&mut self, out: &mut Vec<u8>, doc: &Document) {
+        if let Some((Binary::HerculesTags, tags)) = doc.kept_binary() {
+            if self.hercules_tags(out, tags).is_some() {
+                return;
+            }
+        }
+        if self.text(out, doc.text()).is_none() {
+            self.value(out, &doc.value());
+        }
+    }
+
     /// Type byte and value.
     fn value(&mut self, out: &mut Vec<u8>, v: &Value) {
         out.push(type_of(v));
@@ -798,6 +810,23 @@ impl Mapper {
         }
         self.found.push((key.to_owned(), f));
     }
+}
+
+/// (Fuzzing) A document kept in a binary form maps to the same Hercules bytes as its text.
+#[cfg(any(test, fuzzing))]
+pub fn maps_as_its_text(doc: &Document) {
+    let Some((Binary::HerculesTags, tags)) = doc.kept_binary() else {
+        return;
+    };
+    let (mut direct, mut text) = (Vec::new(), Vec::new());
+    if Mapper::default().hercules_tags(&mut direct, tags).is_none() {
+        return;
+    }
+    let mut mapper = Mapper::default();
+    if mapper.text(&mut text, doc.text()).is_none() {
+        mapper.value(&mut text, &doc.value());
+    }
+    assert_eq!(direct, text, "{}", doc.text());
 }
 
 /// A name the escaping keeps as it is (`is_tag_name` and no `_x`), in one pass: this runs for

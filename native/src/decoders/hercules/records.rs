@@ -14,8 +14,9 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use crate::formats::hercules::reader::{Parsed, Problem};
-use crate::formats::hercules::render::{exported, Cursor, Renderer, TextRenderer};
+use crate::formats::hercules::render::{exported, plain_text, Cursor, Renderer};
 use crate::formats::hercules::types::{TICKS_PER_SECOND, VERSIONS};
+use crate::model::json::Binary;
 use crate::model::text::{civil, datetime, push_uuid, uuid as uuid_text};
 use crate::model::{Direction, Document, Field, Finding, Message, Value, Written};
 
@@ -147,23 +148,22 @@ pub fn event_message(
         memchr::memmem::find(bytes, b"\x07wirelog\x01").and_then(|_| exported(data, payload));
     match export {
         None => {
-            let mut text = String::with_capacity(2 * ev.length);
-            m.event = match TextRenderer::default().tags(&mut Cursor::new(data, payload), &mut text)
+            // kept as its bytes, the text rendered when first asked for (an export to Hercules
+            // maps the bytes and never asks)
+            let tags = data.get(payload..ev.offset + ev.length).unwrap_or_default();
+            // Fuzzing and the tests hold the accepted bytes to rendering, and the text to the
+            // tree it stands for.
+            #[cfg(debug_assertions)]
             {
-                Some(()) => {
-                    // Fuzzing and the tests hold the text against the tree it stands for.
-                    #[cfg(debug_assertions)]
-                    {
-                        let tree = Renderer { mapped: false }.tags(&mut Cursor::new(data, payload));
-                        let tree = tree.map(|v| Document::from(v).to_string());
-                        assert_eq!(tree.as_deref(), Some(text.as_str()));
-                    }
-                    Some(Document::canonical(text))
-                }
-                None => Renderer { mapped: false }
-                    .tags(&mut Cursor::new(data, payload))
-                    .map(Document::from),
-            };
+                let tree = Renderer { mapped: false }.tags(&mut Cursor::new(tags, 0));
+                let tree = tree.map(|v| Document::from(v).to_string());
+                assert_eq!(tree.as_deref(), Some(plain_text(tags).as_str()));
+            }
+            m.event = Some(Document::binary(
+                Binary::HerculesTags,
+                tags.into(),
+                plain_text,
+            ));
         }
         Some(found) => {
             let mapped = Renderer { mapped: true };

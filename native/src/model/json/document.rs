@@ -14,53 +14,120 @@ use crate::model::Value;
 
 /// The canonical text of one JSON document (an object, for the events the protocols carry; a
 /// Lumberjack J frame may carry any other value, which it reports).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Document(Box<str>);
+///
+/// A document decoded from a binary form (a Hercules event's tags) may keep those bytes instead,
+/// its text rendered when a consumer first asks for it: a conversion to that binary form maps the
+/// bytes directly (`binary`), and never renders or reads back a text it does not need.
+#[derive(Clone)]
+pub struct Document(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Text(Box<str>),
+    Binary(Box<Kept>),
+}
+
+/// A binary form a document can be kept in until its text is needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binary {
+    /// A Hercules container's count and tags, as an event carried them (always an object); the
+    /// text is their plain rendering (`formats::hercules::render`).
+    HerculesTags,
+}
+
+#[derive(Clone)]
+struct Kept {
+    form: Binary,
+    bytes: Box<[u8]>,
+    /// The text of `bytes`: the decoder's renderer, which `model` (the leaf) cannot name.
+    render: fn(&[u8]) -> String,
+    text: std::sync::OnceLock<Box<str>>,
+}
 
 impl Document {
     /// A document whose text is already canonical: the canonicaliser's output, a text rendered in
     /// that form (Hercules events) or read back from the held store.
     pub fn canonical(text: impl Into<Box<str>>) -> Self {
-        Document(text.into())
+        Document(Repr::Text(text.into()))
+    }
+
+    /// A document kept as `bytes` of a binary `form`, whose canonical text `render` gives (and
+    /// must give for any bytes its decoder accepted).
+    pub fn binary(form: Binary, bytes: Box<[u8]>, render: fn(&[u8]) -> String) -> Self {
+        Document(Repr::Binary(Box::new(Kept {
+            form,
+            bytes,
+            render,
+            text: std::sync::OnceLock::new(),
+        })))
+    }
+
+    /// The binary form it is kept in, and its bytes.
+    pub fn kept_binary(&self) -> Option<(Binary, &[u8])> {
+        match &self.0 {
+            Repr::Text(_) => None,
+            Repr::Binary(k) => Some((k.form, &k.bytes)),
+        }
     }
 
     /// Its canonical JSON text.
     pub fn text(&self) -> &str {
-        &self.0
+        match &self.0 {
+            Repr::Text(t) => t,
+            Repr::Binary(k) => k.text.get_or_init(|| (k.render)(&k.bytes).into()),
+        }
+    }
+
+    /// The bytes keeping it costs (its binary form and, once rendered, its text).
+    pub fn kept_len(&self) -> usize {
+        match &self.0 {
+            Repr::Text(t) => t.len(),
+            Repr::Binary(k) => {
+                std::mem::size_of::<Kept>() + k.bytes.len() + k.text.get().map_or(0, |t| t.len())
+            }
+        }
     }
 
     /// Its JSON text, appended to `out`.
     pub fn write(&self, out: &mut String) {
-        out.push_str(&self.0);
+        out.push_str(self.text());
     }
 
     /// Its values, parsed back (for the rare writers that need them: Python objects, the Hercules
     /// export of an object too wide for its text mapper). Canonical text is JSON that the
     /// Lumberjack parser (deepest nesting 1024) reads to the values it was written from.
     pub fn value(&self) -> Value {
-        orjson::loads(self.0.as_bytes()).unwrap_or_else(|_| Value::String(self.0.to_string()))
+        let text = self.text();
+        orjson::loads(text.as_bytes()).unwrap_or_else(|_| Value::String(text.to_owned()))
     }
 
     /// Whether it is an object (what the protocols' events are).
     pub fn is_object(&self) -> bool {
-        self.0.starts_with('{')
+        match &self.0 {
+            Repr::Text(t) => t.starts_with('{'),
+            Repr::Binary(k) => k.form == Binary::HerculesTags,
+        }
     }
 
     /// Whether it is JSON's `null`.
     pub fn is_null(&self) -> bool {
-        &*self.0 == "null"
+        match &self.0 {
+            Repr::Text(t) => &**t == "null",
+            Repr::Binary(_) => false,
+        }
     }
 
     /// Python's `type(v).__name__` of its value (findings quote it): a canonical number has a `.`
     /// or an exponent exactly when it is a float.
     pub fn python_type(&self) -> &'static str {
-        match self.0.as_bytes().first() {
+        let text = self.text();
+        match text.as_bytes().first() {
             Some(b'{') => "dict",
             Some(b'[') => "list",
             Some(b'"') => "str",
             Some(b't' | b'f') => "bool",
             Some(b'n') => "NoneType",
-            _ if self.0.contains(['.', 'e']) => "float",
+            _ if text.contains(['.', 'e']) => "float",
             _ => "int",
         }
     }
@@ -76,7 +143,7 @@ impl Document {
             return self.str_member(key);
         }
         let nested = path.split_last().and_then(|(last, objects)| {
-            let mut raw = self.0.as_bytes();
+            let mut raw = self.text().as_bytes();
             for key in objects {
                 raw = member_raw(raw, key.as_bytes()).filter(|r| r.starts_with(b"{"))?;
             }
@@ -87,7 +154,22 @@ impl Document {
 
     /// A string member of the top-level object (e.g. the `message` of a log event).
     pub fn str_member(&self, key: &str) -> Option<Cow<'_, str>> {
-        member(self.0.as_bytes(), key.as_bytes()).filter(|_| self.is_object())
+        member(self.text().as_bytes(), key.as_bytes()).filter(|_| self.is_object())
+    }
+}
+
+/// Documents are equal when their texts are, whatever form they are kept in.
+impl PartialEq for Document {
+    fn eq(&self, other: &Document) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl Eq for Document {}
+
+impl std::fmt::Debug for Document {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Document").field(&self.text()).finish()
     }
 }
 
@@ -100,7 +182,7 @@ impl PartialEq<Value> for Document {
 /// Its JSON text.
 impl std::fmt::Display for Document {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.text())
     }
 }
 
@@ -109,7 +191,7 @@ impl From<Value> for Document {
     fn from(v: Value) -> Self {
         let mut text = String::new();
         value(&mut text, &v);
-        Document(text.into())
+        Document::canonical(text)
     }
 }
 
@@ -158,7 +240,11 @@ impl MemberPaths {
             out.fill(None);
             return;
         }
-        members_raw(doc.0.as_bytes(), &self.names, &mut raw[..self.names.len()]);
+        members_raw(
+            doc.text().as_bytes(),
+            &self.names,
+            &mut raw[..self.names.len()],
+        );
         for ((slot, path), &(first, dotted)) in out.iter_mut().zip(&self.paths).zip(&self.slots) {
             let nested = raw[first].and_then(|mut text| {
                 for key in &path[1..] {
