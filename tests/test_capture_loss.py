@@ -10,6 +10,10 @@ error` passes), while a real violation in the same lossy capture still fails it;
 from __future__ import annotations
 
 import json
+import shutil
+import sys
+import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -143,6 +147,16 @@ def golumber_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return pcap
 
 
+def keep_for_diagnosis(*captures: Path) -> None:
+    """Copy the captures of a failing run where pytest's rotation of its temporary directories
+    does not reach: each run records a new live capture, so a rare failure cannot be re-run."""
+    kept = Path(tempfile.gettempdir()) / "wirelog-capture-loss-failures" / time.strftime("%Y%m%dT%H%M%S")
+    kept.mkdir(parents=True, exist_ok=True)
+    for c in captures:
+        shutil.copy2(c, kept / c.name)
+    print(f"failing captures kept in {kept}", file=sys.stderr)
+
+
 def test_lossy_copies_of_a_golumber_capture_are_not_the_peers_fault(
     golumber_capture: Path, tmp_path: Path
 ) -> None:
@@ -156,7 +170,11 @@ def test_lossy_copies_of_a_golumber_capture_are_not_the_peers_fault(
     for name, order in losses(n):
         copy = tmp_path / f"{name}.pcap"
         impaired_copy(golumber_capture, copy, order)
-        r = assert_seen_less(golumber_capture, copy, name)
+        try:
+            r = assert_seen_less(golumber_capture, copy, name)
+        except AssertionError:
+            keep_for_diagnosis(golumber_capture, copy)
+            raise
         explained.update({f["code"]: f["count"] for f in r["findings"] if f["severity"] != "error"})
     assert explained["tcp.gap"] > 0
     assert explained["lumberjack.ack-beyond-capture"] > 0  # ACKs of events the capture missed
