@@ -19,7 +19,7 @@ def engine_calls(data: bytes, info: StreamInfo, limits: dict[str, int | None]) -
     core = _core.Pipeline("c.pcap", None, decoding=options, server_ports=[5044], overlap="last")
     for item in core.feed(data):
         if isinstance(item, tuple):
-            assert_type(item, tuple[_core.Lines, int])
+            assert_type(item, tuple[_core.Buffer, int])
         elif isinstance(item, StreamInfo):
             assert_type(core.stream_info(item.stream), StreamInfo | None)
     assert_type(core.info()["first_ts"], int | None)

@@ -94,7 +94,7 @@ def test_ndjson_lines_are_a_read_only_buffer_read_in_place() -> None:
     which a writer cannot change (the core made it once)."""
     path = CAPTURES[0]
     lines = [i for i in run([str(path)], options=Options(records="ndjson")) if isinstance(i, RecordLines)]
-    assert lines and all(isinstance(i.data, _core.Lines) for i in lines)
+    assert lines and all(isinstance(i.data, _core.Buffer) for i in lines)
     view = memoryview(lines[0].data)
     assert view.readonly and view.nbytes == len(lines[0].data) and view.tobytes().endswith(b"}\n")
     with pytest.raises(TypeError, match="not writable"):

@@ -16,7 +16,7 @@ __all__ = [
     "Decoding",
     "KeyLogs",
     "ArrowRecords",
-    "Lines",
+    "Buffer",
     "table_schemas",
     "detect",
     "detect_scores",
@@ -121,7 +121,7 @@ class _DecodingOptions(TypedDict, total=False):
 # A decoding session's records, in the form its `records` option chose: NDJSON bytes with their line
 # count, one Arrow batch, the typed tables' batches by name, Hercules event bodies, or objects.
 _Taken: TypeAlias = (
-    tuple[Lines, int]
+    tuple[Buffer, int]
     | ArrowRecords
     | dict[str, ArrowRecords]
     | HerculesEvents
@@ -156,7 +156,7 @@ class _HerculesDocument(TypedDict):
 # --- Classes (none can be subclassed: PyO3 classes are final unless declared otherwise).
 
 @final
-class Lines:  # made by the core only (no constructor): NDJSON text, read in place through the
+class Buffer:  # made by the core only (no constructor): NDJSON text or Hercules events, read in place through the
     # buffer protocol (bytes(), memoryview(), file.write); Python 3.11 has no __buffer__ to name
     def __len__(self) -> int: ...
 
@@ -271,9 +271,9 @@ class SplitScanner:
 @final
 class HerculesWriter:
     def __new__(cls) -> Self: ...
-    def write(self, events: HerculesEvents) -> bytes: ...
-    def write_message(self, m: Message) -> bytes: ...
-    def write_arrow(self, batch: _ArrowStream) -> bytes: ...
+    def write(self, events: HerculesEvents) -> Buffer: ...
+    def write_message(self, m: Message) -> Buffer: ...
+    def write_arrow(self, batch: _ArrowStream) -> Buffer: ...
     def take_notes(self) -> list[tuple[str, bytes]]: ...  # (sentence, NDJSON finding line)
 
 # --- Functions.

@@ -134,7 +134,7 @@ class StreamLines:
 @dataclass(slots=True)
 class RecordLines:
     """Records a native decoder wrote as NDJSON lines (`convert --to json`), in record order: `data`
-    is the core's text as it wrote it, a read-only buffer (`_core.Lines`: `file.write(data)`
+    is the core's text as it wrote it, a read-only buffer (`_core.Buffer`: `file.write(data)`
     writes it without a copy; `bytes(data)` where bytes are needed)."""
 
     data: Buffer

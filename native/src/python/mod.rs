@@ -10,10 +10,10 @@
 //! global allocator) are allowed `unsafe` (the crate denies it): each block says why it is sound.
 
 mod arrow;
+mod buffer;
 mod capture;
 mod decoding;
 mod hercules;
-mod lines;
 mod memory;
 mod objects;
 mod split;
@@ -118,7 +118,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Decoding>()?;
     m.add_class::<KeyLogs>()?;
     m.add_class::<ArrowRecords>()?;
-    m.add_class::<lines::Lines>()?;
+    m.add_class::<buffer::Buffer>()?;
     m.add_function(wrap_pyfunction!(table_schemas, m)?)?;
     m.add_function(wrap_pyfunction!(detect, m)?)?;
     m.add_function(wrap_pyfunction!(detect_scores, m)?)?;

@@ -11,8 +11,8 @@ use crate::pipeline::out::Taken;
 use crate::tcp::{Event, StreamInfo};
 
 use super::arrow::{tables_dict, ArrowRecords};
+use super::buffer::Buffer;
 use super::hercules::HerculesEvents;
-use super::lines::Lines;
 
 /// Slowest CQL answers of a batch that a summary run keeps as objects (the summary lists five).
 const SLOWEST: usize = 5;
@@ -493,7 +493,7 @@ pub(super) fn py_value<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, P
     })
 }
 
-/// Records a native decoder made, as one Python object: NDJSON lines (`Lines`, with their count), an ArrowRecords (pyarrow
+/// Records a native decoder made, as one Python object: NDJSON lines (a `Buffer`, with their count), an ArrowRecords (pyarrow
 /// reads it through the Arrow C stream interface: `pa.RecordBatchReader.from_stream`), or a list
 /// of wirelog.model Message and Finding objects, stamped and filtered.
 pub(super) fn taken<'py>(
@@ -503,7 +503,7 @@ pub(super) fn taken<'py>(
     t: Taken,
 ) -> PyResult<Bound<'py, PyAny>> {
     match t {
-        Taken::Ndjson(text, count) => Ok((Bound::new(py, Lines::new(text))?, count)
+        Taken::Ndjson(text, count) => Ok((Bound::new(py, Buffer::new(text.into_bytes()))?, count)
             .into_pyobject(py)?
             .into_any()),
         Taken::Batch(batch) => {

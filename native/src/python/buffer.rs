@@ -1,6 +1,7 @@
-//! NDJSON lines the core wrote, handed to Python without a copy (`Lines`): a read-only buffer that
-//! `file.write`, `bytes()` and `memoryview()` read in place. Copying every batch of lines into a
-//! `bytes` was 6 % of an acknowledged Lumberjack conversion's CPU. The `unsafe` is the buffer
+//! Output the core wrote (NDJSON lines, Hercules events), handed to Python without a copy
+//! (`Buffer`): a read-only buffer that `file.write`, `bytes()` and `memoryview()` read in place.
+//! Copying every batch of lines into a `bytes` was 6 % of an acknowledged Lumberjack conversion's
+//! CPU, and of a Gate capture's `--to hercules`. The `unsafe` is the buffer
 //! protocol's C call.
 #![allow(unsafe_code)]
 
@@ -10,18 +11,18 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-/// Lines of NDJSON text (whole lines, each ending in `\n`), immutable once made.
+/// Bytes of output (whole NDJSON lines, whole Hercules events), immutable once made.
 #[pyclass(frozen, module = "wirelog._core")]
-pub(super) struct Lines(Vec<u8>);
+pub(super) struct Buffer(Vec<u8>);
 
-impl Lines {
-    pub(super) fn new(text: String) -> Self {
-        Lines(text.into_bytes())
+impl Buffer {
+    pub(super) fn new(bytes: Vec<u8>) -> Self {
+        Buffer(bytes)
     }
 }
 
 #[pymethods]
-impl Lines {
+impl Buffer {
     /// The buffer protocol: a read-only view of the text, which keeps this object alive.
     unsafe fn __getbuffer__(
         slf: Bound<'_, Self>,
@@ -30,7 +31,7 @@ impl Lines {
     ) -> PyResult<()> {
         let text = &slf.get().0;
         let len = ffi::Py_ssize_t::try_from(text.len())
-            .map_err(|_| PyBufferError::new_err("lines too long for a buffer"))?;
+            .map_err(|_| PyBufferError::new_err("output too long for a buffer"))?;
         // SAFETY: `view` is the Py_buffer Python passed to this slot. The pointer and length
         // describe `text`, which never changes or moves: the class is frozen (no method mutates
         // it) and FillInfo makes the view hold a reference to `slf`, so the bytes outlive every
