@@ -17,7 +17,7 @@ use crate::model::Value;
 ///
 /// A document decoded from a binary form (a Hercules event's tags) may keep those bytes instead,
 /// its text rendered when a consumer first asks for it: a conversion to that binary form maps the
-/// bytes directly (`binary`), and never renders or reads back a text it does not need.
+/// bytes directly (`kept_binary`), and never renders or reads back a text it does not need.
 #[derive(Clone)]
 pub struct Document(Repr);
 
@@ -377,6 +377,33 @@ fn unescape(raw: &[u8]) -> Cow<'_, str> {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static RENDERED: AtomicUsize = AtomicUsize::new(0);
+
+    fn render(bytes: &[u8]) -> String {
+        RENDERED.fetch_add(1, Ordering::Relaxed);
+        format!(r#"{{"n":{}}}"#, bytes.len())
+    }
+
+    #[test]
+    fn a_document_kept_as_bytes_renders_its_text_once_when_first_asked() {
+        let doc = Document::binary(Binary::HerculesTags, vec![0, 1, 2].into(), render);
+        // what the export and the held store ask does not render it
+        assert_eq!(
+            doc.kept_binary(),
+            Some((Binary::HerculesTags, &[0u8, 1, 2][..]))
+        );
+        assert!(doc.is_object() && !doc.is_null());
+        let unrendered = doc.kept_len();
+        assert_eq!(RENDERED.load(Ordering::Relaxed), 0);
+        assert_eq!(doc.text(), r#"{"n":3}"#);
+        assert_eq!(doc.str_member("n"), None);
+        assert_eq!(doc, Document::canonical(r#"{"n":3}"#));
+        assert_eq!(RENDERED.load(Ordering::Relaxed), 1);
+        assert_eq!(doc.kept_len(), unrendered + 7);
+        assert_eq!(Document::canonical("[1]").kept_binary(), None);
+    }
 
     #[test]
     fn member_paths_read_nested_and_dotted_strings_in_one_pass() {
