@@ -741,6 +741,17 @@ impl Mapper {
         }
     }
 
+    /// A key's bytes as `key` writes its text: a conventional name (ASCII) is written without
+    /// reading it as text; None for a key that is not UTF-8.
+    fn key_bytes(&mut self, out: &mut Vec<u8>, raw: &[u8]) -> Option<()> {
+        if conventional(raw) {
+            name(out, raw);
+        } else {
+            self.key(out, std::str::from_utf8(raw).ok()?);
+        }
+        Some(())
+    }
+
     /// A key as a tag name: conventional names as they are, others escaped (and reported).
     fn key(&mut self, out: &mut Vec<u8>, key: &str) {
         if conventional(key.as_bytes()) {
@@ -829,22 +840,27 @@ pub fn maps_as_its_text(doc: &Document) {
     assert_eq!(direct, text, "{}", doc.text());
 }
 
-/// A name the escaping keeps as it is (`is_tag_name` and no `_x`), in one pass: this runs for
-/// every key of every record.
+/// A name the escaping keeps as it is (`is_tag_name` and no `_x`): this runs for every key of
+/// every record, so a table says which bytes a tag name may have, and only a name with a `_` is
+/// looked at again.
 fn conventional(b: &[u8]) -> bool {
-    if b.is_empty() || b.len() > MAX_KEY_BYTES {
-        return false;
-    }
-    let mut prev = 0;
-    for &c in b {
-        let tag_char = c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-');
-        if !tag_char || (prev == b'_' && c == b'x') {
-            return false;
-        }
-        prev = c;
-    }
-    true
+    !b.is_empty()
+        && b.len() <= MAX_KEY_BYTES
+        && b.iter().all(|&c| TAG_CHAR[usize::from(c)])
+        && !(b.contains(&b'_') && b.windows(2).any(|w| w == b"_x"))
 }
+
+/// The bytes of a tag name: [A-Za-z0-9_.-].
+static TAG_CHAR: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        table[c] = b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-';
+        c += 1;
+    }
+    table
+};
 
 /// `name` made into a conventional tag name, reversibly (the core's decoder undoes it:
 /// `types::unescape_name`): every character outside [A-Za-z0-9.-] and every `_` followed by `x`
@@ -946,6 +962,9 @@ mod tests {
         assert_eq!(escape_name(""), "_x");
         assert_eq!(escape_name("log.file.path"), "log.file.path");
         assert!(conventional(b"a_b") && !conventional(b"a_xb") && !conventional(b"a b"));
+        assert!(conventional(b"x_") && conventional(b"A-9.z") && conventional(&[b'k'; 255]));
+        assert!(!conventional(b"") && !conventional(b"_x") && !conventional(&[b'k'; 256]));
+        assert!(!conventional("é".as_bytes()) && !conventional(b"a\0"));
         for n in ["a b", "é_x", "_", "x_", "ключ", "_x40"] {
             assert_eq!(unescape_name(&escape_name(n)), n);
         }

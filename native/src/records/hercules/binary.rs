@@ -62,7 +62,7 @@ impl Mapper {
                 return None;
             }
             keys.push(key);
-            self.key(out, std::str::from_utf8(key).ok()?);
+            self.key_bytes(out, key)?;
             let t = c.u8()?;
             self.tags_value(out, c, t, keys)?;
         }
