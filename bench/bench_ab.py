@@ -57,6 +57,9 @@ def run(tree: Path, args: list[str]) -> tuple[float, float]:
     done = subprocess.run(
         [sys.executable, "-m", "wirelog.cli", *args],
         env=env,
+        # `-m` puts the working directory first on sys.path: run from a checkout, it would shadow
+        # PYTHONPATH and both trees would run that checkout's code
+        cwd=tempfile.gettempdir(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
