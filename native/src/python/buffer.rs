@@ -23,17 +23,17 @@ impl Buffer {
 
 #[pymethods]
 impl Buffer {
-    /// The buffer protocol: a read-only view of the text, which keeps this object alive.
+    /// The buffer protocol: a read-only view of the bytes, which keeps this object alive.
     unsafe fn __getbuffer__(
         slf: Bound<'_, Self>,
         view: *mut ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
-        let text = &slf.get().0;
-        let len = ffi::Py_ssize_t::try_from(text.len())
+        let bytes = &slf.get().0;
+        let len = ffi::Py_ssize_t::try_from(bytes.len())
             .map_err(|_| PyBufferError::new_err("output too long for a buffer"))?;
         // SAFETY: `view` is the Py_buffer Python passed to this slot. The pointer and length
-        // describe `text`, which never changes or moves: the class is frozen (no method mutates
+        // describe `bytes`, which never changes or moves: the class is frozen (no method mutates
         // it) and FillInfo makes the view hold a reference to `slf`, so the bytes outlive every
         // view. Read-only (1): a request for a writable buffer fails with BufferError, set by
         // FillInfo (returned as that error).
@@ -41,7 +41,7 @@ impl Buffer {
             ffi::PyBuffer_FillInfo(
                 view,
                 slf.as_ptr(),
-                text.as_ptr().cast::<c_void>().cast_mut(),
+                bytes.as_ptr().cast::<c_void>().cast_mut(),
                 len,
                 1,
                 flags,

@@ -261,7 +261,7 @@ impl Renderer {
 }
 
 /// Keys of one container compared pairwise for repeats; a container with more is left to the tree.
-const PAIRWISE: usize = 64;
+pub const PAIRWISE: usize = 64;
 
 /// The plain rendering written straight as JSON text, without building values: what
 /// `json::value` writes of `Renderer { mapped: false }.tags`. Events are rendered once and written

@@ -13,15 +13,12 @@
 )]
 
 use super::{length, name, string, Mapper};
-use crate::formats::hercules::render::Cursor;
+use crate::formats::hercules::render::{Cursor, PAIRWISE};
 use crate::formats::hercules::types::{
-    BYTE, CONTAINER, DOUBLE, FLAG, FLOAT, INTEGER, ITEM_TAG, LONG, NULL, SHORT, STRING, UUID,
-    VECTOR,
+    BYTE, CONTAINER, DOUBLE, FLAG, FLOAT, INTEGER, ITEM_TAG, LONG, MAX_NULLS, NULL, SHORT, STRING,
+    UUID, VECTOR,
 };
 use crate::model::text::push_uuid;
-
-/// Keys of one container compared pairwise for repeats, as the text renderer does.
-const PAIRWISE: usize = 64;
 
 /// Where the tags of the containers being mapped are, innermost last (the repeat check).
 type Keys<'a> = Vec<&'a [u8]>;
@@ -106,6 +103,10 @@ impl Mapper {
     ) -> Option<()> {
         let elem = c.u8()?;
         let n = c.len()?;
+        // nulls take no bytes: their count is bounded by the reader's rule, not by the input
+        if elem == NULL && u64::try_from(n).map_or(true, |n| n > MAX_NULLS) {
+            return None;
+        }
         out.push(VECTOR);
         if n == 0 {
             out.push(CONTAINER);
@@ -294,7 +295,8 @@ mod tests {
         let not_utf8 = kept(vec![tag("a", Var::String(vec![0xff]))]);
         let nan = kept(vec![tag("a", Var::Double(f64::NAN.to_bits()))]);
         let wide = kept((0..65).map(|i| tag(&format!("k{i}"), Var::Null)).collect());
-        for doc in [repeated, not_utf8, nan, wide] {
+        let nulls = kept(vec![tag("a", Var::Vector(Vector::Null(1 << 21)))]);
+        for doc in [repeated, not_utf8, nan, wide, nulls] {
             assert!(!direct(&doc), "{doc:?}");
         }
         let fine = kept(vec![tag("a", Var::Long(1))]);
