@@ -186,6 +186,16 @@ fn value(out: &mut Vec<u8>, v: &Value) {
 
 /// The message `b` holds (as `pack` wrote it with the same `names`).
 pub fn unpack(b: &[u8], names: &Names) -> Option<Message> {
+    read(b, names, true)
+}
+
+/// All of the message `b` holds but its document, whose bytes are skipped, not read: what a lent
+/// record's message says (`SpillStore::lend`).
+pub fn unpack_head(b: &[u8], names: &Names) -> Option<Message> {
+    read(b, names, false)
+}
+
+fn read(b: &[u8], names: &Names, event: bool) -> Option<Message> {
     let mut r = Reader { b, pos: 0 };
     let flags = r.byte()?;
     let mut m = Message::new(names.name(r.varint()?)?, names.name(r.varint()?)?);
@@ -221,7 +231,11 @@ pub fn unpack(b: &[u8], names: &Names) -> Option<Message> {
     }
     m.event = match r.byte()? {
         NO_EVENT => None,
-        TEXT => Some(Document::canonical(r.str()?)),
+        TEXT if event => Some(Document::canonical(r.str()?)),
+        TEXT => {
+            r.skip()?;
+            None
+        }
         _ => return None,
     };
     (r.pos == b.len()).then_some(m)
@@ -258,6 +272,11 @@ impl<'a> Reader<'a> {
     fn count(&mut self) -> Option<usize> {
         let n = usize::try_from(self.varint()?).ok()?;
         (n <= self.b.len() - self.pos).then_some(n)
+    }
+
+    fn skip(&mut self) -> Option<()> {
+        self.pos += self.count()?;
+        Some(())
     }
 
     fn str(&mut self) -> Option<&'a str> {

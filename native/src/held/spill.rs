@@ -16,8 +16,8 @@ use std::io::{self, Read, Seek};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::pack::{pack, unpack, Names};
-use crate::model::{Finding, Message, Severity};
+use super::pack::{pack, unpack, unpack_head, Names};
+use crate::model::{Finding, Held, Message, Severity};
 
 /// Bytes of the pages of every store of the process and of the records kept unpacked (`keep`):
 /// what the budget bounds.
@@ -31,37 +31,7 @@ const SLOT: usize = 1 << 20;
 /// but the windows of many connections are interleaved in the file.
 const READ_AHEAD: usize = 32 << 10;
 
-/// One held record in 16 bytes: where its packed bytes are, in a page or in the spill file (page
-/// `IN_FILE`). Millions wait in a stalled pipeline's capture.
-#[derive(Debug)]
-pub struct Held {
-    at: u64,
-    len: u32,
-    page: u32,
-}
-
 const IN_FILE: u32 = u32::MAX;
-
-impl Held {
-    /// Its 16 bytes (a list of handles, a parked window's state).
-    pub fn write_to(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.at.to_le_bytes());
-        out.extend_from_slice(&self.len.to_le_bytes());
-        out.extend_from_slice(&self.page.to_le_bytes());
-    }
-
-    /// A handle from the 16 bytes `write_to` made (None for fewer).
-    pub fn read_from(b: &[u8]) -> Option<Held> {
-        let b: &[u8; 16] = b.get(..16)?.try_into().ok()?;
-        let (at, rest) = b.split_at(8);
-        let (len, page) = rest.split_at(4);
-        Some(Held {
-            at: u64::from_le_bytes(at.try_into().ok()?),
-            len: u32::from_le_bytes(len.try_into().ok()?),
-            page: u32::from_le_bytes(page.try_into().ok()?),
-        })
-    }
-}
 
 #[derive(Debug)]
 struct Page {
@@ -178,6 +148,9 @@ pub struct SpillStore {
     said: bool,
     /// Packed bytes of the records taken back so far (what a `close` call has made).
     taken: u64,
+    /// Whether the store's owner takes lent records (`lend`): the session does; a decoder driven
+    /// on its own (tests, fuzzing) gives whole records.
+    lending: bool,
     pub stats: Stats,
 }
 
@@ -244,12 +217,22 @@ impl SpillStore {
             lost: 0,
             said: false,
             taken: 0,
+            lending: false,
             stats: Stats::default(),
         }
     }
 
     pub fn set_budget(&mut self, budget: usize) {
         self.budget = budget;
+    }
+
+    /// The owner takes lent records (`lend`).
+    pub fn set_lending(&mut self, lending: bool) {
+        self.lending = lending;
+    }
+
+    pub fn lending(&self) -> bool {
+        self.lending
     }
 
     /// Whether a decoder may keep a record of `cost` estimated bytes as it is, unpacked, while it
@@ -357,6 +340,26 @@ impl SpillStore {
         self.take_with(held, 1, true, unpack)
     }
 
+    /// The record `held` stands for but its document, which stays here with the rest of it: the
+    /// message is lent with the handle (`Message::lent`), and its owner takes the record back
+    /// (`take`) or keeps it waiting under the handle. A Lumberjack window's events were held at
+    /// their arrival; those its connection never saw acknowledged wait for their fate again at
+    /// its end (`pipeline/fates.rs`), and reading each whole and packing it again cost a sixth of
+    /// converting a stalled capture. None when the bytes cannot be read back (the record is lost:
+    /// `finding` says so).
+    pub fn lend(&mut self, held: Held) -> Option<Message> {
+        match self.read_with(&held, true, unpack_head) {
+            Some(mut m) => {
+                m.lent = Some(held);
+                Some(m)
+            }
+            None => {
+                self.take(held); // its bytes go, counted lost
+                None
+            }
+        }
+    }
+
     /// The list `held` was made from; None when the spill file could not give it back (its `n`
     /// records are lost: `finding` says so).
     pub fn take_list(&mut self, held: Held, n: usize) -> Option<Vec<Held>> {
@@ -375,35 +378,44 @@ impl SpillStore {
         ahead: bool,
         read: impl FnOnce(&[u8], &Names) -> Option<T>,
     ) -> Option<T> {
-        let Held { at, len, page } = held;
-        self.taken = self.taken.saturating_add(u64::from(len));
-        let value = match page {
-            IN_FILE => {
-                let value = self
-                    .file
-                    .read(at, len as usize, ahead)
-                    .and_then(|b| read(b, &self.names));
-                self.file.release(at);
-                self.spilled_live -= 1;
-                if self.spilled_live == 0 {
-                    self.file.start_over();
-                }
-                value
-            }
-            page => {
-                let at = u32::try_from(at).unwrap_or(u32::MAX);
-                let value = self
-                    .pages
-                    .bytes(page, at, len)
-                    .and_then(|b| read(b, &self.names));
-                self.pages.release(page);
-                value
-            }
-        };
+        self.taken = self.taken.saturating_add(u64::from(held.len));
+        let value = self.read_with(&held, ahead, read);
+        self.release(held);
         if value.is_none() {
             self.lost += n as u64;
         }
         value
+    }
+
+    /// `read` of the bytes `held` stands for, which stay.
+    fn read_with<T>(
+        &mut self,
+        held: &Held,
+        ahead: bool,
+        read: impl FnOnce(&[u8], &Names) -> Option<T>,
+    ) -> Option<T> {
+        let bytes = match held.page {
+            IN_FILE => self.file.read(held.at, held.len as usize, ahead),
+            page => {
+                let at = u32::try_from(held.at).unwrap_or(u32::MAX);
+                self.pages.bytes(page, at, held.len)
+            }
+        };
+        bytes.and_then(|b| read(b, &self.names))
+    }
+
+    /// The bytes `held` stands for are no longer needed.
+    fn release(&mut self, held: Held) {
+        match held.page {
+            IN_FILE => {
+                self.file.release(held.at);
+                self.spilled_live -= 1;
+                if self.spilled_live == 0 {
+                    self.file.start_over();
+                }
+            }
+            page => self.pages.release(page),
+        }
     }
 
     /// Packed bytes of the records taken back so far.
@@ -745,6 +757,49 @@ mod tests {
             assert!(store.finding().is_none());
             assert_eq!(store.file.end + store.file.pending.len() as u64, 0);
         }
+    }
+
+    #[test]
+    fn a_lent_record_is_all_but_its_document_and_comes_back_whole() {
+        // lent in the order held, as a window's events are, then taken back in another order
+        for budget in [0, 4096, usize::MAX] {
+            let mut store = SpillStore::new(budget);
+            let held: Vec<Held> = (0..3000).map(|i| store.hold(&event(i))).collect();
+            let mut lent = Vec::new();
+            for (i, h) in held.into_iter().enumerate() {
+                let mut m = store.lend(h).expect("a lent record");
+                let handle = m.lent.take().expect("its handle");
+                let mut head = event(i as u64);
+                head.event = None;
+                assert_eq!(m, head, "budget {budget}");
+                lent.push(handle);
+            }
+            let taken = store.taken();
+            for (i, h) in lent.into_iter().enumerate().rev() {
+                assert_eq!(store.take(h), Some(event(i as u64)), "budget {budget}");
+            }
+            assert!(store.taken() > taken, "taken back once, when taken");
+            assert!(store.finding().is_none());
+            assert_eq!(store.file.end + store.file.pending.len() as u64, 0);
+            assert!(store.pages.slots.iter().flatten().all(|p| p.live == 0));
+        }
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_lent_is_counted_lost() {
+        let mut store = SpillStore::new(usize::MAX);
+        let h = store.hold(&event(1));
+        let bad = Held {
+            at: h.at,
+            len: h.len - 1, // its document cut short
+            page: h.page,
+        };
+        assert_eq!(store.lend(bad), None);
+        assert_eq!(store.lost, 1);
+        assert!(
+            store.pages.slots.iter().flatten().all(|p| p.live == 0),
+            "its bytes went"
+        );
     }
 
     #[test]

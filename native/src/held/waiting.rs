@@ -4,8 +4,8 @@
 //! once the list is complete: a stalled pipeline's capture keeps millions of events waiting, and
 //! 20 bytes each (a handle and a seq) were 40 MB per million.
 
-use super::spill::{Held, SpillStore};
-use crate::model::{Document, Field, Message, Value};
+use super::spill::SpillStore;
+use crate::model::{Document, Field, Held, Message, Value};
 
 /// Records waiting together, in order: kept as they are while the store has room for them
 /// (`SpillStore::keep`), else held in it. A Lumberjack window acknowledged soon after it was sent,
@@ -122,6 +122,14 @@ impl Taken {
         match self {
             Taken::Kept(list) => list.next().map(Some),
             Taken::Held(handles) => handles.next().map(|h| store.take(h)),
+        }
+    }
+
+    /// `next`, a held record lent (`SpillStore::lend`) when the store's owner takes lent records.
+    pub fn lend_next(&mut self, store: &mut SpillStore) -> Option<Option<Message>> {
+        match self {
+            Taken::Held(handles) if store.lending() => handles.next().map(|h| store.lend(h)),
+            _ => self.next(store),
         }
     }
 }

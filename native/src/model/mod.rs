@@ -2,6 +2,7 @@
 //! messages and findings with their machine-readable fields, and the sink that rate-limits repeatable findings.
 
 mod fate;
+mod held;
 pub mod json;
 pub mod pyrepr;
 mod record;
@@ -10,6 +11,7 @@ mod stream;
 pub mod text;
 
 pub use fate::{Delivery, EventId};
+pub use held::Held;
 pub use json::Document;
 pub use record::{Fields, Message, Record, Stamp};
 pub use sink::FindingSink;

@@ -1,14 +1,14 @@
 //! The record contract's two record types as the core builds them (docs/records.md): `Message`
 //! (anything a decoder decoded) and `Finding` (model/), and the stream a record belongs to.
 
-use super::{Delivery, Direction, Document, EventId, Field, Finding, Value};
+use super::{Delivery, Direction, Document, EventId, Field, Finding, Held, Value};
 use std::sync::Arc;
 
 /// Anything a decoder decoded: a frame, a request, a response, a log event. `fields` are the
 /// protocol fields in the order they are written; log events put their document in `event` and
 /// their delivery state in `acked` (None when the protocol cannot say); the delivery verdict
 /// names the event (`event_id`, the same on every copy) and its fate (`delivery`).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub struct Message {
     pub protocol: &'static str,
     pub kind: &'static str,
@@ -23,6 +23,35 @@ pub struct Message {
     pub acked: Option<bool>,
     pub event_id: Option<EventId>,
     pub delivery: Option<Delivery>,
+    /// The record as its decoder held it, still in its protocol's held store, when this message
+    /// is all of it but its document (`event` is None): a decoder lends the events it gives
+    /// unacknowledged at a connection's end (`SpillStore::lend`), and the session either keeps
+    /// them waiting under this handle or takes the record back before it is written. Only the
+    /// session sees such a message.
+    pub lent: Option<Held>,
+}
+
+/// A copy is a message of its own: a lent record stays with the original, whose owner takes it
+/// back (the handle frees its bytes once). Nothing copies a lent message.
+impl Clone for Message {
+    fn clone(&self) -> Self {
+        Message {
+            protocol: self.protocol,
+            kind: self.kind,
+            direction: self.direction,
+            offset: self.offset,
+            length: self.length,
+            frame: self.frame,
+            ts: self.ts,
+            version: self.version,
+            fields: self.fields.clone(),
+            event: self.event.clone(),
+            acked: self.acked,
+            event_id: self.event_id,
+            delivery: self.delivery,
+            lent: None,
+        }
+    }
 }
 
 impl Message {
@@ -41,6 +70,7 @@ impl Message {
             acked: None,
             event_id: None,
             delivery: None,
+            lent: None,
         }
     }
 

@@ -122,8 +122,11 @@ pub struct Ended {
 
 impl Session {
     pub fn new(capture: &str, out: RecordOut, show_secrets: bool, limits: Limits) -> Self {
-        let shared = Shared::new(&limits);
+        let mut shared = Shared::new(&limits);
         let horizon = limits.fate_horizon_ns;
+        let fates = Fates::new(horizon);
+        // unacknowledged Lumberjack events wait here under their decoder's handles (`step`)
+        shared.lumberjack.held.set_lending(!fates.at_once());
         Session {
             capture: capture.to_owned(),
             show_secrets,
@@ -139,7 +142,7 @@ impl Session {
             tls: ById::default(),
             keylog: Arc::default(),
             closing: None,
-            fates: Fates::new(horizon),
+            fates,
             awaiting: HashSet::default(),
         }
     }
@@ -630,11 +633,24 @@ impl Session {
                     if now.is_none() && self.fates.at_once() {
                         m.delivery = Some(self.verdict.fate(stream, m));
                     } else if now.is_none() {
-                        let held = fates::store(&mut self.shared, native.protocol).hold(m);
+                        let store = fates::store(&mut self.shared, native.protocol);
+                        // a lent record waits as it is, its `acked` beside it
+                        let (held, acked) = match m.lent.take() {
+                            Some(held) => (held, Some(m.acked)),
+                            None => (store.hold(m), None),
+                        };
                         let (stamp, protocol) = (&native.stamp, native.protocol);
                         let tls = tls.as_ref();
-                        self.fates.hold(stream, held, m.ts, stamp, protocol, tls);
+                        self.fates
+                            .hold(stream, held, acked, m.ts, stamp, protocol, tls);
                         continue;
+                    }
+                }
+                // a lent record is written whole
+                if let Some(held) = m.lent.take() {
+                    match fates::store(&mut self.shared, native.protocol).take(held) {
+                        Some(whole) => m.event = whole.event,
+                        None => continue, // lost with the spill file: the store says so
                     }
                 }
             }
@@ -688,16 +704,20 @@ fn release(
 ) -> bool {
     let mut budget = end.unwrap_or(usize::MAX);
     while let Some(w) = fates.due(end.is_some()) {
-        let Some((stamp, protocol, tls)) = fates.origin(w.stream) else {
+        let Some((stream, stamp, protocol, tls)) = fates.origin(w.origin) else {
             continue; // every waiting record has its origin
         };
-        if let Some(mut m) = fates::store(shared, protocol).take(w.record) {
-            let fate = verdict.fate(w.stream, &m);
-            m.event_id = verdict.judge(w.stream, &m).map(|(id, _)| id);
+        let (record, acked) = (w.record, w.acked);
+        if let Some(mut m) = fates::store(shared, protocol).take(record) {
+            if let Some(acked) = acked {
+                m.acked = acked;
+            }
+            let fate = verdict.fate(stream, &m);
+            m.event_id = verdict.judge(stream, &m).map(|(id, _)| id);
             m.delivery = Some(fate);
             out.write_tls(m.into(), Some(stamp), Some(protocol), tls);
         }
-        fates.done(w.stream);
+        fates.done(w.origin);
         budget = budget.saturating_sub(1);
         if budget == 0 {
             break;

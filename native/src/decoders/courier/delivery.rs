@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::decoders::CloseRoom;
-use crate::held::spill::{Held, SpillStore};
-use crate::model::{Direction, Message, Record, Value};
+use crate::held::spill::SpillStore;
+use crate::model::{Direction, Held, Message, Record, Value};
 
 use super::findings::{finding, At, PROTOCOL};
 

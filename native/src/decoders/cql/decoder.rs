@@ -23,9 +23,9 @@ use crate::decoders::buffer::StreamBuffer;
 use crate::decoders::{
     Chunk, CloseRoom, Closing, Decoder, Gap, Shared as AllShared, StreamContext,
 };
-use crate::held::spill::{Held, SpillStore};
+use crate::held::spill::SpillStore;
 use crate::model::text::unhex;
-use crate::model::{Delivery, Direction, EventId, Message, Record, Value};
+use crate::model::{Delivery, Direction, EventId, Held, Message, Record, Value};
 
 use super::compression::{lz4_block, lz4_body, snappy_body};
 use super::envelope::{self, Header, HEADER};

@@ -17,9 +17,9 @@ use super::report::{finding, Pos, PROTOCOL};
 use super::resend::{FirstCopy, ResendRegistry};
 use super::waiting::Seqs;
 use crate::decoders::CloseRoom;
-use crate::held::spill::{Held, SpillStore};
+use crate::held::spill::SpillStore;
 use crate::held::waiting::{Items, Records};
-use crate::model::{Direction, Message, Record, Severity, Value};
+use crate::model::{Direction, Held, Message, Record, Severity, Value};
 
 const GO_LUMBER_MAX_WINDOW: u32 = 10_000;
 pub const COUNT: &str = "count";
@@ -1349,7 +1349,7 @@ fn emit(
     let (mut event, mut acks) = (0, w.acks.iter().peekable());
     let mut records = w.items.take(held);
     let mut i = 0u32;
-    while let Some(record) = records.next(held) {
+    loop {
         // an event's ACK, if any: ACKs cover events in order
         let fate = frames.next_if_eq(&i).is_none().then(|| {
             while acks.next_if(|a| a.0 <= event).is_some() {}
@@ -1357,6 +1357,14 @@ fn emit(
             acks.peek().map(|&&(_, frame, offset)| (frame, offset))
         });
         i += 1;
+        // an event no ACK covers waits for its fate again, in the session: lent, not read whole
+        let record = match fate {
+            Some(None) => records.lend_next(held),
+            _ => records.next(held),
+        };
+        let Some(record) = record else {
+            break;
+        };
         let Some(mut m) = record else {
             continue; // lost with the spill file: held.finding() says so
         };
