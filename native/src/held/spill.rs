@@ -344,9 +344,9 @@ impl SpillStore {
     /// message is lent with the handle (`Message::lent`), and its owner takes the record back
     /// (`take`) or keeps it waiting under the handle. A Lumberjack window's events were held at
     /// their arrival; those its connection never saw acknowledged wait for their fate again at
-    /// its end (`pipeline/fates.rs`), and reading each whole and packing it again cost a sixth of
-    /// converting a stalled capture. None when the bytes cannot be read back (the record is lost:
-    /// `finding` says so).
+    /// its end (`pipeline/fates.rs`), and reading each whole and packing it again cost 8-12 % of
+    /// converting bench_shapes' stalled capture (docs/architecture.md, "Lent records"). None when
+    /// the bytes cannot be read back (the record is lost: `finding` says so).
     pub fn lend(&mut self, held: Held) -> Option<Message> {
         match self.read_with(&held, true, unpack_head) {
             Some(mut m) => {
