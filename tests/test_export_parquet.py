@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import io
+
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from tests.parquet_helpers import assert_wirelog_encodings
-from wirelog.export.parquet import ParquetWriter
+from wirelog.export.parquet import ParquetWriter, RowGroups, batch, file_writer, row
 from wirelog.model import Direction, Message
 
 
@@ -33,3 +37,48 @@ def test_row_groups_have_the_asked_size(tmp_path, records, row_group, groups):
     assert table.column("frame").to_pylist() == list(range(1, records + 1))
     assert table.column("message").to_pylist()[-1] == f"line {records - 1}"
     assert_wirelog_encodings(out)
+
+
+class _FillsUp(io.RawIOBase):
+    """A sink that takes `room` bytes, then refuses like a full disk."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(data)
+        return len(data)
+
+
+def _rows(start: int, count: int) -> pa.RecordBatch:
+    return batch([row(event(i)) for i in range(start, start + count)])
+
+
+def test_a_row_group_that_cannot_be_written_fails_the_writer():
+    # row groups are encoded on a thread of their own: its error must still reach the caller
+    groups = RowGroups(file_writer(_FillsUp(room=20_000)), row_group=1_000)
+    with pytest.raises(OSError, match="No space left"):
+        for start in range(0, 20_000, 1_000):
+            groups.add(_rows(start, 1_000))
+        groups.close()
+    groups.settle()  # an abandoned writer: nothing left running, nothing raised
+
+
+def test_files_written_side_by_side_keep_their_own_rows_in_order(tmp_path):
+    paths = [tmp_path / f"{n}.parquet" for n in range(3)]
+    writers = [RowGroups(file_writer(pa.OSFile(str(p), "wb")), row_group=1_000) for p in paths]
+    for start in range(0, 5_000, 500):
+        for n, groups in enumerate(writers):
+            groups.add(_rows(start + n * 100_000, 500))
+    for groups in writers:
+        groups.close()
+    for n, path in enumerate(paths):
+        meta = pq.ParquetFile(path).metadata
+        assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [1_000] * 5
+        frames = pq.read_table(path, columns=["frame"]).column("frame").to_pylist()
+        assert frames == [n * 100_000 + i + 1 for i in range(5_000)]

@@ -14,6 +14,8 @@ through an AtomicFile: complete or not at all, and written in place to a device 
 from __future__ import annotations
 
 import contextlib
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -184,15 +186,41 @@ def _as_file(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+_encoder: ThreadPoolExecutor | None = None
+
+
+def _encoding_thread() -> ThreadPoolExecutor:
+    """The one thread of this process that encodes and compresses row groups (pyarrow's
+    `write_table` releases the GIL, and the core's decoding runs without it): the two halves of a
+    conversion overlap on two cores. One thread for every file keeps each file's row groups in order."""
+    global _encoder
+    if _encoder is None:
+        _encoder = ThreadPoolExecutor(1, thread_name_prefix="parquet-encoder")
+    return _encoder
+
+
+def _forget_encoding_thread() -> None:
+    global _encoder
+    _encoder = None  # a forked child (convert --jobs, Spark's Python workers) has no such thread
+
+
+os.register_at_fork(after_in_child=_forget_encoding_thread)
+
+
 class RowGroups:
     """Batches gathered into row groups of `row_group` rows, written to an open pyarrow writer: memory
-    holds one row group in columnar form, whatever the batches' sizes."""
+    holds the row group being gathered and the one being encoded (on the encoding thread, while
+    the next is gathered), whatever the batches' sizes.
+
+    Whoever abandons the writer calls `settle()` before closing its sink: no write may still be
+    running into it."""
 
     def __init__(self, writer: pq.ParquetWriter, row_group: int = ROW_GROUP) -> None:
         self.writer = writer
         self.row_group = row_group
         self._batches: list[pa.RecordBatch] = []
         self._rows = 0
+        self._encoding: Future[None] | None = None
 
     def add(self, rows: pa.RecordBatch) -> None:
         self._batches.append(_as_file(rows, self.writer.schema))
@@ -201,15 +229,31 @@ class RowGroups:
             self.flush()
 
     def flush(self) -> None:
+        """The gathered batches, as one row group, to the encoding thread (after the row group it
+        was encoding: an error writing that one is raised here)."""
         if self._batches:
             table = pa.Table.from_batches(self._batches, schema=self.writer.schema)
-            self.writer.write_table(table, row_group_size=self.row_group)
             self._batches, self._rows = [], 0
+            self._wait()
+            self._encoding = _encoding_thread().submit(
+                self.writer.write_table, table, row_group_size=self.row_group
+            )
+
+    def _wait(self) -> None:
+        encoding, self._encoding = self._encoding, None
+        if encoding is not None:
+            encoding.result()
 
     def close(self) -> None:
         """The last row group and the footer."""
         self.flush()
+        self._wait()
         self.writer.close()
+
+    def settle(self) -> None:
+        """For an abandoned writer: wait for the row group being encoded, whatever its outcome."""
+        with contextlib.suppress(Exception):
+            self._wait()
 
 
 class ParquetWriter(Published):
@@ -264,6 +308,7 @@ class ParquetWriter(Published):
 
     def abort(self) -> None:
         """Remove the temporary file; a device or FIFO gets no footer, so a reader sees no valid file."""
+        self._groups.settle()
         self._out.abort()  # first: closing the Parquet writer after it cannot write the footer
         with contextlib.suppress(Exception):
             self._writer.close()

@@ -118,6 +118,8 @@ class TablesWriter(Published):
             sink.close()
 
     def abort(self) -> None:
+        for groups in self._groups.values():
+            groups.settle()
         for out in self._files.values():
             out.abort()
         for sink in self._sinks:
