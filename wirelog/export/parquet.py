@@ -186,6 +186,11 @@ def _as_file(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+# Gathered batches are merged by this many: a batch costs its own bookkeeping (the arrays imported
+# from the core, each with its schema), so a table of a few rows a batch (`--tables`: a window
+# table's 40) held a row group's thousands of them and grew with the capture.
+MERGED_AFTER = 64
+
 _encoder: ThreadPoolExecutor | None = None
 
 
@@ -219,6 +224,7 @@ class RowGroups:
         self.writer = writer
         self.row_group = row_group
         self._batches: list[pa.RecordBatch] = []
+        self._merged = 0  # the first batches of `_batches` that are merges of smaller ones
         self._rows = 0
         self._encoding: Future[None] | None = None
 
@@ -227,13 +233,17 @@ class RowGroups:
         self._rows += rows.num_rows
         if self._rows >= self.row_group:
             self.flush()
+        elif len(self._batches) - self._merged >= MERGED_AFTER:
+            recent = pa.Table.from_batches(self._batches[self._merged :], schema=self.writer.schema)
+            self._batches[self._merged :] = recent.combine_chunks().to_batches()
+            self._merged = len(self._batches)
 
     def flush(self) -> None:
         """The gathered batches, as one row group, to the encoding thread (after the row group it
         was encoding: an error writing that one is raised here)."""
         if self._batches:
             table = pa.Table.from_batches(self._batches, schema=self.writer.schema)
-            self._batches, self._rows = [], 0
+            self._batches, self._merged, self._rows = [], 0, 0
             self._wait()
             self._encoding = _encoding_thread().submit(
                 self.writer.write_table, table, row_group_size=self.row_group
@@ -242,7 +252,13 @@ class RowGroups:
     def _wait(self) -> None:
         encoding, self._encoding = self._encoding, None
         if encoding is not None:
-            encoding.result()
+            try:
+                encoding.result()
+            finally:
+                # its error's traceback holds this frame: a cycle only the garbage collector
+                # would end, and CPython 3.11 fails an AST being built while it collects one
+                # whose objects have finalizers (a Python file's)
+                del encoding
 
     def close(self) -> None:
         """The last row group and the footer."""
