@@ -27,9 +27,10 @@ def event(i: int) -> Message:
     ("records", "row_group", "groups"),
     [(40_000, 16_384, [16_384, 16_384, 7_232]), (12_000, 5_000, [5_000, 5_000, 2_000]), (3, 65_536, [3])],
 )
-def test_row_groups_have_the_asked_size(tmp_path, records, row_group, groups):
+@pytest.mark.parametrize("threaded", [False, True])
+def test_row_groups_have_the_asked_size(tmp_path, records, row_group, groups, threaded):
     out = tmp_path / "out.parquet"
-    writer = ParquetWriter(str(out), row_group=row_group)
+    writer = ParquetWriter(str(out), row_group=row_group, threaded=threaded)
     for i in range(records):
         writer.write(event(i))
     writer.close()
@@ -64,7 +65,7 @@ def _rows(start: int, count: int) -> pa.RecordBatch:
 def test_a_row_group_that_cannot_be_written_fails_the_writer():
     # row groups are encoded on a thread of their own: its error must still reach the caller
     sink = _FillsUp(room=20_000)
-    groups = RowGroups(file_writer(sink), row_group=1_000)
+    groups = RowGroups(file_writer(sink), row_group=1_000, threaded=True)
     freed = weakref.ref(sink)
     gc.disable()
     try:
@@ -83,7 +84,7 @@ def test_a_row_group_that_cannot_be_written_fails_the_writer():
 
 def test_files_written_side_by_side_keep_their_own_rows_in_order(tmp_path):
     paths = [tmp_path / f"{n}.parquet" for n in range(3)]
-    writers = [RowGroups(file_writer(pa.OSFile(str(p), "wb")), row_group=1_000) for p in paths]
+    writers = [RowGroups(file_writer(pa.OSFile(str(p), "wb")), row_group=1_000, threaded=True) for p in paths]
     for start in range(0, 5_000, 500):
         for n, groups in enumerate(writers):
             groups.add(_rows(start + n * 100_000, 500))
@@ -96,11 +97,12 @@ def test_files_written_side_by_side_keep_their_own_rows_in_order(tmp_path):
         assert frames == [n * 100_000 + i + 1 for i in range(5_000)]
 
 
-def test_many_small_batches_are_merged_as_they_are_gathered(tmp_path):
+@pytest.mark.parametrize("threaded", [False, True])
+def test_many_small_batches_are_merged_as_they_are_gathered(tmp_path, threaded):
     # a table of a few rows a batch (--tables: a window table) must not hold a row group's
     # thousands of batches, each with its own arrays' bookkeeping: memory grew with the capture
     path = tmp_path / "small.parquet"
-    groups = RowGroups(file_writer(pa.OSFile(str(path), "wb")), row_group=10_000)
+    groups = RowGroups(file_writer(pa.OSFile(str(path), "wb")), row_group=10_000, threaded=threaded)
     most = 0
     for start in range(0, 25_000, 5):
         groups.add(_rows(start, 5))

@@ -130,7 +130,7 @@ def _write(session: Session, fmt: str, output: str, is_dir: bool, parallel: bool
     if not is_dir:
         if parallel:
             return convert_parallel(session, fmt, output, jobs)
-        return write_records(fmt, output, session.items())
+        return write_records(fmt, output, session.items(), threaded=True)
     os.makedirs(output, exist_ok=True)
     used: set[str] = set()
     outputs = [os.path.join(output, _output_name(path, fmt, used)) for path in session.paths]
@@ -139,9 +139,11 @@ def _write(session: Session, fmt: str, output: str, is_dir: bool, parallel: bool
         written += convert_parallel(session, fmt, outputs, jobs)
     else:
         for path, out in zip(session.paths, outputs, strict=True):
-            written += write_records(fmt, out, session.items([path], False))
+            written += write_records(fmt, out, session.items([path], False), threaded=True)
     if session.raw:
-        written += write_records(fmt, os.path.join(output, "raw" + SUFFIX[fmt]), session.items([]))
+        written += write_records(
+            fmt, os.path.join(output, "raw" + SUFFIX[fmt]), session.items([]), threaded=True
+        )
     return written
 
 

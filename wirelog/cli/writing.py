@@ -19,9 +19,10 @@ SUFFIX = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}
 RECORDS = {"json": "ndjson", "parquet": "arrow", "hercules": "hercules"}
 
 
-def write_records(fmt: str, output: str, items: Iterable) -> int:
+def write_records(fmt: str, output: str, items: Iterable, threaded: bool = False) -> int:
     """Write the records among `items` to `output`; returns how many were written (a batch's size
-    added once per batch)."""
+    added once per batch). `threaded`: Parquet row groups are encoded on a thread of their own
+    (a serial conversion's; export/parquet.py `RowGroups`)."""
     records = (
         i for i in items if isinstance(i, Message | Finding | RecordLines | RecordRows) or is_events(i)
     )
@@ -29,7 +30,7 @@ def write_records(fmt: str, output: str, items: Iterable) -> int:
     if fmt == "parquet":
         from wirelog.export.parquet import ParquetWriter  # imported here: pyarrow costs ~70 ms of start-up
 
-        with ParquetWriter(output) as writer:
+        with ParquetWriter(output, threaded=threaded) as writer:
             for rec in records:
                 if isinstance(rec, RecordRows):
                     writer.write_batch(rec.batch)
@@ -59,7 +60,7 @@ def write_tables(output: str, items: Iterable) -> int:
     written to all tables."""
     from wirelog.export.tables import TablesWriter  # pyarrow: only when asked for
 
-    with TablesWriter(output) as writer:
+    with TablesWriter(output, threaded=True) as writer:
         for item in items:
             if isinstance(item, TableRows):
                 writer.write_batches(item.batches)

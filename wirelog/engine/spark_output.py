@@ -142,9 +142,6 @@ def _abandon(
 ) -> None:
     """A task attempt failed: close what it opened and remove what it wrote (the commit would skip
     it anyway)."""
-    files = list(files)
-    for _, groups, _ in files:
-        groups.settle()
     for _, _, sink in files:
         with contextlib.suppress(Exception):
             sink.close()

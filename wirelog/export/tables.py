@@ -55,7 +55,11 @@ class TablesWriter(Published):
     published by the caller (the Spark engine's tasks: engine/spark_output.py commits them)."""
 
     def __init__(
-        self, directory: str, row_group: int = ROW_GROUP, open_file: Callable[[str], Any] | None = None
+        self,
+        directory: str,
+        row_group: int = ROW_GROUP,
+        open_file: Callable[[str], Any] | None = None,
+        threaded: bool = False,
     ) -> None:
         self.schemas = schemas()
         self._files: dict[str, AtomicFile] = {}
@@ -73,7 +77,7 @@ class TablesWriter(Published):
                     sink = open_file(name)
                     self._sinks.append(sink)
                 writer = file_writer(sink, schema, DICTIONARY_COLUMNS, TEXT_COLUMNS)
-                self._groups[name] = RowGroups(writer, row_group)
+                self._groups[name] = RowGroups(writer, row_group, threaded)
         except BaseException:
             self.abort()
             raise
