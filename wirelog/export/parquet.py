@@ -257,15 +257,21 @@ class RowGroups:
             )
 
     def _wait(self) -> None:
-        encoding, self._encoding = self._encoding, None
-        if encoding is not None:
-            try:
-                encoding.result()
-            finally:
-                # its error's traceback holds this frame: a cycle only the garbage collector
-                # would end, and CPython 3.11 fails an AST being built while it collects one
-                # whose objects have finalizers (a Python file's)
-                del encoding
+        encoding = self._encoding
+        if encoding is None:
+            return
+        try:
+            encoding.result()
+        except Exception:
+            self._encoding = None
+            raise
+        else:
+            self._encoding = None  # an interrupt (KeyboardInterrupt) leaves it to `settle()`
+        finally:
+            # its error's traceback holds this frame: a cycle only the garbage collector would
+            # end, and CPython 3.11 fails an AST being built while it collects one whose objects
+            # have finalizers (a Python file's)
+            del encoding
 
     def close(self) -> None:
         """The last row group and the footer."""
