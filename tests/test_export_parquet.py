@@ -5,6 +5,9 @@ from __future__ import annotations
 import errno
 import gc
 import io
+import os
+import subprocess
+import sys
 import weakref
 
 import pyarrow as pa
@@ -113,3 +116,17 @@ def test_many_small_batches_are_merged_as_they_are_gathered(tmp_path, threaded):
     assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [10_000, 10_000, 5_000]
     frames = pq.read_table(path, columns=["frame"]).column("frame").to_pylist()
     assert frames == list(range(1, 25_001))
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_a_process_pinned_to_one_cpu_encodes_without_a_thread():
+    # the encoding thread only adds CPU where it cannot run beside the decoding
+    cpus = sorted(os.sched_getaffinity(0))
+    code = "import os, sys; os.sched_setaffinity(0, {%s}); from wirelog.cli.writing import spare_core; print(spare_core())"
+    one = subprocess.run([sys.executable, "-c", code % cpus[0]], capture_output=True, text=True, check=True)
+    assert one.stdout.strip() == "False"
+    if len(cpus) > 1:
+        two = subprocess.run(
+            [sys.executable, "-c", code % f"{cpus[0]}, {cpus[1]}"], capture_output=True, text=True, check=True
+        )
+        assert two.stdout.strip() == "True"

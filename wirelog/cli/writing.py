@@ -3,6 +3,7 @@ parallel conversion)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 import orjson
@@ -19,6 +20,13 @@ SUFFIX = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}
 RECORDS = {"json": "ndjson", "parquet": "arrow", "hercules": "hercules"}
 
 
+def spare_core() -> bool:
+    """Whether this process may run on more than one CPU: Parquet's encoding thread only adds CPU
+    (~5 %) where it cannot run beside the decoding (a process pinned to one CPU)."""
+    affinity = getattr(os, "sched_getaffinity", None)  # not on macOS
+    return len(affinity(0)) > 1 if affinity else (os.cpu_count() or 1) > 1
+
+
 def write_records(fmt: str, output: str, items: Iterable, threaded: bool = False) -> int:
     """Write the records among `items` to `output`; returns how many were written (a batch's size
     added once per batch). `threaded`: Parquet row groups are encoded on a thread of their own
@@ -30,7 +38,7 @@ def write_records(fmt: str, output: str, items: Iterable, threaded: bool = False
     if fmt == "parquet":
         from wirelog.export.parquet import ParquetWriter  # imported here: pyarrow costs ~70 ms of start-up
 
-        with ParquetWriter(output, threaded=threaded) as writer:
+        with ParquetWriter(output, threaded=threaded and spare_core()) as writer:
             for rec in records:
                 if isinstance(rec, RecordRows):
                     writer.write_batch(rec.batch)
@@ -60,7 +68,7 @@ def write_tables(output: str, items: Iterable) -> int:
     written to all tables."""
     from wirelog.export.tables import TablesWriter  # pyarrow: only when asked for
 
-    with TablesWriter(output, threaded=True) as writer:
+    with TablesWriter(output, threaded=spare_core()) as writer:
         for item in items:
             if isinstance(item, TableRows):
                 writer.write_batches(item.batches)
