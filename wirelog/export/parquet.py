@@ -220,8 +220,9 @@ class RowGroups:
     memory holds two. For a serial conversion, whose decoding leaves a core idle (on a 2-core
     machine, a 315 MB Lumberjack capture: 23.2 → 18.0 s wall, CPU +6 %, peak RSS +52 MB); not
     where processes already use every core (`convert --jobs`, Spark's tasks) or the process may
-    run on one CPU only (cli/writing.py `spare_core`): the CPU it adds would be lost there. Whoever abandons a threaded writer calls `settle()` before closing its
-    sink: no write may still be running into it."""
+    run on one CPU only (cli/writing.py `spare_core`): the CPU it adds would be lost there.
+    Whoever abandons a threaded writer calls `settle()` before closing its sink: no write may
+    still be running into it."""
 
     def __init__(self, writer: pq.ParquetWriter, row_group: int = ROW_GROUP, threaded: bool = False) -> None:
         self.writer = writer
@@ -243,8 +244,9 @@ class RowGroups:
             self._merged = len(self._batches)
 
     def flush(self) -> None:
-        """The gathered batches, as one row group, to the encoding thread (after the row group it
-        was encoding: an error writing that one is raised here)."""
+        """The gathered batches as one row group: written, or (threaded) handed to the encoding
+        thread once the row group it was encoding is written (an error writing that one is raised
+        here)."""
         if self._batches:
             table = pa.Table.from_batches(self._batches, schema=self.writer.schema)
             self._batches, self._merged, self._rows = [], 0, 0
