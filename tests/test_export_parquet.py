@@ -122,11 +122,11 @@ def test_many_small_batches_are_merged_as_they_are_gathered(tmp_path, threaded):
 def test_a_process_pinned_to_one_cpu_encodes_without_a_thread():
     # the encoding thread only adds CPU where it cannot run beside the decoding
     cpus = sorted(os.sched_getaffinity(0))
-    code = "import os, sys; os.sched_setaffinity(0, {%s}); from wirelog.cli.writing import spare_core; print(spare_core())"
+    code = "import os, sys; os.sched_setaffinity(0, {%s}); from wirelog.cli.writing import usable_cpus; print(usable_cpus())"
     one = subprocess.run([sys.executable, "-c", code % cpus[0]], capture_output=True, text=True, check=True)
-    assert one.stdout.strip() == "False"
+    assert one.stdout.strip() == "1"
     if len(cpus) > 1:
         two = subprocess.run(
             [sys.executable, "-c", code % f"{cpus[0]}, {cpus[1]}"], capture_output=True, text=True, check=True
         )
-        assert two.stdout.strip() == "True"
+        assert two.stdout.strip() == "2"

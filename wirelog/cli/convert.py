@@ -10,7 +10,7 @@ import click
 from wirelog.cli.common import Session, build_options, error, exit_code, input_options
 from wirelog.cli.params import ByteSize
 from wirelog.cli.progress import closing_line, progress
-from wirelog.cli.writing import RECORDS, SUFFIX, write_records, write_tables
+from wirelog.cli.writing import RECORDS, SUFFIX, usable_cpus, write_records, write_tables
 from wirelog.inputs import remote
 
 EXAMPLES = """
@@ -101,7 +101,7 @@ def convert(ctx, fmt, output, tables, jobs, engine, master, conf, split_size, **
     is_dir = output.endswith(os.sep) or os.path.isdir(output)
     if fmt == "parquet" and output == "-":
         raise click.UsageError("Parquet needs a file or directory: -o FILE.parquet or -o DIR/")
-    jobs = jobs or os.cpu_count() or 1
+    jobs = jobs or usable_cpus()
     parallel = jobs > 1 and len(session.paths) > 1
     if parallel and ("-" in session.paths or session.raw):
         raise click.UsageError("--jobs converts capture files: read stdin or --raw dumps without it")

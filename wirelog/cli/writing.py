@@ -20,11 +20,12 @@ SUFFIX = {"json": ".ndjson", "parquet": ".parquet", "hercules": ".bin"}
 RECORDS = {"json": "ndjson", "parquet": "arrow", "hercules": "hercules"}
 
 
-def spare_core() -> bool:
-    """Whether this process may run on more than one CPU: Parquet's encoding thread only adds CPU
-    (~5 %) where it cannot run beside the decoding (a process pinned to one CPU)."""
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: taskset, a container's cpuset), what
+    `--jobs 0` means and what decides Parquet's encoding thread (it only adds CPU, 2-8 %, where it
+    cannot run beside the decoding)."""
     affinity = getattr(os, "sched_getaffinity", None)  # not on macOS
-    return len(affinity(0)) > 1 if affinity else (os.cpu_count() or 1) > 1
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
 def write_records(fmt: str, output: str, items: Iterable, threaded: bool = False) -> int:
@@ -38,7 +39,7 @@ def write_records(fmt: str, output: str, items: Iterable, threaded: bool = False
     if fmt == "parquet":
         from wirelog.export.parquet import ParquetWriter  # imported here: pyarrow costs ~70 ms of start-up
 
-        with ParquetWriter(output, threaded=threaded and spare_core()) as writer:
+        with ParquetWriter(output, threaded=threaded and usable_cpus() > 1) as writer:
             for rec in records:
                 if isinstance(rec, RecordRows):
                     writer.write_batch(rec.batch)
@@ -68,7 +69,7 @@ def write_tables(output: str, items: Iterable) -> int:
     written to all tables."""
     from wirelog.export.tables import TablesWriter  # pyarrow: only when asked for
 
-    with TablesWriter(output, threaded=spare_core()) as writer:
+    with TablesWriter(output, threaded=usable_cpus() > 1) as writer:
         for item in items:
             if isinstance(item, TableRows):
                 writer.write_batches(item.batches)

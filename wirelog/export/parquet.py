@@ -220,7 +220,7 @@ class RowGroups:
     memory holds two. For a serial conversion, whose decoding leaves a core idle (on a 2-core
     machine, a 315 MB Lumberjack capture: 20.2 → 15.5 s wall, CPU +8 %, peak RSS +64 MB); not
     where processes already use every core (`convert --jobs`, Spark's tasks) or the process may
-    run on one CPU only (cli/writing.py `spare_core`): the CPU it adds would be lost there.
+    run on one CPU only (cli/writing.py `usable_cpus`): the CPU it adds would be lost there.
     Whoever abandons a threaded writer calls `settle()` before closing its sink: no write may
     still be running into it."""
 
