@@ -213,7 +213,8 @@ impl Rows {
                 }
                 self.delivery
                     .append_option(m.delivery.map(Delivery::as_str));
-                let text = m.event.as_ref().and_then(|doc| doc.str_member("message"));
+                let text =
+                    (m.event.as_ref()).and_then(|d| d.str_member_in("message", &mut self.text));
                 self.message.append_option(text);
                 self.code.append_null();
                 self.severity.append_null();
