@@ -73,7 +73,7 @@ pub fn fields_text(
         if i > 0 {
             text.push(',');
         }
-        json::string(text, name);
+        json::name(text, name);
         text.push(':');
         v.write_json(text);
     }
