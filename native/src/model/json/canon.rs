@@ -472,9 +472,15 @@ pub fn fuzz(data: &[u8]) {
                 assert_eq!(canonical(text.as_bytes(), dialect).as_ref(), Ok(text));
                 let doc = super::Document::canonical(text.as_str());
                 assert_eq!(doc.value(), v);
+                let message = v.get("message").and_then(Value::as_str);
+                assert_eq!(doc.str_member("message").as_deref(), message);
+                let mut scratch = String::new();
+                assert_eq!(doc.str_member_in("message", &mut scratch), message);
+                let nested = v.pointer("/log/file/path").and_then(Value::as_str);
+                let dotted = v.get("log.file.path").and_then(Value::as_str);
                 assert_eq!(
-                    doc.str_member("message").as_deref(),
-                    v.get("message").and_then(Value::as_str)
+                    doc.str_path(&["log", "file", "path"]).as_deref(),
+                    nested.or(dotted)
                 );
             }
             (Ok(text), None) => assert!(

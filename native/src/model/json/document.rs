@@ -346,27 +346,30 @@ fn skip(b: &[u8], at: usize) -> Option<usize> {
                 i += 2; // an escape: `\u00XX` has no quote or backslash in its digits
             }
         }
-        b'{' | b'[' => {
+        open @ (b'{' | b'[') => {
+            // Canonical brackets nest properly, so this bracket's kind alone finds its end: a
+            // jump from one quote or bracket of that kind to the next (walking every byte was
+            // most of finding a Filebeat event's `message`, past its `@metadata`).
+            let close = if open == b'{' { b'}' } else { b']' };
             let mut depth = 0usize;
             let mut i = at;
-            while let Some(&c) = b.get(i) {
-                match c {
+            loop {
+                i += memchr::memchr3(b'"', open, close, b.get(i..)?)?;
+                match b[i] {
                     b'"' => {
                         i = skip(b, i)?;
                         continue;
                     }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
+                    c if c == open => depth += 1,
+                    _ => {
+                        depth = depth.checked_sub(1)?;
                         if depth == 0 {
                             return Some(i + 1);
                         }
                     }
-                    _ => {}
                 }
                 i += 1;
             }
-            None
         }
         _ => {
             let len = b[at..]
