@@ -286,8 +286,8 @@ fn string_of(raw: &str) -> Option<Cow<'_, str>> {
 }
 
 /// The text of the member `key` of the canonical object `text` (its value, as written). Text,
-/// not bytes, in and out: the slices fall on ASCII delimiters, and a message's characters need
-/// no second UTF-8 check (a third of reading a Filebeat event's `message` was that check).
+/// not bytes, in and out: the slices fall on ASCII delimiters, so a member's characters need no
+/// second UTF-8 check.
 fn member_raw<'a>(text: &'a str, key: &[u8]) -> Option<&'a str> {
     let mut out = [None];
     members(text, |name| (name == key).then_some(0), &mut out);
