@@ -163,16 +163,12 @@ impl Document {
         if !self.is_object() {
             return None;
         }
-        let raw = member_raw(self.text(), key.as_bytes())?;
-        let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
-        let Some(first) = memchr::memchr(b'\\', inner.as_bytes()) else {
-            return Some(inner);
-        };
-        scratch.clear();
-        match unescape_from(inner, first, scratch) {
-            Some(()) => Some(scratch),
-            None => Some(inner),
-        }
+        let inner = quoted(member_raw(self.text(), key.as_bytes())?)?;
+        Some(if decoded_into(inner, scratch) {
+            scratch
+        } else {
+            inner
+        })
     }
 }
 
@@ -281,8 +277,12 @@ fn member<'a>(text: &'a str, key: &[u8]) -> Option<Cow<'a, str>> {
 
 /// The characters of a canonical value's text when it is a string.
 fn string_of(raw: &str) -> Option<Cow<'_, str>> {
-    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
-    Some(unescape(inner))
+    Some(unescape(quoted(raw)?))
+}
+
+/// A canonical string value's text between its quotes (None: the value is not a string).
+fn quoted(raw: &str) -> Option<&str> {
+    raw.strip_prefix('"')?.strip_suffix('"')
 }
 
 /// The text of the member `key` of the canonical object `text` (its value, as written). Text,
@@ -385,14 +385,23 @@ fn skip(b: &[u8], at: usize) -> Option<usize> {
 /// the ones `json::string` writes (and any other JSON escape, should a text hold one); a text
 /// with an escape no JSON parser reads is kept as written.
 fn unescape(raw: &str) -> Cow<'_, str> {
-    let Some(first) = memchr::memchr(b'\\', raw.as_bytes()) else {
-        return Cow::Borrowed(raw);
-    };
-    let mut out = String::with_capacity(raw.len());
-    match unescape_from(raw, first, &mut out) {
-        Some(()) => Cow::Owned(out),
-        None => Cow::Borrowed(raw),
+    let mut out = String::new();
+    if decoded_into(raw, &mut out) {
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(raw)
     }
+}
+
+/// Whether `raw`'s characters differ from its text (it has an escape JSON reads), and then they
+/// are in `out` (cleared first); else `raw` is its own characters and `out` is left as it was.
+fn decoded_into(raw: &str, out: &mut String) -> bool {
+    let Some(first) = memchr::memchr(b'\\', raw.as_bytes()) else {
+        return false;
+    };
+    out.clear();
+    out.reserve(raw.len());
+    unescape_from(raw, first, out).is_some()
 }
 
 /// `raw`'s characters into `out`, its first escape at `first`; None at an escape JSON has not.
