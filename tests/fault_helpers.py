@@ -139,8 +139,13 @@ with open(sys.argv[1], "w") as f:
 """
 
 
-def measured(*args: str) -> tuple[int, int, bytes]:
-    """Run `python -m wirelog.cli ARGS`: (exit status, peak RSS in bytes, stdout)."""
+def measured(*args: str, one_cpu: bool = False) -> tuple[int, int, bytes]:
+    """Run `python -m wirelog.cli ARGS`: (exit status, peak RSS in bytes, stdout). `one_cpu`: the
+    run is pinned to one of this process's CPUs, as `taskset -c N` pins it."""
+    pin = None
+    if one_cpu:
+        cpu = min(os.sched_getaffinity(0))
+        pin = lambda: os.sched_setaffinity(0, {cpu})  # noqa: E731 (the child's, before exec)
     with tempfile.TemporaryDirectory() as tmp:
         out, err, report = (Path(tmp) / name for name in ("out", "err", "report"))
         with out.open("wb") as stdout, err.open("wb") as stderr:
@@ -150,6 +155,7 @@ def measured(*args: str) -> tuple[int, int, bytes]:
                 stderr=stderr,
                 timeout=300,
                 check=True,
+                preexec_fn=pin,
             )
         status, maxrss_kib = map(int, report.read_text().split())
         stdout, stderr = out.read_bytes(), err.read_bytes()
