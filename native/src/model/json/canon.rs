@@ -19,6 +19,8 @@
     reason = "positions within one in-memory document plus constants, after checks that the bytes are there; nesting depth is bounded by the dialect's limit; surrogate arithmetic follows the range checks"
 )]
 
+use std::cell::Cell;
+
 use super::{number, plain_run, ESCAPE};
 
 /// Whose values the canonical text is written from.
@@ -63,36 +65,66 @@ pub enum Fallback {
 /// The canonical text of `raw` as `dialect`'s parser reads it.
 pub fn canonical(raw: &[u8], dialect: Dialect) -> Result<String, Fallback> {
     let text = std::str::from_utf8(raw).map_err(|_| Fallback::Refused)?;
+    let scratch = SCRATCH.take();
     let mut c = Canon {
         text,
         src: raw,
         pos: 0,
-        out: String::new(),
+        out: scratch.out,
         mark: 0,
-        keys: Vec::with_capacity(32), // one allocation for most events
-        decoded: String::new(),
-        float: String::new(),
+        keys: scratch.keys,
+        decoded: scratch.decoded,
+        float: scratch.float,
         depth: 0,
         deepest: 0,
         duplicate: false,
         dialect,
     };
-    c.ws();
-    c.value().map_err(|Refused| Fallback::Refused)?;
-    c.ws();
-    let edited = c.mark > 0;
-    let too_deep = dialect == Dialect::Serde && c.deepest >= Dialect::Serde.max_depth() && edited;
-    if c.pos != raw.len() || too_deep {
-        return Err(Fallback::Refused);
+    let result = c.run();
+    SCRATCH.set(Scratch::kept(c.out, c.keys, c.decoded, c.float));
+    result
+}
+
+/// The buffers a text is canonicalised in, kept for the thread's next text. Made for each text,
+/// they cost an allocation of the keys' list and one of the text's length, then a reallocation
+/// shrinking the text to its length (`Document` keeps a `Box<str>`), per event; the tails those
+/// freed fragmented the heap (peak RSS).
+#[derive(Default)]
+struct Scratch {
+    out: String,
+    keys: Vec<Key>,
+    decoded: String,
+    float: String,
+}
+
+thread_local! {
+    static SCRATCH: Cell<Scratch> = Cell::new(Scratch::default());
+}
+
+/// Buffers past this many bytes are not kept: one huge document leaves none behind.
+const SCRATCH_KEPT: usize = 1 << 16;
+
+impl Scratch {
+    fn kept(mut out: String, mut keys: Vec<Key>, mut decoded: String, float: String) -> Self {
+        out.clear();
+        keys.clear();
+        decoded.clear();
+        if out.capacity() > SCRATCH_KEPT {
+            out = String::new();
+        }
+        if keys.capacity() * std::mem::size_of::<Key>() > SCRATCH_KEPT {
+            keys = Vec::new();
+        }
+        if decoded.capacity() > SCRATCH_KEPT {
+            decoded = String::new();
+        }
+        Scratch {
+            out,
+            keys,
+            decoded,
+            float,
+        }
     }
-    if c.duplicate {
-        return Err(Fallback::Duplicate);
-    }
-    if !edited {
-        return Ok(text.to_owned());
-    }
-    c.out.push_str(&text[c.mark..]);
-    Ok(c.out)
 }
 
 /// Not JSON (to the dialect).
@@ -105,6 +137,15 @@ type Step = Result<(), Refused>;
 enum Key {
     Raw(usize, usize),
     Decoded(usize, usize),
+}
+
+impl Key {
+    /// How many bytes its characters take.
+    fn len(self) -> usize {
+        match self {
+            Key::Raw(a, b) | Key::Decoded(a, b) => b - a,
+        }
+    }
 }
 
 /// Members of one object compared pairwise as they come; past this many, once sorted at its end.
@@ -129,6 +170,28 @@ struct Canon<'a> {
 }
 
 impl Canon<'_> {
+    /// The whole text: its canonical form, allocated at its length.
+    fn run(&mut self) -> Result<String, Fallback> {
+        let (text, dialect) = (self.text, self.dialect);
+        self.ws();
+        self.value().map_err(|Refused| Fallback::Refused)?;
+        self.ws();
+        let edited = self.mark > 0;
+        let too_deep =
+            dialect == Dialect::Serde && self.deepest >= Dialect::Serde.max_depth() && edited;
+        if self.pos != text.len() || too_deep {
+            return Err(Fallback::Refused);
+        }
+        if self.duplicate {
+            return Err(Fallback::Duplicate);
+        }
+        if !edited {
+            return Ok(text.to_owned());
+        }
+        self.out.push_str(&text[self.mark..]);
+        Ok(self.out.as_str().to_owned())
+    }
+
     /// `src[from..to]` is written as `with`.
     fn edit(&mut self, from: usize, to: usize, with: &str) {
         if self.mark == 0 {
@@ -235,8 +298,13 @@ impl Canon<'_> {
             }
             let key = self.string(true)?;
             let seen = &self.keys[first..];
-            if seen.len() < PAIRWISE && seen.iter().any(|&k| self.key(k) == self.key(key)) {
-                self.duplicate = true;
+            if seen.len() < PAIRWISE {
+                // lengths first: most keys of an object differ in length, and comparing those
+                // takes no look at either key's bytes
+                let (name, len) = (self.key(key), key.len());
+                if seen.iter().any(|&k| k.len() == len && self.key(k) == name) {
+                    self.duplicate = true;
+                }
             }
             self.keys.push(key);
             self.ws();
@@ -408,6 +476,9 @@ impl Canon<'_> {
                 return Ok(());
             }
         }
+        if float && written_as_is(&b[int_start..p], int_len) {
+            return Ok(());
+        }
         // Both parsers round correctly (serde_json with `float_roundtrip`), as `str::parse` does;
         // neither takes an infinite value.
         let f: f64 = lit.parse().map_err(|_| Refused)?;
@@ -421,6 +492,31 @@ impl Canon<'_> {
         self.float = written;
         Ok(())
     }
+}
+
+/// Whether a float written `digits` (`I.F`, no sign, `I` of `int_len` digits without a leading
+/// zero but `0` itself) is written back as it is, without parsing and writing it: when `F` ends in
+/// a digit other than 0, there are at most 15 significant digits (any such decimal is the one
+/// shortest text of the double it parses to, DBL_DIG), and the first is at 10^-5 or above (the
+/// writer's fixed notation covers 10^-5 to 10^16). Two parses and a write were a python-sender
+/// event's `"duration": 0.276` cost.
+fn written_as_is(digits: &[u8], int_len: usize) -> bool {
+    let Some((b'.', fraction)) = digits.get(int_len..).and_then(<[u8]>::split_first) else {
+        return false; // an exponent, or no fraction
+    };
+    if !fraction.iter().all(u8::is_ascii_digit) || fraction.last().is_none_or(|&d| d == b'0') {
+        return false;
+    }
+    let significant = if digits[0] == b'0' {
+        let zeros = fraction.iter().take_while(|&&d| d == b'0').count();
+        if zeros > 4 {
+            return false;
+        }
+        fraction.len() - zeros
+    } else {
+        int_len + fraction.len()
+    };
+    significant <= 15
 }
 
 /// How many ASCII digits `b` starts with.
@@ -538,6 +634,62 @@ mod tests {
         );
         fuzz(sent.as_bytes());
         assert_eq!(orjson(r#"["\u007f"]"#).as_deref(), Ok("[\"\u{7f}\"]"));
+    }
+
+    #[test]
+    fn a_float_kept_as_sent_is_one_the_writer_writes_so() {
+        // around each bound of `written_as_is`: significant digits 14-17, 0-6 zeros after the
+        // point, trailing zeros, integer parts up to 17 digits, signs
+        let mut lits = Vec::new();
+        for int in [
+            "0",
+            "1",
+            "7",
+            "42",
+            "99999",
+            "123456789012",
+            "99999999999999",
+            "1234567890123456",
+            "12345678901234567",
+        ] {
+            for zeros in 0..7 {
+                for tail in [
+                    "1",
+                    "5",
+                    "25",
+                    "276",
+                    "1000",
+                    "0",
+                    "00",
+                    "123456789",
+                    "12345678901234",
+                    "999999999999999",
+                    "3333333333333333",
+                ] {
+                    for sign in ["", "-"] {
+                        lits.push(format!("{sign}{int}.{}{tail}", "0".repeat(zeros)));
+                    }
+                }
+            }
+        }
+        // the shape it is for: a Python sender's durations
+        for lit in ["0.276", "1.736", "0.001", "12.5", "123456789.012345"] {
+            assert!(
+                written_as_is(lit.as_bytes(), lit.find('.').unwrap()),
+                "{lit}"
+            );
+        }
+        for lit in lits {
+            let mut want = String::new();
+            let n = serde_json::Number::from_f64(lit.parse().unwrap()).unwrap();
+            crate::model::json::number(&mut want, &n);
+            let doc = format!("[{lit}]");
+            assert_eq!(orjson(&doc), Ok(format!("[{want}]")), "{lit}");
+            let digits = lit.trim_start_matches('-');
+            if written_as_is(digits.as_bytes(), digits.find('.').unwrap()) {
+                assert_eq!(lit, want);
+            }
+        }
     }
 
     #[test]
