@@ -65,23 +65,19 @@ pub enum Fallback {
 /// The canonical text of `raw` as `dialect`'s parser reads it.
 pub fn canonical(raw: &[u8], dialect: Dialect) -> Result<String, Fallback> {
     let text = std::str::from_utf8(raw).map_err(|_| Fallback::Refused)?;
-    let scratch = SCRATCH.take();
     let mut c = Canon {
         text,
         src: raw,
         pos: 0,
-        out: scratch.out,
+        buf: SCRATCH.take(),
         mark: 0,
-        keys: scratch.keys,
-        decoded: scratch.decoded,
-        float: scratch.float,
         depth: 0,
         deepest: 0,
         duplicate: false,
         dialect,
     };
     let result = c.run();
-    SCRATCH.set(Scratch::kept(c.out, c.keys, c.decoded, c.float));
+    SCRATCH.set(c.buf.cleared());
     result
 }
 
@@ -93,7 +89,9 @@ pub fn canonical(raw: &[u8], dialect: Dialect) -> Result<String, Fallback> {
 #[derive(Default)]
 struct Scratch {
     out: String,
+    /// Keys of the objects being read, innermost last.
     keys: Vec<Key>,
+    /// The characters of keys that have escapes (`Key::Decoded`).
     decoded: String,
     float: String,
 }
@@ -106,25 +104,20 @@ thread_local! {
 const SCRATCH_KEPT: usize = 1 << 16;
 
 impl Scratch {
-    fn kept(mut out: String, mut keys: Vec<Key>, mut decoded: String, float: String) -> Self {
-        out.clear();
-        keys.clear();
-        decoded.clear();
-        if out.capacity() > SCRATCH_KEPT {
-            out = String::new();
+    /// Emptied for the next text; none kept when one grew past `SCRATCH_KEPT`.
+    fn cleared(mut self) -> Self {
+        self.out.clear();
+        self.keys.clear();
+        self.decoded.clear();
+        let largest = self
+            .out
+            .capacity()
+            .max(self.decoded.capacity())
+            .max(self.keys.capacity() * std::mem::size_of::<Key>());
+        if largest > SCRATCH_KEPT {
+            return Scratch::default();
         }
-        if keys.capacity() * std::mem::size_of::<Key>() > SCRATCH_KEPT {
-            keys = Vec::new();
-        }
-        if decoded.capacity() > SCRATCH_KEPT {
-            decoded = String::new();
-        }
-        Scratch {
-            out,
-            keys,
-            decoded,
-            float,
-        }
+        self
     }
 }
 
@@ -156,14 +149,11 @@ struct Canon<'a> {
     text: &'a str,
     src: &'a [u8],
     pos: usize,
-    /// The canonical text of `src[..mark]`: the input past `mark` is still to be copied or
-    /// rewritten. While nothing was rewritten (`mark` 0) it stays empty and the input is the text.
-    out: String,
+    /// `buf.out` is the canonical text of `src[..mark]`: the input past `mark` is still to be
+    /// copied or rewritten. While nothing was rewritten (`mark` 0) it stays empty and the input is
+    /// the text.
+    buf: Scratch,
     mark: usize,
-    /// Keys of the objects being read, innermost last.
-    keys: Vec<Key>,
-    decoded: String,
-    float: String,
     depth: usize,
     deepest: usize,
     duplicate: bool,
@@ -189,18 +179,18 @@ impl Canon<'_> {
         if !edited {
             return Ok(text.to_owned());
         }
-        self.out.push_str(&text[self.mark..]);
-        Ok(self.out.as_str().to_owned())
+        self.buf.out.push_str(&text[self.mark..]);
+        Ok(self.buf.out.as_str().to_owned())
     }
 
     /// `src[from..to]` is written as `with`.
     fn edit(&mut self, from: usize, to: usize, with: &str) {
         if self.mark == 0 {
             // the canonical text is seldom longer than the input: one allocation for most
-            self.out.reserve(self.src.len());
+            self.buf.out.reserve(self.src.len());
         }
-        self.out.push_str(&self.text[self.mark..from]);
-        self.out.push_str(with);
+        self.buf.out.push_str(&self.text[self.mark..from]);
+        self.buf.out.push_str(with);
         self.mark = to;
     }
 
@@ -292,13 +282,13 @@ impl Canon<'_> {
             self.depth -= 1;
             return Ok(());
         }
-        let first = self.keys.len();
+        let first = self.buf.keys.len();
         loop {
             if self.peek() != Some(b'"') {
                 return Err(Refused);
             }
             let key = self.string(true)?;
-            let seen = &self.keys[first..];
+            let seen = &self.buf.keys[first..];
             if seen.len() < PAIRWISE {
                 // lengths first: most keys of an object differ in length, and comparing those
                 // takes no look at either key's bytes
@@ -307,7 +297,7 @@ impl Canon<'_> {
                     self.duplicate = true;
                 }
             }
-            self.keys.push(key);
+            self.buf.keys.push(key);
             self.ws();
             if self.peek() != Some(b':') {
                 return Err(Refused);
@@ -319,15 +309,18 @@ impl Canon<'_> {
                 break;
             }
         }
-        if self.keys.len() - first > PAIRWISE {
-            let mut names: Vec<&[u8]> = self.keys[first..].iter().map(|&k| self.key(k)).collect();
+        if self.buf.keys.len() - first > PAIRWISE {
+            let mut names: Vec<&[u8]> = self.buf.keys[first..]
+                .iter()
+                .map(|&k| self.key(k))
+                .collect();
             names.sort_unstable();
             let repeated = names.windows(2).any(|w| w[0] == w[1]);
             self.duplicate |= repeated;
         }
-        self.keys.truncate(first);
-        if self.keys.is_empty() {
-            self.decoded.clear();
+        self.buf.keys.truncate(first);
+        if self.buf.keys.is_empty() {
+            self.buf.decoded.clear();
         }
         Ok(())
     }
@@ -336,7 +329,7 @@ impl Canon<'_> {
     fn key(&self, k: Key) -> &[u8] {
         match k {
             Key::Raw(a, b) => &self.src[a..b],
-            Key::Decoded(a, b) => &self.decoded.as_bytes()[a..b],
+            Key::Decoded(a, b) => &self.buf.decoded.as_bytes()[a..b],
         }
     }
 
@@ -357,17 +350,17 @@ impl Canon<'_> {
                     return Ok(match decoded {
                         None => Key::Raw(start, i),
                         Some(from) => {
-                            self.decoded.push_str(&self.text[run..i]);
-                            Key::Decoded(from, self.decoded.len())
+                            self.buf.decoded.push_str(&self.text[run..i]);
+                            Key::Decoded(from, self.buf.decoded.len())
                         }
                     });
                 }
                 Some(b'\\') => {
                     let (len, ch) = self.escape(i)?;
                     if is_key {
-                        decoded.get_or_insert(self.decoded.len());
-                        self.decoded.push_str(&self.text[run..i]);
-                        self.decoded.push(ch);
+                        decoded.get_or_insert(self.buf.decoded.len());
+                        self.buf.decoded.push_str(&self.text[run..i]);
+                        self.buf.decoded.push(ch);
                     }
                     i += len;
                     run = i;
@@ -484,13 +477,13 @@ impl Canon<'_> {
         // neither takes an infinite value.
         let f: f64 = lit.parse().map_err(|_| Refused)?;
         let n = serde_json::Number::from_f64(f).ok_or(Refused)?;
-        let mut written = std::mem::take(&mut self.float);
+        let mut written = std::mem::take(&mut self.buf.float);
         written.clear();
         number(&mut written, &n);
         if written != lit {
             self.edit(start, p, &written);
         }
-        self.float = written;
+        self.buf.float = written;
         Ok(())
     }
 }
