@@ -8,7 +8,7 @@
 
 use super::delivery::Delivery;
 use super::framing::{self, decode_pairs, is_version, parse, plausible, whole_j2, Frame, Parsed};
-use super::inflate::{inflate, Problem};
+use super::inflate::Problem;
 use super::report::{finding, message, py_repr_latin1, version_str, Pos, PROTOCOL};
 use super::sequence::{SeqIssue, SequenceChecker};
 use super::Shared;
@@ -634,7 +634,9 @@ impl Conn {
             shared.scratch.resize_with(depth + 1, Vec::new);
         }
         let mut inflated = std::mem::take(&mut shared.scratch[depth]);
-        let inf = inflate(&frame[f.body..], budget.left(), &mut inflated);
+        let inf = shared
+            .inflater
+            .inflate(&frame[f.body..], budget.left(), &mut inflated);
         budget.spend(match inf.problem {
             Some((Problem::InflateLimit, _)) => usize::MAX,
             _ => inflated.len(),

@@ -1329,6 +1329,7 @@ fn emit(
     let n = w.seqs.len();
     if let Some(mut record) = w.record.take().and_then(|r| held.take(r)) {
         record.acked = (n > 0).then_some(w.acked_n == n);
+        record.fields.reserve(12); // the fields below, at once (a realloc each doubling else)
         record.set("window", w.index);
         record.set("count", w.count);
         record.set("received", n as u64);

@@ -61,6 +61,8 @@ pub struct Shared {
     /// Held events and compressed frames (waiting for their window's ACK).
     pub held: SpillStore,
     scratch: Vec<Vec<u8>>,
+    /// One inflater for every C frame: a frame is inflated whole before the frames inside it.
+    inflater: inflate::Inflater,
 }
 
 /// One Lumberjack connection (both directions).
