@@ -69,18 +69,13 @@ fn common(
     frame: Option<u64>,
     offset: Option<u64>,
     ts: Option<i64>,
-    protocol: &str,
+    protocol: &'static str,
 ) {
     out.push_str("{\"record\":\"");
     out.push_str(record);
-    out.push_str("\",\"capture\":");
-    string(out, capture);
-    out.push_str(",\"stream\":");
-    opt_u64(out, stamp.map(|s| s.stream).or(stream));
-    out.push_str(",\"client\":");
-    opt_str(out, stamp.map(|s| s.client.as_str()));
-    out.push_str(",\"server\":");
-    opt_str(out, stamp.map(|s| s.server.as_str()));
+    out.push_str("\",");
+    let ends = stamp.map(|s| (s.client.as_str(), s.server.as_str()));
+    place(out, capture, stamp.map(|s| s.stream).or(stream), ends);
     out.push_str(",\"direction\":");
     opt_name(out, direction.map(|d| d.as_str()));
     out.push_str(",\"frame\":");
@@ -97,7 +92,48 @@ fn common(
         None => out.push_str("null"),
     }
     out.push_str(",\"protocol\":");
-    string(out, protocol);
+    name(out, protocol);
+}
+
+/// `"capture":…,"stream":…,"client":…,"server":…` of a record: the text the last record's were,
+/// when they are the same (records come a stream's at a time, so nearly always), escaped again only
+/// when they change (escaping the three strings was half of writing the common keys).
+fn place(out: &mut String, capture: &str, stream: Option<u64>, ends: Option<(&str, &str)>) {
+    LAST_PLACE.with_borrow_mut(|last| {
+        let same = !last.text.is_empty() // nothing written yet
+            && last.stream == stream
+            && last.ends.as_ref().map(|(c, s)| (c.as_str(), s.as_str())) == ends
+            && last.capture == capture;
+        if !same {
+            last.capture = capture.to_owned();
+            last.stream = stream;
+            last.ends = ends.map(|(c, s)| (c.to_owned(), s.to_owned()));
+            let text = &mut last.text;
+            text.clear();
+            text.push_str("\"capture\":");
+            string(text, capture);
+            text.push_str(",\"stream\":");
+            opt_u64(text, stream);
+            text.push_str(",\"client\":");
+            opt_str(text, ends.map(|e| e.0));
+            text.push_str(",\"server\":");
+            opt_str(text, ends.map(|e| e.1));
+        }
+        out.push_str(&last.text);
+    });
+}
+
+/// What `place` wrote last, and for which record place.
+#[derive(Default)]
+struct Place {
+    capture: String,
+    stream: Option<u64>,
+    ends: Option<(String, String)>,
+    text: String,
+}
+
+thread_local! {
+    static LAST_PLACE: std::cell::RefCell<Place> = std::cell::RefCell::default();
 }
 
 /// Protocol fields after the common keys; one named like a reserved key gets a protocol prefix
@@ -357,6 +393,49 @@ mod tests {
         o.clear();
         string(&mut o, "a\"b\\c\nd\u{1}é");
         assert_eq!(o, "\"a\\\"b\\\\c\\nd\\u0001é\"");
+    }
+
+    /// Each line names its own capture, stream, client and server, whichever record came before
+    /// it on the thread (the text of the last place is reused only when they are the same).
+    #[test]
+    fn each_line_has_its_own_place() {
+        use crate::model::{Finding, Message, Severity};
+        let stamp = |stream: u64, client: &str| Stamp {
+            stream,
+            client: client.into(),
+            server: "10.0.0.2:5044".into(),
+        };
+        let (a, b, c) = (
+            stamp(1, "10.0.0.1:1"),
+            stamp(2, "10.0.0.1:1"),
+            stamp(1, "\"q\""),
+        );
+        let mut finding = Finding::new("x.y", Severity::Info, "m".into());
+        finding.stream = Some(9);
+        let message: Record = Message::new("lumberjack", "event").into();
+        let cases: [(&str, Option<&Stamp>, &Record); 8] = [
+            ("", None, &message),
+            ("", None, &message),
+            ("a.pcap", Some(&a), &message),
+            ("a.pcap", Some(&a), &message),
+            ("a.pcap", Some(&b), &message),
+            ("a.pcap", Some(&c), &message),
+            ("b.pcap", Some(&c), &message),
+            ("b.pcap", None, &finding.into()),
+        ];
+        for (capture, stamp, r) in cases {
+            let mut line = String::new();
+            record_line(&mut line, capture, stamp, r, None);
+            let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+            let stream = stamp.map(|s| s.stream).or(match r {
+                Record::Finding(f) => f.stream,
+                Record::Message(_) => None,
+            });
+            assert_eq!(v["capture"], capture);
+            assert_eq!(v["stream"], serde_json::json!(stream));
+            assert_eq!(v["client"], serde_json::json!(stamp.map(|s| &s.client)));
+            assert_eq!(v["server"], serde_json::json!(stamp.map(|s| &s.server)));
+        }
     }
 
     #[test]
