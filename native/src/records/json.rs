@@ -102,13 +102,27 @@ fn place(out: &mut String, capture: &str, stream: Option<u64>, ends: Option<(&st
     LAST_PLACE.with_borrow_mut(|last| {
         let same = !last.text.is_empty() // nothing written yet
             && last.stream == stream
-            && last.ends.as_ref().map(|(c, s)| (c.as_str(), s.as_str())) == ends
+            && last.ends() == ends
             && last.capture == capture;
         if !same {
-            last.capture = capture.to_owned();
-            last.stream = stream;
-            last.ends = ends.map(|(c, s)| (c.to_owned(), s.to_owned()));
-            let text = &mut last.text;
+            // into the buffers the last place had: a capture whose streams interleave pays no
+            // allocation per change
+            let Place {
+                capture: c,
+                stream: s,
+                ends: (on, (client, server)),
+                text,
+            } = last;
+            c.clear();
+            c.push_str(capture);
+            *s = stream;
+            *on = ends.is_some();
+            client.clear();
+            server.clear();
+            if let Some((c, s)) = ends {
+                client.push_str(c);
+                server.push_str(s);
+            }
             text.clear();
             text.push_str("\"capture\":");
             string(text, capture);
@@ -123,13 +137,21 @@ fn place(out: &mut String, capture: &str, stream: Option<u64>, ends: Option<(&st
     });
 }
 
-/// What `place` wrote last, and for which record place.
+/// What `place` wrote last, and for which record place (`ends`: whether it had a client and
+/// server, and them).
 #[derive(Default)]
 struct Place {
     capture: String,
     stream: Option<u64>,
-    ends: Option<(String, String)>,
+    ends: (bool, (String, String)),
     text: String,
+}
+
+impl Place {
+    fn ends(&self) -> Option<(&str, &str)> {
+        let (on, (client, server)) = &self.ends;
+        on.then_some((client.as_str(), server.as_str()))
+    }
 }
 
 thread_local! {
@@ -413,14 +435,15 @@ mod tests {
         let mut finding = Finding::new("x.y", Severity::Info, "m".into());
         finding.stream = Some(9);
         let message: Record = Message::new("lumberjack", "event").into();
-        let cases: [(&str, Option<&Stamp>, &Record); 8] = [
+        let cases: [(&str, Option<&Stamp>, &Record); 9] = [
             ("", None, &message),
             ("", None, &message),
             ("a.pcap", Some(&a), &message),
+            ("a.pcap", Some(&b), &message), // another stream only
             ("a.pcap", Some(&a), &message),
+            ("a.pcap", Some(&c), &message), // another client only
             ("a.pcap", Some(&b), &message),
-            ("a.pcap", Some(&c), &message),
-            ("b.pcap", Some(&c), &message),
+            ("b.pcap", Some(&b), &message), // another capture only
             ("b.pcap", None, &finding.into()),
         ];
         for (capture, stamp, r) in cases {
