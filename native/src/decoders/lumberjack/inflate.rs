@@ -64,8 +64,8 @@ pub fn level_class(cmf: u8, flg: u8) -> Option<&'static str> {
 }
 
 /// A zlib inflater used for body after body: a new one allocates its 32 KiB window and state each
-/// time (over 1 % of converting a Beats capture, whose windows have 20-60 events a C frame); a
-/// reset keeps them and starts the stream over as a new one would.
+/// time (1 % of the samples converting a Beats capture, whose windows have 20-60 events a C
+/// frame); a reset keeps them and starts the stream over as a new one would.
 #[derive(Debug)]
 pub struct Inflater(Decompress);
 
