@@ -13,7 +13,8 @@ both with and without the start-up, and per core (efficiency, goal >= 0.8). Each
 phases (the engine describes its Spark jobs: plan, read + shuffle + decode, write) are printed with
 their wall time and the time their tasks ran, from Spark's REST API. Both outputs must hold the same
 number of rows. With `--one`, the routing, its shuffle and the reading back alone (no decoding) are measured in the same
-session: a floor no split conversion can go below.
+session: a floor no split conversion can go below; and the floor of the events themselves (Python zlib + orjson of
+every event of the capture, bench_lumberjack.floor), which the local engine's CPU and wall time are printed against.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 
 sys.path.insert(0, str(Path(__file__).parent))
+from bench_lumberjack import floor, inflate_only
 from gen_capture import generate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,6 +112,47 @@ def make_captures(directory: Path, count: int, total_mb: float, distinct: int) -
     for src in originals:
         src.unlink()
     return paths
+
+
+def lumberjack_bodies(pcap: Path) -> list[bytes]:
+    """The compressed bodies (`2C` frames) of a Lumberjack capture's client streams, in order: what
+    the floor inflates and parses. For a capture as gen_capture writes it (classic pcap, Ethernet,
+    IPv4, segments swapped but none lost or sent twice); anything else stops the bench."""
+    data = pcap.read_bytes()
+    segments: dict[tuple[bytes, int], list[tuple[int, bytes]]] = {}
+    starts: dict[tuple[bytes, int], int] = {}
+    at = 24
+    while at + 16 <= len(data):
+        length = int.from_bytes(data[at + 8 : at + 12], "little")
+        frame = data[at + 16 : at + 16 + length]
+        at += 16 + length
+        ip = frame[14:]
+        if frame[12:14] != b"\x08\x00" or ip[9] != 6:
+            raise SystemExit(f"{pcap}: not the Ethernet/IPv4/TCP capture gen_capture writes")
+        tcp = ip[(ip[0] & 15) * 4 : int.from_bytes(ip[2:4], "big")]
+        payload = tcp[(tcp[12] >> 4) * 4 :]
+        if int.from_bytes(tcp[2:4], "big") == 5044:  # client → server
+            key, seq = (ip[12:16], int.from_bytes(tcp[0:2], "big")), int.from_bytes(tcp[4:8], "big")
+            if tcp[13] & 0x02:  # SYN: the stream's first byte is the next
+                starts[key] = seq + 1
+            elif payload:
+                segments.setdefault(key, []).append((seq, payload))
+    bodies = []
+    for key, pieces in segments.items():
+        first = starts[key]
+        pieces.sort(key=lambda s: (s[0] - first) % (1 << 32))
+        stream = b"".join(payload for _, payload in pieces)
+        p = 0
+        while p + 6 <= len(stream):
+            kind, value = stream[p : p + 2], int.from_bytes(stream[p + 2 : p + 6], "big")
+            if kind == b"2W":
+                p += 6
+            elif kind == b"2C":
+                bodies.append(stream[p + 6 : p + 6 + value])
+                p += 6 + value
+            else:
+                raise SystemExit(f"{pcap}: a client frame {kind!r} the floor does not read")
+    return bodies
 
 
 def run_local(files: list[Path], out: Path) -> tuple[float, float, int]:
@@ -225,6 +268,14 @@ def main() -> None:
         print(
             f"local engine      : {local:7.1f} s  {size / 1e6 / local:6.1f} MB/s  {local_rows:,} rows  ({cpu:.0f} s CPU)"
         )
+        if args.one:  # the least a conversion of these events can cost, on the same file in the same run
+            bodies = lumberjack_bodies(files[0])
+            low, inflating = floor("lumberjack", bodies), inflate_only(bodies)
+            print(
+                f"floor             : {low:7.1f} s  {size / 1e6 / low:6.1f} MB/s  (Python zlib + orjson of every"
+                f" event, CPU; inflating alone {inflating:.1f} s); local engine {cpu / low:.2f}x it in CPU,"
+                f" {local / low:.2f}x in wall time"
+            )
         print(f"load average before: {os.getloadavg()[0]:.1f}")
 
         runs = [(args.master, None)]
