@@ -69,8 +69,9 @@ if len(files) == 1:  # one capture read in splits: what Spark alone costs, witho
     splits = spark_plan(spark, files[0], SPLIT_SIZE)
     path = files[0]
     def read_back(pairs):  # a group's records read back into segments, nothing reassembled
+        import pyarrow as pa
         blobs = (b for _, (_, b) in pairs if b)
-        yield sum(s.num_rows for s in routed_segments(path, path, blobs))
+        yield sum(pa.table(s).num_rows for s in routed_segments(path, path, blobs))  # Arrow C streams
     routed(spark, path, "x", splits, tasks).mapPartitions(read_back).collect()
     floors["shuffle"] = time.perf_counter() - start
 # per phase of the first conversion (the engine describes its jobs): wall time from Spark's own
