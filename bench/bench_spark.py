@@ -118,7 +118,8 @@ def make_captures(directory: Path, count: int, total_mb: float, distinct: int) -
 def lumberjack_bodies(pcap: Path) -> list[bytes]:
     """The compressed bodies (`2C` frames) of a Lumberjack capture's client streams, in order: what
     the floor inflates and parses. For a capture as gen_capture writes it (classic pcap, Ethernet,
-    IPv4, segments swapped but none lost or sent twice); ValueError for anything else."""
+    IPv4, no bytes missing; segments swapped or sent twice are put in order); ValueError for anything
+    else."""
     data = pcap.read_bytes()
     if data[:4] not in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") or data[20:24] != b"\x01\x00\x00\x00":
         raise ValueError("not a little-endian classic pcap of Ethernet frames")
@@ -145,15 +146,18 @@ def lumberjack_bodies(pcap: Path) -> list[bytes]:
         first = starts.get(key)
         if first is None:
             raise ValueError("a client stream without its SYN")
-        pieces.sort(key=lambda s: (s[0] - first) % (1 << 32))
-        stream = b"".join(payload for _, payload in pieces)
+        stream = bytearray()
+        for rel, payload in sorted(((seq - first) % (1 << 32), payload) for seq, payload in pieces):
+            if rel > len(stream):
+                raise ValueError("a client stream with bytes missing")
+            stream += payload[len(stream) - rel :]  # a copy sent again adds only what is new
         p = 0
         while p + 6 <= len(stream):
             kind, value = stream[p : p + 2], int.from_bytes(stream[p + 2 : p + 6], "big")
             if kind == b"2W":
                 p += 6
             elif kind == b"2C":
-                bodies.append(stream[p + 6 : p + 6 + value])
+                bodies.append(bytes(stream[p + 6 : p + 6 + value]))
                 p += 6 + value
             else:
                 raise ValueError(f"a client frame {kind!r} the floor does not read")
