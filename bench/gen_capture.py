@@ -10,7 +10,6 @@ protocol traffic: Lumberjack v2 (Beats windows of JSON events, compressed, ackno
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import struct
 import zlib
@@ -94,14 +93,15 @@ def lumberjack(rng: random.Random, _blob: bytes, acked: bool = True) -> Messages
         frames = []
         for seq in range(1, count + 1):
             n += 1
-            doc = {
-                "@timestamp": f"2026-11-21T05:{n // 60 % 60:02d}:{n % 60:02d}.{n % 1000:03d}Z",
-                "message": f"GET /api/items/{rng.randrange(10**6)} HTTP/1.1 200 {rng.randrange(10**5)}",
-                "host": {"name": f"web-{rng.randrange(40)}"},
-                "log": {"offset": n * 120, "file": {"path": "/var/log/nginx/access.log"}},
-                "fields": {"env": "prod", "dc": rng.choice(["eu1", "us2"])},
-            }
-            body = json.dumps(doc, separators=(",", ":")).encode()
+            # json.dumps(separators=(",", ":")) of the event, written out: nothing in it needs an
+            # escape, and the encoder was two thirds of a big capture's generation time
+            body = (
+                f'{{"@timestamp":"2026-11-21T05:{n // 60 % 60:02d}:{n % 60:02d}.{n % 1000:03d}Z",'
+                f'"message":"GET /api/items/{rng.randrange(10**6)} HTTP/1.1 200 {rng.randrange(10**5)}",'
+                f'"host":{{"name":"web-{rng.randrange(40)}"}},'
+                f'"log":{{"offset":{n * 120},"file":{{"path":"/var/log/nginx/access.log"}}}},'
+                f'"fields":{{"env":"prod","dc":"{rng.choice(("eu1", "us2"))}"}}}}'
+            ).encode()
             frames.append(b"2J" + struct.pack(">II", seq, len(body)) + body)
         packed = zlib.compress(b"".join(frames), 3)
         yield True, b"2W" + struct.pack(">I", count) + b"2C" + struct.pack(">I", len(packed)) + packed

@@ -31,12 +31,12 @@ def on_terminal(
     where = {"terminal": follower, "null": subprocess.DEVNULL, "pipe": subprocess.PIPE}
     proc = subprocess.Popen(cmd, stdout=where[stdout], stderr=where[stderr], env=env, cwd=cwd)
     os.close(follower)
-    shown = b""
+    shown = bytearray()  # not bytes +=: a run writing megabytes comes in 4 KB reads
     while chunk := _read(leader):
         shown += chunk
     os.close(leader)
     piped = b"".join(p.read() for p in (proc.stdout, proc.stderr) if p is not None)
-    return proc.wait(timeout=60), shown, piped
+    return proc.wait(timeout=60), bytes(shown), piped
 
 
 def _read(fd: int) -> bytes:
