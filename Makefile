@@ -99,7 +99,7 @@ peers: peers-go peers-cassandra peers-courier
 	else echo "peers: npm not found; npm peer tests will skip"; fi
 
 test: $(VENV)/.installed-test wheel peers chromium native-test fuzz
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25  # the slowest, to keep the whole run under 30 minutes
 
 # Throughput against tshark and in-run floors (bench/; minutes, and the machine must be quiet).
 bench: $(VENV)/.installed-test

@@ -12,6 +12,7 @@ A packet given to a writer is `bytes` or a scapy packet (timestamped T0_NS + 1 m
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable
 from pathlib import Path
@@ -60,37 +61,47 @@ def tcp_packet(
     ack: int = 0,
 ) -> Packet:
     """An IP/TCP packet (no link layer) built by scapy."""
-    pkt = ip_layer(src, dst) / TCP(sport=sport, dport=dport, seq=seq, ack=ack, flags=flags)
-    return pkt / Raw(payload) if payload else pkt
+    # add_payload, not `/`: `/` copies both sides, which was most of the time of building a packet
+    tcp = TCP(sport=sport, dport=dport, seq=seq, ack=ack, flags=flags)
+    if payload:
+        tcp.add_payload(Raw(payload))
+    pkt = ip_layer(src, dst)
+    pkt.add_payload(tcp)
+    return pkt
 
 
 def link_frame(ip_packet: Packet | bytes, link: str = "ether") -> bytes:
     """Wrap an IP packet (scapy or bytes) in the link layer named by `link` (see LINKTYPES)."""
     raw = bytes(ip_packet)
-    v6 = raw[0] >> 4 == 6
+    return link_header(link, raw[0] >> 4 == 6) + raw
+
+
+@functools.cache
+def link_header(link: str, v6: bool) -> bytes:
+    """The bytes `link` puts before an IPv4 or IPv6 packet. None of these headers holds a length or
+    a checksum of what follows, so scapy builds each once (it took two thirds of a long
+    conversation's generation when built around every packet)."""
     etype = 0x86DD if v6 else 0x0800
     if link == "ether":
-        return bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=etype) / raw)
+        return bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=etype))
     if link == "vlan":
-        return bytes(
-            Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / Dot1Q(vlan=300, type=etype) / raw
-        )
+        return bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / Dot1Q(vlan=300, type=etype))
     if link == "qinq":
         outer = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / Dot1AD(vlan=10)
-        return bytes(outer / Dot1Q(vlan=300, type=etype) / raw)
+        return bytes(outer / Dot1Q(vlan=300, type=etype))
     if link in ("null", "null-be"):
         order = "<" if link == "null" else ">"
-        return struct.pack(order + "I", 30 if v6 else 2) + raw
+        return struct.pack(order + "I", 30 if v6 else 2)
     if link == "loop":
-        return struct.pack(">I", 30 if v6 else 2) + raw
+        return struct.pack(">I", 30 if v6 else 2)
     if link in ("raw", "ipv4", "ipv6"):
-        return raw
+        return b""
     if link == "sll":
         return bytes(
-            CookedLinux(pkttype=0, lladdrtype=1, lladdrlen=6, src=b"\x02" * 6 + b"\0\0", proto=etype) / raw
+            CookedLinux(pkttype=0, lladdrtype=1, lladdrlen=6, src=b"\x02" * 6 + b"\0\0", proto=etype)
         )
     if link == "sll2":
-        return bytes(CookedLinuxV2(proto=etype, ifindex=1, lladdrtype=1, pkttype=0, lladdrlen=6) / raw)
+        return bytes(CookedLinuxV2(proto=etype, ifindex=1, lladdrtype=1, pkttype=0, lladdrlen=6))
     raise ValueError(f"unknown link {link!r}")
 
 
