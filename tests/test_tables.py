@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -481,7 +482,7 @@ def test_tables_memory_stays_flat_when_the_capture_doubles(protocol, tmp_path):
     from bench import bench_cql, bench_lumberjack
     from tests.fault_helpers import measured
 
-    peaks, rows = {}, {}
+    captures = {}
     for times in (1, 2):
         pcap = tmp_path / f"{protocol}-{times}.pcap"
         if protocol == "lumberjack":
@@ -494,19 +495,36 @@ def test_tables_memory_stays_flat_when_the_capture_doubles(protocol, tmp_path):
             # the same from its plateau: 104, 123, 126, 128 MB at 2,000, 4,000, 8,000 and 16,000
             # QUERY/RESULT pairs a connection (pinned; on two CPUs 105, 125, 128, 130 MB)
             bench_cql.write_capture(pcap, 4, 20, 8000 * times)
+        captures[times] = pcap
+
+    def peak(times: int) -> int:
         out = tmp_path / f"tables-{times}"
-        status, peaks[times], _ = measured(
-            "convert", str(pcap), "--to", "parquet", "--tables", "-o", f"{out}/", one_cpu=True
+        shutil.rmtree(out, ignore_errors=True)
+        status, rss, _ = measured(
+            "convert", str(captures[times]), "--to", "parquet", "--tables", "-o", f"{out}/", one_cpu=True
         )
         assert status == 0
         table = "events" if protocol == "lumberjack" else "cql"
         rows[times] = pq.ParquetFile(out / f"{table}.parquet").metadata.num_rows
+        return rss
+
+    rows: dict[int, int] = {}
+    peaks = {times: [peak(times)] for times in (1, 2)}
     startups = 20 if protocol == "cql" else 0  # a STARTUP request per connection
     assert rows[2] - startups == 2 * (rows[1] - startups) > 0
     # Nothing kept per event: 20 bytes an event would add 30 MB to the Lumberjack run. Heaptrack's
     # peak heap from 1x to 4x (2026-11-29): +14.4 MB, Arrow text builders and Parquet encoders being
     # at their peaks together and Parquet's footer growing by a row group's metadata at a time.
-    assert peaks[2] - peaks[1] < 20 << 20, peaks
+    # The same command's peak is not one number, even pinned: the heap's layout (one malloc arena,
+    # whose top is all that brk gives back) follows the order of allocations and frees, which the
+    # process's random hash seeds change. Twelve pinned 2x runs in a row gave 238-260 MB (1x 240-253, 2026-12-01), and one in
+    # a warm `make test` 284.7 MB against 257.6 MB at 1x. So a difference past the bound is
+    # measured again, and each length's lowest peak compared, as the benches compare their least
+    # runs: what is kept per event is there on every run, a layout's bad luck seldom twice.
+    if peaks[2][0] - peaks[1][0] >= 20 << 20:
+        for times in (1, 2):
+            peaks[times].append(peak(times))
+    assert min(peaks[2]) - min(peaks[1]) < 20 << 20, peaks
 
 
 def table_rows(t) -> Counter:
