@@ -10,7 +10,7 @@
 
 use super::report::{version_str, PROTOCOL};
 use crate::held::waiting::Keep;
-use crate::model::{Direction, Document, Field, Fields, Message, Value};
+use crate::model::{Direction, Document, Fields, Message, Value};
 
 /// A window's kept record.
 #[derive(Debug)]
@@ -87,13 +87,11 @@ pub fn fields(
 /// What the allocator adds to a kept event's document.
 const DOCUMENT_OVERHEAD: usize = 16;
 
-/// What a kept event costs but its document: its slot, and the record it becomes when its window
-/// is emitted, whose records are all made before they are written. Counted at its slot alone, the
-/// store's share kept twice as many events at once, and bench_held's lost and stalled shapes peaked
-/// 7-9 MiB higher (the holes their documents left once freed); counted so, no higher than before.
-const SLOT: usize = std::mem::size_of::<Item>()
-    + std::mem::size_of::<Message>()
-    + EVENT_FIELDS * std::mem::size_of::<(&str, Field)>();
+/// A kept event's share of its window's list: the list grows by doubling, so a slot costs up to
+/// twice its size. (Counted at its size alone, twice as many events were kept as Messages had been
+/// within the same share, and converting bench_shapes' acknowledged python-sender capture peaked
+/// 11 MB higher; at twice, 6 MB.)
+const SLOT: usize = 2 * std::mem::size_of::<Item>();
 
 impl Item {
     /// The version its record has (a window made for an event without one takes it).
