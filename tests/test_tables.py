@@ -497,30 +497,32 @@ def test_tables_memory_stays_flat_when_the_capture_doubles(protocol, tmp_path):
             bench_cql.write_capture(pcap, 4, 20, 8000 * times)
         captures[times] = pcap
 
+    rows: dict[int, int] = {}
+
     def peak(times: int) -> int:
+        """Peak RSS of one pinned `--tables` run on the capture `times` as long (its rows noted)."""
         out = tmp_path / f"tables-{times}"
         shutil.rmtree(out, ignore_errors=True)
-        status, rss, _ = measured(
-            "convert", str(captures[times]), "--to", "parquet", "--tables", "-o", f"{out}/", one_cpu=True
-        )
+        args = ("--to", "parquet", "--tables", "-o", f"{out}/")
+        status, rss, _ = measured("convert", str(captures[times]), *args, one_cpu=True)
         assert status == 0
         table = "events" if protocol == "lumberjack" else "cql"
         rows[times] = pq.ParquetFile(out / f"{table}.parquet").metadata.num_rows
         return rss
 
-    rows: dict[int, int] = {}
     peaks = {times: [peak(times)] for times in (1, 2)}
     startups = 20 if protocol == "cql" else 0  # a STARTUP request per connection
     assert rows[2] - startups == 2 * (rows[1] - startups) > 0
     # Nothing kept per event: 20 bytes an event would add 30 MB to the Lumberjack run. Heaptrack's
     # peak heap from 1x to 4x (2026-11-29): +14.4 MB, Arrow text builders and Parquet encoders being
     # at their peaks together and Parquet's footer growing by a row group's metadata at a time.
-    # The same command's peak is not one number, even pinned: the heap's layout (one malloc arena,
-    # whose top is all that brk gives back) follows the order of allocations and frees, which the
-    # process's random hash seeds change. Twelve pinned 2x runs in a row gave 238-260 MB (1x 240-253, 2026-12-01), and one in
-    # a warm `make test` 284.7 MB against 257.6 MB at 1x. So a difference past the bound is
-    # measured again, and each length's lowest peak compared, as the benches compare their least
-    # runs: what is kept per event is there on every run, a layout's bad luck seldom twice.
+    # The same command's peak is not one number, even pinned: most of it is one malloc arena's
+    # heap, whose top is all that brk gives back, so it follows the order of allocations and frees,
+    # which differs from run to run (the process's hash seeds are random). Pinned, 2026-12-01:
+    # twelve 2x runs alone 240-253 MB; six 1x/2x pairs through `measured` 1x 240-247, 2x 238-260
+    # MB; a warm `make test` once read 284.7 MB against 257.6 MB at 1x. So a difference past the
+    # bound is measured again, and each length's lowest peak compared, as the benches compare
+    # their least runs: what is kept per event is there on every run, a bad layout seldom twice.
     if peaks[2][0] - peaks[1][0] >= 20 << 20:
         for times in (1, 2):
             peaks[times].append(peak(times))
