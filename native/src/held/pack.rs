@@ -256,7 +256,18 @@ impl<'a> Reader<'a> {
         Some(v)
     }
 
+    /// Most are names, counts and small numbers: one byte, read where it is called.
+    #[inline(always)]
     fn varint(&mut self) -> Option<u64> {
+        let first = *self.b.get(self.pos)?;
+        if first < 0x80 {
+            self.pos += 1;
+            return Some(u64::from(first));
+        }
+        self.long_varint()
+    }
+
+    fn long_varint(&mut self) -> Option<u64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let byte = self.byte()?;

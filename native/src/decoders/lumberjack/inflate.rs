@@ -109,20 +109,18 @@ fn inflate_with(dec: &mut Decompress, body: &[u8], cap: usize, out: &mut Vec<u8>
     }
     let cap = cap.max(1); // Python: max_length 0 would mean "no limit"
     let mut end = false;
-    let mut produced = 0;
-    loop {
-        if produced == out.len() {
-            if out.len() >= cap {
-                break;
-            }
+    // Inflated into `out`'s spare capacity (`decompress_vec`): the buffer is kept from body to
+    // body, and zeroing the room first was a pass over every inflated byte. Room a kept buffer
+    // has past the cap may be filled; more than `cap` bytes is refused below as the cap is.
+    while out.len() < cap {
+        if out.len() == out.capacity() {
             // Grow geometrically, never past the cap: a bomb costs the cap, not its claim.
             let grow = out.len().max(body.len().saturating_mul(4)).max(4096);
-            out.resize(out.len() + grow.min(cap - out.len()), 0);
+            out.reserve_exact(grow.min(cap - out.len()));
         }
         let (in_before, out_before) = (dec.total_in(), dec.total_out());
         let input = &body[in_before as usize..];
-        let res = dec.decompress(input, &mut out[produced..], FlushDecompress::None);
-        produced += (dec.total_out() - out_before) as usize;
+        let res = dec.decompress_vec(input, out, FlushDecompress::None);
         match res {
             Err(e) => {
                 out.clear();
@@ -136,13 +134,12 @@ fn inflate_with(dec: &mut Decompress, body: &[u8], cap: usize, out: &mut Vec<u8>
             Ok(_) => {}
         }
         let stalled = dec.total_in() == in_before && dec.total_out() == out_before;
-        if stalled && produced < out.len() {
+        if stalled && out.len() < out.capacity() {
             break; // no progress with room left: the input is used up
         }
     }
-    out.truncate(produced);
     let consumed = dec.total_in() as usize;
-    if !end && out.len() >= cap {
+    if out.len() > cap || (!end && out.len() >= cap) {
         out.clear();
         let detail = format!("inflates to more than {cap} bytes");
         return fail(level, Problem::InflateLimit, detail, header);

@@ -185,12 +185,18 @@ impl Canon<'_> {
 
     /// `src[from..to]` is written as `with`.
     fn edit(&mut self, from: usize, to: usize, with: &str) {
+        self.leave_out(from, to);
+        self.buf.out.push_str(with);
+    }
+
+    /// `src[from..to]` is left out (whitespace: a Python sender's text has one after every `,` and
+    /// `:`, and the empty text written in its place was a copy call of its own).
+    fn leave_out(&mut self, from: usize, to: usize) {
         if self.mark == 0 {
             // the canonical text is seldom longer than the input: one allocation for most
             self.buf.out.reserve(self.src.len());
         }
         self.buf.out.push_str(&self.text[self.mark..from]);
-        self.buf.out.push_str(with);
         self.mark = to;
     }
 
@@ -205,7 +211,7 @@ impl Canon<'_> {
             self.pos += 1;
         }
         if self.pos > start {
-            self.edit(start, self.pos, "");
+            self.leave_out(start, self.pos);
         }
     }
 
@@ -283,6 +289,9 @@ impl Canon<'_> {
             return Ok(());
         }
         let first = self.buf.keys.len();
+        // the signatures (`signature`) of the object's keys so far: a key whose signature is new
+        // repeats none of them, and nearly every key's is, so its name is compared with none
+        let mut signatures = 0u64;
         loop {
             if self.peek() != Some(b'"') {
                 return Err(Refused);
@@ -290,12 +299,16 @@ impl Canon<'_> {
             let key = self.string(true)?;
             let seen = &self.buf.keys[first..];
             if seen.len() < PAIRWISE {
-                // lengths first: most keys of an object differ in length, and comparing those
-                // takes no look at either key's bytes
-                let (name, len) = (self.key(key), key.len());
-                if seen.iter().any(|&k| k.len() == len && self.key(k) == name) {
+                let name = self.key(key);
+                let bit = signature(name);
+                if signatures & bit != 0
+                    && seen
+                        .iter()
+                        .any(|&k| k.len() == name.len() && self.key(k) == name)
+                {
                     self.duplicate = true;
                 }
+                signatures |= bit;
             }
             self.buf.keys.push(key);
             self.ws();
@@ -417,6 +430,12 @@ impl Canon<'_> {
             _ => (6, high),
         };
         let ch = char::from_u32(code).ok_or(Refused)?;
+        if !escaped(ch) {
+            // written as the character itself (`é` for `\u00e9`): never the escape's text
+            self.leave_out(at, at + len);
+            self.buf.out.push(ch);
+            return Ok((len, ch));
+        }
         let mut buf = [0u8; 6];
         let spelled = spelling(ch, &mut buf);
         if spelled.as_bytes() != &self.src[at..at + len] {
@@ -513,11 +532,25 @@ fn written_as_is(digits: &[u8], int_len: usize) -> bool {
     significant <= 15
 }
 
+/// One bit of 64 for a key, from its length and its first and last bytes (equal keys have the
+/// same bit).
+fn signature(name: &[u8]) -> u64 {
+    let ends = name.first().zip(name.last()).map_or(0, |(&a, &z)| {
+        usize::from(a).wrapping_mul(7).wrapping_add(usize::from(z))
+    });
+    1 << (name.len().wrapping_mul(31).wrapping_add(ends) % 64)
+}
+
 /// How many ASCII digits `b` starts with.
 fn digits(b: &[u8]) -> usize {
     b.iter()
         .position(|c| !c.is_ascii_digit())
         .unwrap_or(b.len())
+}
+
+/// Whether `json::string` writes `ch` as an escape.
+fn escaped(ch: char) -> bool {
+    u8::try_from(ch).is_ok_and(|c| ESCAPE[usize::from(c)] != 0)
 }
 
 /// `ch` as `json::string` writes it inside a string literal.
