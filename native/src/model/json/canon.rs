@@ -729,6 +729,15 @@ mod tests {
         );
         let nested = r#"{"a":{"b":1},"b":{"a":1}}"#;
         assert_eq!(orjson(nested).as_deref(), Ok(nested));
+        // keys of one signature (length, first and last byte) that differ are compared, not taken
+        // for one another; a repeat among them is found
+        let alike = r#"{"axb":1,"ayb":2,"azb":3}"#;
+        assert_eq!(signature(b"axb"), signature(b"ayb"));
+        assert_eq!(orjson(alike).as_deref(), Ok(alike));
+        assert_eq!(
+            orjson(r#"{"axb":1,"ayb":2,"axb":3}"#),
+            Err(Fallback::Duplicate)
+        );
         let wide: Vec<String> = (0..200).map(|i| format!("\"k{i}\": {i}")).collect();
         let text = format!("{{{}}}", wide.join(","));
         let want = text.replace(": ", ":");
