@@ -143,11 +143,11 @@ def main() -> None:
             if not pcap.exists():
                 CAPTURES[protocol](pcap, args.scale)
             job = cmd.format(pcap, out=out).split()
-            name = cmd.split(" {}")[0] + cmd.split("{}")[1].split(" -o")[0]
+            label = cmd.split(" {}")[0] + cmd.split("{}")[1].split(" -o")[0]
             if args.instructions:
                 count = {n: instructions(trees[n], job) for n in ("old", "new")}
                 print(
-                    f"{protocol:10} {name:32} instructions old {count['old'] / 1e6:9.1f} M"
+                    f"{protocol:10} {label:32} instructions old {count['old'] / 1e6:9.1f} M"
                     f" new {count['new'] / 1e6:9.1f} M ({count['new'] / count['old']:6.4f}x)",
                     flush=True,
                 )
@@ -159,7 +159,7 @@ def main() -> None:
             cpu = {n: statistics.median(t[0] for t in v) for n, v in times.items()}
             wall = {n: statistics.median(t[1] for t in v) for n, v in times.items()}
             print(
-                f"{protocol:10} {name:32}"
+                f"{protocol:10} {label:32}"
                 f" CPU old {cpu['old']:6.2f} s new {cpu['new']:6.2f} s ({cpu['new'] / cpu['old']:4.2f}x)"
                 f"  wall old {wall['old']:6.2f} s new {wall['new']:6.2f} s ({wall['new'] / wall['old']:4.2f}x)",
                 flush=True,
