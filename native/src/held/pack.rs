@@ -37,7 +37,11 @@ impl Default for Names {
 impl Names {
     fn id(&mut self, name: &'static str) -> u32 {
         let key = (name.as_ptr() as usize, name.len());
-        let slot = (key.0 >> 3) % RECENT;
+        // the address mixed (Fibonacci hashing): names lie side by side in the binary, several to
+        // eight bytes, and slots by plain address bits made which of them shared a slot, and so
+        // what holding a record cost, depend on where the linker put them
+        let slot =
+            (key.0.wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize) >> (usize::BITS - 6)) % RECENT;
         let (ptr, len, id) = self.recent[slot];
         if (ptr, len) == key {
             return id;
