@@ -13,9 +13,10 @@ still run it on a quiet machine and read ratios within ±0.05 as noise.
 
 `--instructions` counts instead of timing: each tree runs each job once under valgrind's callgrind,
 counting only inside the core's Python entry points (`__pymethod_*`: feeding, finishing, taking
-records), and the ratio is of those counts. The counts are the same run after run, so a change of
-1 % shows where timing needs dozens of alternated runs (this machine has no hardware counters for
-`perf stat`). They are instructions, not time: callgrind counts each step of a `rep movsb`/`rep stosb`
+records), and the ratio is of those counts. The counts repeat within 0.1 % (the core's hash seeds
+are random), so a change of 1 % shows where timing needs dozens of alternated runs (this machine has
+no hardware counters for `perf stat`); a few tenths of a percent either way is code layout (which
+functions the compiler inlines where) as often as the change. They are instructions, not time: callgrind counts each step of a `rep movsb`/`rep stosb`
 copy or fill as one, so a change to large copies weighs more here than in time; confirm a gain by
 timing. Under callgrind a run takes ~50x as long: `--scale` shrinks every capture (0.05 runs the
 whole set in a few minutes).
