@@ -22,7 +22,8 @@ pub struct Names {
     recent: [(usize, usize, u32); RECENT],
 }
 
-const RECENT: usize = 64;
+const RECENT_BITS: u32 = 6;
+const RECENT: usize = 1 << RECENT_BITS;
 
 impl Default for Names {
     fn default() -> Self {
@@ -41,7 +42,7 @@ impl Names {
         // eight bytes, and slots by plain address bits made which of them shared a slot, and so
         // what holding a record cost, depend on where the linker put them
         let slot =
-            (key.0.wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize) >> (usize::BITS - 6)) % RECENT;
+            key.0.wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize) >> (usize::BITS - RECENT_BITS);
         let (ptr, len, id) = self.recent[slot];
         if (ptr, len) == key {
             return id;
