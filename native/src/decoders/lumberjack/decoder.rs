@@ -9,6 +9,7 @@
 use super::delivery::Delivery;
 use super::framing::{self, decode_pairs, is_version, parse, plausible, whole_j2, Frame, Parsed};
 use super::inflate::Problem;
+use super::kept::{Event, Item};
 use super::report::{finding, message, py_repr_latin1, version_str, Pos, PROTOCOL};
 use super::sequence::{SeqIssue, SequenceChecker};
 use super::Shared;
@@ -511,13 +512,8 @@ impl Conn {
     ) {
         let payload = &frame[f.body..];
         let seq = f.value;
-        let mut fields = Fields::with_capacity(8);
-        fields.push(("seq", Value::from(seq)));
-        fields.push(("window", Value::Null));
-        fields.push(("ack_frame", Value::Null));
-        fields.push(("ack_offset", Value::Null));
-        fields.push(("compressed", Value::Bool(c_frame.is_some())));
-        fields.push(("inflated_offset", inner.into()));
+        // what an invalid payload adds to its record (`raw`, `raw_base64`): seldom anything
+        let mut extra = Fields::default();
         let doc = if f.count == 0 {
             let (what, word) = if f.typ == b'J' {
                 ("Invalid json length", "length")
@@ -539,7 +535,7 @@ impl Conn {
             );
             (f.typ == b'D').then(|| Value::Object(serde_json::Map::new()).into())
         } else if f.typ == b'J' {
-            json_document(payload, pos, &mut fields, out)
+            json_document(payload, pos, &mut extra, out)
         } else {
             let (doc, bad) = decode_pairs(payload);
             if bad {
@@ -560,10 +556,28 @@ impl Conn {
         for issue in self.issues.drain(..) {
             out.push(finding(issue.code, issue.severity, issue.text, pos, issue.fields).into());
         }
-        let mut record = message("event", pos, frame.len() as u64, f.version, fields);
-        record.event = doc;
+        let event = Event {
+            direction: pos.direction,
+            offset: pos.offset,
+            frame: pos.frame,
+            ts: pos.ts,
+            length: frame.len() as u64,
+            version: f.version,
+            seq,
+            window: None,
+            compressed: c_frame.is_some(),
+            inflated_offset: inner,
+            document: doc,
+        };
+        let item = if extra.is_empty() {
+            Item::Event(event)
+        } else {
+            let mut record = event.into_message();
+            Vec::extend(&mut *record.fields, extra); // after the event's own fields
+            Item::Record(Box::new(record))
+        };
         self.delivery.add_event(
-            record,
+            item,
             seq,
             print.unwrap_or_else(|| fingerprint(payload)),
             pos,

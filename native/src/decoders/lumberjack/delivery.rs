@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 
+use super::kept::Item;
 use super::report::{finding, Pos, PROTOCOL};
 use super::resend::{FirstCopy, ResendRegistry};
 use super::waiting::Seqs;
@@ -49,8 +50,8 @@ struct Window {
     count: Option<u32>,
     record: Option<Held>, // taken when emitted
     pos: Pos,
-    items: Records, // compressed frames and events, in order (emptied on emission)
-    frames_at: Vec<u32>, // positions in `items` of the compressed frames (the rest are events)
+    items: Records<Item>, // compressed frames and events, in order (emptied on emission)
+    frames_at: Vec<u32>,  // positions in `items` of the compressed frames (the rest are events)
     /// The ACKs of the held events: (events acknowledged once it came, its frame, its offset).
     acks: Vec<(usize, Option<u64>, u64)>,
     seqs: Seqs, // every event's seq: the window's size
@@ -563,7 +564,7 @@ impl Delivery {
         w.c_frames += 1;
         record.set("window", w.index);
         w.frames_at.push(w.items.len() as u32);
-        w.items.push(record, held);
+        w.items.push(Item::Record(Box::new(record)), held);
     }
 
     /// Add an event (the per-event path). `c_frame` identifies the enclosing C frame; `print` is
@@ -571,7 +572,7 @@ impl Delivery {
     #[allow(clippy::too_many_arguments)]
     pub fn add_event(
         &mut self,
-        mut record: Message,
+        mut record: Item,
         seq: u32,
         print: u64,
         pos: &Pos,
@@ -593,14 +594,16 @@ impl Delivery {
         let Some(w) = self.windows.back_mut().and_then(Slot::live_mut) else {
             return; // place() always leaves a current window
         };
-        record.set("window", w.index);
+        record.set_window(w.index);
         if let Some(first) = first {
-            resent(w, &mut record, first, pos, out);
+            let mut m = record.record();
+            resent(w, &mut m, first, pos, out);
+            record = Item::Record(Box::new(m));
         }
         w.seqs.push(seq);
         self.stats.events += 1;
         if w.emitted {
-            out.push(record.into());
+            out.push(record.record().into());
             return;
         }
         w.items.push(record, held);
@@ -617,7 +620,7 @@ impl Delivery {
     /// none).
     fn place(
         &mut self,
-        event: &Message,
+        event: &Item,
         seq: u32,
         pos: &Pos,
         c_frame: Option<u64>,
@@ -660,7 +663,7 @@ impl Delivery {
             implicit.offset = Some(pos.offset);
             implicit.frame = pos.frame;
             implicit.ts = pos.ts;
-            implicit.version = event.version;
+            implicit.version = event.version();
             self.new_window(None, implicit, *pos, held, out);
             if let Some(w) = self.current().filter(|_| in_gap) {
                 w.gap = true; // its W, and maybe some of its events, are missing

@@ -23,6 +23,7 @@ mod framing;
 #[cfg(any(test, fuzzing))]
 pub mod fuzz;
 mod inflate;
+mod kept;
 mod report;
 #[allow(
     clippy::arithmetic_side_effects,
