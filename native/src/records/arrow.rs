@@ -213,8 +213,7 @@ impl Rows {
                 }
                 self.delivery
                     .append_option(m.delivery.map(Delivery::as_str));
-                let text =
-                    (m.event.as_ref()).and_then(|d| d.str_member_in("message", &mut self.text));
+                let text = (m.event.as_ref()).and_then(|d| d.message_in(&mut self.text));
                 self.message.append_option(text);
                 self.code.append_null();
                 self.severity.append_null();

@@ -275,8 +275,8 @@ pub fn split_events(data: &[u8], complete: bool, max: usize) -> Framing {
 /// words it (the Python decoder quoted it).
 pub fn parse_json(raw: &[u8]) -> (Document, Option<String>) {
     let err = match canonical(raw, Dialect::Serde) {
-        Ok(text) => {
-            let doc = Document::canonical(text);
+        Ok(c) => {
+            let doc = Document::from(c);
             if doc.is_object() {
                 return (doc, None);
             }

@@ -857,7 +857,7 @@ fn json_document(
     out: &mut Vec<Record>,
 ) -> Option<Document> {
     let parsed = match canonical(payload, Dialect::Orjson) {
-        Ok(text) => Ok(Document::canonical(text)),
+        Ok(c) => Ok(Document::from(c)),
         Err(_) => orjson::loads(payload).map(Document::from),
     };
     match parsed {

@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 
+use super::canon::Canonical;
 use super::{orjson, value};
 use crate::model::Value;
 
@@ -19,7 +20,15 @@ use crate::model::Value;
 /// its text rendered when a consumer first asks for it: a conversion to that binary form maps the
 /// bytes directly (`kept_binary`), and never renders or reads back a text it does not need.
 #[derive(Clone)]
-pub struct Document(Repr);
+pub struct Document(Repr, MessageAt);
+
+/// Where the characters of the top-level `message` string lie in the text, when the canonicaliser
+/// noted it (`Canonical::message`); (0, 0) when unknown (a text parsed, rendered or read back
+/// from the held store), and `message_in` looks.
+#[derive(Clone, Copy)]
+struct MessageAt(u32, u32);
+
+const UNKNOWN: MessageAt = MessageAt(0, 0);
 
 #[derive(Clone)]
 enum Repr {
@@ -48,18 +57,21 @@ impl Document {
     /// A document whose text is already canonical: the canonicaliser's output, a text rendered in
     /// that form (Hercules events) or read back from the held store.
     pub fn canonical(text: impl Into<Box<str>>) -> Self {
-        Document(Repr::Text(text.into()))
+        Document(Repr::Text(text.into()), UNKNOWN)
     }
 
     /// A document kept as `bytes` of a binary `form`, whose canonical text `render` gives (and
     /// must give for any bytes its decoder accepted).
     pub fn binary(form: Binary, bytes: Box<[u8]>, render: fn(&[u8]) -> String) -> Self {
-        Document(Repr::Binary(Box::new(Kept {
-            form,
-            bytes,
-            render,
-            text: std::sync::OnceLock::new(),
-        })))
+        Document(
+            Repr::Binary(Box::new(Kept {
+                form,
+                bytes,
+                render,
+                text: std::sync::OnceLock::new(),
+            })),
+            UNKNOWN,
+        )
     }
 
     /// The binary form it is kept in, and its bytes.
@@ -157,13 +169,19 @@ impl Document {
         member(self.text(), key.as_bytes()).filter(|_| self.is_object())
     }
 
-    /// `str_member`, its characters unescaped into `scratch` (cleared first) when they have an
-    /// escape: a writer that copies them on (the Arrow rows) allocates nothing per document.
-    pub fn str_member_in<'s>(&'s self, key: &str, scratch: &'s mut String) -> Option<&'s str> {
-        if !self.is_object() {
-            return None;
-        }
-        let inner = quoted(member_raw(self.text(), key.as_bytes())?)?;
+    /// `str_member("message")`, its characters unescaped into `scratch` (cleared first) when they
+    /// have an escape: a writer that copies them on (the Arrow rows) allocates nothing per
+    /// document, and finds them where the canonicaliser noted them.
+    pub fn message_in<'s>(&'s self, scratch: &'s mut String) -> Option<&'s str> {
+        let inner = match self.1 {
+            MessageAt(0, _) => {
+                if !self.is_object() {
+                    return None;
+                }
+                quoted(member_raw(self.text(), b"message")?)?
+            }
+            MessageAt(start, end) => self.text().get(start as usize..end as usize)?,
+        };
         Some(if decoded_into(inner, scratch) {
             scratch
         } else {
@@ -197,6 +215,19 @@ impl PartialEq<Value> for Document {
 impl std::fmt::Display for Document {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.text())
+    }
+}
+
+/// The canonicaliser's text, with where its `message` is.
+impl From<Canonical> for Document {
+    fn from(c: Canonical) -> Self {
+        let at = c.message.and_then(|(start, end)| {
+            Some(MessageAt(
+                u32::try_from(start).ok()?,
+                u32::try_from(end).ok()?,
+            ))
+        });
+        Document(Repr::Text(c.text.into()), at.unwrap_or(UNKNOWN))
     }
 }
 
@@ -565,9 +596,9 @@ mod tests {
         for raw in &texts {
             let want = serde_json::from_str::<String>(&format!("\"{raw}\""));
             let got = unescape(raw);
-            let doc = Document::canonical(format!("{{\"m\":\"{raw}\"}}"));
+            let doc = Document::canonical(format!("{{\"message\":\"{raw}\"}}"));
             let mut scratch = String::from("left over");
-            let written = doc.str_member_in("m", &mut scratch);
+            let written = doc.message_in(&mut scratch);
             match want {
                 Ok(s) => {
                     assert_eq!(got, s, "{raw}");
