@@ -334,7 +334,11 @@ impl Canon<'_> {
                 }
                 signatures |= bit;
             }
-            let message = self.depth == 1 && self.key(key) == b"message";
+            // the top-level `message`, first seen (the length first: most keys are not it)
+            let message = self.depth == 1
+                && key.len() == 7
+                && self.message.is_none()
+                && self.key(key) == b"message";
             self.buf.keys.push(key);
             self.ws();
             if self.peek() != Some(b':') {
@@ -342,9 +346,9 @@ impl Canon<'_> {
             }
             self.pos += 1;
             self.ws();
-            let (start, string) = (self.written_at(self.pos), self.peek() == Some(b'"'));
+            let string = (message && self.peek() == Some(b'"')).then(|| self.written_at(self.pos));
             self.value()?;
-            if message && string && self.message.is_none() {
+            if let Some(start) = string {
                 // its characters: after the quote written at `start`, before the one written last
                 self.message = Some((start + 1, self.written_at(self.pos) - 1));
             }
