@@ -557,10 +557,7 @@ impl Conn {
             out.push(finding(issue.code, issue.severity, issue.text, pos, issue.fields).into());
         }
         let event = Event {
-            direction: pos.direction,
-            offset: pos.offset,
-            frame: pos.frame,
-            ts: pos.ts,
+            pos: *pos,
             length: frame.len() as u64,
             version: f.version,
             seq,

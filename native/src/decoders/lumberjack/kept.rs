@@ -8,9 +8,9 @@
 //! capture, and completing the cold records (`Message::set`) another 4 %. The facts are one
 //! allocation-free value in the window's list, and the record is built when it is written.
 
-use super::report::{version_str, PROTOCOL};
+use super::report::{message, version_str, Pos};
 use crate::held::waiting::Keep;
-use crate::model::{Direction, Document, Fields, Message, Value};
+use crate::model::{Document, Fields, Message, Value};
 
 /// A window's kept record.
 #[derive(Debug)]
@@ -25,10 +25,7 @@ pub enum Item {
 /// when it is written).
 #[derive(Debug)]
 pub struct Event {
-    pub direction: Direction,
-    pub offset: u64,
-    pub frame: Option<u64>,
-    pub ts: Option<i64>,
+    pub pos: Pos,
     pub length: u64,
     pub version: u8,
     pub seq: u32,
@@ -42,20 +39,8 @@ pub struct Event {
 impl Event {
     /// Its record: the fields in the order event records have always had them.
     pub fn into_message(self) -> Message {
-        let mut m = Message::new(PROTOCOL, "event");
-        m.direction = Some(self.direction);
-        m.offset = Some(self.offset);
-        m.length = self.length;
-        m.frame = self.frame;
-        m.ts = self.ts;
-        m.version = Some(version_str(self.version));
-        m.fields = fields(
-            self.seq,
-            self.window,
-            self.compressed,
-            self.inflated_offset,
-            EVENT_FIELDS,
-        );
+        let fields = fields(self.seq, self.window, self.compressed, self.inflated_offset);
+        let mut m = message("event", &self.pos, self.length, self.version, fields);
         m.event = self.document;
         m
     }
@@ -66,15 +51,9 @@ impl Event {
 const EVENT_FIELDS: usize = 8;
 
 /// An event record's fields: `seq`, `window`, `ack_frame` and `ack_offset` (null until its ACK),
-/// `compressed`, `inflated_offset`, with room for `capacity`.
-pub fn fields(
-    seq: u32,
-    window: Option<u64>,
-    compressed: bool,
-    inflated_offset: Option<u64>,
-    capacity: usize,
-) -> Fields {
-    let mut fields = Fields::with_capacity(capacity);
+/// `compressed`, `inflated_offset`, with room for `EVENT_FIELDS`.
+fn fields(seq: u32, window: Option<u64>, compressed: bool, inflated_offset: Option<u64>) -> Fields {
+    let mut fields = Fields::with_capacity(EVENT_FIELDS);
     fields.push(("seq", Value::from(seq)));
     fields.push(("window", window.into()));
     fields.push(("ack_frame", Value::Null));
@@ -142,17 +121,21 @@ impl Keep for Item {
 
 #[cfg(test)]
 mod tests {
+    use super::super::report::PROTOCOL;
     use super::*;
+    use crate::model::Direction;
 
     /// An event kept as facts becomes the very record it was made as before there were facts: the
     /// same fields in the same order.
     #[test]
     fn a_kept_event_is_the_record_it_stands_for() {
         let event = |window: Option<u64>| Event {
-            direction: Direction::C2S,
-            offset: 1_234,
-            frame: Some(9),
-            ts: Some(-5),
+            pos: Pos {
+                direction: Direction::C2S,
+                offset: 1_234,
+                frame: Some(9),
+                ts: Some(-5),
+            },
             length: 77,
             version: b'2',
             seq: 3,

@@ -334,11 +334,9 @@ impl Canon<'_> {
                 }
                 signatures |= bit;
             }
-            // the top-level `message`, first seen (the length first: most keys are not it)
-            let message = self.depth == 1
-                && key.len() == 7
-                && self.message.is_none()
-                && self.key(key) == b"message";
+            // the top-level `message` (the length first: most keys are not it); a second one is a
+            // repeated key, and the text falls back to the parser
+            let message = self.depth == 1 && key.len() == 7 && self.key(key) == b"message";
             self.buf.keys.push(key);
             self.ws();
             if self.peek() != Some(b':') {
