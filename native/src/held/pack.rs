@@ -84,94 +84,47 @@ const FRAME: u8 = 32;
 const TS: u8 = 64;
 const VERSION: u8 = 128;
 
-/// What a packed record's head says: a `Message` but its fields and document, borrowed from one
-/// (`pack`) or made from what a decoder keeps instead of one (a kept Lumberjack event,
-/// `decoders/lumberjack/kept.rs`, which packs without building its record first).
-pub struct Head {
-    pub protocol: &'static str,
-    pub kind: &'static str,
-    pub version: Option<&'static str>,
-    pub direction: Option<Direction>,
-    pub acked: Option<bool>,
-    pub offset: Option<u64>,
-    pub frame: Option<u64>,
-    pub ts: Option<i64>,
-    pub length: u64,
-}
-
-impl Head {
-    fn of(m: &Message) -> Self {
-        Head {
-            protocol: m.protocol,
-            kind: m.kind,
-            version: m.version,
-            direction: m.direction,
-            acked: m.acked,
-            offset: m.offset,
-            frame: m.frame,
-            ts: m.ts,
-            length: m.length,
-        }
-    }
-}
-
 /// Append `m` packed to `out`.
 pub fn pack(m: &Message, names: &mut Names, out: &mut Vec<u8>) {
-    pack_head(&Head::of(m), m.fields.len(), names, out);
-    for (name, field) in &m.fields {
-        pack_field(name, field, names, out);
-    }
-    pack_document(m.event.as_ref(), out);
-}
-
-/// Append a record's head packed to `out`, and the number of fields that follow it (`pack_field`,
-/// then `pack_document`).
-pub fn pack_head(head: &Head, fields: usize, names: &mut Names, out: &mut Vec<u8>) {
-    let mut flags = match head.direction {
+    let mut flags = match m.direction {
         None => 0,
         Some(Direction::C2S) => C2S,
         Some(Direction::S2C) => S2C,
     };
-    flags |= match head.acked {
+    flags |= match m.acked {
         None => 0,
         Some(false) => ACKED_FALSE,
         Some(true) => ACKED_TRUE,
     };
     for (set, bit) in [
-        (head.offset.is_some(), OFFSET),
-        (head.frame.is_some(), FRAME),
-        (head.ts.is_some(), TS),
-        (head.version.is_some(), VERSION),
+        (m.offset.is_some(), OFFSET),
+        (m.frame.is_some(), FRAME),
+        (m.ts.is_some(), TS),
+        (m.version.is_some(), VERSION),
     ] {
         if set {
             flags |= bit;
         }
     }
     out.push(flags);
-    varint(out, u64::from(names.id(head.protocol)));
-    varint(out, u64::from(names.id(head.kind)));
-    if let Some(v) = head.version {
+    varint(out, u64::from(names.id(m.protocol)));
+    varint(out, u64::from(names.id(m.kind)));
+    if let Some(v) = m.version {
         varint(out, u64::from(names.id(v)));
     }
-    for v in [head.offset, head.frame].into_iter().flatten() {
+    for v in [m.offset, m.frame].into_iter().flatten() {
         varint(out, v);
     }
-    if let Some(ts) = head.ts {
+    if let Some(ts) = m.ts {
         varint(out, zigzag(ts));
     }
-    varint(out, head.length);
-    varint(out, fields as u64);
-}
-
-/// Append a field packed to `out` (one of those `pack_head` counted).
-pub fn pack_field(name: &'static str, v: &Value, names: &mut Names, out: &mut Vec<u8>) {
-    varint(out, u64::from(names.id(name)));
-    value(out, v);
-}
-
-/// Append a record's document packed to `out`: what ends it.
-pub fn pack_document(event: Option<&Document>, out: &mut Vec<u8>) {
-    match event {
+    varint(out, m.length);
+    varint(out, m.fields.len() as u64);
+    for (name, field) in &m.fields {
+        varint(out, u64::from(names.id(name)));
+        value(out, field);
+    }
+    match &m.event {
         None => out.push(NO_EVENT),
         Some(doc) => {
             out.push(TEXT);
@@ -279,7 +232,7 @@ fn read(b: &[u8], names: &Names, event: bool) -> Option<Message> {
     m.fields = crate::model::Fields::with_capacity(n);
     for _ in 0..n {
         let name = names.name(r.varint()?)?;
-        m.fields.push((name, r.field()?));
+        m.fields.push((name, r.value(0)?));
     }
     m.event = match r.byte()? {
         NO_EVENT => None,
@@ -347,27 +300,6 @@ impl<'a> Reader<'a> {
         let s = std::str::from_utf8(&self.b[self.pos..self.pos + n]).ok()?;
         self.pos += n;
         Some(s)
-    }
-
-    /// A field's value. The scalars of nearly every record's fields are read here, in line: the
-    /// value `value` returned was stored on the stack piecewise and loaded whole to be moved into
-    /// the field list, and those loads waited for the stores (~8 % of converting bench_shapes'
-    /// stalled capture, whose records are read back twice).
-    #[inline(always)]
-    fn field(&mut self) -> Option<Value> {
-        let tag = *self.b.get(self.pos)?;
-        let scalar = match tag {
-            NULL => Value::Null,
-            FALSE => Value::Bool(false),
-            TRUE => Value::Bool(true),
-            UNSIGNED => {
-                self.pos += 1;
-                return Some(Value::Number(self.varint()?.into()));
-            }
-            _ => return self.value(0),
-        };
-        self.pos += 1;
-        Some(scalar)
     }
 
     fn value(&mut self, depth: usize) -> Option<Value> {

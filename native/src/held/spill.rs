@@ -265,15 +265,8 @@ impl SpillStore {
 
     /// Keep `m` until `take`.
     pub fn hold(&mut self, m: &Message) -> Held {
-        self.hold_packed(|names, out| pack(m, names, out))
-    }
-
-    /// Keep the record `write` packs (`pack::pack_head`, `pack_field`, `pack_document`) until
-    /// `take`: a decoder that keeps a record's facts instead of the record packs them as its
-    /// record would be packed.
-    pub fn hold_packed(&mut self, write: impl FnOnce(&mut Names, &mut Vec<u8>)) -> Held {
         self.scratch.clear();
-        write(&mut self.names, &mut self.scratch);
+        pack(m, &mut self.names, &mut self.scratch);
         self.keep_scratch()
     }
 

@@ -16,11 +16,6 @@ pub trait Keep: Sized {
     fn kept_cost(&self) -> Option<usize>;
     /// The record it stands for.
     fn into_message(self) -> Message;
-
-    /// Its record, held in `store` (`SpillStore::take` gives it back).
-    fn hold(self, store: &mut SpillStore) -> Held {
-        store.hold(&self.into_message())
-    }
 }
 
 impl Keep for Message {
@@ -81,7 +76,7 @@ impl<T: Keep> Records<T> {
             }
         }
         if let Records::Held(items) = self {
-            items.push(m.hold(store), store);
+            items.push(store.hold(&m.into_message()), store);
         }
     }
 
@@ -99,7 +94,7 @@ impl<T: Keep> Records<T> {
                 store.unkeep(cost);
                 let mut items = Items::with_capacity(list.len());
                 for m in list {
-                    items.push(m.hold(store), store);
+                    items.push(store.hold(&m.into_message()), store);
                 }
                 items
             }

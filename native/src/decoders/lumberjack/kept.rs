@@ -8,11 +8,9 @@
 //! capture, and completing the cold records (`Message::set`) another 4 %. The facts are one
 //! allocation-free value in the window's list, and the record is built when it is written.
 
-use super::report::{message, version_str, Pos, PROTOCOL};
-use crate::held::pack::{pack_document, pack_field, pack_head, Head, Names};
-use crate::held::spill::SpillStore;
+use super::report::{message, version_str, Pos};
 use crate::held::waiting::Keep;
-use crate::model::{Document, Fields, Held, Message, Value};
+use crate::model::{Document, Fields, Message, Value};
 
 /// A window's kept record.
 #[derive(Debug)]
@@ -41,53 +39,29 @@ pub struct Event {
 impl Event {
     /// Its record: the fields in the order event records have always had them.
     pub fn into_message(self) -> Message {
-        let mut fields = Fields::with_capacity(EVENT_FIELDS);
-        fields.extend(self.fields());
+        let fields = fields(self.seq, self.window, self.compressed, self.inflated_offset);
         let mut m = message("event", &self.pos, self.length, self.version, fields);
         m.event = self.document;
         m
     }
-
-    /// Its record packed as `held::pack::pack` packs it, without building it: an event that waits
-    /// past its window's turn (a stalled pipeline's capture holds millions) was made a record to
-    /// be packed, its field list allocated and freed.
-    fn pack(&self, names: &mut Names, out: &mut Vec<u8>) {
-        let head = Head {
-            protocol: PROTOCOL,
-            kind: "event",
-            version: Some(version_str(self.version)),
-            direction: Some(self.pos.direction),
-            acked: None,
-            offset: Some(self.pos.offset),
-            frame: self.pos.frame,
-            ts: self.pos.ts,
-            length: self.length,
-        };
-        let fields = self.fields();
-        pack_head(&head, fields.len(), names, out);
-        for (name, v) in &fields {
-            pack_field(name, v, names, out);
-        }
-        pack_document(self.document.as_ref(), out);
-    }
-
-    /// An event record's own fields: `seq`, `window`, `ack_frame` and `ack_offset` (null until
-    /// its ACK), `compressed`, `inflated_offset`.
-    fn fields(&self) -> [(&'static str, Value); 6] {
-        [
-            ("seq", Value::from(self.seq)),
-            ("window", self.window.into()),
-            ("ack_frame", Value::Null),
-            ("ack_offset", Value::Null),
-            ("compressed", Value::Bool(self.compressed)),
-            ("inflated_offset", self.inflated_offset.into()),
-        ]
-    }
 }
 
-/// Slots of an event record's field list: its own fields (`Event::fields`), and `resend_of` or
-/// `tls` added later without growing.
+/// Slots of an event record's own fields (`fields`), and of one that takes `resend_of` or `tls`
+/// later without growing.
 const EVENT_FIELDS: usize = 8;
+
+/// An event record's fields: `seq`, `window`, `ack_frame` and `ack_offset` (null until its ACK),
+/// `compressed`, `inflated_offset`, with room for `EVENT_FIELDS`.
+fn fields(seq: u32, window: Option<u64>, compressed: bool, inflated_offset: Option<u64>) -> Fields {
+    let mut fields = Fields::with_capacity(EVENT_FIELDS);
+    fields.push(("seq", Value::from(seq)));
+    fields.push(("window", window.into()));
+    fields.push(("ack_frame", Value::Null));
+    fields.push(("ack_offset", Value::Null));
+    fields.push(("compressed", Value::Bool(compressed)));
+    fields.push(("inflated_offset", inflated_offset.into()));
+    fields
+}
 
 /// What the allocator adds to a kept event's document.
 const DOCUMENT_OVERHEAD: usize = 16;
@@ -143,19 +117,12 @@ impl Keep for Item {
     fn into_message(self) -> Message {
         self.record()
     }
-
-    fn hold(self, store: &mut SpillStore) -> Held {
-        match self {
-            Item::Event(e) => store.hold_packed(|names, out| e.pack(names, out)),
-            Item::Record(m) => store.hold(&m),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::report::PROTOCOL;
     use super::*;
-    use crate::held::pack::pack;
     use crate::model::Direction;
 
     /// An event kept as facts becomes the very record it was made as before there were facts: the
@@ -196,39 +163,5 @@ mod tests {
         item.set_window(4);
         m.set("window", 4u64);
         assert_eq!(item.record(), m);
-    }
-
-    /// A kept event packs to the very bytes its record packs to, whatever it holds (what the held
-    /// store gives back is that record).
-    #[test]
-    fn a_kept_event_packs_as_its_record() {
-        let event = |window, inflated_offset, ts, document: Option<&str>| Event {
-            pos: Pos {
-                direction: Direction::C2S,
-                offset: 1 << 40,
-                frame: Some(300),
-                ts,
-            },
-            length: 1_000,
-            version: b'1',
-            seq: u32::MAX,
-            window,
-            compressed: false,
-            inflated_offset,
-            document: document.map(Document::canonical),
-        };
-        for e in [
-            event(None, None, None, None),
-            event(Some(7), Some(0), Some(-1), Some(r#"{"message":"hé\n"}"#)),
-            event(Some(u64::MAX), None, Some(i64::MAX), Some("[1,2.5]")),
-        ] {
-            // a name is numbered by its address where first met, and the same literal can lie
-            // at two addresses (two codegen units): each path numbers its own names from zero
-            let mut direct = Vec::new();
-            e.pack(&mut Names::default(), &mut direct);
-            let mut via = Vec::new();
-            pack(&e.into_message(), &mut Names::default(), &mut via);
-            assert_eq!(direct, via);
-        }
     }
 }
