@@ -148,6 +148,11 @@ struct Lumberjack {
     indexed: (usize, u32),
 }
 
+/// The fields of a Lumberjack event record the verdict reads (`first_place`, `Lumberjack::add`),
+/// with its frame, time and `acked`: all that is read back of an event lent to wait for its fate
+/// (`SpillStore::lend`).
+pub const LUMBERJACK_FACTS: [&str; 2] = ["seq", "resend_of"];
+
 /// Where an event was first sent: its own place, or the first copy a resend names.
 fn first_place(stream: u64, m: &Message) -> (Place, bool) {
     match m.get("resend_of").filter(|v| !v.is_null()) {

@@ -73,6 +73,9 @@ const OBJECT: u8 = 8;
 
 const NO_EVENT: u8 = 0;
 const TEXT: u8 = 1;
+/// The text and where its `message` lies (`Document::message_at`): the Arrow rows read it there
+/// instead of looking for it in every event that waited.
+const NOTED_TEXT: u8 = 2;
 
 // header flags
 const C2S: u8 = 1;
@@ -126,10 +129,18 @@ pub fn pack(m: &Message, names: &mut Names, out: &mut Vec<u8>) {
     }
     match &m.event {
         None => out.push(NO_EVENT),
-        Some(doc) => {
-            out.push(TEXT);
-            bytes(out, doc.text().as_bytes());
-        }
+        Some(doc) => match doc.message_at() {
+            None => {
+                out.push(TEXT);
+                bytes(out, doc.text().as_bytes());
+            }
+            Some((start, end)) => {
+                out.push(NOTED_TEXT);
+                bytes(out, doc.text().as_bytes());
+                varint(out, start.into());
+                varint(out, end.into());
+            }
+        },
     }
 }
 
@@ -191,16 +202,19 @@ fn value(out: &mut Vec<u8>, v: &Value) {
 
 /// The message `b` holds (as `pack` wrote it with the same `names`).
 pub fn unpack(b: &[u8], names: &Names) -> Option<Message> {
-    read(b, names, true)
+    read(b, names, None)
 }
 
-/// All of the message `b` holds but its document, whose bytes are skipped, not read: what a lent
-/// record's message says (`SpillStore::lend`).
-pub fn unpack_head(b: &[u8], names: &Names) -> Option<Message> {
-    read(b, names, false)
+/// The message `b` holds with only the fields named in `facts` and no document, the rest's bytes
+/// skipped, not read: what a lent record's message says (`SpillStore::lend`). Skipping checks only
+/// the bytes' structure, so bytes `unpack` refuses may read here; bytes it reads give its message
+/// cut down.
+pub fn unpack_facts(b: &[u8], names: &Names, facts: &[&str]) -> Option<Message> {
+    read(b, names, Some(facts))
 }
 
-fn read(b: &[u8], names: &Names, event: bool) -> Option<Message> {
+/// `facts`: read only these fields and not the document (`unpack_facts`); None: all of it.
+fn read(b: &[u8], names: &Names, facts: Option<&[&str]>) -> Option<Message> {
     let mut r = Reader { b, pos: 0 };
     let flags = r.byte()?;
     let mut m = Message::new(names.name(r.varint()?)?, names.name(r.varint()?)?);
@@ -229,16 +243,29 @@ fn read(b: &[u8], names: &Names, event: bool) -> Option<Message> {
     }
     m.length = r.varint()?;
     let n = r.count()?;
-    m.fields = crate::model::Fields::with_capacity(n);
+    m.fields = crate::model::Fields::with_capacity(facts.map_or(n, |f| f.len().min(n)));
     for _ in 0..n {
         let name = names.name(r.varint()?)?;
-        m.fields.push((name, r.value(0)?));
+        match facts {
+            Some(facts) if !facts.contains(&name) => r.skip_value(0)?,
+            _ => m.fields.push((name, r.value(0)?)),
+        }
     }
     m.event = match r.byte()? {
         NO_EVENT => None,
-        TEXT if event => Some(Document::canonical(r.str()?)),
+        TEXT if facts.is_none() => Some(Document::canonical(r.str()?)),
+        NOTED_TEXT if facts.is_none() => {
+            let text = r.str()?;
+            Some(Document::canonical_noted(text, (r.u32()?, r.u32()?)))
+        }
         TEXT => {
             r.skip()?;
+            None
+        }
+        NOTED_TEXT => {
+            r.skip()?;
+            r.u32()?;
+            r.u32()?;
             None
         }
         _ => return None,
@@ -284,6 +311,10 @@ impl<'a> Reader<'a> {
         None
     }
 
+    fn u32(&mut self) -> Option<u32> {
+        u32::try_from(self.varint()?).ok()
+    }
+
     /// A count of items that each take at least one byte (so a bad count allocates nothing).
     fn count(&mut self) -> Option<usize> {
         let n = usize::try_from(self.varint()?).ok()?;
@@ -300,6 +331,38 @@ impl<'a> Reader<'a> {
         let s = std::str::from_utf8(&self.b[self.pos..self.pos + n]).ok()?;
         self.pos += n;
         Some(s)
+    }
+
+    /// Past a value, allocating nothing: its structure checked (tags, counts, lengths), not its
+    /// text or numbers.
+    fn skip_value(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.byte()? {
+            NULL | FALSE | TRUE => {}
+            UNSIGNED | NEGATIVE => {
+                self.varint()?;
+            }
+            FLOAT => {
+                self.b.get(self.pos..self.pos + 8)?;
+                self.pos += 8;
+            }
+            STRING => self.skip()?,
+            ARRAY => {
+                for _ in 0..self.count()? {
+                    self.skip_value(depth + 1)?;
+                }
+            }
+            OBJECT => {
+                for _ in 0..self.count()? {
+                    self.skip()?;
+                    self.skip_value(depth + 1)?;
+                }
+            }
+            _ => return None,
+        }
+        Some(())
     }
 
     fn value(&mut self, depth: usize) -> Option<Value> {
@@ -345,21 +408,27 @@ impl<'a> Reader<'a> {
 
 /// Fuzz target `held`: arbitrary bytes read as a packed record (as a damaged spill file would give
 /// them back) never panic, what they read as packs to bytes that read as the same message, and
-/// read but the document (a lent record) they are that message without it (bytes that do not read
-/// at all do not read so either).
+/// read for some facts only (a lent record) they are that message with only those fields and no
+/// document.
 #[cfg(any(test, fuzzing))]
 pub fn fuzz(data: &[u8]) {
+    const FACTS: [&str; 2] = ["seq", "resend_of"];
     let mut names = fuzz_names();
-    let head = unpack_head(data, &names);
+    let facts = unpack_facts(data, &names, &FACTS);
     let Some(m) = unpack(data, &names) else {
         return;
     };
-    let mut without = m.clone();
-    without.event = None;
-    assert_eq!(head, Some(without));
+    let mut cut = m.clone();
+    cut.event = None;
+    cut.fields.retain(|(name, _)| FACTS.contains(name));
+    assert_eq!(facts, Some(cut));
     let mut again = Vec::new();
     pack(&m, &mut names, &mut again);
-    assert_eq!(unpack(&again, &names).as_ref(), Some(&m));
+    let back = unpack(&again, &names);
+    assert_eq!(back.as_ref(), Some(&m));
+    // (a document's equality is its text's: where its message lies is checked apart)
+    let note = |m: &Message| m.event.as_ref().and_then(Document::message_at);
+    assert_eq!(back.as_ref().map(note), Some(note(&m)));
 }
 
 /// The names the fuzz target's bytes can refer to (ids 0 to 6).
@@ -387,6 +456,36 @@ mod fuzz_tests {
     #[test]
     fn held_regressions() {
         crate::fuzzing::replay("held", fuzz);
+    }
+
+    #[test]
+    fn where_the_message_lies_is_kept_with_the_text_when_it_fits_it() {
+        let names = &mut fuzz_names();
+        let text = r#"{"a":1,"message":"h\u00e9"}"#;
+        let at = (18, 25); // the characters between the message's quotes
+        let mut m = Message::new("lumberjack", "event");
+        m.event = Some(Document::canonical_noted(text, at));
+        let mut bytes = Vec::new();
+        pack(&m, names, &mut bytes);
+        let back = unpack(&bytes, names)
+            .and_then(|m| m.event)
+            .expect("its document");
+        assert_eq!(back.message_at(), Some(at));
+        let mut scratch = String::new();
+        assert_eq!(back.message_in(&mut scratch), Some("h\u{e9}"));
+        // a note off the text's characters (as damaged bytes would give) is dropped: looked up
+        for bad in [(18, 99), (0, 25), (26, 25)] {
+            let doc = Document::canonical_noted(text, bad);
+            assert_eq!(doc.message_at(), None, "{bad:?}");
+            assert_eq!(doc.message_in(&mut scratch), Some("h\u{e9}"));
+        }
+        m.event = Some(Document::canonical(text));
+        bytes.clear();
+        pack(&m, names, &mut bytes);
+        let back = unpack(&bytes, names)
+            .and_then(|m| m.event)
+            .expect("its document");
+        assert_eq!(back.message_at(), None);
     }
 
     #[test]

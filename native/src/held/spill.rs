@@ -12,11 +12,11 @@
 //! the budget never changes an answer.
 
 use std::fs::File;
-use std::io::{self, Read, Seek};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::pack::{pack, unpack, unpack_head, Names};
+use super::pack::{pack, unpack, unpack_facts, Names};
 use crate::model::{Finding, Held, Message, Severity};
 
 /// Bytes of the pages of every store of the process and of the records kept unpacked (`keep`):
@@ -340,15 +340,17 @@ impl SpillStore {
         self.take_with(held, 1, true, unpack)
     }
 
-    /// The record `held` stands for but its document, which stays here with the rest of it: the
-    /// message is lent with the handle (`Message::lent`), and its owner takes the record back
-    /// (`take`) or keeps it waiting under the handle. A Lumberjack window's events were held at
-    /// their arrival; those its connection never saw acknowledged wait for their fate again at
-    /// its end (`pipeline/fates.rs`), and reading each whole and packing it again cost 8-12 % of
-    /// converting bench_shapes' stalled capture (docs/architecture.md, "Lent records"). None when
-    /// the bytes cannot be read back (the record is lost: `finding` says so).
-    pub fn lend(&mut self, held: Held) -> Option<Message> {
-        match self.read_with(&held, true, unpack_head) {
+    /// What the record `held` stands for says of `facts`: its message with only those fields and
+    /// no document (`pack::unpack_facts`), lent with the handle (`Message::lent`) while the record
+    /// stays here; its owner takes the record back (`take`) or keeps it waiting under the handle.
+    /// A Lumberjack window's events were held at their arrival; those its connection never saw
+    /// acknowledged wait for their fate again at its end (`pipeline/fates.rs`), which reads only
+    /// the verdict's facts of them: reading each whole and packing it again cost 8-12 % of
+    /// converting bench_shapes' stalled capture, reading all but the document still 8 %
+    /// (docs/architecture.md, "Lent records"). None when the bytes cannot be read back (the record
+    /// is lost: `finding` says so).
+    pub fn lend(&mut self, held: Held, facts: &[&str]) -> Option<Message> {
+        match self.read_with(&held, true, |b, names| unpack_facts(b, names, facts)) {
             Some(mut m) => {
                 m.lent = Some(held);
                 Some(m)
@@ -551,12 +553,10 @@ impl SpillFile {
         } else {
             (&mut self.alone, len as u64)
         };
-        buf.clear();
-        // read_to_end fills the vector's spare capacity without zeroing it first
-        let result = match &mut self.file {
-            Some(f) => f
-                .seek(io::SeekFrom::Start(at))
-                .and_then(|_| f.take(want).read_to_end(buf)),
+        // the buffer keeps its length from read to read, so this zeroes only what it grows by
+        buf.resize(usize::try_from(want).ok()?, 0);
+        let result = match &self.file {
+            Some(f) => read_at_most(f, buf, at),
             None => Err(io::ErrorKind::NotFound.into()),
         };
         if let Err(e) = result {
@@ -580,6 +580,23 @@ impl SpillFile {
             }
         }
     }
+}
+
+/// `buf` filled from the file at `at`: one positioned read (a seek and a read through `Read::take`
+/// were several system calls a read-ahead), more only when the kernel gives less. Bytes past the
+/// file's end are left out: its last slot is written only as far as its records.
+fn read_at_most(f: &File, buf: &mut Vec<u8>, at: u64) -> io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read_at(&mut buf[got..], at + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(got);
+    Ok(())
 }
 
 /// The slot holding the byte at `at`.
@@ -760,18 +777,24 @@ mod tests {
     }
 
     #[test]
-    fn a_lent_record_is_all_but_its_document_and_comes_back_whole() {
+    fn a_lent_record_is_its_facts_and_comes_back_whole() {
         // lent in the order held, as a window's events are, then taken back in another order
         for budget in [0, 4096, usize::MAX] {
             let mut store = SpillStore::new(budget);
             let held: Vec<Held> = (0..3000).map(|i| store.hold(&event(i))).collect();
             let mut lent = Vec::new();
             for (i, h) in held.into_iter().enumerate() {
-                let mut m = store.lend(h).expect("a lent record");
+                // a float, a negative number and nested values skipped; a missing name is no matter
+                let mut m = store
+                    .lend(h, &["neg", "seq", "absent"])
+                    .expect("a lent record");
                 let handle = m.lent.take().expect("its handle");
-                let mut head = event(i as u64);
-                head.event = None;
-                assert_eq!(m, head, "budget {budget}");
+                let mut facts = event(i as u64);
+                facts.event = None;
+                facts
+                    .fields
+                    .retain(|(name, _)| ["seq", "neg"].contains(name));
+                assert_eq!(m, facts, "budget {budget}");
                 lent.push(handle);
             }
             let taken = store.taken();
@@ -794,7 +817,7 @@ mod tests {
             len: h.len - 1, // its document cut short
             page: h.page,
         };
-        assert_eq!(store.lend(bad), None);
+        assert_eq!(store.lend(bad, &["seq"]), None);
         assert_eq!(store.lost, 1);
         assert!(
             store.pages.slots.iter().flatten().all(|p| p.live == 0),

@@ -146,10 +146,11 @@ impl<T: Keep> Taken<T> {
         }
     }
 
-    /// `next`, a held record lent (`SpillStore::lend`) when the store's owner takes lent records.
-    pub fn lend_next(&mut self, store: &mut SpillStore) -> Option<Option<Message>> {
+    /// `next`, a held record lent with `facts` (`SpillStore::lend`) when the store's owner takes
+    /// lent records.
+    pub fn lend_next(&mut self, store: &mut SpillStore, facts: &[&str]) -> Option<Option<Message>> {
         match self {
-            Taken::Held(handles) if store.lending() => handles.next().map(|h| store.lend(h)),
+            Taken::Held(handles) if store.lending() => handles.next().map(|h| store.lend(h, facts)),
             _ => self.next(store),
         }
     }

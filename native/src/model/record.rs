@@ -24,10 +24,10 @@ pub struct Message {
     pub event_id: Option<EventId>,
     pub delivery: Option<Delivery>,
     /// The record as its decoder held it, still in its protocol's held store, when this message
-    /// is all of it but its document (`event` is None): a decoder lends the events it gives
-    /// unacknowledged at a connection's end (`SpillStore::lend`), and the session either keeps
-    /// them waiting under this handle or takes the record back before it is written. Only the
-    /// session sees such a message.
+    /// is only what the verdict reads of it (its head and the fields it names, no document): a
+    /// decoder lends the events it gives unacknowledged at a connection's end
+    /// (`SpillStore::lend`), and the session either keeps them waiting under this handle or takes
+    /// the record back before it is written. Only the session sees such a message.
     pub lent: Option<Held>,
 }
 

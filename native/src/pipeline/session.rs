@@ -23,7 +23,7 @@ use crate::decoders::tls::{KeyLog, Output, TlsConnection};
 use crate::decoders::{
     self, delivery::Verdict, Chunk, Closing, Decoder, Gap, Limits, Shared, StreamContext,
 };
-use crate::model::{Direction, Finding, Record, Severity, Stamp, Value};
+use crate::model::{Direction, Finding, Message, Record, Severity, Stamp, Value};
 
 /// Items held per stream while detection waits, before it must decide (each item adds a byte to
 /// a sample or is a gap: only a stream of gaps reaches this).
@@ -646,10 +646,18 @@ impl Session {
                         continue;
                     }
                 }
-                // a lent record is written whole
+                // a lent record is written whole, with what its decoder and the verdict said of it
                 if let Some(held) = m.lent.take() {
                     match fates::store(&mut self.shared, native.protocol).take(held) {
-                        Some(whole) => m.event = whole.event,
+                        Some(whole) => {
+                            let (acked, event_id, delivery) = (m.acked, m.event_id, m.delivery);
+                            *m = Message {
+                                acked,
+                                event_id,
+                                delivery,
+                                ..whole
+                            };
+                        }
                         None => continue, // lost with the spill file: the store says so
                     }
                 }

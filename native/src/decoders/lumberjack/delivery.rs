@@ -17,6 +17,7 @@ use super::kept::Item;
 use super::report::{finding, Pos, PROTOCOL};
 use super::resend::{FirstCopy, ResendRegistry};
 use super::waiting::Seqs;
+use crate::decoders::delivery::LUMBERJACK_FACTS;
 use crate::decoders::CloseRoom;
 use crate::held::spill::SpillStore;
 use crate::held::waiting::{Items, Records};
@@ -1363,7 +1364,7 @@ fn emit(
         i += 1;
         // an event no ACK covers waits for its fate again, in the session: lent, not read whole
         let record = match fate {
-            Some(None) => records.lend_next(held),
+            Some(None) => records.lend_next(held, &LUMBERJACK_FACTS),
             _ => records.next(held),
         };
         let Some(record) = record else {

@@ -60,6 +60,25 @@ impl Document {
         Document(Repr::Text(text.into()), UNKNOWN)
     }
 
+    /// A canonical text whose top-level `message` characters the canonicaliser noted at `at`
+    /// (`message_at`, as the held store gives it back); a note off the text's characters is
+    /// dropped, and `message_in` looks instead.
+    pub fn canonical_noted(text: impl Into<Box<str>>, at: (u32, u32)) -> Self {
+        let text = text.into();
+        let fits = at.0 > 0 && text.get(at.0 as usize..at.1 as usize).is_some();
+        let at = if fits { MessageAt(at.0, at.1) } else { UNKNOWN };
+        Document(Repr::Text(text), at)
+    }
+
+    /// Where the characters of its top-level `message` string lie in its text, when the
+    /// canonicaliser noted it: the held store keeps the note with the text.
+    pub fn message_at(&self) -> Option<(u32, u32)> {
+        match self.1 {
+            MessageAt(0, _) => None,
+            MessageAt(start, end) => Some((start, end)),
+        }
+    }
+
     /// A document kept as `bytes` of a binary `form`, whose canonical text `render` gives (and
     /// must give for any bytes its decoder accepted).
     pub fn binary(form: Binary, bytes: Box<[u8]>, render: fn(&[u8]) -> String) -> Self {
