@@ -100,6 +100,13 @@ impl Shared {
         shared
     }
 
+    /// Held records keep where their document's message lies (`SpillStore::set_notes`).
+    pub fn set_notes(&mut self, notes: bool) {
+        for store in self.stores() {
+            store.set_notes(notes);
+        }
+    }
+
     /// What went wrong with a spill file since the last call.
     pub fn spill_findings(&mut self) -> impl Iterator<Item = crate::model::Finding> + '_ {
         self.stores()

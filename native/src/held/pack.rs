@@ -87,8 +87,8 @@ const FRAME: u8 = 32;
 const TS: u8 = 64;
 const VERSION: u8 = 128;
 
-/// Append `m` packed to `out`.
-pub fn pack(m: &Message, names: &mut Names, out: &mut Vec<u8>) {
+/// Append `m` packed to `out`; `notes`: with where its document's message lies, when noted.
+pub fn pack(m: &Message, names: &mut Names, notes: bool, out: &mut Vec<u8>) {
     let mut flags = match m.direction {
         None => 0,
         Some(Direction::C2S) => C2S,
@@ -129,7 +129,7 @@ pub fn pack(m: &Message, names: &mut Names, out: &mut Vec<u8>) {
     }
     match &m.event {
         None => out.push(NO_EVENT),
-        Some(doc) => match doc.message_at() {
+        Some(doc) => match doc.message_at().filter(|_| notes) {
             None => {
                 out.push(TEXT);
                 bytes(out, doc.text().as_bytes());
@@ -137,8 +137,8 @@ pub fn pack(m: &Message, names: &mut Names, out: &mut Vec<u8>) {
             Some((start, end)) => {
                 out.push(NOTED_TEXT);
                 bytes(out, doc.text().as_bytes());
-                varint(out, start.into());
-                varint(out, end.into());
+                out.extend_from_slice(&start.to_le_bytes());
+                out.extend_from_slice(&end.to_le_bytes());
             }
         },
     }
@@ -202,7 +202,7 @@ fn value(out: &mut Vec<u8>, v: &Value) {
 
 /// The message `b` holds (as `pack` wrote it with the same `names`).
 pub fn unpack(b: &[u8], names: &Names) -> Option<Message> {
-    read(b, names, None)
+    read::<false>(b, names, &[])
 }
 
 /// The message `b` holds with only the fields named in `facts` and no document, the rest's bytes
@@ -210,11 +210,12 @@ pub fn unpack(b: &[u8], names: &Names) -> Option<Message> {
 /// the bytes' structure, so bytes `unpack` refuses may read here; bytes it reads give its message
 /// cut down.
 pub fn unpack_facts(b: &[u8], names: &Names, facts: &[&str]) -> Option<Message> {
-    read(b, names, Some(facts))
+    read::<true>(b, names, facts)
 }
 
-/// `facts`: read only these fields and not the document (`unpack_facts`); None: all of it.
-fn read(b: &[u8], names: &Names, facts: Option<&[&str]>) -> Option<Message> {
+/// `FACTS`: read only the fields named in `facts` and not the document (`unpack_facts`), else all
+/// of it (a constant: reading a whole record, as nearly every read does, tests nothing per field).
+fn read<const FACTS: bool>(b: &[u8], names: &Names, facts: &[&str]) -> Option<Message> {
     let mut r = Reader { b, pos: 0 };
     let flags = r.byte()?;
     let mut m = Message::new(names.name(r.varint()?)?, names.name(r.varint()?)?);
@@ -243,18 +244,19 @@ fn read(b: &[u8], names: &Names, facts: Option<&[&str]>) -> Option<Message> {
     }
     m.length = r.varint()?;
     let n = r.count()?;
-    m.fields = crate::model::Fields::with_capacity(facts.map_or(n, |f| f.len().min(n)));
+    m.fields = crate::model::Fields::with_capacity(if FACTS { facts.len().min(n) } else { n });
     for _ in 0..n {
         let name = names.name(r.varint()?)?;
-        match facts {
-            Some(facts) if !facts.contains(&name) => r.skip_value(0)?,
-            _ => m.fields.push((name, r.value(0)?)),
+        if FACTS && !facts.contains(&name) {
+            r.skip_value(0)?;
+        } else {
+            m.fields.push((name, r.value(0)?));
         }
     }
     m.event = match r.byte()? {
         NO_EVENT => None,
-        TEXT if facts.is_none() => Some(Document::canonical(r.str()?)),
-        NOTED_TEXT if facts.is_none() => {
+        TEXT if !FACTS => Some(Document::canonical(r.str()?)),
+        NOTED_TEXT if !FACTS => {
             let text = r.str()?;
             Some(Document::canonical_noted(text, (r.u32()?, r.u32()?)))
         }
@@ -264,8 +266,7 @@ fn read(b: &[u8], names: &Names, facts: Option<&[&str]>) -> Option<Message> {
         }
         NOTED_TEXT => {
             r.skip()?;
-            r.u32()?;
-            r.u32()?;
+            r.fixed::<8>()?;
             None
         }
         _ => return None,
@@ -311,8 +312,15 @@ impl<'a> Reader<'a> {
         None
     }
 
+    /// The next `N` bytes (a float's, a note's).
+    fn fixed<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let raw = self.b.get(self.pos..self.pos.checked_add(N)?)?;
+        self.pos += N;
+        raw.try_into().ok()
+    }
+
     fn u32(&mut self) -> Option<u32> {
-        u32::try_from(self.varint()?).ok()
+        self.fixed().map(u32::from_le_bytes)
     }
 
     /// A count of items that each take at least one byte (so a bad count allocates nothing).
@@ -345,8 +353,7 @@ impl<'a> Reader<'a> {
                 self.varint()?;
             }
             FLOAT => {
-                self.b.get(self.pos..self.pos + 8)?;
-                self.pos += 8;
+                self.fixed::<8>()?;
             }
             STRING => self.skip()?,
             ARRAY => {
@@ -378,11 +385,7 @@ impl<'a> Reader<'a> {
                 let z = self.varint()?;
                 Value::Number((((z >> 1) as i64) ^ -((z & 1) as i64)).into())
             }
-            FLOAT => {
-                let raw = self.b.get(self.pos..self.pos + 8)?;
-                self.pos += 8;
-                Value::Number(Number::from_f64(f64::from_le_bytes(raw.try_into().ok()?))?)
-            }
+            FLOAT => Value::Number(Number::from_f64(f64::from_le_bytes(self.fixed()?))?),
             STRING => Value::String(self.str()?.to_owned()),
             ARRAY => {
                 let n = self.count()?;
@@ -423,7 +426,7 @@ pub fn fuzz(data: &[u8]) {
     cut.fields.retain(|(name, _)| FACTS.contains(name));
     assert_eq!(facts, Some(cut));
     let mut again = Vec::new();
-    pack(&m, &mut names, &mut again);
+    pack(&m, &mut names, true, &mut again);
     let back = unpack(&again, &names);
     assert_eq!(back.as_ref(), Some(&m));
     // (a document's equality is its text's: where its message lies is checked apart)
@@ -466,7 +469,7 @@ mod fuzz_tests {
         let mut m = Message::new("lumberjack", "event");
         m.event = Some(Document::canonical_noted(text, at));
         let mut bytes = Vec::new();
-        pack(&m, names, &mut bytes);
+        pack(&m, names, true, &mut bytes);
         let back = unpack(&bytes, names)
             .and_then(|m| m.event)
             .expect("its document");
@@ -479,13 +482,18 @@ mod fuzz_tests {
             assert_eq!(doc.message_at(), None, "{bad:?}");
             assert_eq!(doc.message_in(&mut scratch), Some("h\u{e9}"));
         }
-        m.event = Some(Document::canonical(text));
-        bytes.clear();
-        pack(&m, names, &mut bytes);
-        let back = unpack(&bytes, names)
-            .and_then(|m| m.event)
-            .expect("its document");
-        assert_eq!(back.message_at(), None);
+        // not noted, or the store's owner does not read notes: none comes back
+        let noted = m.event.take();
+        for (doc, notes) in [(Document::canonical(text), true), (noted.unwrap(), false)] {
+            m.event = Some(doc);
+            bytes.clear();
+            pack(&m, names, notes, &mut bytes);
+            let back = unpack(&bytes, names)
+                .and_then(|m| m.event)
+                .expect("its document");
+            assert_eq!(back.message_at(), None);
+            assert_eq!(back.message_in(&mut scratch), Some("h\u{e9}"));
+        }
     }
 
     #[test]
@@ -500,7 +508,7 @@ mod fuzz_tests {
         );
         m.event = Some(Document::canonical(r#"{"message":"hi"}"#));
         let mut bytes = Vec::new();
-        pack(&m, &mut names, &mut bytes);
+        pack(&m, &mut names, true, &mut bytes);
         assert_eq!(unpack(&bytes, &names), Some(m));
         fuzz(&bytes);
         for cut in 0..bytes.len() {

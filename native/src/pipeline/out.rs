@@ -61,6 +61,12 @@ impl RecordOut {
         }
     }
 
+    /// Whether its form reads events' messages where the canonicaliser noted them (the Arrow
+    /// rows' `message` column: `Document::message_in`).
+    pub fn reads_messages(&self) -> bool {
+        matches!(self.form, Form::Arrow(_))
+    }
+
     /// Write `r` (of the stream `stamp`, whose protocol is `stream_protocol`) if the filter keeps it.
     pub fn write(&mut self, r: Record, stamp: Option<&Stamp>, stream_protocol: Option<&str>) {
         self.write_tls(r, stamp, stream_protocol, None);

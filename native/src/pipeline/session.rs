@@ -127,6 +127,7 @@ impl Session {
         let fates = Fates::new(horizon);
         // unacknowledged Lumberjack events wait here under their decoder's handles (`step`)
         shared.lumberjack.held.set_lending(!fates.at_once());
+        shared.set_notes(out.reads_messages());
         Session {
             capture: capture.to_owned(),
             show_secrets,
