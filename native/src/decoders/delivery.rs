@@ -148,14 +148,16 @@ struct Lumberjack {
     indexed: (usize, u32),
 }
 
-/// The fields of a Lumberjack event record the verdict reads (`first_place`, `Lumberjack::add`),
-/// with its frame, time and `acked`: all that is read back of an event lent to wait for its fate
-/// (`SpillStore::lend`).
-pub const LUMBERJACK_FACTS: [&str; 2] = ["seq", "resend_of"];
+/// The fields of a Lumberjack event record the verdict reads (`first_place`, `Lumberjack::add`,
+/// by these names only), with its frame, time and `acked`: all that is read back of an event lent
+/// to wait for its fate (`SpillStore::lend`).
+pub const LUMBERJACK_FACTS: [&str; 2] = [SEQ, RESEND_OF];
+const SEQ: &str = "seq";
+const RESEND_OF: &str = "resend_of";
 
 /// Where an event was first sent: its own place, or the first copy a resend names.
 fn first_place(stream: u64, m: &Message) -> (Place, bool) {
-    match m.get("resend_of").filter(|v| !v.is_null()) {
+    match m.get(RESEND_OF).filter(|v| !v.is_null()) {
         Some(first) => (
             (
                 first.get("stream").and_then(Value::as_u64),
@@ -165,7 +167,7 @@ fn first_place(stream: u64, m: &Message) -> (Place, bool) {
             true,
         ),
         None => (
-            (Some(stream), m.frame, m.get("seq").and_then(Value::as_i64)),
+            (Some(stream), m.frame, m.get(SEQ).and_then(Value::as_i64)),
             false,
         ),
     }
@@ -196,7 +198,7 @@ fn alone(acked: Option<bool>) -> Delivery {
 impl Lumberjack {
     fn add(&mut self, stream: u64, m: &Message) {
         self.events += 1;
-        let resend_of = m.get("resend_of").filter(|v| !v.is_null());
+        let resend_of = m.get(RESEND_OF).filter(|v| !v.is_null());
         if m.acked == Some(true) && resend_of.is_none() {
             return;
         }
@@ -223,7 +225,7 @@ impl Lumberjack {
             }
             return;
         }
-        let Some(k) = key((Some(stream), m.frame, m.get("seq").and_then(Value::as_i64))) else {
+        let Some(k) = key((Some(stream), m.frame, m.get(SEQ).and_then(Value::as_i64))) else {
             self.capped = true;
             return;
         };
