@@ -168,6 +168,7 @@ pub fn name(out: &mut String, name: &'static str) {
 /// How many leading bytes need no escape, eight at a time (SWAR: strings are most of an event's
 /// bytes, and a byte-by-byte table lookup was the check's main cost). The last bytes are checked
 /// as the string's last word, which overlaps bytes already known to be plain.
+#[inline]
 pub(crate) fn plain_run(b: &[u8]) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
