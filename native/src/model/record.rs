@@ -102,6 +102,7 @@ impl Fields {
         Fields(Vec::with_capacity(n))
     }
 
+    #[inline]
     pub fn push(&mut self, (name, value): (&'static str, Value)) {
         self.0.push((name, Field::Value(value)));
     }

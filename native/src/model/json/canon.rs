@@ -21,7 +21,7 @@
 
 use std::cell::Cell;
 
-use super::{number, plain_run, ESCAPE};
+use super::{escape_at, number, plain_run, ESCAPE};
 
 /// Whose values the canonical text is written from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -437,7 +437,7 @@ impl Canon<'_> {
                 i += 1;
                 continue;
             }
-            let Some((len, ch)) = unescape(src, i) else {
+            let Some((len, ch)) = escape_at(src, i) else {
                 break; // not reached: `string` read every escape
             };
             decoded.extend_from_slice(&src[run..i]);
@@ -452,7 +452,7 @@ impl Canon<'_> {
     /// The escape at `at`, rewritten where `json::string` spells its character otherwise; its
     /// length.
     fn escape(&mut self, at: usize) -> Result<usize, Refused> {
-        let (len, ch) = unescape(self.src, at).ok_or(Refused)?;
+        let (len, ch) = escape_at(self.src, at).ok_or(Refused)?;
         match self.src[at + 1] {
             b'/' => self.edit(at, at + 2, "/"),
             b'u' if !escaped(ch) => {
@@ -536,51 +536,6 @@ impl Canon<'_> {
         self.buf.float = written;
         Ok(())
     }
-}
-
-/// The escape at `src[at]` (a backslash): its length and character; none when the parsers refuse
-/// it (an unknown letter, short or bad hex digits, a lone surrogate).
-fn unescape(src: &[u8], at: usize) -> Option<(usize, char)> {
-    let ch = match *src.get(at + 1)? {
-        b'"' => '"',
-        b'\\' => '\\',
-        b'/' => '/',
-        b'b' => '\u{8}',
-        b'f' => '\u{c}',
-        b'n' => '\n',
-        b'r' => '\r',
-        b't' => '\t',
-        b'u' => return unicode(src, at),
-        _ => return None,
-    };
-    Some((2, ch))
-}
-
-/// `\uXXXX` at `src[at]`, or a surrogate pair of them; lone surrogates are refused (both dialects'
-/// parsers refuse them).
-fn unicode(src: &[u8], at: usize) -> Option<(usize, char)> {
-    let hex4 = |from: usize| -> Option<u32> {
-        let digits = src.get(from..from + 4)?;
-        digits
-            .iter()
-            .try_fold(0, |v, &c| Some(v * 16 + char::from(c).to_digit(16)?))
-    };
-    let high = hex4(at + 2)?;
-    let (len, code) = match high {
-        0xD800..=0xDBFF => {
-            if src.get(at + 6..at + 8) != Some(b"\\u") {
-                return None;
-            }
-            let low = hex4(at + 8)?;
-            if !(0xDC00..=0xDFFF).contains(&low) {
-                return None;
-            }
-            (12, 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
-        }
-        0xDC00..=0xDFFF => return None,
-        _ => (6, high),
-    };
-    Some((len, char::from_u32(code)?))
 }
 
 /// Whether a float written `digits` (`I.F`, no sign, `I` of `int_len` digits without a leading
@@ -919,7 +874,11 @@ mod tests {
             b"{\"a\": 1, \"a\": \"\xff\"}", // a repeated key too: the parser refuses it
         ] {
             for dialect in [Dialect::Orjson, Dialect::Serde] {
-                assert_eq!(canonical(bytes, dialect), Err(Fallback::Refused), "{bytes:?}");
+                assert_eq!(
+                    canonical(bytes, dialect),
+                    Err(Fallback::Refused),
+                    "{bytes:?}"
+                );
             }
             fuzz(bytes);
         }

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 
 use super::canon::Canonical;
-use super::{orjson, value};
+use super::{orjson, unescape_from, value};
 use crate::model::Value;
 
 /// The canonical text of one JSON document (an object, for the events the protocols carry; a
@@ -452,52 +452,6 @@ fn decoded_into(raw: &str, out: &mut String) -> bool {
     out.clear();
     out.reserve(raw.len());
     unescape_from(raw, first, out).is_some()
-}
-
-/// `raw`'s characters into `out`, its first escape at `first`; None at an escape JSON has not.
-fn unescape_from(raw: &str, first: usize, out: &mut String) -> Option<()> {
-    let b = raw.as_bytes();
-    let (mut run, mut at) = (0, first);
-    loop {
-        out.push_str(raw.get(run..at)?);
-        let (len, ch) = match *b.get(at + 1)? {
-            b'"' => (2, '"'),
-            b'\\' => (2, '\\'),
-            b'/' => (2, '/'),
-            b'b' => (2, '\u{8}'),
-            b'f' => (2, '\u{c}'),
-            b'n' => (2, '\n'),
-            b'r' => (2, '\r'),
-            b't' => (2, '\t'),
-            b'u' => {
-                let high = hex4(b, at + 2)?;
-                if (0xD800..0xDC00).contains(&high) && b.get(at + 6..at + 8) == Some(b"\\u") {
-                    let low = hex4(b, at + 8)?;
-                    let code = 0x10000 + ((high - 0xD800) << 10) + low.checked_sub(0xDC00)?;
-                    (12, char::from_u32(code).filter(|_| low < 0xE000)?)
-                } else {
-                    (6, char::from_u32(high)?)
-                }
-            }
-            _ => return None,
-        };
-        out.push(ch);
-        run = at + len;
-        match memchr::memchr(b'\\', b.get(run..)?) {
-            Some(n) => at = run + n,
-            None => {
-                out.push_str(raw.get(run..)?);
-                return Some(());
-            }
-        }
-    }
-}
-
-/// The four hex digits at `at` as a number.
-fn hex4(b: &[u8], at: usize) -> Option<u32> {
-    b.get(at..at + 4)?
-        .iter()
-        .try_fold(0, |v, &c| Some(v * 16 + char::from(c).to_digit(16)?))
 }
 
 #[cfg(test)]

@@ -165,6 +165,73 @@ pub fn name(out: &mut String, name: &'static str) {
     out.push('"');
 }
 
+/// The character a one-letter escape (`\n`, `\/`, ...) stands for; None for a letter JSON has
+/// not.
+pub(crate) fn escaped_letter(letter: u8) -> Option<char> {
+    Some(match letter {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        _ => return None,
+    })
+}
+
+/// The escape at `b[at]` (a backslash): its length and character; None for one JSON has not (an
+/// unknown letter, short or bad hex digits, a lone surrogate: every parser here refuses those).
+#[inline]
+pub(crate) fn escape_at(b: &[u8], at: usize) -> Option<(usize, char)> {
+    let letter = *b.get(at + 1)?;
+    if letter != b'u' {
+        return Some((2, escaped_letter(letter)?));
+    }
+    let high = hex4(b, at + 2)?;
+    let (len, code) = match high {
+        0xD800..=0xDBFF => {
+            if b.get(at + 6..at + 8) != Some(b"\\u") {
+                return None;
+            }
+            let low = hex4(b, at + 8)?;
+            if !(0xDC00..=0xDFFF).contains(&low) {
+                return None;
+            }
+            (12, 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+        }
+        _ => (6, high), // a lone low surrogate is no character
+    };
+    Some((len, char::from_u32(code)?))
+}
+
+/// The four hex digits at `b[at]` as a number.
+fn hex4(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at + 4)?
+        .iter()
+        .try_fold(0, |v, &c| Some(v * 16 + char::from(c).to_digit(16)?))
+}
+
+/// `raw`'s characters into `out`, its first escape at `first`; None at an escape JSON has not.
+pub(crate) fn unescape_from(raw: &str, first: usize, out: &mut String) -> Option<()> {
+    let b = raw.as_bytes();
+    let (mut run, mut at) = (0, first);
+    loop {
+        out.push_str(raw.get(run..at)?);
+        let (len, ch) = escape_at(b, at)?;
+        out.push(ch);
+        run = at + len;
+        match memchr::memchr(b'\\', b.get(run..)?) {
+            Some(n) => at = run + n,
+            None => {
+                out.push_str(raw.get(run..)?);
+                return Some(());
+            }
+        }
+    }
+}
+
 /// How many leading bytes need no escape, eight at a time (SWAR: strings are most of an event's
 /// bytes, and a byte-by-byte table lookup was the check's main cost). The last bytes are checked
 /// as the string's last word, which overlaps bytes already known to be plain.

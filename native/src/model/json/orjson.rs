@@ -12,6 +12,7 @@
     reason = "positions within one in-memory document plus constants, after checks that the bytes are there; nesting depth is bounded by max_depth; \\u escapes are four hex digits"
 )]
 
+use super::escaped_letter;
 use crate::model::Value;
 use serde_json::{Map, Number};
 
@@ -302,17 +303,11 @@ impl Parser<'_> {
         let Some(&c) = self.buf.get(at + 1) else {
             return Err(self.end());
         };
-        let simple = match c {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => return self.unicode(out),
-            _ => return Err(Fail("invalid escaped sequence in string", at)),
+        if c == b'u' {
+            return self.unicode(out);
+        }
+        let Some(simple) = escaped_letter(c) else {
+            return Err(Fail("invalid escaped sequence in string", at));
         };
         out.push(simple);
         self.pos += 2;

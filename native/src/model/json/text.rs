@@ -13,6 +13,8 @@
 
 use std::borrow::Cow;
 
+use super::unescape_from;
+
 /// What the value at the cursor is (numbers as serde_json reads them: an integer that fits an
 /// i64, else one that fits a u64, else a float).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -188,47 +190,11 @@ impl<'a> Reader<'a> {
 /// The characters of a string's text between its quotes (None for an escape JSON has not).
 fn unescape(raw: &str) -> Option<String> {
     let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        out.push(match chars.next()? {
-            '"' => '"',
-            '\\' => '\\',
-            '/' => '/',
-            'b' => '\u{8}',
-            'f' => '\u{c}',
-            'n' => '\n',
-            'r' => '\r',
-            't' => '\t',
-            'u' => {
-                let high = hex4(chars.as_str())?;
-                chars.nth(3);
-                let code = if (0xd800..0xdc00).contains(&high) {
-                    let low = chars.as_str().strip_prefix("\\u").and_then(hex4)?;
-                    (0xdc00..0xe000).contains(&low).then_some(())?;
-                    chars.nth(5);
-                    0x10000 + ((high - 0xd800) << 10) + (low - 0xdc00)
-                } else {
-                    high
-                };
-                char::from_u32(code)?
-            }
-            _ => return None,
-        });
+    match memchr::memchr(b'\\', raw.as_bytes()) {
+        Some(first) => unescape_from(raw, first, &mut out)?,
+        None => out.push_str(raw),
     }
     Some(out)
-}
-
-/// The code unit of the four hex digits `text` starts with.
-fn hex4(text: &str) -> Option<u32> {
-    let digits = text.get(..4)?;
-    digits
-        .bytes()
-        .all(|c| c.is_ascii_hexdigit())
-        .then(|| u32::from_str_radix(digits, 16).ok())?
 }
 
 #[cfg(test)]
