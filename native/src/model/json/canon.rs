@@ -235,8 +235,8 @@ impl Canon<'_> {
         self.src.get(self.pos).copied()
     }
 
-    /// Whitespace between tokens, dropped. Most places between tokens have none: the test for
-    /// one is inlined, the run is not.
+    /// Whitespace between tokens, dropped (most places between tokens have none, and a Python
+    /// sender's one space after `,` and `:` is left out with the span before it copied).
     #[inline(always)]
     fn ws(&mut self) {
         if let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
