@@ -16,7 +16,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::pack::{pack, unpack, unpack_facts, Names};
+use super::pack::{pack, unpack, unpack_facts, Names, Packer};
 use crate::model::{Finding, Held, Message, Severity};
 
 /// Bytes of the pages of every store of the process and of the records kept unpacked (`keep`):
@@ -277,6 +277,13 @@ impl SpillStore {
     pub fn hold(&mut self, m: &Message) -> Held {
         self.scratch.clear();
         pack(m, &mut self.names, self.notes, &mut self.scratch);
+        self.keep_scratch()
+    }
+
+    /// Keep the message `write` packs (`Packer`) until `take`.
+    pub fn hold_packed(&mut self, write: impl FnOnce(Packer<'_>)) -> Held {
+        self.scratch.clear();
+        write(Packer::new(&mut self.names, self.notes, &mut self.scratch));
         self.keep_scratch()
     }
 

@@ -16,6 +16,10 @@ pub trait Keep: Sized {
     fn kept_cost(&self) -> Option<usize>;
     /// The record it stands for.
     fn into_message(self) -> Message;
+    /// The record it stands for, held in `store` (`SpillStore::hold`).
+    fn hold(self, store: &mut SpillStore) -> Held {
+        store.hold(&self.into_message())
+    }
 }
 
 impl Keep for Message {
@@ -25,6 +29,10 @@ impl Keep for Message {
 
     fn into_message(self) -> Message {
         self
+    }
+
+    fn hold(self, store: &mut SpillStore) -> Held {
+        store.hold(&self)
     }
 }
 
@@ -76,7 +84,8 @@ impl<T: Keep> Records<T> {
             }
         }
         if let Records::Held(items) = self {
-            items.push(store.hold(&m.into_message()), store);
+            let held = m.hold(store);
+            items.push(held, store);
         }
     }
 
@@ -94,7 +103,8 @@ impl<T: Keep> Records<T> {
                 store.unkeep(cost);
                 let mut items = Items::with_capacity(list.len());
                 for m in list {
-                    items.push(store.hold(&m.into_message()), store);
+                    let held = m.hold(store);
+                    items.push(held, store);
                 }
                 items
             }

@@ -9,8 +9,10 @@
 //! allocation-free value in the window's list, and the record is built when it is written.
 
 use super::report::{message, version_str, Pos};
+use crate::held::pack::Scalar;
+use crate::held::spill::SpillStore;
 use crate::held::waiting::Keep;
-use crate::model::{Document, Fields, Message, Value};
+use crate::model::{Document, Fields, Held, Message};
 
 /// A window's kept record.
 #[derive(Debug)]
@@ -39,29 +41,50 @@ pub struct Event {
 impl Event {
     /// Its record: the fields in the order event records have always had them.
     pub fn into_message(self) -> Message {
-        let fields = fields(self.seq, self.window, self.compressed, self.inflated_offset);
-        let mut m = message("event", &self.pos, self.length, self.version, fields);
+        let mut fields = Fields::with_capacity(EVENT_FIELDS);
+        for (name, fact) in self.facts() {
+            fields.push((name, fact.into()));
+        }
+        let mut m = self.head(fields);
         m.event = self.document;
         m
     }
+
+    /// Its record held in `store`, packed from the facts: no message, field list or value is
+    /// made of them (`Packer`).
+    fn hold(self, store: &mut SpillStore) -> Held {
+        store.hold_packed(|mut p| {
+            let facts = self.facts();
+            p.head(&self.head(Fields::default()), facts.len());
+            for (name, fact) in facts {
+                p.scalar(name, fact);
+            }
+            p.event(self.document.as_ref());
+        })
+    }
+
+    /// Its record with `fields` and no document.
+    fn head(&self, fields: Fields) -> Message {
+        message("event", &self.pos, self.length, self.version, fields)
+    }
+
+    /// Its record's own fields: `seq`, `window`, `ack_frame` and `ack_offset` (null until its
+    /// ACK), `compressed`, `inflated_offset`.
+    fn facts(&self) -> [(&'static str, Scalar); 6] {
+        [
+            ("seq", Scalar::Unsigned(u64::from(self.seq))),
+            ("window", self.window.into()),
+            ("ack_frame", Scalar::Null),
+            ("ack_offset", Scalar::Null),
+            ("compressed", Scalar::Bool(self.compressed)),
+            ("inflated_offset", self.inflated_offset.into()),
+        ]
+    }
 }
 
-/// Slots of an event record's own fields (`fields`), and of one that takes `resend_of` or `tls`
-/// later without growing.
+/// Slots of an event record's own fields (`Event::facts`), and of one that takes `resend_of` or
+/// `tls` later without growing.
 const EVENT_FIELDS: usize = 8;
-
-/// An event record's fields: `seq`, `window`, `ack_frame` and `ack_offset` (null until its ACK),
-/// `compressed`, `inflated_offset`, with room for `EVENT_FIELDS`.
-fn fields(seq: u32, window: Option<u64>, compressed: bool, inflated_offset: Option<u64>) -> Fields {
-    let mut fields = Fields::with_capacity(EVENT_FIELDS);
-    fields.push(("seq", Value::from(seq)));
-    fields.push(("window", window.into()));
-    fields.push(("ack_frame", Value::Null));
-    fields.push(("ack_offset", Value::Null));
-    fields.push(("compressed", Value::Bool(compressed)));
-    fields.push(("inflated_offset", inflated_offset.into()));
-    fields
-}
 
 /// What the allocator adds to a kept event's document.
 const DOCUMENT_OVERHEAD: usize = 16;
@@ -117,13 +140,20 @@ impl Keep for Item {
     fn into_message(self) -> Message {
         self.record()
     }
+
+    fn hold(self, store: &mut SpillStore) -> Held {
+        match self {
+            Item::Event(e) => e.hold(store),
+            Item::Record(m) => store.hold(&m),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::report::PROTOCOL;
     use super::*;
-    use crate::model::Direction;
+    use crate::model::{Direction, Value};
 
     /// An event kept as facts becomes the very record it was made as before there were facts: the
     /// same fields in the same order.
@@ -163,5 +193,56 @@ mod tests {
         item.set_window(4);
         m.set("window", 4u64);
         assert_eq!(item.record(), m);
+    }
+
+    /// An event held from its facts (no message built) is held as the bytes its record packs to,
+    /// and comes back as that record, whatever its facts are.
+    #[test]
+    fn a_held_event_is_its_record_packed() {
+        let event = |k: u64| Event {
+            pos: Pos {
+                direction: if k % 2 == 0 {
+                    Direction::C2S
+                } else {
+                    Direction::S2C
+                },
+                offset: k * 100_003,
+                frame: (k % 3 != 0).then_some(k * 7),
+                ts: match k % 3 {
+                    0 => None,
+                    1 => Some(-5 - k as i64),
+                    _ => Some(1_764_654_000_123_456_789 + k as i64),
+                },
+            },
+            length: k * 1_000,
+            version: if k % 2 == 0 { b'1' } else { b'2' },
+            seq: u32::MAX - k as u32,
+            window: (k % 4 != 0).then_some(k),
+            compressed: k % 5 == 0,
+            inflated_offset: (k % 2 == 0).then_some(k << 20),
+            document: match k % 3 {
+                0 => None,
+                1 => Some(Document::canonical(r#"{"message":"h\u00e9"}"#)),
+                _ => Some(Document::canonical_noted(r#"{"message":"hé"}"#, (12, 15))),
+            },
+        };
+        for notes in [false, true] {
+            let (mut direct, mut built) = (SpillStore::new(1 << 20), SpillStore::new(1 << 20));
+            direct.set_notes(notes);
+            built.set_notes(notes);
+            for k in 0..24 {
+                let held = Item::Event(event(k)).hold(&mut direct);
+                let record = built.hold(&event(k).into_message());
+                let bytes = direct.take_bytes(held, 1);
+                assert!(bytes.is_some(), "event {k}");
+                assert_eq!(
+                    bytes,
+                    built.take_bytes(record, 1),
+                    "event {k}, notes {notes}"
+                );
+                let held = Item::Event(event(k)).hold(&mut direct);
+                assert_eq!(direct.take(held), Some(event(k).into_message()));
+            }
+        }
     }
 }
