@@ -118,6 +118,7 @@ pub enum Scalar {
 }
 
 impl From<Scalar> for Value {
+    #[inline(always)]
     fn from(s: Scalar) -> Value {
         match s {
             Scalar::Null => Value::Null,

@@ -442,8 +442,16 @@ impl SpillStore {
         self.taken
     }
 
-    /// Once, what went wrong with the spill file.
+    /// Once, what went wrong with the spill file. (Asked after every chunk of every stream: the
+    /// answer is nearly always that nothing did, in place, whatever the codegen units inline.)
+    #[inline]
     pub fn finding(&mut self) -> Option<Finding> {
+        self.file.failure.as_ref()?;
+        self.failure_finding()
+    }
+
+    #[cold]
+    fn failure_finding(&mut self) -> Option<Finding> {
         let (kind, why) = self.file.failure.as_ref()?;
         if self.said && self.lost == 0 {
             return None;

@@ -42,9 +42,7 @@ impl Event {
     /// Its record: the fields in the order event records have always had them.
     pub fn into_message(self) -> Message {
         let mut fields = Fields::with_capacity(EVENT_FIELDS);
-        for (name, fact) in self.facts() {
-            fields.push((name, fact.into()));
-        }
+        self.facts(|name, fact| fields.push((name, fact.into())));
         let mut m = self.head(fields);
         m.event = self.document;
         m
@@ -54,11 +52,8 @@ impl Event {
     /// made of them (`Packer`).
     fn hold(self, store: &mut SpillStore) -> Held {
         store.hold_packed(|mut p| {
-            let facts = self.facts();
-            p.head(&self.head(Fields::default()), facts.len());
-            for (name, fact) in facts {
-                p.scalar(name, fact);
-            }
+            p.head(&self.head(Fields::default()), FACTS);
+            self.facts(|name, fact| p.scalar(name, fact));
             p.event(self.document.as_ref());
         })
     }
@@ -68,19 +63,22 @@ impl Event {
         message("event", &self.pos, self.length, self.version, fields)
     }
 
-    /// Its record's own fields: `seq`, `window`, `ack_frame` and `ack_offset` (null until its
-    /// ACK), `compressed`, `inflated_offset`.
-    fn facts(&self) -> [(&'static str, Scalar); 6] {
-        [
-            ("seq", Scalar::Unsigned(u64::from(self.seq))),
-            ("window", self.window.into()),
-            ("ack_frame", Scalar::Null),
-            ("ack_offset", Scalar::Null),
-            ("compressed", Scalar::Bool(self.compressed)),
-            ("inflated_offset", self.inflated_offset.into()),
-        ]
+    /// Its record's own fields, `FACTS` of them, to `field` in order: `seq`, `window`,
+    /// `ack_frame` and `ack_offset` (null until its ACK), `compressed`, `inflated_offset`. (Each
+    /// a call where its value is known: an array of them was read back through a `match`.)
+    #[inline(always)]
+    fn facts(&self, mut field: impl FnMut(&'static str, Scalar)) {
+        field("seq", Scalar::Unsigned(u64::from(self.seq)));
+        field("window", self.window.into());
+        field("ack_frame", Scalar::Null);
+        field("ack_offset", Scalar::Null);
+        field("compressed", Scalar::Bool(self.compressed));
+        field("inflated_offset", self.inflated_offset.into());
     }
 }
+
+/// How many fields `Event::facts` gives.
+const FACTS: usize = 6;
 
 /// Slots of an event record's own fields (`Event::facts`), and of one that takes `resend_of` or
 /// `tls` later without growing.

@@ -66,7 +66,8 @@ pub enum Fallback {
 /// its quotes, still escaped), when it has one.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Canonical {
-    pub text: String,
+    /// Allocated at its length (a `Document` keeps a `Box<str>`).
+    pub text: Box<str>,
     pub message: Option<(usize, usize)>,
 }
 
@@ -199,7 +200,7 @@ impl Canon<'_> {
         }
         let message = self.message;
         Ok(Canonical {
-            text: text.to_owned(),
+            text: text.into(),
             message,
         })
     }
@@ -661,12 +662,12 @@ pub fn fuzz(data: &[u8]) {
             (Ok(text), Some(v)) => {
                 let mut written = String::new();
                 super::value(&mut written, &v);
-                assert_eq!(*text, written, "{dialect:?}");
+                assert_eq!(**text, *written, "{dialect:?}");
                 assert_eq!(
                     canonical(text.as_bytes(), dialect).map(|c| c.text).as_ref(),
                     Ok(text)
                 );
-                let doc = super::Document::canonical(text.as_str());
+                let doc = super::Document::canonical(&**text);
                 assert_eq!(doc.value(), v);
                 let message = v.get("message").and_then(Value::as_str);
                 assert_eq!(doc.str_member("message").as_deref(), message);
@@ -698,11 +699,11 @@ mod tests {
     use crate::model::Value;
 
     fn orjson(text: &str) -> Result<String, Fallback> {
-        canonical(text.as_bytes(), Dialect::Orjson).map(|c| c.text)
+        canonical(text.as_bytes(), Dialect::Orjson).map(|c| c.text.into())
     }
 
     fn serde(text: &str) -> Result<String, Fallback> {
-        canonical(text.as_bytes(), Dialect::Serde).map(|c| c.text)
+        canonical(text.as_bytes(), Dialect::Serde).map(|c| c.text.into())
     }
 
     #[test]

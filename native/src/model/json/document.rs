@@ -246,7 +246,7 @@ impl From<Canonical> for Document {
                 u32::try_from(end).ok()?,
             ))
         });
-        Document(Repr::Text(c.text.into()), at.unwrap_or(UNKNOWN))
+        Document(Repr::Text(c.text), at.unwrap_or(UNKNOWN))
     }
 }
 

@@ -183,7 +183,7 @@ pub(crate) fn escaped_letter(letter: u8) -> Option<char> {
 
 /// The escape at `b[at]` (a backslash): its length and character; None for one JSON has not (an
 /// unknown letter, short or bad hex digits, a lone surrogate: every parser here refuses those).
-#[inline]
+#[inline(always)]
 pub(crate) fn escape_at(b: &[u8], at: usize) -> Option<(usize, char)> {
     let letter = *b.get(at + 1)?;
     if letter != b'u' {
