@@ -36,6 +36,8 @@ impl Default for Names {
 }
 
 impl Names {
+    /// A packed record names a dozen: the recent ones are found where this is called.
+    #[inline(always)]
     fn id(&mut self, name: &'static str) -> u32 {
         let key = (name.as_ptr() as usize, name.len());
         // the address mixed (Fibonacci hashing): names lie side by side in the binary, several to
@@ -47,6 +49,11 @@ impl Names {
         if (ptr, len) == key {
             return id;
         }
+        self.id_of(name, key, slot)
+    }
+
+    /// `id` of a name not in `recent`'s slot.
+    fn id_of(&mut self, name: &'static str, key: (usize, usize), slot: usize) -> u32 {
         let next = self.list.len() as u32;
         let id = *self.index.entry(key).or_insert_with(|| {
             self.list.push(name);
@@ -456,7 +463,24 @@ impl<'a> Reader<'a> {
         Some(())
     }
 
+    /// A field's value: a null, a boolean or an unsigned number (what most fields are) read where
+    /// it is called, the others by `tree`.
+    #[inline(always)]
     fn value(&mut self, depth: usize) -> Option<Value> {
+        match self.b.get(self.pos) {
+            Some(&NULL) => {
+                self.pos += 1;
+                Some(Value::Null)
+            }
+            Some(&UNSIGNED) => {
+                self.pos += 1;
+                Some(Value::Number(self.varint()?.into()))
+            }
+            _ => self.tree(depth),
+        }
+    }
+
+    fn tree(&mut self, depth: usize) -> Option<Value> {
         if depth > MAX_DEPTH {
             return None;
         }
