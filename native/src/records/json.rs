@@ -541,6 +541,58 @@ mod tests {
         }
     }
 
+    /// Each message line has its own frame, offset, time, kind and version, whichever message
+    /// came before it on the thread: a frame's first message, its second (whose head text is then
+    /// kept), its later ones and a finding between them.
+    #[test]
+    fn each_line_has_its_own_head() {
+        use crate::model::{Direction, Finding, Message, Severity};
+        let message = |frame: u64, kind: &'static str, version: Option<&'static str>| {
+            let mut m = Message::new("lumberjack", kind);
+            m.direction = Some(Direction::C2S);
+            m.frame = Some(frame);
+            m.offset = Some(frame * 10);
+            m.ts = Some(1_763_700_082_700_273_042 + frame as i64);
+            m.version = version;
+            m
+        };
+        let finding: Record = Finding::new("x.y", Severity::Info, "m".into()).into();
+        let cases = [
+            (3, "event", Some("2")),
+            (3, "event", Some("2")),
+            (3, "event", Some("2")),
+            (4, "event", Some("2")),
+            (3, "event", Some("2")),
+            (3, "window", Some("2")),
+            (3, "window", Some("2")),
+            (3, "window", None),
+            (3, "window", None),
+            (5, "event", Some("1")),
+        ];
+        for (i, &(frame, kind, version)) in cases.iter().enumerate() {
+            if i == 6 {
+                record_line(&mut String::new(), "a.pcap", None, &finding, None);
+            }
+            let mut line = String::new();
+            record_line(
+                &mut line,
+                "a.pcap",
+                None,
+                &message(frame, kind, version).into(),
+                None,
+            );
+            let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+            let mut ts = String::new();
+            rfc3339(&mut ts, 1_763_700_082_700_273_042 + frame as i64);
+            assert_eq!(v["frame"], frame, "line {i}");
+            assert_eq!(v["offset"], frame * 10, "line {i}");
+            assert_eq!(v["ts"], ts.as_str(), "line {i}");
+            assert_eq!(v["kind"], kind, "line {i}");
+            assert_eq!(v["version"], serde_json::json!(version), "line {i}");
+            assert!(line.contains(",\"length\":0,"), "line {i}: {line}");
+        }
+    }
+
     #[test]
     fn lines_come_out_in_stream_order() {
         let mut lines = StreamLines::default();
