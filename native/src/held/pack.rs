@@ -3,8 +3,8 @@
 //! Hand-written because the message's names are `&'static str` (interned here per store, by
 //! address) and its values serde_json's: a serde format would need owned names and would not say
 //! whether a number was written as an integer or a float, which the record's text depends on.
-//! Integers are LEB128 varints (but a time: its 8 bytes), floats their 8 bytes; a shared field comes back as its own value
-//! (the same JSON text); the event document is its canonical text, copied. Reading never panics: bytes that are not a packed message read as None.
+//! Integers are LEB128 varints (but a time: its 8 bytes), floats their 8 bytes; a shared field
+//! comes back as its own value (the same JSON text); the event document is its canonical text, copied. Reading never panics: bytes that are not a packed message read as None.
 
 use std::collections::HashMap;
 
@@ -195,15 +195,7 @@ impl<'a> Packer<'a> {
     /// A field that is no tree, written with no `Value` made of it.
     pub fn scalar(&mut self, name: &'static str, v: Scalar) {
         varint(self.out, u64::from(self.names.id(name)));
-        match v {
-            Scalar::Null => self.out.push(NULL),
-            Scalar::Bool(false) => self.out.push(FALSE),
-            Scalar::Bool(true) => self.out.push(TRUE),
-            Scalar::Unsigned(u) => {
-                self.out.push(UNSIGNED);
-                varint(self.out, u);
-            }
-        }
+        scalar(self.out, v);
     }
 
     /// The message's event, last.
@@ -244,15 +236,27 @@ fn bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+/// A value that is no tree, packed (`value` packs a `Value` of it so too).
+#[inline(always)]
+fn scalar(out: &mut Vec<u8>, v: Scalar) {
+    match v {
+        Scalar::Null => out.push(NULL),
+        Scalar::Bool(false) => out.push(FALSE),
+        Scalar::Bool(true) => out.push(TRUE),
+        Scalar::Unsigned(u) => {
+            out.push(UNSIGNED);
+            varint(out, u);
+        }
+    }
+}
+
 fn value(out: &mut Vec<u8>, v: &Value) {
     match v {
-        Value::Null => out.push(NULL),
-        Value::Bool(false) => out.push(FALSE),
-        Value::Bool(true) => out.push(TRUE),
+        Value::Null => scalar(out, Scalar::Null),
+        Value::Bool(b) => scalar(out, Scalar::Bool(*b)),
         Value::Number(n) => {
             if let Some(u) = n.as_u64() {
-                out.push(UNSIGNED);
-                varint(out, u);
+                scalar(out, Scalar::Unsigned(u));
             } else if let Some(i) = n.as_i64() {
                 out.push(NEGATIVE);
                 varint(out, zigzag(i));
@@ -463,32 +467,25 @@ impl<'a> Reader<'a> {
         Some(())
     }
 
-    /// A field's value: a null, a boolean or an unsigned number (what most fields are) read where
-    /// it is called, the others by `tree`.
+    /// A value: a null or an unsigned number (what most fields are) read where this is called,
+    /// the others by `tree`; none deeper than `MAX_DEPTH` (as `skip_value`).
     #[inline(always)]
     fn value(&mut self, depth: usize) -> Option<Value> {
-        match self.b.get(self.pos) {
-            Some(&NULL) => {
-                self.pos += 1;
-                Some(Value::Null)
-            }
-            Some(&UNSIGNED) => {
-                self.pos += 1;
-                Some(Value::Number(self.varint()?.into()))
-            }
-            _ => self.tree(depth),
-        }
-    }
-
-    fn tree(&mut self, depth: usize) -> Option<Value> {
         if depth > MAX_DEPTH {
             return None;
         }
-        Some(match self.byte()? {
-            NULL => Value::Null,
+        match self.byte()? {
+            NULL => Some(Value::Null),
+            UNSIGNED => Some(Value::Number(self.varint()?.into())),
+            tag => self.tree(tag, depth),
+        }
+    }
+
+    /// The value tagged `tag` (its tag read) that is not a null or an unsigned number.
+    fn tree(&mut self, tag: u8, depth: usize) -> Option<Value> {
+        Some(match tag {
             FALSE => Value::Bool(false),
             TRUE => Value::Bool(true),
-            UNSIGNED => Value::Number(self.varint()?.into()),
             NEGATIVE => {
                 let z = self.varint()?;
                 Value::Number((((z >> 1) as i64) ^ -((z & 1) as i64)).into())
@@ -601,6 +598,41 @@ mod fuzz_tests {
                 .expect("its document");
             assert_eq!(back.message_at(), None);
             assert_eq!(back.message_in(&mut scratch), Some("h\u{e9}"));
+        }
+    }
+
+    /// A value nested deeper than the reader's limit is refused whatever it is, a null or a
+    /// number as much as an array (a lent record's skip refuses it too: the two reads agree).
+    #[test]
+    fn values_past_the_depth_limit_are_refused() {
+        let mut names = fuzz_names();
+        for (leaf, depth) in [
+            (Value::Null, MAX_DEPTH),
+            (Value::from(7u64), MAX_DEPTH),
+            (Value::Bool(true), MAX_DEPTH),
+            (Value::Null, MAX_DEPTH + 1),
+            (Value::from(7u64), MAX_DEPTH + 1),
+        ] {
+            let mut nested = leaf.clone();
+            for _ in 0..depth {
+                nested = Value::Array(vec![nested]);
+            }
+            let mut m = Message::new("lumberjack", "event");
+            m.set("seq", nested);
+            let mut bytes = Vec::new();
+            pack(&m, &mut names, true, &mut bytes);
+            let read = unpack(&bytes, &names);
+            assert_eq!(
+                read.is_some(),
+                depth <= MAX_DEPTH,
+                "{leaf} at depth {depth}"
+            );
+            assert_eq!(
+                unpack_facts(&bytes, &names, &["window"]).is_some(),
+                depth <= MAX_DEPTH,
+                "{leaf} at depth {depth}, skipped"
+            );
+            fuzz(&bytes);
         }
     }
 

@@ -30,10 +30,6 @@ impl Keep for Message {
     fn into_message(self) -> Message {
         self
     }
-
-    fn hold(self, store: &mut SpillStore) -> Held {
-        store.hold(&self)
-    }
 }
 
 /// Records waiting together, in order: kept as they are while the store has room for them

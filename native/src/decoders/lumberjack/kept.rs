@@ -51,8 +51,10 @@ impl Event {
     /// Its record held in `store`, packed from the facts: no message, field list or value is
     /// made of them (`Packer`).
     fn hold(self, store: &mut SpillStore) -> Held {
+        let mut facts = 0;
+        self.facts(|_, _| facts = usize::saturating_add(facts, 1));
         store.hold_packed(|mut p| {
-            p.head(&self.head(Fields::default()), FACTS);
+            p.head(&self.head(Fields::default()), facts);
             self.facts(|name, fact| p.scalar(name, fact));
             p.event(self.document.as_ref());
         })
@@ -63,7 +65,7 @@ impl Event {
         message("event", &self.pos, self.length, self.version, fields)
     }
 
-    /// Its record's own fields, `FACTS` of them, to `field` in order: `seq`, `window`,
+    /// Its record's own fields to `field` in order: `seq`, `window`,
     /// `ack_frame` and `ack_offset` (null until its ACK), `compressed`, `inflated_offset`. (Each
     /// a call where its value is known: an array of them was read back through a `match`.)
     #[inline(always)]
@@ -76,9 +78,6 @@ impl Event {
         field("inflated_offset", self.inflated_offset.into());
     }
 }
-
-/// How many fields `Event::facts` gives.
-const FACTS: usize = 6;
 
 /// Slots of an event record's own fields (`Event::facts`), and of one that takes `resend_of` or
 /// `tls` later without growing.
