@@ -431,7 +431,7 @@ impl<'a> Reader<'a> {
 
     fn str(&mut self) -> Option<&'a str> {
         let n = self.count()?;
-        let s = std::str::from_utf8(&self.b[self.pos..self.pos + n]).ok()?;
+        let s = crate::model::text::utf8(&self.b[self.pos..self.pos + n])?;
         self.pos += n;
         Some(s)
     }
