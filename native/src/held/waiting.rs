@@ -152,6 +152,23 @@ impl<T: Keep> Taken<T> {
         }
     }
 
+    /// `next`, a kept record made by `kept`, a held one taken and then given to `taken`.
+    pub fn next_with(
+        &mut self,
+        store: &mut SpillStore,
+        kept: impl FnOnce(T) -> Message,
+        taken: impl FnOnce(&mut Message),
+    ) -> Option<Option<Message>> {
+        match self {
+            Taken::Kept(list) => list.next().map(|m| Some(kept(m))),
+            Taken::Held(handles) => handles.next().map(|h| {
+                let mut m = store.take(h)?;
+                taken(&mut m);
+                Some(m)
+            }),
+        }
+    }
+
     /// `next`, a held record lent with `facts` (`SpillStore::lend`) when the store's owner takes
     /// lent records.
     pub fn lend_next(&mut self, store: &mut SpillStore, facts: &[&str]) -> Option<Option<Message>> {

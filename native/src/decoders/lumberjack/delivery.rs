@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 
-use super::kept::Item;
+use super::kept::{acknowledged, Item};
 use super::report::{finding, Pos, PROTOCOL};
 use super::resend::{FirstCopy, ResendRegistry};
 use super::waiting::Seqs;
@@ -1365,7 +1365,15 @@ fn emit(
         // an event no ACK covers waits for its fate again, in the session: lent, not read whole
         let record = match fate {
             Some(None) => records.lend_next(held, &LUMBERJACK_FACTS),
-            _ => records.next(held),
+            Some(Some(ack)) => records.next_with(
+                held,
+                |item| item.acked_record(ack),
+                |m| {
+                    m.acked = Some(true);
+                    acknowledged(m, ack);
+                },
+            ),
+            None => records.next(held),
         };
         let Some(record) = record else {
             break;
@@ -1373,14 +1381,8 @@ fn emit(
         let Some(mut m) = record else {
             continue; // lost with the spill file: held.finding() says so
         };
-        match fate {
-            Some(Some((frame, offset))) => {
-                m.acked = Some(true);
-                m.set("ack_frame", frame);
-                m.set("ack_offset", offset);
-            }
-            Some(None) => m.acked = unacked,
-            None => {}
+        if fate == Some(None) {
+            m.acked = unacked;
         }
         out.push(m.into());
     }
