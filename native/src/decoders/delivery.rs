@@ -266,6 +266,17 @@ impl Lumberjack {
     /// The fate of a copy that waited, as the verdict stands: the classes `result` counts.
     fn fate(&mut self, stream: u64, m: &Message) -> Delivery {
         let (place, resend) = first_place(stream, m);
+        self.fate_at(place, resend, m)
+    }
+
+    /// `fate` and `judge`'s id at once, from one reading of where the event was first sent.
+    fn fate_and_id(&mut self, stream: u64, m: &Message) -> (Delivery, EventId) {
+        let (place, resend) = first_place(stream, m);
+        (self.fate_at(place, resend, m), place_id(place))
+    }
+
+    /// `fate` of a copy of the event first sent at `place` (`resend`: this copy is not that one).
+    fn fate_at(&mut self, place: Place, resend: bool, m: &Message) -> Delivery {
         let Some(k) = key(place) else {
             return alone(m.acked);
         };
@@ -1024,6 +1035,21 @@ impl Verdict {
         }
     }
 
+    /// `fate` and the id `judge` gives, at once: a Lumberjack event's place is read once (the
+    /// session asks both of every event that waited).
+    pub fn fate_and_id(&mut self, stream: u64, m: &Message) -> (Delivery, Option<EventId>) {
+        match ((m.protocol, m.kind), self.lumberjack.as_mut()) {
+            (("lumberjack", "event"), Some(t)) => {
+                let (fate, id) = t.fate_and_id(stream, m);
+                (fate, Some(id))
+            }
+            _ => (
+                self.fate(stream, m),
+                self.judge(stream, m).map(|(id, _)| id),
+            ),
+        }
+    }
+
     /// A Lumberjack connection from `client` (`ip:port`) began.
     pub fn lumberjack_client(&mut self, stream: u64, client: &str) {
         if let Ok(stream) = u32::try_from(stream) {
@@ -1209,6 +1235,53 @@ mod tests {
         assert!(
             f[0].message.contains("1 of 2 distinct events")
                 && f[0].message.contains("frame 4 seq 2")
+        );
+    }
+
+    /// What the session reads of a waiting event at once is what it read with two questions:
+    /// first copies and resends, acknowledged or not or unknown, an event the verdict has no
+    /// place for, Courier events and records of no followed protocol.
+    #[test]
+    fn fate_and_id_at_once_are_fate_and_judges_id() {
+        let mut v = Verdict::default();
+        let first = json!({"stream": 0, "frame": 4, "seq": 1});
+        let mut records = vec![
+            event(4, 1, Some(false), None),
+            event(4, 2, Some(false), None),
+            event(4, 3, None, None),
+            event(5, 4, Some(true), None),
+            event(9, 1, Some(true), Some(first.clone())),
+            event(
+                9,
+                2,
+                Some(false),
+                Some(json!({"stream": 0, "frame": 4, "seq": 2})),
+            ),
+            event(9, 3, None, Some(json!({"frame": 4}))),
+            event(6, -1, Some(false), None),
+        ];
+        let mut courier = Message::new("courier", "event");
+        courier.acked = Some(false);
+        records.push(courier.into());
+        records.push(Message::new("cql", "query").into());
+        v.add(0, &records[..4]);
+        v.stream_ended(0, true);
+        v.add(1, &records[4..]);
+        for stream in [0, 1, 7] {
+            for r in &records {
+                let Record::Message(m) = r else { continue };
+                let two = (v.fate(stream, m), v.judge(stream, m).map(|(id, _)| id));
+                assert_eq!(v.fate_and_id(stream, m), two, "{m:?} of stream {stream}");
+            }
+        }
+        // before any Lumberjack event is added there is no tracker: alone, no id
+        let lone = event(4, 1, Some(false), None);
+        let Record::Message(m) = &lone else {
+            unreachable!()
+        };
+        assert_eq!(
+            Verdict::default().fate_and_id(0, m),
+            (Delivery::NeverAcknowledged, None)
         );
     }
 

@@ -721,9 +721,8 @@ fn release(
             if let Some(acked) = acked {
                 m.acked = acked;
             }
-            let fate = verdict.fate(stream, &m);
-            m.event_id = verdict.judge(stream, &m).map(|(id, _)| id);
-            m.delivery = Some(fate);
+            let (fate, id) = verdict.fate_and_id(stream, &m);
+            (m.event_id, m.delivery) = (id, Some(fate));
             out.write_tls(m.into(), Some(stamp), Some(protocol), tls);
         }
         fates.done(w.origin);
