@@ -127,9 +127,9 @@ impl Item {
         }
     }
 
-    /// Its record acknowledged by the ACK at `ack`: an event's made with them,
-    /// not completed by `Message::set` (each a search of its fields and a value dropped: 1.6 % of
-    /// converting bench_spark's capture).
+    /// Its record, acknowledged by the ACK at `ack`: an event's is made with the ACK's frame and
+    /// offset, not completed by two `Message::set` (each a search of its fields and a value
+    /// dropped: 1.6 % of the instructions of converting bench_spark's capture).
     pub fn acked_record(self, ack: Ack) -> Message {
         let mut m = match self {
             Item::Event(e) => e.into_record(Some(ack)),

@@ -225,7 +225,7 @@ const HEX_VALUE: [u8; 256] = {
 
 /// The four hex digits at `b[at]` as a number: four table reads and one check (a Python sender
 /// writes every non-ASCII character as `\u00e9`, and reading the digits one `to_digit` at a time
-/// was a fifth of rewriting such an escape).
+/// was a sixth of rewriting such an escape).
 #[inline(always)]
 fn hex4(b: &[u8], at: usize) -> Option<u32> {
     let &[a, b, c, d] = b.get(at..at + 4)? else {
