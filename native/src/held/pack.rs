@@ -4,7 +4,8 @@
 //! address) and its values serde_json's: a serde format would need owned names and would not say
 //! whether a number was written as an integer or a float, which the record's text depends on.
 //! Integers are LEB128 varints (but a time: its 8 bytes), floats their 8 bytes; a shared field
-//! comes back as its own value (the same JSON text); the event document is its canonical text, copied. Reading never panics: bytes that are not a packed message read as None.
+//! comes back as its own value (the same JSON text); the event document is its canonical text,
+//! copied. Reading never panics: bytes that are not a packed message read as None.
 
 use std::collections::HashMap;
 

@@ -146,10 +146,7 @@ pub enum Taken<T: Keep = Message> {
 impl<T: Keep> Taken<T> {
     /// The next record: `Some(None)` for one the spill file lost (the store says so).
     pub fn next(&mut self, store: &mut SpillStore) -> Option<Option<Message>> {
-        match self {
-            Taken::Kept(list) => list.next().map(|m| Some(m.into_message())),
-            Taken::Held(handles) => handles.next().map(|h| store.take(h)),
-        }
+        self.next_with(store, T::into_message, |_| {})
     }
 
     /// `next`, a kept record made by `kept`, a held one taken and then given to `taken`.

@@ -582,8 +582,7 @@ mod tests {
                 None,
             );
             let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
-            let mut ts = String::new();
-            rfc3339(&mut ts, 1_763_700_082_700_273_042 + frame as i64);
+            let ts = format!("2025-11-21T04:41:22.{}Z", 700_273_042 + frame);
             assert_eq!(v["frame"], frame, "line {i}");
             assert_eq!(v["offset"], frame * 10, "line {i}");
             assert_eq!(v["ts"], ts.as_str(), "line {i}");

@@ -1368,10 +1368,7 @@ fn emit(
             Some(Some(ack)) => records.next_with(
                 held,
                 |item| item.acked_record(ack),
-                |m| {
-                    m.acked = Some(true);
-                    acknowledged(m, ack);
-                },
+                |m| acknowledged(m, ack),
             ),
             None => records.next(held),
         };

@@ -131,21 +131,24 @@ impl Item {
     /// offset, not completed by two `Message::set` (each a search of its fields and a value
     /// dropped: 1.6 % of the instructions of converting bench_spark's capture).
     pub fn acked_record(self, ack: Ack) -> Message {
-        let mut m = match self {
-            Item::Event(e) => e.into_record(Some(ack)),
+        match self {
+            Item::Event(e) => {
+                let mut m = e.into_record(Some(ack));
+                m.acked = Some(true);
+                m
+            }
             Item::Record(m) => {
                 let mut m = *m;
                 acknowledged(&mut m, ack);
                 m
             }
-        };
-        m.acked = Some(true);
-        m
+        }
     }
 }
 
-/// `m`'s ACK fields set to the ACK at `ack`; its `acked` is the caller's.
+/// `m` acknowledged by the ACK at `ack`: `acked`, and its ACK fields set.
 pub fn acknowledged(m: &mut Message, (frame, offset): Ack) {
+    m.acked = Some(true);
     m.set("ack_frame", frame);
     m.set("ack_offset", offset);
 }
