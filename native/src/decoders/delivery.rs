@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Map};
 
+use crate::held::pack::{Parts, Scalar};
 use crate::model::{Delivery, Direction, EventId, Finding, Message, Record, Severity, Value};
 
 /// Unacknowledged events and resends remembered; beyond, counts are lower bounds. 7/8 of 2^21, the
@@ -266,37 +267,37 @@ impl Lumberjack {
     /// The fate of a copy that waited, as the verdict stands: the classes `result` counts.
     fn fate(&mut self, stream: u64, m: &Message) -> Delivery {
         let (place, resend) = first_place(stream, m);
-        self.fate_at(place, resend, m)
+        self.fate_at(place, resend, m.acked)
     }
 
     /// `fate` and `judge`'s id at once, from one reading of where the event was first sent.
     fn fate_and_id(&mut self, stream: u64, m: &Message) -> (Delivery, EventId) {
         let (place, resend) = first_place(stream, m);
-        (self.fate_at(place, resend, m), place_id(place))
+        (self.fate_at(place, resend, m.acked), place_id(place))
     }
 
     /// `fate` of a copy of the event first sent at `place` (`resend`: this copy is not that one).
-    fn fate_at(&mut self, place: Place, resend: bool, m: &Message) -> Delivery {
+    fn fate_at(&mut self, place: Place, resend: bool, acked: Option<bool>) -> Delivery {
         let Some(k) = key(place) else {
-            return alone(m.acked);
+            return alone(acked);
         };
         let first = if resend {
             self.first_state(&k)
-        } else if m.acked == Some(true) {
+        } else if acked == Some(true) {
             None
         } else {
             // a first copy not acknowledged is one of `open` (unless the verdict was full)
-            Some(self.state_of(k.0, m.acked))
+            Some(self.state_of(k.0, acked))
         };
         match first {
             // the first copy was not acknowledged: the event's fate is its resends'
-            Some(_) if m.acked == Some(true) => Delivery::Delivered,
+            Some(_) if acked == Some(true) => Delivery::Delivered,
             Some(_) if self.resent_ok.contains(&k) => Delivery::RecoveredByResend,
             Some(None) => Delivery::Unknown,
             Some(Some(_)) if self.resent_unknown.contains(&k) => Delivery::Unknown,
             Some(Some(_)) => Delivery::NeverAcknowledged,
             // the first copy was acknowledged
-            None if resend && (m.acked == Some(true) || self.resent_ok.contains(&k)) => {
+            None if resend && (acked == Some(true) || self.resent_ok.contains(&k)) => {
                 Delivery::DeliveredTwice
             }
             None => Delivery::Delivered,
@@ -1050,6 +1051,18 @@ impl Verdict {
         }
     }
 
+    /// `fate_and_id` of a record read in place from the held store (`held::pack::Parts`), when it
+    /// is a Lumberjack event that is no resend (its own place is where it was first sent) and the
+    /// verdict follows Lumberjack; None otherwise (the record is asked whole).
+    pub fn parts_fate_and_id(&mut self, stream: u64, p: &Parts<'_>) -> Option<(Delivery, EventId)> {
+        let m = &p.head;
+        let first = (m.protocol, m.kind) == ("lumberjack", "event")
+            && p.get(RESEND_OF).is_none_or(|v| v == Scalar::Null);
+        let t = self.lumberjack.as_mut().filter(|_| first)?;
+        let place = (Some(stream), m.frame, p.get(SEQ).and_then(Scalar::as_i64));
+        Some((t.fate_at(place, false, m.acked), place_id(place)))
+    }
+
     /// A Lumberjack connection from `client` (`ip:port`) began.
     pub fn lumberjack_client(&mut self, stream: u64, client: &str) {
         if let Ok(stream) = u32::try_from(stream) {
@@ -1174,6 +1187,7 @@ pub fn findings_of(results: &Map<String, Value>) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::held::pack::Back;
 
     fn event(frame: u64, seq: i64, acked: Option<bool>, resend_of: Option<Value>) -> Record {
         let mut m = Message::new("lumberjack", "event");
@@ -1274,8 +1288,35 @@ mod tests {
                 assert_eq!(v.fate_and_id(stream, m), two, "{m:?} of stream {stream}");
             }
         }
-        // before any Lumberjack event is added there is no tracker: alone, no id
+        // read in place from the held store: a Lumberjack event that is no resend (a seq that
+        // is no wire seq is a negative number, which is read whole) answers as whole; the rest
+        // are read whole
+        let mut store = crate::held::spill::SpillStore::new(1 << 20);
+        for stream in [0, 1, 7] {
+            for (i, r) in records.iter().enumerate() {
+                let Record::Message(m) = r else { continue };
+                let held = store.hold(m);
+                let got = store.take_back(held, |back| match back {
+                    Back::Parts(p) => v.parts_fate_and_id(stream, p),
+                    Back::Whole(_) => None,
+                });
+                assert_eq!(got.flatten().is_some(), i < 4, "{m:?}");
+                if let Some(Some((fate, id))) = got {
+                    assert_eq!((fate, Some(id)), v.fate_and_id(stream, m), "{m:?}");
+                }
+            }
+        }
         let lone = event(4, 1, Some(false), None);
+        let Record::Message(m) = &lone else {
+            unreachable!()
+        };
+        let held = store.hold(m);
+        let got = store.take_back(held, |back| match back {
+            Back::Parts(p) => Verdict::default().parts_fate_and_id(0, p),
+            Back::Whole(_) => unreachable!("its fields are scalars"),
+        });
+        assert_eq!(got, Some(None), "no tracker: asked whole");
+        // before any Lumberjack event is added there is no tracker: alone, no id
         let Record::Message(m) = &lone else {
             unreachable!()
         };

@@ -11,7 +11,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Number};
 
-use crate::model::{Direction, Document, Message, Value};
+use crate::model::json::{integer, Json};
+use crate::model::{Direction, DocText, Document, Message, Value};
 
 /// The `'static` names of packed messages (protocol, kind, version, field names).
 #[derive(Debug)]
@@ -132,6 +133,27 @@ impl From<Scalar> for Value {
             Scalar::Null => Value::Null,
             Scalar::Bool(b) => Value::Bool(b),
             Scalar::Unsigned(u) => u.into(),
+        }
+    }
+}
+
+impl Scalar {
+    /// `Value::as_i64` of the value it stands for.
+    pub fn as_i64(self) -> Option<i64> {
+        match self {
+            Scalar::Unsigned(u) => i64::try_from(u).ok(),
+            Scalar::Null | Scalar::Bool(_) => None,
+        }
+    }
+}
+
+impl Json for Scalar {
+    /// As the `Value` it stands for is written.
+    fn write_json(&self, out: &mut String) {
+        match *self {
+            Scalar::Null => out.push_str("null"),
+            Scalar::Bool(b) => out.push_str(if b { "true" } else { "false" }),
+            Scalar::Unsigned(u) => integer(out, u),
         }
     }
 }
@@ -301,35 +323,115 @@ pub fn unpack_facts(b: &[u8], names: &Names, facts: &[&str]) -> Option<Message> 
     read::<true>(b, names, facts)
 }
 
+/// The record `b` holds given to `give`, read in place when it can be (`Parts`), else whole
+/// (`unpack`); None when `b` is no packed record.
+pub fn back<T>(b: &[u8], names: &Names, give: impl FnOnce(Back<'_, '_>) -> T) -> Option<T> {
+    match parts(b, names) {
+        // (lent, not moved: a `Parts` is half a kilobyte, and moving it from call to call was
+        // five copies of it per record)
+        Some(mut p) => Some(give(Back::Parts(&mut p))),
+        None => unpack(b, names).map(|m| give(Back::Whole(m))),
+    }
+}
+
+/// What a record taken back from the store is given as (`back`).
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made once and given on at once: a box would be an allocation more per whole record"
+)]
+pub enum Back<'p, 'a> {
+    Parts(&'p mut Parts<'a>),
+    Whole(Message),
+}
+
+impl Back<'_, '_> {
+    /// The record, whole (a `Parts`' fields and document made).
+    pub fn into_message(self) -> Message {
+        match self {
+            Back::Parts(p) => p.to_message(),
+            Back::Whole(m) => m,
+        }
+    }
+}
+
+/// Fields a record read in place may have (a Lumberjack event has six).
+const MAX_PARTS: usize = 8;
+
+/// A packed record read in place, no field list, value or document made of it: its head as a
+/// message without fields or event, its fields (each a `Scalar`: a Lumberjack event's are) and its
+/// event's text, borrowed from the bytes. A stalled capture's events are held until the end and
+/// written once from here (`SpillStore::take_back`): making each a message, its field list and
+/// document only to write and drop them was a quarter of converting bench_shapes' stalled capture.
+pub struct Parts<'a> {
+    pub head: Message,
+    fields: [(&'static str, Scalar); MAX_PARTS],
+    len: usize,
+    pub event: Option<DocText<'a>>,
+}
+
+impl Parts<'_> {
+    pub fn fields(&self) -> &[(&'static str, Scalar)] {
+        &self.fields[..self.len]
+    }
+
+    /// The field named `name`.
+    pub fn get(&self, name: &str) -> Option<Scalar> {
+        let found = self.fields().iter().find(|(n, _)| *n == name);
+        found.map(|&(_, v)| v)
+    }
+
+    /// The record, whole: what `unpack` reads of the same bytes.
+    pub fn to_message(&self) -> Message {
+        let mut m = self.head.clone();
+        m.fields = crate::model::Fields::with_capacity(self.len);
+        for &(name, v) in &self.fields[..self.len] {
+            m.fields.push((name, Value::from(v)));
+        }
+        m.event = self.event.as_ref().map(DocText::to_document);
+        m
+    }
+}
+
+/// `b`'s record as `Parts`; None when it has a field that is no `Scalar`, more than `MAX_PARTS`
+/// fields, or is no packed record.
+fn parts<'a>(b: &'a [u8], names: &Names) -> Option<Parts<'a>> {
+    let mut r = Reader { b, pos: 0 };
+    let head = r.head(names)?;
+    let len = r.count().filter(|&n| n <= MAX_PARTS)?;
+    let mut fields = [("", Scalar::Null); MAX_PARTS];
+    for slot in &mut fields[..len] {
+        let name = names.name(r.varint()?)?;
+        let v = match r.byte()? {
+            NULL => Scalar::Null,
+            FALSE => Scalar::Bool(false),
+            TRUE => Scalar::Bool(true),
+            UNSIGNED => Scalar::Unsigned(r.varint()?),
+            _ => return None,
+        };
+        *slot = (name, v);
+    }
+    let event = match r.byte()? {
+        NO_EVENT => None,
+        TEXT => Some(DocText::new(r.str()?, None)),
+        NOTED_TEXT => {
+            let text = r.str()?;
+            Some(DocText::new(text, Some((r.u32()?, r.u32()?))))
+        }
+        _ => return None,
+    };
+    (r.pos == b.len()).then_some(Parts {
+        head,
+        fields,
+        len,
+        event,
+    })
+}
+
 /// `FACTS`: read only the fields named in `facts` and not the document (`unpack_facts`), else all
 /// of it (a constant: reading a whole record, as nearly every read does, tests nothing per field).
 fn read<const FACTS: bool>(b: &[u8], names: &Names, facts: &[&str]) -> Option<Message> {
     let mut r = Reader { b, pos: 0 };
-    let flags = r.byte()?;
-    let mut m = Message::new(names.name(r.varint()?)?, names.name(r.varint()?)?);
-    m.direction = match flags & (C2S | S2C) {
-        C2S => Some(Direction::C2S),
-        S2C => Some(Direction::S2C),
-        _ => None,
-    };
-    m.acked = match flags & (ACKED_FALSE | ACKED_TRUE) {
-        ACKED_FALSE => Some(false),
-        ACKED_TRUE => Some(true),
-        _ => None,
-    };
-    if flags & VERSION != 0 {
-        m.version = Some(names.name(r.varint()?)?);
-    }
-    if flags & OFFSET != 0 {
-        m.offset = Some(r.varint()?);
-    }
-    if flags & FRAME != 0 {
-        m.frame = Some(r.varint()?);
-    }
-    if flags & TS != 0 {
-        m.ts = Some(i64::from_le_bytes(r.fixed()?));
-    }
-    m.length = r.varint()?;
+    let mut m = r.head(names)?;
     let n = r.count()?;
     m.fields = crate::model::Fields::with_capacity(if FACTS { facts.len().min(n) } else { n });
     for _ in 0..n {
@@ -379,6 +481,37 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A record's head (`Packer::head`): its message without fields or event.
+    #[inline(always)]
+    fn head(&mut self, names: &Names) -> Option<Message> {
+        let flags = self.byte()?;
+        let mut m = Message::new(names.name(self.varint()?)?, names.name(self.varint()?)?);
+        m.direction = match flags & (C2S | S2C) {
+            C2S => Some(Direction::C2S),
+            S2C => Some(Direction::S2C),
+            _ => None,
+        };
+        m.acked = match flags & (ACKED_FALSE | ACKED_TRUE) {
+            ACKED_FALSE => Some(false),
+            ACKED_TRUE => Some(true),
+            _ => None,
+        };
+        if flags & VERSION != 0 {
+            m.version = Some(names.name(self.varint()?)?);
+        }
+        if flags & OFFSET != 0 {
+            m.offset = Some(self.varint()?);
+        }
+        if flags & FRAME != 0 {
+            m.frame = Some(self.varint()?);
+        }
+        if flags & TS != 0 {
+            m.ts = Some(i64::from_le_bytes(self.fixed()?));
+        }
+        m.length = self.varint()?;
+        Some(m)
+    }
+
     fn byte(&mut self) -> Option<u8> {
         let v = *self.b.get(self.pos)?;
         self.pos += 1;
@@ -524,7 +657,16 @@ pub fn fuzz(data: &[u8]) {
     const FACTS: [&str; 2] = ["seq", "resend_of"];
     let mut names = fuzz_names();
     let facts = unpack_facts(data, &names, &FACTS);
-    let Some(m) = unpack(data, &names) else {
+    let whole = unpack(data, &names);
+    // read in place or whole, the same record
+    assert_eq!(back(data, &names, |b| b.into_message()), whole);
+    if let Some(p) = parts(data, &names) {
+        assert_eq!(
+            p.event.and_then(|d| d.message_at()),
+            whole.as_ref().and_then(|m| m.event.as_ref()?.message_at())
+        );
+    }
+    let Some(m) = whole else {
         return;
     };
     let mut cut = m.clone();
@@ -634,6 +776,70 @@ mod fuzz_tests {
                 "{leaf} at depth {depth}, skipped"
             );
             fuzz(&bytes);
+        }
+    }
+
+    /// A record whose fields are all scalars (at most `MAX_PARTS`) is read in place, any other
+    /// whole; either way it is the message `unpack` reads, and a scalar is written as the value
+    /// it stands for.
+    #[test]
+    fn a_record_read_in_place_is_the_record_unpacked() {
+        let mut names = fuzz_names();
+        let scalars = [
+            Scalar::Null,
+            Scalar::Bool(false),
+            Scalar::Bool(true),
+            Scalar::Unsigned(0),
+            Scalar::Unsigned(u64::MAX),
+        ];
+        for v in scalars {
+            let (mut mine, mut its) = (String::new(), String::new());
+            v.write_json(&mut mine);
+            crate::model::json::value(&mut its, &Value::from(v));
+            assert_eq!(mine, its);
+            let as_i64 = Value::from(v).as_i64();
+            assert_eq!(v.as_i64(), as_i64, "{v:?}");
+        }
+        let cases: [(usize, Option<Value>, bool); 6] = [
+            (6, None, true),
+            (MAX_PARTS, None, true),
+            (MAX_PARTS + 1, None, false),
+            (2, Some(Value::from("text")), false),
+            (2, Some(Value::from(-3)), false),
+            (2, Some(serde_json::json!({"stream": 1})), false),
+        ];
+        for (n, odd, in_place) in cases {
+            for event in [
+                None,
+                Some(Document::canonical(r#"{"message":"hi"}"#)),
+                Some(Document::canonical_noted(r#"{"message":"hi"}"#, (12, 14))),
+            ] {
+                let mut m = Message::new("lumberjack", "event");
+                m.version = Some("2");
+                m.ts = Some(-7);
+                m.acked = Some(false);
+                for i in 0..n {
+                    let name = ["seq", "window", "resend_of", "acked_events"][i % 4];
+                    m.fields
+                        .push((name, Value::from(scalars[i % scalars.len()])));
+                }
+                if let Some(v) = &odd {
+                    m.set("resend_of", v.clone());
+                }
+                m.event = event;
+                let mut bytes = Vec::new();
+                pack(&m, &mut names, true, &mut bytes);
+                let note = m.event.as_ref().and_then(Document::message_at);
+                let read = back(&bytes, &names, |read| {
+                    assert_eq!(matches!(read, Back::Parts(_)), in_place, "{m:?}");
+                    if let Back::Parts(p) = &read {
+                        assert_eq!(p.event.and_then(|d| d.message_at()), note);
+                    }
+                    read.into_message()
+                });
+                assert_eq!(read, Some(m));
+                fuzz(&bytes);
+            }
         }
     }
 

@@ -16,7 +16,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::pack::{pack, unpack, unpack_facts, Names, Packer};
+use super::pack::{back, pack, unpack, unpack_facts, Back, Names, Packer};
 use crate::model::{Finding, Held, Message, Severity};
 
 /// Bytes of the pages of every store of the process and of the records kept unpacked (`keep`):
@@ -355,6 +355,12 @@ impl SpillStore {
     /// `finding` says so).
     pub fn take(&mut self, held: Held) -> Option<Message> {
         self.take_with(held, 1, true, unpack)
+    }
+
+    /// `take`, the record given to `give` read in place when it can be (`pack::back`): a record
+    /// written once and dropped is written from its bytes, nothing made of it.
+    pub fn take_back<T>(&mut self, held: Held, give: impl FnOnce(Back<'_, '_>) -> T) -> Option<T> {
+        self.take_with(held, 1, true, |b, names| back(b, names, give))
     }
 
     /// What the record `held` stands for says of `facts`: its message with only those fields and

@@ -12,7 +12,7 @@ pub mod text;
 
 pub use fate::{Delivery, EventId};
 pub use held::Held;
-pub use json::Document;
+pub use json::{DocText, Document};
 pub use record::{Fields, Message, Record, Stamp};
 pub use sink::FindingSink;
 pub use stream::{Chunk, Gap, OwnedChunk};

@@ -23,6 +23,7 @@ use crate::decoders::tls::{KeyLog, Output, TlsConnection};
 use crate::decoders::{
     self, delivery::Verdict, Chunk, Closing, Decoder, Gap, Limits, Shared, StreamContext,
 };
+use crate::held::pack::Back;
 use crate::model::{Direction, Finding, Message, Record, Severity, Stamp, Value};
 
 /// Items held per stream while detection waits, before it must decide (each item adds a byte to
@@ -713,18 +714,28 @@ fn release(
 ) -> bool {
     let mut budget = end.unwrap_or(usize::MAX);
     while let Some(w) = fates.due(end.is_some()) {
-        let Some((stream, stamp, protocol, tls)) = fates.origin(w.origin) else {
+        let Some(origin @ (stream, stamp, protocol, tls)) = fates.origin(w.origin) else {
             continue; // every waiting record has its origin
         };
         let (record, acked) = (w.record, w.acked);
-        if let Some(mut m) = fates::store(shared, protocol).take(record) {
+        // written from its bytes when it can be (a Lumberjack event that is no resend): nothing
+        // is made of a stalled capture's millions of events but their lines or rows
+        fates::store(shared, protocol).take_back(record, |back| {
+            let p = match back {
+                Back::Parts(p) => p,
+                Back::Whole(m) => return release_whole(m, acked, origin, verdict, out),
+            };
             if let Some(acked) = acked {
-                m.acked = acked;
+                p.head.acked = acked;
             }
-            let (fate, id) = verdict.fate_and_id(stream, &m);
-            (m.event_id, m.delivery) = (id, Some(fate));
-            out.write_tls(m.into(), Some(stamp), Some(protocol), tls);
-        }
+            match verdict.parts_fate_and_id(stream, p) {
+                Some((fate, id)) => {
+                    (p.head.event_id, p.head.delivery) = (Some(id), Some(fate));
+                    out.write_parts(p, Some(stamp), Some(protocol), tls);
+                }
+                None => release_whole(p.to_message(), None, origin, verdict, out),
+            }
+        });
         fates.done(w.origin);
         budget = budget.saturating_sub(1);
         if budget == 0 {
@@ -735,6 +746,23 @@ fn release(
         out.write(f.into(), None, None);
     }
     end.is_some() && fates.waiting()
+}
+
+/// A released record, whole (`acked`: its connection's last word on it, when it has one), of
+/// `origin` (`Fates::origin`), given its fate and id and written.
+fn release_whole(
+    mut m: Message,
+    acked: Option<Option<bool>>,
+    (stream, stamp, protocol, tls): (u64, &Stamp, &'static str, Option<&Value>),
+    verdict: &mut Verdict,
+    out: &mut RecordOut,
+) {
+    if let Some(acked) = acked {
+        m.acked = acked;
+    }
+    let (fate, id) = verdict.fate_and_id(stream, &m);
+    (m.event_id, m.delivery) = (id, Some(fate));
+    out.write_tls(m.into(), Some(stamp), Some(protocol), tls);
 }
 
 /// Detection's decision on a pending stream, and whether an unknown one may be hunted through

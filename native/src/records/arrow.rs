@@ -14,8 +14,9 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 
+use crate::model::json::DocText;
 use crate::model::json::{self, Json};
-use crate::model::{Delivery, Document, Record, Stamp, Value};
+use crate::model::{Delivery, Direction, Document, Message, Record, Stamp, Value};
 
 /// The columns, in order (wirelog/export/parquet.py `SCHEMA`). Made once: each batch has it, and
 /// making it again for each was a sixth of finishing one.
@@ -195,10 +196,90 @@ impl Rows {
     }
 
     pub fn push(&mut self, capture: &str, stamp: Option<&Stamp>, r: &Record, tls: Option<&Value>) {
-        let (direction, frame, offset, ts, stream) = match r {
-            Record::Message(m) => (m.direction, m.frame, m.offset, m.ts, None),
-            Record::Finding(f) => (f.direction, f.frame, f.offset, f.ts, f.stream),
+        let f = match r {
+            Record::Message(m) => {
+                let seq = m.get("seq").and_then(Value::as_i64);
+                let event = m.event.as_ref().map(Document::as_text);
+                return self.push_message(capture, stamp, m, &m.fields, event, seq, tls);
+            }
+            Record::Finding(f) => f,
         };
+        let whence = (f.direction, f.frame, f.offset, f.ts);
+        self.whence(capture, stamp, f.stream, whence, f.protocol());
+        self.record.append_value("finding");
+        self.kind.append_null();
+        self.version.append_null();
+        self.length.append_null();
+        self.seq.append_null();
+        self.acked.append_null();
+        self.event_id.append_null();
+        self.delivery.append_null();
+        self.message.append_value(&f.message);
+        self.code.append_value(f.code);
+        self.severity.append_value(f.severity.as_str());
+        self.event.append_null();
+        self.append_fields(&f.fields, tls);
+        self.len = self.len.saturating_add(1);
+    }
+
+    /// The row of the message `m` with `fields`, `event` and `seq` (its own are not read): a
+    /// record read in place from the held store (`held::pack::Parts`) is written so.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "a message's parts, each read from elsewhere"
+    )]
+    pub fn push_message(
+        &mut self,
+        capture: &str,
+        stamp: Option<&Stamp>,
+        m: &Message,
+        fields: &[(&'static str, impl Json)],
+        event: Option<DocText<'_>>,
+        seq: Option<i64>,
+        tls: Option<&Value>,
+    ) {
+        self.whence(
+            capture,
+            stamp,
+            None,
+            (m.direction, m.frame, m.offset, m.ts),
+            m.protocol,
+        );
+        self.record.append_value("message");
+        self.kind.append_value(m.kind);
+        self.version.append_option(m.version);
+        self.length.append_value(i64_of(m.length));
+        self.seq.append_option(seq);
+        self.acked.append_option(m.acked);
+        match &m.event_id {
+            Some(id) => {
+                self.text.clear();
+                id.write(&mut self.text);
+                self.event_id.append_value(&self.text);
+            }
+            None => self.event_id.append_null(),
+        }
+        self.delivery
+            .append_option(m.delivery.map(Delivery::as_str));
+        let text = event.and_then(|d| d.message_in(&mut self.text));
+        self.message.append_option(text);
+        self.code.append_null();
+        self.severity.append_null();
+        self.event.append_option(event.map(|d| d.text()));
+        self.append_fields(fields, tls);
+        self.len = self.len.saturating_add(1);
+    }
+
+    /// The columns every row has up to `protocol`: where the record is (`stream`: a finding's own,
+    /// when no stream's `stamp` says it).
+    fn whence(
+        &mut self,
+        capture: &str,
+        stamp: Option<&Stamp>,
+        stream: Option<u64>,
+        (direction, frame, offset, ts): (Option<Direction>, Option<u64>, Option<u64>, Option<i64>),
+        protocol: &str,
+    ) {
         self.capture.append_value(capture);
         self.stream
             .append_option(stamp.map(|s| s.stream).or(stream).map(i64_of));
@@ -210,50 +291,7 @@ impl Rows {
         // microseconds rounded toward the past (a time before 1970 too), as Spark truncates
         self.ts.append_option(ts.map(|ns| ns.div_euclid(1000)));
         self.ts_ns.append_option(ts);
-        self.protocol.append_value(r.protocol());
-        match r {
-            Record::Message(m) => {
-                self.record.append_value("message");
-                self.kind.append_value(m.kind);
-                self.version.append_option(m.version);
-                self.length.append_value(i64_of(m.length));
-                self.seq.append_option(m.get("seq").and_then(Value::as_i64));
-                self.acked.append_option(m.acked);
-                match &m.event_id {
-                    Some(id) => {
-                        self.text.clear();
-                        id.write(&mut self.text);
-                        self.event_id.append_value(&self.text);
-                    }
-                    None => self.event_id.append_null(),
-                }
-                self.delivery
-                    .append_option(m.delivery.map(Delivery::as_str));
-                let text = (m.event.as_ref()).and_then(|d| d.message_in(&mut self.text));
-                self.message.append_option(text);
-                self.code.append_null();
-                self.severity.append_null();
-                self.event
-                    .append_option(m.event.as_ref().map(Document::text));
-                self.append_fields(&m.fields, tls);
-            }
-            Record::Finding(f) => {
-                self.record.append_value("finding");
-                self.kind.append_null();
-                self.version.append_null();
-                self.length.append_null();
-                self.seq.append_null();
-                self.acked.append_null();
-                self.event_id.append_null();
-                self.delivery.append_null();
-                self.message.append_value(&f.message);
-                self.code.append_value(f.code);
-                self.severity.append_value(f.severity.as_str());
-                self.event.append_null();
-                self.append_fields(&f.fields, tls);
-            }
-        }
-        self.len = self.len.saturating_add(1);
+        self.protocol.append_value(protocol);
     }
 
     /// The rows so far as one batch; the builders start over, sized after this batch.

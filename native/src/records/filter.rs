@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use crate::model::{Record, Stamp};
+use crate::model::{Message, Record, Stamp};
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Filter {
@@ -34,36 +34,48 @@ impl Filter {
 
     /// Whether `r` (of the stream `stamp`, whose protocol is `stream_protocol`) is kept.
     pub fn keeps(&self, r: &Record, stamp: Option<&Stamp>, stream_protocol: Option<&str>) -> bool {
-        if !self.protocols.is_empty()
-            && !stream_protocol.is_some_and(|p| self.protocols.contains(p))
-            && !self.protocols.contains(r.protocol())
-        {
-            return false;
-        }
-        if !self.streams.is_empty() {
-            let stream = match r {
-                Record::Finding(f) => stamp.map(|s| s.stream).or(f.stream),
-                Record::Message(_) => stamp.map(|s| s.stream),
-            };
-            if !stream.is_some_and(|s| self.streams.contains(&s)) {
-                return false;
+        let f = match r {
+            Record::Message(m) => {
+                return self.keeps_message(m, m.event.is_some(), stamp, stream_protocol)
             }
-        }
-        if self.findings && matches!(r, Record::Message(_)) {
-            return false;
-        }
-        if !self.kinds.is_empty() || self.events {
-            let Record::Message(m) = r else {
-                return false;
-            };
-            if !self.kinds.is_empty() && !self.kinds.contains(m.kind) {
-                return false;
-            }
-            if self.events && m.event.is_none() {
-                return false;
-            }
-        }
-        match r.ts() {
+            Record::Finding(f) => f,
+        };
+        self.keeps_protocol(f.protocol(), stream_protocol)
+            && self.keeps_stream(stamp.map(|s| s.stream).or(f.stream))
+            && self.kinds.is_empty()
+            && !self.events
+            && self.keeps_ts(f.ts)
+    }
+
+    /// `keeps` of the message `m`, `event`: whether it has an event (its own is not read: a
+    /// record read in place from the held store has its event apart, `held::pack::Parts`).
+    pub fn keeps_message(
+        &self,
+        m: &Message,
+        event: bool,
+        stamp: Option<&Stamp>,
+        stream_protocol: Option<&str>,
+    ) -> bool {
+        self.keeps_protocol(m.protocol, stream_protocol)
+            && self.keeps_stream(stamp.map(|s| s.stream))
+            && !self.findings
+            && (self.kinds.is_empty() || self.kinds.contains(m.kind))
+            && (!self.events || event)
+            && self.keeps_ts(m.ts)
+    }
+
+    fn keeps_protocol(&self, protocol: &str, stream_protocol: Option<&str>) -> bool {
+        self.protocols.is_empty()
+            || stream_protocol.is_some_and(|p| self.protocols.contains(p))
+            || self.protocols.contains(protocol)
+    }
+
+    fn keeps_stream(&self, stream: Option<u64>) -> bool {
+        self.streams.is_empty() || stream.is_some_and(|s| self.streams.contains(&s))
+    }
+
+    fn keeps_ts(&self, ts: Option<i64>) -> bool {
+        match ts {
             Some(ts) => self.since.is_none_or(|s| ts >= s) && self.until.is_none_or(|u| ts < u),
             None => true,
         }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::model::json::{integer, name, string, value, Json};
 use crate::model::text::datetime;
-use crate::model::{Delivery, Finding, Message, Record, Stamp, Value};
+use crate::model::{Delivery, DocText, Document, Finding, Message, Record, Stamp, Value};
 use crate::tcp::StreamInfo;
 
 /// Whether a protocol field may not take `name` (docs/records.md): such a field is written as
@@ -293,14 +293,29 @@ pub fn message_line(
     m: &Message,
     tls: Option<&Value>,
 ) {
+    let event = m.event.as_ref().map(Document::as_text);
+    message_parts_line(out, capture, stamp, m, &m.fields, event, tls);
+}
+
+/// `message_line` of the message `m` with `fields` and `event` (its own are not read): a record
+/// read in place from the held store (`held::pack::Parts`) is written so.
+pub fn message_parts_line(
+    out: &mut String,
+    capture: &str,
+    stamp: Option<&Stamp>,
+    m: &Message,
+    fields: &[(&'static str, impl Json)],
+    event: Option<DocText<'_>>,
+    tls: Option<&Value>,
+) {
     opening(out, "message", capture, stamp, None);
     message_head(out, m);
     integer(out, m.length);
-    fields(out, m.protocol, &m.fields, true);
+    self::fields(out, m.protocol, fields, true);
     tls_field(out, tls);
     out.push_str(",\"event\":");
-    match &m.event {
-        Some(doc) => doc.write(out),
+    match event {
+        Some(doc) => out.push_str(doc.text()),
         None => out.push_str("null"),
     }
     out.push_str(",\"acked\":");

@@ -65,18 +65,14 @@ impl Document {
     /// dropped, and `message_in` looks instead.
     pub fn canonical_noted(text: impl Into<Box<str>>, at: (u32, u32)) -> Self {
         let text = text.into();
-        let fits = at.0 > 0 && text.get(at.0 as usize..at.1 as usize).is_some();
-        let at = if fits { MessageAt(at.0, at.1) } else { UNKNOWN };
+        let at = DocText::new(&text, Some(at)).at;
         Document(Repr::Text(text), at)
     }
 
     /// Where the characters of its top-level `message` string lie in its text, when the
     /// canonicaliser noted it: the held store keeps the note with the text.
     pub fn message_at(&self) -> Option<(u32, u32)> {
-        match self.1 {
-            MessageAt(0, _) => None,
-            MessageAt(start, end) => Some((start, end)),
-        }
+        DocText::noted("", self.1).message_at()
     }
 
     /// A document kept as `bytes` of a binary `form`, whose canonical text `render` gives (and
@@ -117,11 +113,6 @@ impl Document {
                 std::mem::size_of::<Kept>() + k.bytes.len() + k.text.get().map_or(0, |t| t.len())
             }
         }
-    }
-
-    /// Its JSON text, appended to `out`.
-    pub fn write(&self, out: &mut String) {
-        out.push_str(self.text());
     }
 
     /// Its values, parsed back (for the rare writers that need them: Python objects, the Hercules
@@ -192,14 +183,70 @@ impl Document {
     /// have an escape: a writer that copies them on (the Arrow rows) allocates nothing per
     /// document, and finds them where the canonicaliser noted them.
     pub fn message_in<'s>(&'s self, scratch: &'s mut String) -> Option<&'s str> {
-        let inner = match self.1 {
+        // (a binary form's rendered text is an object: its first character says so)
+        self.as_text().message_in(scratch)
+    }
+
+    /// Its canonical text with the note of its `message`, borrowed: what a writer reads of it
+    /// (`DocText`).
+    pub fn as_text(&self) -> DocText<'_> {
+        DocText::noted(self.text(), self.1)
+    }
+}
+
+/// A document's canonical text and where its `message` lies, borrowed: from a `Document`, or from
+/// the held store's bytes, which a released record is written from without a document made of
+/// them (`held::pack::Parts`).
+#[derive(Clone, Copy)]
+pub struct DocText<'a> {
+    text: &'a str,
+    at: MessageAt,
+}
+
+impl<'a> DocText<'a> {
+    fn noted(text: &'a str, at: MessageAt) -> Self {
+        DocText { text, at }
+    }
+
+    /// `text`, canonical, its `message` characters at `at` when noted (a note off the text's
+    /// characters is dropped, as `Document::canonical_noted` drops it).
+    pub fn new(text: &'a str, at: Option<(u32, u32)>) -> Self {
+        let at = at
+            .filter(|&(start, end)| start > 0 && text.get(start as usize..end as usize).is_some())
+            .map_or(UNKNOWN, |(start, end)| MessageAt(start, end));
+        DocText { text, at }
+    }
+
+    pub fn text(&self) -> &'a str {
+        self.text
+    }
+
+    /// `Document::message_at` of the document it is.
+    pub fn message_at(&self) -> Option<(u32, u32)> {
+        match self.at {
+            MessageAt(0, _) => None,
+            MessageAt(start, end) => Some((start, end)),
+        }
+    }
+
+    /// The document it is (the text copied).
+    pub fn to_document(&self) -> Document {
+        Document(Repr::Text(self.text.into()), self.at)
+    }
+
+    /// `Document::message_in` of the document it is.
+    pub fn message_in<'s>(&self, scratch: &'s mut String) -> Option<&'s str>
+    where
+        'a: 's,
+    {
+        let inner = match self.at {
             MessageAt(0, _) => {
-                if !self.is_object() {
+                if !self.text.starts_with('{') {
                     return None;
                 }
-                quoted(member_raw(self.text(), b"message")?)?
+                quoted(member_raw(self.text, b"message")?)?
             }
-            MessageAt(start, end) => self.text().get(start as usize..end as usize)?,
+            MessageAt(start, end) => self.text.get(start as usize..end as usize)?,
         };
         Some(if decoded_into(inner, scratch) {
             scratch

@@ -15,7 +15,7 @@ pub mod orjson;
 pub mod pyjson;
 pub mod text;
 
-pub use document::{Binary, Document, MemberPaths};
+pub use document::{Binary, DocText, Document, MemberPaths};
 
 use std::fmt::Write;
 
