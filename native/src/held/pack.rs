@@ -437,7 +437,7 @@ fn read<const FACTS: bool>(b: &[u8], names: &Names, facts: &[&str]) -> Option<Me
     for _ in 0..n {
         let name = names.name(r.varint()?)?;
         if FACTS && !lists(facts, name) {
-            r.skip_value(0)?;
+            r.skip_field()?;
         } else {
             m.fields.push((name, r.value(0)?));
         }
@@ -568,6 +568,23 @@ impl<'a> Reader<'a> {
         let s = crate::model::text::utf8(&self.b[self.pos..self.pos + n])?;
         self.pos += n;
         Some(s)
+    }
+
+    /// `skip_value` of a field: a null, a boolean or an unsigned number (what a lent record's
+    /// skipped fields nearly all are) past where this is called, the rest by `skip_value`.
+    #[inline(always)]
+    fn skip_field(&mut self) -> Option<()> {
+        match *self.b.get(self.pos)? {
+            NULL | FALSE | TRUE => {
+                self.pos += 1;
+                Some(())
+            }
+            UNSIGNED => {
+                self.pos += 1;
+                self.varint().map(drop)
+            }
+            _ => self.skip_value(0),
+        }
     }
 
     /// Past a value, allocating nothing: its structure checked (tags, counts, lengths), not its

@@ -53,7 +53,11 @@ pub struct Fates {
     origins: Vec<Option<Origin>>,
     free: Vec<u32>,
     /// The slot of each stream's origin.
-    slot: HashMap<u64, u32>,
+    slot: HashMap<u64, u32, foldhash::fast::RandomState>,
+    /// The stream and slot of the last record held, in front of `slot`: a connection's end
+    /// holds its thousands of unacknowledged events one after another (SipHash and the map's
+    /// lookup were half of holding one).
+    last: Option<(u64, u32)>,
     /// The latest capture time of the records seen (ns).
     now: i64,
 }
@@ -86,6 +90,29 @@ impl Fates {
         protocol: &'static str,
         tls: Option<&Value>,
     ) {
+        let slot = match self.last {
+            Some((s, slot)) if s == stream => slot,
+            _ => self.slot_of(stream, stamp, protocol, tls),
+        };
+        if let Some(Some(origin)) = self.origins.get_mut(slot as usize) {
+            origin.waiting = origin.waiting.saturating_add(1);
+        }
+        self.queue.push_back(Waiting {
+            since: ts.unwrap_or(self.now),
+            record,
+            origin: slot,
+            acked,
+        });
+    }
+
+    /// The slot of `stream`'s origin, made when it has none.
+    fn slot_of(
+        &mut self,
+        stream: u64,
+        stamp: &Stamp,
+        protocol: &'static str,
+        tls: Option<&Value>,
+    ) -> u32 {
         let slot = *self.slot.entry(stream).or_insert_with(|| {
             let origin = Some(Origin {
                 stream,
@@ -107,15 +134,8 @@ impl Fates {
                 }
             }
         });
-        if let Some(Some(origin)) = self.origins.get_mut(slot as usize) {
-            origin.waiting = origin.waiting.saturating_add(1);
-        }
-        self.queue.push_back(Waiting {
-            since: ts.unwrap_or(self.now),
-            record,
-            origin: slot,
-            acked,
-        });
+        self.last = Some((stream, slot));
+        slot
     }
 
     /// The first waiting record when it is due: all of them at the end (`all`), else one past the
@@ -154,6 +174,9 @@ impl Fates {
         o.waiting = o.waiting.saturating_sub(1);
         if o.waiting == 0 {
             self.slot.remove(&o.stream);
+            if self.last.is_some_and(|(_, last)| last == slot) {
+                self.last = None;
+            }
             self.origins[slot as usize] = None;
             self.free.push(slot);
         }

@@ -624,14 +624,14 @@ impl Session {
         release(fates, shared, verdict, out, None);
         self.verdict.add(stream, records);
         let tls = self.tls.get(&stream).map(|l| l.conn.info().to_value());
+        // (the stream is noted once, not for each of a connection end's thousands of events)
+        let mut awaiting = false;
         for mut r in records.drain(..) {
             if let Record::Message(m) = &mut r {
                 if let Some((id, now)) = self.verdict.judge(stream, m) {
                     m.event_id = Some(id);
                     m.delivery = now;
-                    if now.is_none() {
-                        self.awaiting.insert(stream);
-                    }
+                    awaiting |= now.is_none();
                     if now.is_none() && self.fates.at_once() {
                         m.delivery = Some(self.verdict.fate(stream, m));
                     } else if now.is_none() {
@@ -666,6 +666,9 @@ impl Session {
             }
             let (stamp, protocol) = (Some(&native.stamp), Some(native.protocol));
             self.out.write_tls(r, stamp, protocol, tls.as_ref());
+        }
+        if awaiting {
+            self.awaiting.insert(stream);
         }
         if failed.is_some() {
             let protocol = native.protocol;
