@@ -170,3 +170,16 @@ def test_piped_runs_show_nothing_of_it(command, here, slow):
     assert proc.stderr == b""  # no bar, no closing line
     for text in (proc.stdout, proc.stderr):
         assert b"ETA" not in text and b"\x1b" not in text and b"records written" not in text
+
+
+def test_a_piped_convert_does_not_load_the_bar(here):
+    """rich's console and bar are ~25 ms of every run's start-up: a run in a pipe never draws them
+    (`python -X importtime` lists every module a run imports, on stderr)."""
+    args = ["convert", "cap.pcap", "--events", "--to", "json", "-o", os.devnull]
+    proc = subprocess.run(
+        [WIRELOG[0], "-X", "importtime", *WIRELOG[1:], *args], capture_output=True, cwd=here, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.decode().splitlines()}
+    assert "wirelog.engine.local" in imported  # (the listing is whole)
+    assert not imported & {"rich.console", "rich.progress", "wirelog.cli.progress_bar"}

@@ -18,10 +18,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
 from rich.filesize import decimal
-from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn
-from rich.text import Text
 
 from wirelog.cli.text import clean
 from wirelog.export.hercules import is_events
@@ -38,11 +35,12 @@ from wirelog.model import (
 )
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from wirelog.cli.common import Session
     from wirelog.engine.capture import CoreCapture
 
-PUSH_S = 0.25  # seconds between two updates of the bar's numbers (it redraws REFRESH times a second)
-REFRESH = 4
+PUSH_S = 0.25  # seconds between two updates of the bar's numbers (progress_bar.REFRESH redraws a second)
 
 
 def on_terminal() -> bool:
@@ -58,34 +56,6 @@ def _stdout_on_terminal() -> bool:
         return os.isatty(sys.stdout.fileno())
     except (AttributeError, OSError, ValueError):
         return False
-
-
-class _Numbers(ProgressColumn):
-    """`37%  4.6/12.6 MB  9.8 MB/s  ETA 0:00:01  14,000 packets  3 streams  254,499 records`; with no
-    known total: the bytes read and the rate."""
-
-    def render(self, task: Task) -> Text:
-        parts = []
-        done = int(task.completed)
-        if task.total:
-            parts.append(f"{min(100.0, 100.0 * done / task.total):3.0f}%")
-            parts.append(f"{decimal(done)}/{decimal(int(task.total))}")
-        else:
-            parts.append(f"{decimal(done)} read")
-        speed = task.finished_speed or task.speed
-        parts.append(f"{decimal(int(speed))}/s" if speed else "-/s")
-        if task.total:
-            left = task.time_remaining
-            parts.append(f"ETA {_clock(left)}" if left is not None else "ETA -:--:--")
-        counts = task.fields.get("counts")
-        if counts:
-            parts.append(counts)
-        return Text("  ".join(parts))
-
-
-def _clock(seconds: float) -> str:
-    s = int(seconds + 0.999)
-    return f"{s // 3600}:{s % 3600 // 60:02}:{s % 60:02}"
 
 
 class Meter:
@@ -203,15 +173,10 @@ def progress(
         return
     bar = None
     if not (stdout_busy and _stdout_on_terminal()):
-        bar = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(bar_width=24),
-            _Numbers(),
-            console=Console(stderr=True),
-            transient=True,
-            refresh_per_second=REFRESH,
-            redirect_stdout=False,
-        )
+        # imported here: rich's console and bar are ~25 ms of start-up a run in a pipe never uses
+        from wirelog.cli.progress_bar import bar_on_stderr
+
+        bar = bar_on_stderr()
     meter = Meter(bar, sizes, total or None, records)
     session.meter = meter
     try:
