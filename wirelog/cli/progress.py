@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from wirelog.cli.common import Session
     from wirelog.engine.capture import CoreCapture
 
-PUSH_S = 0.25  # seconds between two updates of the bar's numbers (progress_bar.REFRESH redraws a second)
+# seconds between two updates of the bar's numbers (it redraws progress_bar.REFRESH times a second)
+PUSH_S = 0.25
 
 
 def on_terminal() -> bool:

@@ -76,6 +76,9 @@ pub fn canonical(raw: &[u8], dialect: Dialect) -> Result<Canonical, Fallback> {
     // borrowed where it lies: taking the buffers out and putting them back was two moves of them
     // and a check of the thread-local's state a text (0.7 % of converting a stalled capture)
     SCRATCH.with_borrow_mut(|buf| {
+        // emptied first too: a text whose reading panicked (the session catches a decoder's
+        // panic and goes on) left its half-written text behind, which the next one would extend
+        buf.clear();
         let mut c = Canon {
             src: raw,
             pos: 0,
@@ -752,6 +755,18 @@ mod tests {
         );
         fuzz(sent.as_bytes());
         assert_eq!(orjson(r#"["\u007f"]"#).as_deref(), Ok("[\"\u{7f}\"]"));
+    }
+
+    #[test]
+    fn a_text_left_half_written_does_not_reach_the_next() {
+        // what a reading that panicked mid-text leaves in the thread's buffers
+        SCRATCH.with_borrow_mut(|s| {
+            s.out.extend_from_slice(b"{\"stale\":");
+            s.keys.push(Key::Raw(0, 5));
+            s.decoded.extend_from_slice(b"stale");
+        });
+        let sent = r#"{"a": 1, "stale": "caf\u00e9"}"#;
+        assert_eq!(orjson(sent).as_deref(), Ok(r#"{"a":1,"stale":"café"}"#));
     }
 
     #[test]
