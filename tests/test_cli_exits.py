@@ -30,6 +30,8 @@ from tests.fault_helpers import (
     wirelog,
     workers,
 )
+from tests.lumberjack_helpers import ack, jframe, window
+from tests.pcap_helpers import pcap_bytes, tcp_conversation
 from wirelog.cli import exits
 from wirelog.cli import writing as writing_module
 from wirelog.cli.exits import OUT_OF_MEMORY_MESSAGE, oserror_message
@@ -240,25 +242,45 @@ def test_out_of_memory_is_one_line_and_status_4(big):
     pytest.fail("--debug never ran out of memory near the same limit")
 
 
-def test_memory_refused_to_the_core_is_one_line_and_status_4(tmp_path, big):
+@pytest.fixture(scope="module")
+def huge_frame(tmp_path_factory) -> bytes:
+    """A capture whose one Lumberjack connection sends a 48 MB data frame: the core holds it whole
+    (and the event made of it), more than one of its allocator's arenas holds under a limit."""
+    frame = jframe(1, {"message": "x" * 48_000_000})
+    packets = tcp_conversation([("c", window(1) + frame), ("s", ack(1))], mss=60_000)
+    return pcap_bytes(packets)
+
+
+def test_memory_refused_to_the_core_is_one_line_and_status_4(tmp_path, huge_frame):
     """Memory running out inside the native core ends the run with the one line and status 4, with
     RUST_BACKTRACE set too: Rust's own handler prints two lines (a backtrace with RUST_BACKTRACE)
-    and aborts with SIGABRT, which only --debug keeps. The process's address space is limited to
-    what it uses plus `room` while it converts (from a pipe kept open); several rooms, as which
+    and aborts with SIGABRT, which only --debug keeps. The run starts under an address-space limit
+    (its allocator then reserves 32 MiB at a time, python/memory.rs), which is lowered to what it
+    uses plus `room` while it reads the 48 MB frame from a pipe kept open; several rooms, as which
     allocation fails first, Python's or the core's, depends on it (--debug shows it was the core's)."""
     env = {**os.environ, "RUST_BACKTRACE": "1"}
+    env.pop("MIMALLOC_ARENA_RESERVE", None)
 
     def run(*debug: str, room: int) -> tuple[int, str]:
         proc = start(
-            *debug, "convert", "-", "-o", str(tmp_path / "out.ndjson"), stdin=subprocess.PIPE, env=env
+            *debug,
+            "convert",
+            "-",
+            "-o",
+            str(tmp_path / "out.ndjson"),
+            stdin=subprocess.PIPE,
+            env=env,
+            preexec_fn=_address_space(4096),
         )
-        proc.stdin.write(big.read_bytes()[: 1 << 20])
+        proc.stdin.write(huge_frame[: 1 << 20])
         proc.stdin.flush()
         wait_for(lambda: open_under(tmp_path, proc.pid), "the output to be written", 120)
         squeeze(proc.pid, room)
         with contextlib.suppress(BrokenPipeError):  # it may be gone already
-            proc.stdin.write(big.read_bytes()[1 << 20 :])
-            proc.stdin.close()
+            proc.stdin.write(huge_frame[1 << 20 :])
+        with contextlib.suppress(BrokenPipeError):  # what the write left in the buffer
+            proc.stdin.close()  # closed even when its flush fails
+        proc.stdin = None  # so communicate() does not flush it again (ValueError on a closed file)
         _, err = proc.communicate(timeout=120)
         return proc.returncode, err.decode()
 

@@ -1,5 +1,5 @@
 """`python -m wirelog.cli`."""
 
-from wirelog.cli.main import main
+from wirelog.cli.start import main
 
 main()
