@@ -108,12 +108,13 @@ fn size_arenas() {
     });
 }
 
-/// Blocks of this size and more are glibc's, smaller ones mimalloc's. A large buffer freed goes
-/// back to the system at once with glibc (mmapped above its threshold, 128 KiB to 32 MiB); mimalloc
-/// keeps freed memory ~100 ms before it purges it, and the core frees large buffers (batches,
-/// inflate and spill buffers) fast enough that this added 30 MB (+12 %) to bench_held's peaks, past
-/// its 300 MB target. Purging at once instead cost 8-13 % more CPU than glibc there.
-const LARGE: usize = 256 << 10;
+/// Blocks of this size and more are glibc's, smaller ones mimalloc's: the small ones (records, their
+/// fields and texts) are where mimalloc saves CPU; the larger ones (batches, builders, inflate and
+/// spill buffers) cost it memory. mimalloc keeps freed memory ~100 ms before it purges it and packs
+/// a size in pages of its own, and with everything below 256 KiB its own, peak RSS of converting
+/// bench_lumberjack's capture to Parquet rose 9 %, bench_spark's one-machine capture 20 %
+/// (docs/architecture.md, The boundary).
+const LARGE: usize = 4 << 10;
 
 fn is_large(size: usize) -> bool {
     size >= LARGE
