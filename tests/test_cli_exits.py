@@ -243,7 +243,7 @@ def test_out_of_memory_is_one_line_and_status_4(big):
 
 
 @pytest.fixture(scope="module")
-def huge_frame(tmp_path_factory) -> bytes:
+def huge_frame() -> bytes:
     """A capture whose one Lumberjack connection sends a 48 MB data frame: the core holds it whole
     (and the event made of it), more than one of its allocator's arenas holds under a limit."""
     frame = jframe(1, {"message": "x" * 48_000_000})

@@ -1,5 +1,6 @@
-//! The module's global allocator: mimalloc (native/Cargo.toml says why), and memory the machine
-//! refuses ends the process with the CLI's line (`on_out_of_memory`) instead of Rust's abort.
+//! The module's global allocator: small blocks from mimalloc, large ones from glibc (`LARGE`;
+//! docs/architecture.md, The boundary, measures why), and memory the machine refuses ends the
+//! process with the CLI's line (`on_out_of_memory`) instead of Rust's abort.
 //! FFI glue: each `unsafe` says why it is sound.
 #![allow(unsafe_code)]
 
@@ -71,8 +72,8 @@ fn checked(p: *mut u8, size: usize) -> *mut u8 {
     p
 }
 
-/// Set once mimalloc refused an allocation that glibc then made: from then on each pointer freed
-/// is asked which of the two made it (mimalloc reserves address space in large arenas, so under an
+/// Set once mimalloc refused a small block that glibc then made: from then on each small block
+/// freed is asked which of the two made it (mimalloc reserves address space in large arenas, so under an
 /// address-space limit, `ulimit -v`, it can fail where glibc still has room; memory then runs out
 /// where it did before mimalloc, with the CLI's line).
 static FELL_BACK: AtomicBool = AtomicBool::new(false);
