@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::model::json::{integer, name, string, value, Json};
 use crate::model::text::datetime;
-use crate::model::{Delivery, DocText, Document, Finding, Message, Record, Stamp, Value};
+use crate::model::{Delivery, DocText, Finding, Message, Record, Stamp, Value};
 use crate::tcp::StreamInfo;
 
 /// Whether a protocol field may not take `name` (docs/records.md): such a field is written as
@@ -293,8 +293,11 @@ pub fn message_line(
     m: &Message,
     tls: Option<&Value>,
 ) {
-    let event = m.event.as_ref().map(Document::as_text);
-    message_parts_line(out, capture, stamp, m, &m.fields, event, tls);
+    let event = |out: &mut String| match &m.event {
+        Some(doc) => doc.write_text(out),
+        None => out.push_str("null"),
+    };
+    message_line_with(out, capture, stamp, m, &m.fields, event, tls);
 }
 
 /// `message_line` of the message `m` with `fields` and `event` (its own are not read): a record
@@ -308,16 +311,30 @@ pub fn message_parts_line(
     event: Option<DocText<'_>>,
     tls: Option<&Value>,
 ) {
+    let event = |out: &mut String| match event {
+        Some(doc) => out.push_str(doc.text()),
+        None => out.push_str("null"),
+    };
+    message_line_with(out, capture, stamp, m, fields, event, tls);
+}
+
+/// The line of `m` with `fields`, its event written by `event`.
+fn message_line_with(
+    out: &mut String,
+    capture: &str,
+    stamp: Option<&Stamp>,
+    m: &Message,
+    fields: &[(&'static str, impl Json)],
+    event: impl FnOnce(&mut String),
+    tls: Option<&Value>,
+) {
     opening(out, "message", capture, stamp, None);
     message_head(out, m);
     integer(out, m.length);
     self::fields(out, m.protocol, fields, true);
     tls_field(out, tls);
     out.push_str(",\"event\":");
-    match event {
-        Some(doc) => out.push_str(doc.text()),
-        None => out.push_str("null"),
-    }
+    event(out);
     out.push_str(",\"acked\":");
     out.push_str(match m.acked {
         Some(true) => "true",

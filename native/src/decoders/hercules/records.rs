@@ -157,7 +157,9 @@ pub fn event_message(
             {
                 let tree = Renderer { mapped: false }.tags(&mut Cursor::new(tags, 0));
                 let tree = tree.map(|v| Document::from(v).to_string());
-                assert_eq!(tree.as_deref(), Some(plain_text(tags).as_str()));
+                let mut text = String::new();
+                plain_text(tags, &mut text);
+                assert_eq!(tree, Some(text));
             }
             m.event = Some(Document::binary(
                 Binary::HerculesTags,

@@ -725,6 +725,49 @@ fn duplicate_keys_in_a_large_container() {
 }
 
 #[test]
+fn repeated_keys_are_found_at_their_own_level_of_nesting() {
+    // {a: {a: null, b: null}, b: null, a: null}: the outer `a` repeats, the inner keys do not
+    // (the inner container's keys are read between the outer's)
+    let outer = "0003 0161 01 0002 0161 0b 0162 0b  0162 0b  0161 0b";
+    // {x: {k: null, k: null}, y: null}: only the inner `k` repeats; then a container of 40
+    // keys holding one that repeats within it
+    let mut inner = String::from("0003 0178 01 0002 016b 0b 016b 0b  0179 0b  017a 01 0029");
+    for i in 0..40u8 {
+        inner.push_str(&format!("01{:02x}0b", b'0' + i));
+    }
+    inner.push_str("01300b");
+    let mut parser = EventParser::new(1 << 20);
+    let repeated = |parser: &mut EventParser, tags: &str| {
+        let mut probs = Vec::new();
+        parser
+            .parse(&event_bytes(tags), 0, &mut probs)
+            .expect("parses");
+        let found: Vec<_> = probs
+            .iter()
+            .filter(|p| p.code == "hercules.duplicate-key")
+            .map(|p| (p.fields[0].1.clone(), p.fields[1].1.clone()))
+            .collect();
+        found
+    };
+    let path = |p: &str| serde_json::json!(p);
+    assert_eq!(
+        repeated(&mut parser, outer),
+        [(path(""), serde_json::json!(["a"]))]
+    );
+    assert_eq!(
+        repeated(&mut parser, &inner),
+        [
+            (path("x"), serde_json::json!(["k"])),
+            (path("z"), serde_json::json!(["0"]))
+        ]
+    );
+    // an event cut short inside a container leaves nothing for the next one to compare with
+    let cut = "0002 0161 01 0003 0161 0b 0162 0b";
+    assert!(parser.parse(&event_bytes(cut), 0, &mut Vec::new()).is_err());
+    assert_eq!(repeated(&mut parser, "0002 0161 0b 0162 0b"), []);
+}
+
+#[test]
 fn documents_of_a_file_stop_at_the_first_bad_event() {
     let mut data = unhex(README_EVENT);
     data.extend(unhex(SCALARS_EVENT));

@@ -348,24 +348,22 @@ impl<'a> TextRenderer<'a> {
     }
 }
 
-/// The plain rendering's JSON text of a container's count and tags (`tags`): written straight
-/// by `TextRenderer`, or from the tree where it gives up. Bytes the reader accepted always
-/// render; anything else is `{}` (never None: a kept document's text is asked for lazily).
-pub fn plain_text(tags: &[u8]) -> String {
-    let mut text = String::with_capacity(2 * tags.len());
+/// The plain rendering's JSON text of a container's count and tags (`tags`), appended to `out`:
+/// written straight by `TextRenderer`, or from the tree where it gives up (what it wrote taken
+/// back first). Bytes the reader accepted always render; anything else is `{}` (never nothing: a
+/// kept document's text is asked for lazily).
+pub fn plain_text(tags: &[u8], out: &mut String) {
+    let start = out.len();
+    out.reserve(2 * tags.len());
     if TextRenderer::default()
-        .tags(&mut Cursor::new(tags, 0), &mut text)
+        .tags(&mut Cursor::new(tags, 0), out)
         .is_some()
     {
-        return text;
+        return;
     }
+    out.truncate(start);
     let tree = Renderer { mapped: false }.tags(&mut Cursor::new(tags, 0));
-    let mut text = String::new();
-    json::value(
-        &mut text,
-        tree.as_ref().unwrap_or(&Value::Object(Map::new())),
-    );
-    text
+    json::value(out, tree.as_ref().unwrap_or(&Value::Object(Map::new())));
 }
 
 /// Where the tags wirelog's export mapping uses sit in an event's payload (value positions).
