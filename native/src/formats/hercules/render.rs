@@ -15,6 +15,7 @@ use serde_json::{Map, Number};
 
 use super::types::*;
 use crate::model::json;
+use crate::model::json::canon::signature;
 use crate::model::text::{push_uuid, uuid as uuid_text};
 use crate::model::Value;
 
@@ -284,12 +285,16 @@ impl<'a> TextRenderer<'a> {
             return None;
         }
         let start = self.keys.len();
+        let mut signatures = 0u64;
         out.push('{');
         for i in 0..count {
             let key = c.key()?;
-            if self.keys[start..].contains(&key) {
+            // compared only with keys that could be it: nearly every key's bit is new
+            let bit = signature(key);
+            if signatures & bit != 0 && self.keys[start..].contains(&key) {
                 return None;
             }
+            signatures |= bit;
             self.keys.push(key);
             if i > 0 {
                 out.push(',');

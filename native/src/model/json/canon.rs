@@ -613,8 +613,9 @@ fn copy(out: &mut Vec<u8>, src: &[u8], from: usize, to: usize) {
 }
 
 /// One bit of 64 for a key, from its length and its first and last bytes (equal keys have the
-/// same bit).
-fn signature(name: &[u8]) -> u64 {
+/// same bit): an object's keys so far as the bits of theirs, a new key whose bit is not among
+/// them repeats none, and is compared with none (the Hercules renderer checks its keys so too).
+pub(crate) fn signature(name: &[u8]) -> u64 {
     let ends = name.first().zip(name.last()).map_or(0, |(&a, &z)| {
         usize::from(a).wrapping_mul(7).wrapping_add(usize::from(z))
     });
