@@ -32,8 +32,8 @@ use sha1::{Digest, Sha1};
 use sha2::Sha256;
 
 use crate::formats::hercules::types::{
-    BIGINT_TAG, CONTAINER, DOUBLE, EMPTY_NAME, FLAG, ITEM_TAG, LONG, MAX_KEY_BYTES, MAX_TAGS, NULL,
-    STRING, TICKS_PER_SECOND, VECTOR, VERSION,
+    is_tag_name, BIGINT_TAG, CONTAINER, DOUBLE, EMPTY_NAME, FLAG, ITEM_TAG, LONG, MAX_KEY_BYTES,
+    MAX_TAGS, NULL, STRING, TICKS_PER_SECOND, VECTOR, VERSION,
 };
 use crate::model::json::integer;
 use crate::model::json::Binary;
@@ -841,26 +841,10 @@ pub fn maps_as_its_text(doc: &Document) {
 }
 
 /// A name the escaping keeps as it is (`is_tag_name` and no `_x`): this runs for every key of
-/// every record, so a table says which bytes a tag name may have, and only a name with a `_` is
-/// looked at again.
+/// every record, so only a name with a `_` is looked at again.
 fn conventional(b: &[u8]) -> bool {
-    !b.is_empty()
-        && b.len() <= MAX_KEY_BYTES
-        && b.iter().all(|&c| TAG_CHAR[usize::from(c)])
-        && !(b.contains(&b'_') && b.windows(2).any(|w| w == b"_x"))
+    is_tag_name(b) && !(b.contains(&b'_') && b.windows(2).any(|w| w == b"_x"))
 }
-
-/// The bytes of a tag name: [A-Za-z0-9_.-].
-static TAG_CHAR: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut c = 0;
-    while c < 256 {
-        let b = c as u8;
-        table[c] = b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-';
-        c += 1;
-    }
-    table
-};
 
 /// `name` made into a conventional tag name, reversibly (the core's decoder undoes it:
 /// `types::unescape_name`): every character outside [A-Za-z0-9.-] and every `_` followed by `x`
