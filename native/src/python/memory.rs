@@ -73,9 +73,9 @@ fn checked(p: *mut u8, size: usize) -> *mut u8 {
 }
 
 /// Set once mimalloc refused a small block that glibc then made: from then on each small block
-/// freed is asked which of the two made it (mimalloc reserves address space in large arenas, so under an
-/// address-space limit, `ulimit -v`, it can fail where glibc still has room; memory then runs out
-/// where it did before mimalloc, with the CLI's line).
+/// freed is asked which of the two made it (mimalloc reserves address space in large arenas, so
+/// under an address-space limit, `ulimit -v`, it can fail where glibc still has room; memory then
+/// runs out where it did before mimalloc, with the CLI's line).
 static FELL_BACK: AtomicBool = AtomicBool::new(false);
 
 /// mimalloc's `arena_reserve` option: its place in mimalloc.h's `mi_option_e` (v3, the version
@@ -109,12 +109,12 @@ fn size_arenas() {
     });
 }
 
-/// Blocks of this size and more are glibc's, smaller ones mimalloc's: the small ones (records, their
-/// fields and texts) are where mimalloc saves CPU; the larger ones (batches, builders, inflate and
-/// spill buffers) cost it memory. mimalloc keeps freed memory ~100 ms before it purges it and packs
-/// a size in pages of its own, and with everything below 256 KiB its own, peak RSS of converting
-/// bench_lumberjack's capture to Parquet rose 9 %, bench_spark's one-machine capture 20 %
-/// (docs/architecture.md, The boundary).
+/// Blocks of this size and more are glibc's, smaller ones mimalloc's: the small ones (records,
+/// their fields and texts) are where mimalloc saves CPU; the larger ones (batches, builders,
+/// inflate and spill buffers) cost it memory. mimalloc keeps freed memory ~100 ms before it purges
+/// it and packs a size in pages of its own, and with everything below 256 KiB its own, peak RSS of
+/// converting bench_lumberjack's capture to Parquet rose 9 %, bench_spark's one-machine capture
+/// 20 % (docs/architecture.md, The boundary).
 const LARGE: usize = 4 << 10;
 
 fn is_large(size: usize) -> bool {
