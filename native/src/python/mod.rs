@@ -56,6 +56,11 @@ thread_local! {
 
 /// Record panics for the boundary to report instead of printing them to stderr.
 fn install_hook() {
+    // The first use of a thread's LAST_PANIC registers its destructor with glibc, which allocates:
+    // made during a panic from memory running out (PyO3's on a NULL object), that registration
+    // failed and glibc aborted the process ("failed to register TLS destructor"). So it is made
+    // here, by the thread that builds the core's objects, while memory is still there.
+    LAST_PANIC.with(|_| ());
     HOOK.call_once(|| {
         panic::set_hook(Box::new(|info| {
             let what = info
