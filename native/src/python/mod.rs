@@ -54,13 +54,18 @@ thread_local! {
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
+/// Make this thread's LAST_PANIC before it is needed. Its first use registers its destructor with
+/// glibc, which allocates: made during a panic from memory running out (PyO3's on a NULL object),
+/// that registration failed and glibc aborted the process ("failed to register TLS destructor").
+/// So every way into the core makes it first, while memory is likely still there (after the
+/// first time, a check of a thread-local's state).
+fn ready_for_panics() {
+    LAST_PANIC.with(|_| ());
+}
+
 /// Record panics for the boundary to report instead of printing them to stderr.
 fn install_hook() {
-    // The first use of a thread's LAST_PANIC registers its destructor with glibc, which allocates:
-    // made during a panic from memory running out (PyO3's on a NULL object), that registration
-    // failed and glibc aborted the process ("failed to register TLS destructor"). So it is made
-    // here, by the thread that builds the core's objects, while memory is still there.
-    LAST_PANIC.with(|_| ());
+    ready_for_panics();
     HOOK.call_once(|| {
         panic::set_hook(Box::new(|info| {
             let what = info
@@ -91,6 +96,7 @@ fn install_hook() {
 
 /// Run `f`, turning a panic into the finding that reports it.
 fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, Box<Finding>> {
+    ready_for_panics();
     panic::catch_unwind(AssertUnwindSafe(f)).map_err(|_| {
         let text = LAST_PANIC
             .with(|p| p.borrow_mut().take())
