@@ -224,7 +224,7 @@ def test_out_of_memory_is_one_line_and_status_4(big):
 
     # Past the first limit where memory runs out in the middle, 10 more: there the core's panic on
     # a Python object that could not be made used to abort in glibc ("failed to register TLS
-    # destructor"), at 3 limits in 4 from 50 to 62 MB (python/mod.rs, install_hook).
+    # destructor"), at 3 limits in 4 from 50 to 62 MB (python/mod.rs, ready_for_panics).
     middle = None
     for megabytes in range(24, 200, 2):
         proc = inspect(megabytes)
